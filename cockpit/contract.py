@@ -19,8 +19,9 @@ PG_BACKEND = "COCKPIT_PG_BACKEND"  # "nccl" | "gloo"  (never "auto": launchers r
 PRECISION = "COCKPIT_PRECISION"  # "fp32" | "fp16" | "bf16"
 SEED = "COCKPIT_SEED"  # integer; every rank seeds identically with it
 REQUEUE = "COCKPIT_REQUEUE"  # "1" when the Slurm job may requeue itself on SIGUSR1 / SIGTERM, else "0"
+HOST = "COCKPIT_HOST"  # the node's name as cockpit knows it (names the per-rank log files)
 
-ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE)
+ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST)
 
 # torchrun's and Slurm's own variables, read by the runtime (listed here so the README table has one source).
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

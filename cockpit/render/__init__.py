@@ -1,0 +1,60 @@
+"""Pure renderers: job spec + facts -> the text cockpit would run. No IO here, ever.
+
+``render(spec, facts, kind)`` is the dry run: ``cockpit render`` prints it and the launchers run it.
+"""
+
+from __future__ import annotations
+
+from cockpit.render.facts import Facts
+from cockpit.render.sbatch import sbatch_script
+from cockpit.render.torchrun import dp_script, launch_script, torchrun_script
+from cockpit.spec import JobSpec
+
+KINDS = ("sbatch", "torchrun", "launch", "dp")
+
+
+class RenderError(ValueError):
+    """The job cannot be rendered in the asked form; the message says why and what to do."""
+
+
+def default_kind(spec: JobSpec) -> str:
+    """What the job's launcher would run."""
+    if spec.launcher == "slurm":
+        return "sbatch"
+    return "dp" if spec.backend == "dp" else "torchrun"
+
+
+def check_kind(spec: JobSpec, kind: str) -> None:
+    """Refuse forms that would not be what cockpit runs for this job."""
+    if kind not in KINDS:
+        raise RenderError(f"unknown form {kind!r} (hint: one of {', '.join(KINDS)})")
+    if kind == "sbatch" and spec.launcher != "slurm":
+        raise RenderError(f"this job uses launcher {spec.launcher}, not slurm (hint: set launcher: slurm)")
+    if kind != "sbatch" and spec.launcher == "slurm":
+        raise RenderError("a slurm job runs through sbatch/srun (hint: --as sbatch, or launcher: local|ssh)")
+    if kind == "dp" and spec.backend != "dp":
+        raise RenderError("this job uses backend ddp (hint: --as torchrun|launch, or set backend: dp)")
+    if kind in ("torchrun", "launch") and spec.backend == "dp":
+        raise RenderError("this job uses backend dp, one process (hint: --as dp, or set backend: ddp)")
+
+
+def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None) -> str:
+    """The text for ``kind``; for per-node forms without ``node_rank``, every node's script in turn."""
+    check_kind(spec, kind)
+    if kind == "sbatch":
+        return sbatch_script(spec, facts)
+    if kind == "dp":
+        return dp_script(spec, facts)
+    one = torchrun_script if kind == "torchrun" else launch_script
+    if node_rank is not None:
+        if not 0 <= node_rank < spec.num_nodes:
+            raise RenderError(f"--node-rank {node_rank} is out of range (hint: 0..{spec.num_nodes - 1})")
+        return one(spec, facts, node_rank)
+    if spec.num_nodes == 1:
+        return one(spec, facts, 0)
+    parts = [f"# ===== node {n}: {facts.node_names[n]} =====\n" + one(spec, facts, n)
+             for n in range(spec.num_nodes)]
+    return "\n".join(parts)
+
+
+__all__ = ["Facts", "KINDS", "RenderError", "check_kind", "default_kind", "render"]

@@ -1,0 +1,102 @@
+"""The headless face: `cockpit <command>`. stdout carries data, stderr diagnostics.
+
+Exit codes: 0 ok; 1 the job or check failed; 2 bad input (job file, arguments); a run exits with the
+job's own code (130 after Ctrl-C). Heavy modules (torch, textual, asyncssh, pynvml) are imported inside the
+commands that need them, so `cockpit --help`, `validate` and `render` start fast on a login node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cockpit import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one clear line, exit 2."""
+
+
+def _load(path: str):
+    from cockpit.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such job file (hint: try jobs/demo.yaml)") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a job file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except SpecError as exc:
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for path in args.jobs:
+        spec = _load(path)
+        trials = len(spec.sweep.trials()) if spec.sweep else 1
+        extra = f" ({trials} trials)" if trials > 1 else ""
+        print(f"{path}: ok{extra}")
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from cockpit.launch.plan import dry_run_facts
+    from cockpit.render import RenderError, default_kind, render
+
+    spec = _load(args.job)
+    kind = args.form or default_kind(spec)
+    try:
+        text = render(spec, dry_run_facts(spec, args.job, args.runs_dir), kind, args.node_rank)
+    except RenderError as exc:
+        raise UsageError(f"{args.job}: {exc}") from None
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
+        "(local, SSH, Slurm). With no command, opens the terminal UI.")
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check job files; print ok or every problem (file:line:col)")
+    p.add_argument("jobs", nargs="+", metavar="JOB.yaml")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("render", help="print what cockpit would run (a dry run): sbatch script or "
+                       "per-node torchrun / torch.distributed.launch / DataParallel scripts")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.add_argument("--as", dest="form", choices=("sbatch", "torchrun", "launch", "dp"),
+                   help="form to print (default: what the job's launcher runs)")
+    p.add_argument("--node-rank", type=int, help="only this node's script")
+    p.add_argument("--runs-dir", help="runs directory to show in paths (default: $COCKPIT_RUNS_DIR or "
+                   "$XDG_STATE_HOME/cockpit/runs)")
+    p.set_defaults(func=cmd_render)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        print("cockpit: the terminal UI arrives with the tui issue; for now use a command "
+              "(cockpit --help)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"cockpit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `cockpit render ... | head`: the reader left; not an error worth a traceback.
+        sys.stderr.close()
+        return EXIT_OK

@@ -1,0 +1,47 @@
+"""Facts for rendering a job: the part of a launch that needs to look at this machine.
+
+A dry run (`cockpit render`) uses stand-ins where a real launch would look something up (the run id, a free
+port), and says so in the run id ("dry-run").
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+from cockpit.paths import default_runs_dir, job_workdir
+from cockpit.render.facts import Facts
+from cockpit.spec import JobSpec
+
+DRY_RUN_ID = "dry-run"
+DEFAULT_MASTER_PORT = 29500
+
+
+def node_names(spec: JobSpec) -> tuple[str, ...]:
+    if spec.launcher == "local":
+        return (socket.gethostname().split(".")[0] or "localhost",)
+    if spec.launcher == "ssh":
+        return spec.hosts
+    return tuple(f"node{i}" for i in range(spec.num_nodes))  # Slurm names them at run time
+
+
+def interpreter(spec: JobSpec) -> str:
+    """The Python the ranks use: the job's, else this one for local runs, else python3 on the node."""
+    if spec.python:
+        return spec.python
+    return sys.executable if spec.launcher == "local" else "python3"
+
+
+def facts_for(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+              extra_args: tuple[str, ...] = ()) -> Facts:
+    master = "127.0.0.1" if spec.launcher == "local" else (spec.hosts[0] if spec.hosts else "")
+    return Facts(run_dir=run_dir, run_id=run_id, workdir=job_workdir(job_path, spec.workdir),
+                 python=interpreter(spec), master_addr=master, master_port=master_port,
+                 node_names=node_names(spec), extra_args=extra_args)
+
+
+def dry_run_facts(spec: JobSpec, job_path: str, runs_dir: str | None = None) -> Facts:
+    base = Path(runs_dir) if runs_dir else default_runs_dir()
+    return facts_for(spec, job_path, str(base.absolute() / DRY_RUN_ID), DRY_RUN_ID,
+                     spec.master_port or DEFAULT_MASTER_PORT)

@@ -1,0 +1,47 @@
+"""The environment every rank gets: the contract (cockpit.contract), GPU selection, the user's env."""
+
+from __future__ import annotations
+
+from cockpit import contract
+from cockpit.render.facts import Facts, log_safe
+from cockpit.render.shell import export
+from cockpit.spec import JobSpec
+
+# Written into every rank's log directory; `$COCKPIT_RUN_DIR` stays a variable so the script reads well.
+RANK_LOG = '"$COCKPIT_RUN_DIR/logs/rank-$RANK.$COCKPIT_HOST.log"'
+
+
+def contract_env(spec: JobSpec, facts: Facts, host: str) -> list[tuple[str, str]]:
+    """The contract variables, in the README's order."""
+    return [
+        (contract.RUN_DIR, facts.run_dir),
+        (contract.RUN_ID, facts.run_id),
+        (contract.JOB_NAME, spec.name),
+        (contract.BACKEND, spec.backend),
+        (contract.PG_BACKEND, spec.dist_backend),
+        (contract.PRECISION, spec.precision),
+        (contract.SEED, str(spec.seed)),
+        (contract.REQUEUE, "1" if spec.launcher == "slurm" and spec.slurm.requeue else "0"),
+        (contract.HOST, log_safe(host)),
+    ]
+
+
+def gpu_env(spec: JobSpec) -> list[tuple[str, str]]:
+    """nvidia-smi order for CUDA too; the picked ids, except under Slurm, which sets them itself."""
+    env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+    if spec.launcher != "slurm" and spec.gpu_ids:
+        env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in spec.gpu_ids)))
+    return env
+
+
+def node_env_lines(spec: JobSpec, facts: Facts, host: str) -> list[str]:
+    """All `export` lines for one node, user env last so it reads as the user wrote it."""
+    pairs = gpu_env(spec) + [("PYTHONUNBUFFERED", "1")] + contract_env(spec, facts, host) + list(spec.env)
+    return [export(name, value) for name, value in pairs]
+
+
+def program_words(spec: JobSpec, facts: Facts, quote) -> list[str]:
+    """python -u script|-m module args..., each quoted."""
+    target = ["-m", spec.module] if spec.module else [spec.script]
+    words = [facts.python, "-u", *target, *spec.args, *facts.extra_args]
+    return [quote(w) for w in words]

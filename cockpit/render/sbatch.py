@@ -1,0 +1,98 @@
+"""The sbatch script: one srun task per GPU (RANK = SLURM_PROCID, LOCAL_RANK = SLURM_LOCALID, WORLD_SIZE =
+SLURM_NTASKS), MASTER_ADDR = first host of the allocation, per-task log files, USR1 before the time limit
+forwarded to the tasks so the runtime can checkpoint and requeue. Pure: the same spec and facts give the
+same text, which is checked against golden files."""
+
+from __future__ import annotations
+
+from cockpit.render.env import contract_env, program_words
+from cockpit.render.facts import Facts
+from cockpit.render.shell import command, export, quote
+from cockpit.spec import JobSpec
+
+# Per task: map Slurm's variables onto torchrun's, name the node, then exec the rank's program.
+_TASK_WRAPPER = quote(
+    "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
+    'LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE%%(*} COCKPIT_HOST="$SLURMD_NODENAME"; exec "$0" "$@"')
+# Slurm's own port choice would collide between jobs on shared nodes; derive one from the job id instead,
+# below Linux's ephemeral range (32768+) so it does not race with outgoing connections.
+_SC2016 = "# shellcheck disable=SC2016  # the wrapper's $-words are for each task's shell"
+_PORT_FROM_JOB_ID = "$(( 12000 + SLURM_JOB_ID % 20000 ))"
+
+
+def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]:
+    s = spec.slurm
+    out = [f"--job-name={spec.name}"]
+    out += [f"--nodes={spec.num_nodes}"] if spec.nodelist is None else [f"--nodelist={spec.nodelist}"]
+    out.append(f"--ntasks-per-node={spec.nprocs}")
+    if spec.gpus_per_node:
+        kind = f"{s.gres_type}:" if s.gres_type else ""
+        flag = "--gres=gpu:" if s.gpu_flag == "gres" else "--gpus-per-node="
+        out.append(f"{flag}{kind}{spec.gpus_per_node}")
+    for name, value in (("cpus-per-task", s.cpus_per_task), ("mem", s.mem), ("time", s.time),
+                        ("partition", s.partition), ("account", s.account), ("qos", s.qos)):
+        if value is not None:
+            out.append(f"--{name}={value}")
+    log = f"{facts.run_dir}/logs/sbatch-%A_%a.log" if trials else f"{facts.run_dir}/logs/sbatch-%j.log"
+    out += [f"--output={log}", f"--error={log}", "--open-mode=append"]
+    if s.requeue:
+        out += [f"--signal=B:USR1@{s.signal_seconds}", "--requeue"]
+    if trials:
+        limit = s.array_parallel or (spec.sweep.max_parallel if spec.sweep else None)
+        out.append(f"--array=0-{trials - 1}" + (f"%{limit}" if limit else ""))
+    out += list(s.extra)
+    return [f"#SBATCH {d}" for d in out]
+
+
+def _trial_cases(trials: list[tuple[str, ...]]) -> list[str]:
+    lines = ['case "$SLURM_ARRAY_TASK_ID" in']
+    for i, args in enumerate(trials):
+        lines.append(f"  {i}) trial_args=({' '.join(quote(a) for a in args)}) ;;")
+    lines += ['  *) echo "cockpit: unexpected array task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;', "esac",
+              'COCKPIT_RUN_DIR="$COCKPIT_RUN_DIR/trial-$SLURM_ARRAY_TASK_ID"']
+    return lines
+
+
+def _signal_forwarding() -> list[str]:
+    # With --signal=B:USR1@N only this batch shell gets USR1; bash runs a trap only when `wait` returns, so
+    # srun runs in the background and the trap passes the signal on to every task of the step.
+    return ["srun_pid=", "# shellcheck disable=SC2317  # called by the trap",
+            'forward_usr1() { echo "cockpit: USR1 (time limit near): asking the ranks to checkpoint" >&2;',
+            '  [ -n "$srun_pid" ] && kill -USR1 "$srun_pid"; }',
+            "trap forward_usr1 USR1"]
+
+
+def sbatch_script(spec: JobSpec, facts: Facts) -> str:
+    """The whole batch script for ``spec`` (a job array when it has a sweep)."""
+    trials = spec.sweep.trials() if spec.sweep else []
+    lines = ["#!/bin/bash", *sbatch_directives(spec, facts, len(trials)),
+             f'# cockpit: job "{spec.name}", run {facts.run_id}', "set -euo pipefail"]
+    lines += [f"module load {quote(m)}" for m in spec.slurm.modules]
+    if spec.slurm.setup:
+        # The user's own shell lines, verbatim. Environment scripts (conda activate, spack) read unset
+        # variables, so `set -u` is off while they run.
+        lines += ["set +u", "# shellcheck disable=SC1090,SC1091  # sourced files are the cluster's", "{",
+                  *(f"  {line}" for line in spec.slurm.setup), "}", "set -u"]
+    lines.append(f"cd {quote(facts.workdir)}")
+    env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("PYTHONUNBUFFERED", "1")]
+    env += [(k, v) for k, v in contract_env(spec, facts, "slurm") if k != "COCKPIT_HOST"] + list(spec.env)
+    lines += [export(k, v) for k, v in env]
+    if trials:
+        lines += _trial_cases(trials)
+    master_port = str(facts.master_port) if spec.master_port else _PORT_FROM_JOB_ID
+    lines += ['MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+              f"MASTER_PORT={master_port}", "export MASTER_ADDR MASTER_PORT COCKPIT_RUN_DIR",
+              'mkdir -p "$COCKPIT_RUN_DIR/logs"']
+    program = program_words(spec, facts, quote) + (['"${trial_args[@]}"'] if trials else [])
+    task_log = '"$COCKPIT_RUN_DIR/logs/rank-%t.%N.log"'
+    words = ["srun --kill-on-bad-exit=1", f"--output={task_log}", f"--error={task_log}",
+             f"bash -c {_TASK_WRAPPER}", " ".join(program)]
+    if spec.slurm.requeue:
+        lines += _signal_forwarding()
+        lines += [_SC2016, command(words) + " &", "srun_pid=$!",
+                  "# wait returns early when USR1 arrives; keep waiting for the step to end.",
+                  'while true; do wait "$srun_pid" && status=0 || status=$?',
+                  '  kill -0 "$srun_pid" 2>/dev/null || break; done', 'exit "$status"']
+    else:
+        lines += [_SC2016, "exec " + command(words)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,23 @@
+"""Small, careful helpers for generating bash: every value from a job file goes through ``quote``."""
+
+from __future__ import annotations
+
+import shlex
+
+
+def quote(value: str) -> str:
+    return shlex.quote(str(value))
+
+
+def export(name: str, value: str) -> str:
+    """`export NAME=value` with the value quoted (names are validated identifiers)."""
+    return f"export {name}={quote(value)}"
+
+
+def command(segments: list[str], indent: str = "  ") -> str:
+    """One command over continuation lines, one segment (words already quoted) per line."""
+    return f" \\\n{indent}".join(segments)
+
+
+def header(title: str) -> list[str]:
+    return ["#!/usr/bin/env bash", f"# {title}", "set -euo pipefail"]

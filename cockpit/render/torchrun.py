@@ -1,0 +1,74 @@
+"""Per-node launch scripts: torchrun, the legacy torch.distributed.launch, and single-process DP.
+
+Each script is what cockpit runs on that node (the local and ssh launchers start exactly this text), so the
+dry run is the truth. Every rank writes its own log file, named by global rank and host, through a tiny
+`sh -c` wrapper; torchrun's --log-dir layout is not relied upon (it numbers by local rank and changes
+between versions).
+"""
+
+from __future__ import annotations
+
+from cockpit.render.env import RANK_LOG, node_env_lines, program_words
+from cockpit.render.facts import Facts
+from cockpit.render.shell import command, header, quote
+from cockpit.spec import JobSpec
+
+# $0/$@ are the rank's program and arguments; single quotes on purpose: expanded by the rank's own shell.
+_RANK_WRAPPER = quote(f'exec "$0" "$@" >>{RANK_LOG} 2>&1')
+_SC2016 = "# shellcheck disable=SC2016  # the wrapper's $-words are for the rank's shell, not this one"
+
+
+def _rank_program(spec: JobSpec, facts: Facts) -> list[str]:
+    return [f"sh -c {_RANK_WRAPPER}", " ".join(program_words(spec, facts, quote))]
+
+
+def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str) -> list[str]:
+    host = facts.node_names[node_rank]
+    lines = header(f'cockpit: job "{spec.name}", {what}, node {node_rank} of {spec.num_nodes} ({host}), '
+                   f"run {facts.run_id}")
+    lines.append(f"cd {quote(facts.workdir)}")
+    lines += node_env_lines(spec, facts, host)
+    lines.append('mkdir -p "$COCKPIT_RUN_DIR/logs"')
+    return lines
+
+
+def _rendezvous(spec: JobSpec, facts: Facts, node_rank: int, legacy: bool) -> list[str]:
+    sep = "_" if legacy else "-"
+    if spec.rdzv == "c10d" and not legacy:
+        # c10d: node 0 hosts the store; the others must not try to bind it (they would fail or race).
+        return ["--rdzv-backend=c10d", f"--rdzv-endpoint={quote(f'{facts.master_addr}:{facts.master_port}')}",
+                f"--rdzv-id={quote(facts.run_id)}", f"--rdzv-conf=is_host={1 if node_rank == 0 else 0}"]
+    return [f"--node{sep}rank={node_rank}", f"--master{sep}addr={quote(facts.master_addr)}",
+            f"--master{sep}port={facts.master_port}"]
+
+
+def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
+    """The script that starts torchrun on node ``node_rank``."""
+    nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
+    segments = [f"{quote(facts.python)} -m torch.distributed.run", f"--nnodes={spec.num_nodes}",
+                f"--nproc-per-node={nproc}", *_rendezvous(spec, facts, node_rank, legacy=False),
+                f"--max-restarts={spec.max_restarts}", "--no-python", *_rank_program(spec, facts)]
+    lines = _prologue(spec, facts, node_rank, "torchrun")
+    lines += ["# One log file per rank (global rank, host); torchrun's own output goes to this script's.",
+              _SC2016, "exec " + command(segments)]
+    return "\n".join(lines) + "\n"
+
+
+def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
+    """The legacy `python -m torch.distributed.launch` form (torch < 1.10 habits), with --use-env."""
+    nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
+    segments = [f"{quote(facts.python)} -m torch.distributed.launch", "--use-env",
+                f"--nnodes={spec.num_nodes}", f"--nproc_per_node={nproc}",
+                *_rendezvous(spec, facts, node_rank, legacy=True), "--no_python", *_rank_program(spec, facts)]
+    lines = _prologue(spec, facts, node_rank, "torch.distributed.launch")
+    lines += ["# Legacy launcher: --use-env sets LOCAL_RANK in the environment instead of --local-rank.",
+              _SC2016, "exec " + command(segments)]
+    return "\n".join(lines) + "\n"
+
+
+def dp_script(spec: JobSpec, facts: Facts) -> str:
+    """One process driving all picked GPUs with DataParallel; its log is rank 0's."""
+    lines = _prologue(spec, facts, 0, "DataParallel")
+    log = RANK_LOG.replace("$RANK", "0")  # one process, no RANK: the runtime sees a world of one
+    lines.append("exec " + " ".join(program_words(spec, facts, quote)) + f" >>{log} 2>&1")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,20 @@
+"""Shared test helpers (import as `helpers`: tests/ is on pytest's pythonpath). Integration tests use real
+processes; nothing here mocks a service."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+JOBS = sorted((REPO / "jobs").glob("*.yaml"))
+
+
+def require_tool(name: str) -> str:
+    """The path of a tool the test command installs; its absence is a failure, never a skip."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: run the README's test command, which installs it")
+    return path
