@@ -54,7 +54,7 @@ class SweepSpec:
         """The extra arguments of each trial, in grid order (last key varies fastest)."""
         flags = [flag for flag, _ in self.grid]
         combos = itertools.product(*(values for _, values in self.grid))
-        return [tuple(a for flag, v in zip(flags, combo) for a in (flag, v)) for combo in combos]
+        return [tuple(a for flag, v in zip(flags, combo, strict=True) for a in (flag, v)) for combo in combos]
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ class Checker:
         value = data.get(path[-1])
         if value is None:
             return None
-        if isinstance(value, (dict, list)) or isinstance(value, bool):
+        if isinstance(value, (dict, list, bool)):
             self.problem(path, f"expected a string, got {_kind(value)}")
             return None
         text = str(value)
@@ -194,7 +194,7 @@ class Checker:
             self.problem(path, "a sweep needs a grid of argument: [values]", "grid: {lr: [0.1, 0.01]}")
             return ()
         out = []
-        for key, values in value.items():
+        for key in value:
             flag = key if key.startswith("-") else f"--{key}"
             if not re.match(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$", flag):
                 self.problem((*path, key), f"{key!r} is not an argument name", "e.g. lr or --lr")

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian/Ubuntu machine, then runs it.
+#   bash tests/run-all.sh [pytest args...]
+# System packages: shellcheck (generated scripts are checked), openssh-server (real sshd on loopback for
+# the SSH tests). Python: torch pinned to a CPU build (an unpinned torch pulls several GB of CUDA packages),
+# numpy, and cockpit itself with its test extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+APT_PACKAGES=(shellcheck openssh-server)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "== apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+echo "== pip install (torch==2.13.0 CPU, cockpit[test])"
+"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy -e ".[test]"
+
+echo "== pytest"
+exec "$PY" -m pytest "$@"

@@ -1,0 +1,70 @@
+"""The CLI as a user meets it: real subprocesses, exit codes, stdout for data, stderr for problems."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from helpers import REPO
+
+
+def cockpit(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COCKPIT_RUNS_DIR": "/tmp/cockpit-cli-test-runs"}
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=60)
+
+
+def test_validate_ok():
+    r = cockpit("validate", "jobs/demo.yaml", "jobs/sweep.yaml")
+    assert r.returncode == 0 and r.stdout == "jobs/demo.yaml: ok\njobs/sweep.yaml: ok (6 trials)\n"
+
+
+def test_validate_reports_every_problem_and_keeps_the_file(tmp_path):
+    job = tmp_path / "job.yaml"
+    text = "name: t\nscript: a.py\nprecision: fp16\nbackend: ddpp\n"
+    job.write_text(text)
+    r = cockpit("validate", str(job))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"{job}:3:1: precision: fp16 autocast is not supported on CPU (hint: use precision: bf16 on CPU, "
+        "or pick gpus:)",
+        f"{job}:4:1: backend: 'ddpp' is not one of ddp | dp (hint: did you mean 'ddp'?)"]
+    assert "Traceback" not in r.stderr and job.read_text() == text
+
+
+def test_missing_file_is_a_clear_error():
+    r = cockpit("validate", "jobs/nope.yaml")
+    assert r.returncode == 2 and r.stderr == "cockpit: jobs/nope.yaml: no such job file (hint: try jobs/demo.yaml)\n"
+
+
+def test_render_default_form_and_node_rank():
+    r = cockpit("render", "jobs/demo.yaml")
+    assert r.returncode == 0 and "-m torch.distributed.run" in r.stdout and "--nproc-per-node=2" in r.stdout
+    r = cockpit("render", "jobs/ssh-2node.yaml", "--node-rank", "1")
+    assert r.returncode == 0 and "--node-rank=1" in r.stdout and "--master-addr=gpu-node1" in r.stdout
+    both = cockpit("render", "jobs/ssh-2node.yaml").stdout
+    assert "===== node 0: gpu-node1" in both and "===== node 1: gpu-node2" in both
+
+
+def test_render_refuses_forms_that_would_not_run():
+    r = cockpit("render", "jobs/demo.yaml", "--as", "sbatch")
+    assert r.returncode == 2 and "hint: set launcher: slurm" in r.stderr and "Traceback" not in r.stderr
+    r = cockpit("render", "jobs/demo.yaml", "--node-rank", "3")
+    assert r.returncode == 2 and "out of range" in r.stderr
+
+
+def test_render_sbatch_and_runs_dir():
+    r = cockpit("render", "jobs/slurm.yaml", "--runs-dir", "/scratch/runs")
+    assert r.returncode == 0 and "#SBATCH --output=/scratch/runs/dry-run/logs/sbatch-%j.log" in r.stdout
+
+
+def test_help_and_version():
+    assert cockpit("--help").returncode == 0
+    r = cockpit("--version")
+    assert r.returncode == 0 and r.stdout.startswith("cockpit ")
+
+
+def test_bad_arguments_exit_2():
+    r = cockpit("render")
+    assert r.returncode == 2 and "usage:" in r.stderr
