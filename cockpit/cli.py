@@ -59,6 +59,61 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _runs(name: str):
+    """Dispatch to cockpit.cli_runs, imported only when a run command is used."""
+    def call(args: argparse.Namespace) -> int:
+        from cockpit import cli_runs
+
+        try:
+            if name == "run":
+                return cli_runs.cmd_run(args, _load(args.job), args.job)
+            return getattr(cli_runs, f"cmd_{name}")(args)
+        except cli_runs.CommandError as exc:
+            raise UsageError(str(exc)) from None
+    return call
+
+
+def _add_follow_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--host", action="append", help="only this host (repeatable)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no log lines, only the summary")
+    p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "
+                   "$XDG_STATE_HOME/cockpit/runs)")
+
+
+def _add_run_commands(sub) -> None:
+    p = sub.add_parser("run", help="launch a job, stream every rank's log, exit with the job's code")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.epilog = "Arguments after -- are appended to the script's, e.g. -- --fail-rank 1 --fail-step 5"
+    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
+    _add_follow_options(p)
+    p.set_defaults(func=_runs("run"))
+
+    p = sub.add_parser("attach", help="follow a running job again (or show how it ended)")
+    p.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or last")
+    p.add_argument("--from-start", action="store_true", help="replay the logs from their start")
+    _add_follow_options(p)
+    p.set_defaults(func=_runs("attach"))
+
+    p = sub.add_parser("logs", help="print a run's per-rank logs")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("-f", "--follow", action="store_true", help="keep following until the run ends")
+    p.add_argument("-n", "--lines", type=int, help="only the last N lines of each rank")
+    _add_follow_options(p)
+    p.set_defaults(func=_runs("logs"))
+
+    p = sub.add_parser("ps", help="list runs and their states")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_runs("ps"))
+
+    p = sub.add_parser("stop", help="stop a run: SIGTERM to its ranks, SIGKILL after --grace")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--grace", type=float, default=10.0)
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_runs("stop"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
@@ -79,12 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", help="runs directory to show in paths (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
     p.set_defaults(func=cmd_render)
+    _add_run_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `cockpit run job.yaml [options] -- ARGS`: everything after the first -- belongs to the script.
+    script_args: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, script_args = argv[:at], argv[at + 1:]
     args = parser.parse_args(argv)
+    args.script_args = script_args
     if args.command is None:
         print("cockpit: the terminal UI arrives with the tui issue; for now use a command "
               "(cockpit --help)", file=sys.stderr)

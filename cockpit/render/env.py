@@ -7,9 +7,6 @@ from cockpit.render.facts import Facts, log_safe
 from cockpit.render.shell import export
 from cockpit.spec import JobSpec
 
-# Written into every rank's log directory; `$COCKPIT_RUN_DIR` stays a variable so the script reads well.
-RANK_LOG = '"$COCKPIT_RUN_DIR/logs/rank-$RANK.$COCKPIT_HOST.log"'
-
 
 def contract_env(spec: JobSpec, facts: Facts, host: str) -> list[tuple[str, str]]:
     """The contract variables, in the README's order."""

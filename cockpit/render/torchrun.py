@@ -8,18 +8,15 @@ between versions).
 
 from __future__ import annotations
 
-from cockpit.render.env import RANK_LOG, node_env_lines, program_words
+from cockpit.render.env import node_env_lines, program_words
 from cockpit.render.facts import Facts
+from cockpit.render.rankwrap import WRAPPER_PATH, write_wrapper_lines
 from cockpit.render.shell import command, header, quote
 from cockpit.spec import JobSpec
 
-# $0/$@ are the rank's program and arguments; single quotes on purpose: expanded by the rank's own shell.
-_RANK_WRAPPER = quote(f'exec "$0" "$@" >>{RANK_LOG} 2>&1')
-_SC2016 = "# shellcheck disable=SC2016  # the wrapper's $-words are for the rank's shell, not this one"
-
 
 def _rank_program(spec: JobSpec, facts: Facts) -> list[str]:
-    return [f"sh -c {_RANK_WRAPPER}", " ".join(program_words(spec, facts, quote))]
+    return [f"bash {WRAPPER_PATH}", " ".join(program_words(spec, facts, quote))]
 
 
 def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str) -> list[str]:
@@ -29,6 +26,8 @@ def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str) -> list[st
     lines.append(f"cd {quote(facts.workdir)}")
     lines += node_env_lines(spec, facts, host)
     lines.append('mkdir -p "$COCKPIT_RUN_DIR/logs"')
+    lines.append("# Each rank runs under this wrapper: its own log file (global rank, host) and exit record.")
+    lines += write_wrapper_lines()
     return lines
 
 
@@ -49,8 +48,8 @@ def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
                 f"--nproc-per-node={nproc}", *_rendezvous(spec, facts, node_rank, legacy=False),
                 f"--max-restarts={spec.max_restarts}", "--no-python", *_rank_program(spec, facts)]
     lines = _prologue(spec, facts, node_rank, "torchrun")
-    lines += ["# One log file per rank (global rank, host); torchrun's own output goes to this script's.",
-              _SC2016, "exec " + command(segments)]
+    lines += ["# torchrun's own output goes to this script's; each rank's to its log file.",
+              "exec " + command(segments)]
     return "\n".join(lines) + "\n"
 
 
@@ -62,13 +61,13 @@ def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
                 *_rendezvous(spec, facts, node_rank, legacy=True), "--no_python", *_rank_program(spec, facts)]
     lines = _prologue(spec, facts, node_rank, "torch.distributed.launch")
     lines += ["# Legacy launcher: --use-env sets LOCAL_RANK in the environment instead of --local-rank.",
-              _SC2016, "exec " + command(segments)]
+              "exec " + command(segments)]
     return "\n".join(lines) + "\n"
 
 
 def dp_script(spec: JobSpec, facts: Facts) -> str:
     """One process driving all picked GPUs with DataParallel; its log is rank 0's."""
     lines = _prologue(spec, facts, 0, "DataParallel")
-    log = RANK_LOG.replace("$RANK", "0")  # one process, no RANK: the runtime sees a world of one
-    lines.append("exec " + " ".join(program_words(spec, facts, quote)) + f" >>{log} 2>&1")
+    # One process and no RANK in its environment: the runtime sees a world of one; the wrapper calls it 0.
+    lines.append(f"exec bash {WRAPPER_PATH} " + " ".join(program_words(spec, facts, quote)))
     return "\n".join(lines) + "\n"

@@ -1,0 +1,171 @@
+"""`cockpit run | attach | logs | ps | stop`: the headless run commands over cockpit.launch and the run
+directories. Output: rank lines and summaries on stdout, cockpit's own notices on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from cockpit import procs
+from cockpit.console import Painter, last_lines, ps_table, summary, use_color
+from cockpit.launch import local
+from cockpit.paths import default_runs_dir
+from cockpit.runs import RunNotFound, list_runs, rank_files, read_status, resolve_run, write_status
+
+
+class CommandError(Exception):
+    """Bad input for a run command: one clear line, exit 2."""
+
+
+def runs_dir_of(args) -> Path:
+    return Path(args.runs_dir) if getattr(args, "runs_dir", None) else default_runs_dir()
+
+
+def find(args) -> Path:
+    try:
+        return resolve_run(runs_dir_of(args), args.run)
+    except RunNotFound as exc:
+        raise CommandError(str(exc)) from None
+
+
+def notice(text: str) -> None:
+    print(f"cockpit: {text}", file=sys.stderr, flush=True)
+
+
+def selector(args):
+    ranks = set(args.rank or ())
+    hosts = set(args.host or ())
+
+    def include(source: tuple) -> bool:
+        host, rank = source
+        if rank == "agent":
+            return not ranks and (not hosts or host in hosts) and not getattr(args, "no_agent", False)
+        return (not ranks or rank in ranks) and (not hosts or host in hosts)
+    return include
+
+
+def cmd_run(args, spec, job_path: str) -> int:
+    extra = tuple(args.script_args)
+    try:
+        run_dir = local.prepare(spec, job_path, runs_dir_of(args), extra)
+    except local.LaunchError as exc:
+        raise CommandError(f"{job_path}: {exc}") from None
+    pid = local.start(run_dir, grace=args.grace)
+    notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
+    return follow(run_dir, args, skip_existing=False)
+
+
+def follow(run_dir: Path, args, skip_existing: bool) -> int:
+    """Stream the run's lines until it ends; Ctrl-C stops the run (twice: stops waiting). Then summarise."""
+    painter = Painter(use_color())
+    out = sys.stdout
+    interrupted = []
+
+    def on_batch(batch) -> None:
+        if args.quiet:
+            return
+        for line in batch.lines:
+            out.write(f"{painter.prefix(line.source)} {line.text}\n")
+        for source, n in batch.dropped.items():
+            out.write(f"{painter.prefix(source)} ... {n} lines not shown (the log file has them all)\n")
+        out.flush()
+
+    def on_interrupt() -> None:
+        interrupted.append(time.time())
+        status = read_status(run_dir)
+        if len(interrupted) == 1 and status is not None and local.request_stop(status):
+            notice("stopping the run (SIGTERM to the ranks, SIGKILL after the grace period); "
+                   "Ctrl-C again to stop waiting")
+        else:
+            raise KeyboardInterrupt
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        return await _follow(run_dir, on_batch, selector(args), skip_existing)
+
+    try:
+        status = asyncio.run(main())
+    except KeyboardInterrupt:
+        notice(f"stopped waiting; the run goes on: cockpit attach {run_dir.name}")
+        return 130
+    if status is None:
+        return 1
+    print(summary(run_dir, status, painter), flush=True)
+    return 130 if interrupted else (status.exit_code or 0)
+
+
+async def _follow(run_dir, on_batch, include, skip_existing):
+    from cockpit.watch import follow_run
+
+    return await follow_run(run_dir, on_batch, include=include, skip_existing=skip_existing)
+
+
+def cmd_attach(args) -> int:
+    run_dir = find(args)
+    status = read_status(run_dir)
+    status = local.reconcile(run_dir, status) if status else status
+    if status is None:
+        raise CommandError(f"{run_dir}: no readable status.json")
+    if status.final:
+        print(summary(run_dir, status, Painter(use_color())))
+        return status.exit_code or 0
+    notice(f"attached to {run_dir.name} ({status.state}); new lines follow")
+    return follow(run_dir, args, skip_existing=not args.from_start)
+
+
+def cmd_logs(args) -> int:
+    run_dir = find(args)
+    if args.follow:
+        return follow(run_dir, args, skip_existing=False)
+    painter = Painter(use_color())
+    include = selector(args)
+    files = sorted(rank_files(run_dir, "log").items())
+    single = args.rank and len(args.rank) == 1
+    for rank, (host, path) in files:
+        if include((host, rank)):
+            for line in last_lines(path, args.lines) if args.lines else path.read_text(errors="replace").splitlines():
+                print(line if single else f"{painter.prefix((host, rank))} {line}")
+    return 0
+
+
+def cmd_ps(args) -> int:
+    rows = []
+    for run_dir, status in list_runs(runs_dir_of(args)):
+        rows.append((run_dir, local.reconcile(run_dir, status)))
+    if args.json:
+        print(json.dumps({"runs": [{**asdict(s), "run_dir": str(d)} for d, s in rows]}, indent=2))
+    elif rows:
+        print(ps_table(rows))
+    else:
+        notice(f"no runs in {runs_dir_of(args)} (start one: cockpit run jobs/demo.yaml)")
+    return 0
+
+
+def cmd_stop(args) -> int:
+    run_dir = find(args)
+    status = read_status(run_dir)
+    if status is None:
+        raise CommandError(f"{run_dir}: no readable status.json")
+    if status.final:
+        notice(f"{run_dir.name} already ended: {status.state}")
+        return 0
+    if local.request_stop(status):
+        deadline = time.time() + args.grace + 30
+        while time.time() < deadline:
+            status = read_status(run_dir)
+            if status is not None and status.final:
+                break
+            time.sleep(0.2)
+    else:  # no supervisor: stop the processes ourselves and record it
+        killed = procs.kill_run(status.run_id, grace=args.grace)
+        status.state, status.ended, status.stop_requested = "stopped", time.time(), True
+        status.note = f"stopped by cockpit stop without a supervisor ({killed} needed SIGKILL)"
+        write_status(run_dir, status)
+    notice(f"{run_dir.name}: {status.state}")
+    return 0 if status.final else 1

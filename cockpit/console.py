@@ -1,0 +1,102 @@
+"""How runs look on a plain terminal: `[host:rank]` prefixes (coloured when stdout is a terminal and
+NO_COLOR is unset), the end-of-run summary, the `cockpit ps` table."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+from cockpit.runs import RunStatus, rank_files
+
+_COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
+
+
+def use_color(stream=sys.stdout) -> bool:
+    """https://no-color.org: NO_COLOR (any value) turns colour off; so does a non-terminal or TERM=dumb."""
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+class Painter:
+    def __init__(self, color: bool):
+        self.color = color
+
+    def paint(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.color else text
+
+    def prefix(self, source: tuple) -> str:
+        host, rank = source
+        label = f"[{host}:{rank}]"
+        if not self.color:
+            return label
+        code = "2" if rank == "agent" else _COLORS[int(rank) % len(_COLORS)]
+        return self.paint(label, code)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def last_lines(path: Path, n: int) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.rstrip("\n") for line in deque(f, maxlen=n)]
+    except OSError:
+        return []
+
+
+def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) -> str:
+    """The end-of-run report: per-rank exit and duration; on failure the first failing rank and its
+    last lines."""
+    state_code = {"succeeded": "32", "failed": "31", "stopped": "33", "lost": "31"}.get(status.state, "0")
+    took = duration((status.ended or time.time()) - (status.started or status.created))
+    out = [painter.paint(f"== {status.name} ({status.run_id}): {status.state} in {took}, "
+                         f"exit code {status.exit_code} ==", state_code)]
+    start = status.started or status.created
+    if status.ranks:
+        out.append(f"  {'rank':>4}  {'host':<16} {'ended':<34} {'after':>9}")
+        for rank, r in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
+            how = "ok" if r["status"] == 0 else _describe(r)
+            out.append(f"  {rank:>4}  {r['host']:<16} {how:<34} {duration(r['time'] - start):>9}")
+    missing = (status.world_size or 0) - len(status.ranks)
+    if missing > 0:
+        out.append(f"  {missing} rank(s) left no exit record (never started, or killed with their wrapper)")
+    ff = status.first_failure
+    if ff:
+        out.append(painter.paint(f"first failure: rank {ff['rank']} on {ff['host']}: {ff['describe']}, "
+                                 f"{duration(ff['time'] - start)} after start", "1;31"))
+        log = rank_files(run_dir, "log").get(ff["rank"])
+        if log:
+            out.append(f"last {tail} lines of {log[1]}:")
+            out += [f"  | {line}" for line in last_lines(log[1], tail)]
+    if status.note:
+        out.append(f"note: {status.note}")
+    out.append(f"run directory: {run_dir}")
+    return "\n".join(out)
+
+
+def _describe(rank: dict) -> str:
+    if rank.get("signal"):
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(rank['signal']).name}"
+        except ValueError:
+            return f"killed by signal {rank['signal']}"
+    return f"exit code {rank['status']}"
+
+
+def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
+    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}"]
+    now = time.time()
+    for _, s in rows:
+        nodes = ",".join(s.hosts)
+        out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
+                   f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}")
+    return "\n".join(out)

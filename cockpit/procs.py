@@ -1,0 +1,74 @@
+"""Local processes of a run, found by the run id in their environment.
+
+torchrun starts every worker in a session of its own, so killing torchrun's process group does not reach
+the ranks, and a rank whose parent died is re-parented to init. Every process of a run — ranks, their data
+loader workers, anything they spawn — inherits COCKPIT_RUN_ID, so /proc is searched for it: no process of
+the run is left behind, whatever the tree looks like.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from cockpit import contract
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None if gone.
+    A pid plus its start time names one process even when pids are reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def is_alive(pid: int, started: str | None = None) -> bool:
+    now = start_time(pid)
+    if now is None:
+        return False
+    return started is None or now == started
+
+
+def run_pids(run_id: str) -> list[int]:
+    """Pids of live processes whose environment carries COCKPIT_RUN_ID=<run_id> (zombies excluded)."""
+    needle = f"{contract.RUN_ID}={run_id}".encode() + b"\0"
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = b"\0" + f.read()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"\0" + needle in env and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+def signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue  # already gone, or not ours to signal
+
+
+def kill_run(run_id: str, grace: float) -> int:
+    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` seconds.
+    Returns how many needed SIGKILL."""
+    pids = run_pids(run_id)
+    signal_pids(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.1)
+        pids = run_pids(run_id)
+    signal_pids(pids, signal.SIGKILL)
+    return len(pids)

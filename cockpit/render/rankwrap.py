@@ -1,0 +1,36 @@
+"""The rank wrapper: a few lines of bash that torchrun starts for each rank instead of Python directly.
+
+It gives every rank its own log file named by global rank and host (torchrun's --log-dir layout numbers by
+local rank and changes between torch versions), passes signals on to the rank, and records how the rank
+ended (exit status and time) next to its log, so cockpit can name the first failing rank even when it was
+not watching. The node script writes it into the run directory with a quoted heredoc (nothing expands).
+"""
+
+from __future__ import annotations
+
+WRAPPER_PATH = '"$COCKPIT_RUN_DIR/rank-wrapper.$COCKPIT_HOST.sh"'
+
+WRAPPER = r"""#!/usr/bin/env bash
+# cockpit rank wrapper: "$@" is the rank's program. Output -> logs/rank-R.HOST.log; end -> rank-R.HOST.exit
+rank="${RANK:-0}"
+base="$COCKPIT_RUN_DIR/logs/rank-$rank.$COCKPIT_HOST"
+"$@" >>"$base.log" 2>&1 &
+child=$!
+for sig in TERM HUP USR1 USR2; do
+  # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
+  trap "kill -$sig $child 2>/dev/null" "$sig"
+done
+# wait returns early when a trapped signal arrives; keep waiting until the rank has really ended.
+while :; do
+  wait "$child"; status=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+printf '%s %s\n' "$status" "$(date +%s.%N)" >"$base.exit"
+exit "$status"
+"""
+
+
+def write_wrapper_lines() -> list[str]:
+    """Shell lines that write the wrapper into the run directory."""
+    return [f"cat >{WRAPPER_PATH} <<'COCKPIT_RANK_WRAPPER'", *WRAPPER.rstrip("\n").split("\n"),
+            "COCKPIT_RANK_WRAPPER"]

@@ -1,0 +1,69 @@
+"""Follow a run from its directory: every rank's log (and each node's torchrun output) as it grows, until
+the run reaches a final state. Used by `cockpit run`, `cockpit attach` and `cockpit logs -f`; the TUI
+will use it too. Sources are (host, rank) for ranks and (host, "agent") for torchrun's own output."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from cockpit.logs.tail import Batch, Tailer
+from cockpit.runs import RunStatus, rank_files, read_status
+
+DISCOVER_EVERY = 0.25
+
+
+def discover(run_dir: Path) -> dict[tuple[str, int | str], Path]:
+    """Log files of the run that exist now, keyed by source."""
+    found: dict[tuple[str, int | str], Path] = {}
+    for rank, (host, path) in rank_files(run_dir, "log").items():
+        found[(host, rank)] = path
+    for path in (run_dir / "logs").glob("agent.*.log"):
+        found[(path.name[len("agent."):-len(".log")], "agent")] = path
+    return found
+
+
+async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
+                     include: Callable[[tuple], bool] = lambda source: True,
+                     until_final: bool = True, on_status: Callable[[RunStatus], None] | None = None,
+                     skip_existing: bool = False) -> RunStatus | None:
+    """Deliver batches of lines to ``on_batch`` until the run is final (or forever if not until_final).
+
+    Returns the final status. Lines written before the end are all delivered: once the status is final
+    one more discovery and a graceful tail stop read every file to its end. ``skip_existing`` starts the
+    files that exist now at their end (attach: only new lines); files that appear later are read whole."""
+    tailer = Tailer()
+    followed: set = set()
+    first_round = [skip_existing]
+
+    def add_new() -> None:
+        for source, path in sorted(discover(run_dir).items(), key=lambda kv: str(kv[0])):
+            if source not in followed and include(source):
+                followed.add(source)
+                tailer.add(source, path, from_start=not first_round[0])
+        first_round[0] = False
+
+    async def watch_status() -> RunStatus | None:
+        status = None
+        while True:
+            add_new()
+            status = read_status(run_dir)
+            if on_status is not None and status is not None:
+                on_status(status)
+            if until_final and status is not None and status.final:
+                add_new()
+                tailer.stop()
+                return status
+            await asyncio.sleep(DISCOVER_EVERY)
+
+    watcher = asyncio.create_task(watch_status())
+    try:
+        async for batch in tailer:
+            on_batch(batch)
+    finally:
+        if not watcher.done():
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        await tailer.aclose()
+    return watcher.result() if not watcher.cancelled() else None

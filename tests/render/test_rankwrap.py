@@ -1,0 +1,62 @@
+"""The rank wrapper, run for real: log file per rank, exit record, signals passed on to the rank."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from helpers import require_tool
+
+from cockpit.render.rankwrap import WRAPPER
+
+
+def start(tmp_path, *cmd: str, rank: str | None = "3") -> subprocess.Popen:
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    script = tmp_path / "wrap.sh"
+    script.write_text(WRAPPER)
+    env = {"PATH": os.environ["PATH"], "COCKPIT_RUN_DIR": str(tmp_path), "COCKPIT_HOST": "h1"}
+    if rank is not None:
+        env["RANK"] = rank
+    return subprocess.Popen(["bash", str(script), *cmd], env=env, start_new_session=True)
+
+
+def test_wrapper_passes_shellcheck(tmp_path):
+    (tmp_path / "w.sh").write_text(WRAPPER)
+    r = subprocess.run([require_tool("shellcheck"), "--severity=info", str(tmp_path / "w.sh")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+
+
+def test_output_and_exit_status_are_recorded(tmp_path):
+    proc = start(tmp_path, "sh", "-c", 'echo "out $0"; echo err >&2; exit 3', "arg with space")
+    assert proc.wait(timeout=10) == 3
+    assert (tmp_path / "logs/rank-3.h1.log").read_text() == "out arg with space\nerr\n"
+    status, when = (tmp_path / "logs/rank-3.h1.exit").read_text().split()
+    assert status == "3" and abs(float(when) - time.time()) < 10
+
+
+def test_no_rank_means_rank_0(tmp_path):
+    assert start(tmp_path, "true", rank=None).wait(timeout=10) == 0
+    assert (tmp_path / "logs/rank-0.h1.exit").read_text().startswith("0 ")
+
+
+def test_term_is_passed_on_and_recorded_as_signal(tmp_path):
+    marker = tmp_path / "got-term"
+    prog = f"trap 'touch {marker}; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
+    proc = start(tmp_path, "bash", "-c", prog)
+    log = tmp_path / "logs/rank-3.h1.log"
+    deadline = time.time() + 10
+    while time.time() < deadline and "ready" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)  # only the wrapper: it must pass TERM on to the rank
+    assert proc.wait(timeout=10) == 7
+    assert marker.exists()
+    assert (tmp_path / "logs/rank-3.h1.exit").read_text().startswith("7 ")
+
+
+def test_killed_rank_is_recorded_as_128_plus_signal(tmp_path):
+    proc = start(tmp_path, "sh", "-c", "kill -9 $$")
+    assert proc.wait(timeout=10) == 128 + 9
+    assert (tmp_path / "logs/rank-3.h1.exit").read_text().startswith("137 ")
