@@ -1,0 +1,249 @@
+"""Follow many growing log files at once (one per rank) and deliver their lines in batches.
+
+Why it is shaped so:
+
+- Polling (``os.stat`` + ``read`` of the new bytes) instead of inotify: portable, works on the shared
+  filesystems (NFS, Lustre) where run directories live, and costs one ``stat`` per file per poll. The poll
+  interval adapts: ``poll_interval`` while data flows, doubling up to ``idle_poll_interval`` when quiet.
+- File IO runs on the event loop's thread in small bounded steps (per file and poll: one ``stat`` and at most
+  ``max_read_bytes``). A worker thread bought nothing on the 64 x 1,000 lines/s benchmark (p50 40 ms vs 33 ms
+  inline) and would, with the GIL, wait after each of its ~128 syscalls per poll whenever the consumer's
+  thread is busy (the convoy effect). A face that must never touch files on its UI loop can run the whole
+  Tailer in a thread with its own loop.
+- Lines wait in one bounded buffer per source that drops the OLDEST line when full and counts the drop. The
+  files are the durable record; the buffer only bridges to a consumer that may fall behind, and a live view
+  wants the newest lines. We only read, so writers are never blocked.
+- Delivery is batched: lines read within ``batch_window`` of the first undelivered line go out together, so
+  64 ranks x 1,000 lines/s is a few dozen deliveries a second rather than 64,000.
+
+FileFollower is the synchronous reader of one file (usable on its own); Tailer schedules many of them.
+Imports only the standard library (no textual, no torch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+from collections.abc import AsyncIterator, Hashable
+from dataclasses import dataclass, field
+
+from cockpit.logs.follow import FileFollower, Line
+
+__all__ = ["Batch", "FileFollower", "Line", "SourceState", "Tailer"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Lines delivered together: grouped by source (in add order), each source's lines in file order.
+
+    dropped maps a source to the number of its lines dropped (oldest first) since the previous batch;
+    sources without drops are absent.
+    """
+
+    lines: list[Line]
+    dropped: dict[Hashable, int] = field(default_factory=dict)
+
+    def by_source(self) -> dict[Hashable, list[Line]]:
+        """The lines grouped by source, in delivery order."""
+        out: dict[Hashable, list[Line]] = {}
+        for line in self.lines:
+            out.setdefault(line.source, []).append(line)
+        return out
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """A snapshot of one source, for display ("waiting for rank 7's log").
+
+    is_open is False while the path does not exist (yet) or cannot be read; offset is the bytes read from the
+    current file; lines counts lines read (the next seq); error is None when all is well.
+    """
+
+    path: str
+    is_open: bool
+    offset: int
+    lines: int
+    dropped: int
+    rotations: int
+    truncations: int
+    error: str | None
+
+
+class _Entry:
+    """One followed source: its follower and its bounded buffer of undelivered lines."""
+
+    __slots__ = ("follower", "buffer", "dropped")
+
+    def __init__(self, follower: FileFollower, maxlen: int) -> None:
+        self.follower = follower
+        self.buffer: collections.deque[Line] = collections.deque(maxlen=maxlen)
+        self.dropped = 0
+
+
+class Tailer:
+    """Follows many files, each under a caller-given hashable source key, and yields Batches.
+
+    Use from one event loop: ``add``/``remove``/``stop`` are plain calls, ``next_batch``/``batches`` await
+    (polling starts with the first of those). ``stop()`` ends gracefully: a final read, partial lines
+    flushed, every line delivered, then iteration ends. ``aclose()`` (also ``async with``) ends at once,
+    closing the files; undelivered lines are discarded.
+    """
+
+    def __init__(self, *, poll_interval: float = 0.01, idle_poll_interval: float = 0.25,
+                 batch_window: float = 0.025, max_buffered_lines_per_source: int = 10_000,
+                 max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024) -> None:
+        if not (0 < poll_interval <= idle_poll_interval and batch_window >= 0
+                and max_buffered_lines_per_source >= 1):
+            raise ValueError("need 0 < poll_interval <= idle_poll_interval, batch_window >= 0, a buffer >= 1")
+        self._poll, self._idle, self._window = poll_interval, idle_poll_interval, batch_window
+        self._maxlen = max_buffered_lines_per_source
+        self._follower_opts = {"max_line_bytes": max_line_bytes, "max_read_bytes": max_read_bytes}
+        self._entries: dict[Hashable, _Entry] = {}
+        self._pending_lines = 0
+        self._pending_dropped: dict[Hashable, int] = {}
+        self._first_pending = 0.0
+        self._ready = asyncio.Event()  # lines are waiting, or polling has ended
+        self._wake = asyncio.Event()  # poll now: a source was added, or stop() was called
+        self._stopping = False
+        self._finished = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def sources(self) -> tuple[Hashable, ...]:
+        """The sources followed, in the order they were added."""
+        return tuple(self._entries)
+
+    def add(self, source: Hashable, path: str | os.PathLike[str], *, from_start: bool = True) -> None:
+        """Follow path under source. from_start=False skips what the file holds now (if it exists)."""
+        if self._stopping:
+            raise RuntimeError("this Tailer was stopped (hint: create a new one)")
+        if source in self._entries:
+            raise ValueError(f"source {source!r} is already followed (hint: remove it first)")
+        follower = FileFollower(source, path, from_start=from_start, **self._follower_opts)
+        self._entries[source] = _Entry(follower, self._maxlen)
+        self._wake.set()
+
+    def remove(self, source: Hashable) -> None:
+        """Stop following source and close its file; its undelivered lines are discarded."""
+        entry = self._entries.pop(source, None)
+        if entry is not None:
+            entry.follower.close()
+            self._pending_lines -= len(entry.buffer)
+            self._pending_dropped.pop(source, None)
+
+    def state(self, source: Hashable) -> SourceState | None:
+        """A snapshot of source, or None if it is not followed."""
+        entry = self._entries.get(source)
+        if entry is None:
+            return None
+        f = entry.follower
+        return SourceState(f.path, f.is_open, f.offset, f.seq, entry.dropped, f.rotations, f.truncations,
+                           f.error)
+
+    def stop(self) -> None:
+        """Finish gracefully: one final read, partial lines flushed, then iteration ends."""
+        self._stopping = True
+        self._wake.set()
+
+    async def aclose(self) -> None:
+        """End at once: stop polling and close the files; undelivered lines are discarded."""
+        self._stopping = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.wait([self._task])
+        self._finished = True
+        self._close_all()
+
+    async def __aenter__(self) -> Tailer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> AsyncIterator[Batch]:
+        return self.batches()
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        """Yield batches until stop() has delivered everything."""
+        while (batch := await self.next_batch()) is not None:
+            yield batch
+
+    async def next_batch(self) -> Batch | None:
+        """Wait for the next batch; None once stopped and drained. Raises what broke the poll loop."""
+        loop = asyncio.get_running_loop()
+        if self._task is None and not self._finished:
+            self._task = loop.create_task(self._run())
+        while True:
+            if self._pending_lines or self._pending_dropped:
+                wait = self._first_pending + self._window - loop.time()
+                if wait <= 0 or self._finished:
+                    return self._drain()
+                await asyncio.sleep(wait)
+            elif self._finished:
+                if self._task is not None and not self._task.cancelled() and self._task.exception():
+                    raise RuntimeError("the tail poll loop failed") from self._task.exception()
+                return None
+            else:
+                self._ready.clear()
+                await self._ready.wait()
+
+    def _drain(self) -> Batch:
+        lines: list[Line] = []
+        for entry in self._entries.values():
+            if entry.buffer:
+                lines.extend(entry.buffer)
+                entry.buffer.clear()
+        batch = Batch(lines, self._pending_dropped)
+        self._pending_lines, self._pending_dropped = 0, {}
+        return batch
+
+    async def _run(self) -> None:
+        """The poll loop: read every file, sleep adaptively; on stop a final read that flushes partials."""
+        interval = self._poll
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                got = self._poll_all(final=False)
+                interval = self._poll if got else min(interval * 2, self._idle)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), interval)
+            self._poll_all(final=True)
+        finally:
+            self._finished = True
+            self._ready.set()
+            self._close_all()
+
+    def _close_all(self) -> None:
+        for entry in self._entries.values():
+            entry.follower.close()
+
+    def _poll_all(self, *, final: bool) -> int:
+        """Poll every follower into its buffer (final: to the end of the file, partials flushed)."""
+        total, was_empty = 0, not (self._pending_lines or self._pending_dropped)
+        for source, entry in self._entries.items():
+            follower = entry.follower
+            lines = follower.poll()
+            while final and follower.behind:
+                total += self._push(source, entry, lines)
+                lines = follower.poll()
+            if final:
+                follower.flush(lines)
+            total += self._push(source, entry, lines)
+        if total:
+            if was_empty:
+                self._first_pending = asyncio.get_running_loop().time()
+            self._ready.set()
+        return total
+
+    def _push(self, source: Hashable, entry: _Entry, lines: list[Line]) -> int:
+        """Append to the bounded buffer, counting the oldest lines it pushes out."""
+        before = len(entry.buffer)
+        entry.buffer.extend(lines)
+        dropped = before + len(lines) - len(entry.buffer)
+        if dropped:
+            entry.dropped += dropped
+            self._pending_dropped[source] = self._pending_dropped.get(source, 0) + dropped
+        self._pending_lines += len(entry.buffer) - before
+        return len(lines)
