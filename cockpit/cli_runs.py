@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from cockpit import procs
+from cockpit import launch, procs
 from cockpit.console import Painter, last_lines, ps_table, summary, use_color
 from cockpit.launch import local
 from cockpit.paths import default_runs_dir
@@ -52,10 +52,10 @@ def selector(args):
 def cmd_run(args, spec, job_path: str) -> int:
     extra = tuple(args.script_args)
     try:
-        run_dir = local.prepare(spec, job_path, runs_dir_of(args), extra)
-    except local.LaunchError as exc:
+        run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra)
+    except launch.LaunchError as exc:
         raise CommandError(f"{job_path}: {exc}") from None
-    pid = local.start(run_dir, grace=args.grace)
+    pid = launch.start(run_dir, grace=args.grace)
     notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
     return follow(run_dir, args, skip_existing=False)
 

@@ -1,0 +1,36 @@
+"""Launchers: turn a job into a run directory, then hand the run to its supervisor.
+
+Every launcher has the same two steps, so `cockpit run`, the TUI and tests treat them alike:
+
+    run_dir = prepare(spec, job_path, runs_dir, extra_args)   # run directory, rendered commands, status
+    start(run_dir)                                            # the detached supervisor (launch.supervisor)
+
+The supervisor builds one "node" per unit of work (a local torchrun, a Slurm job, ...) with poll() /
+terminate() / describe(); see ``launch.supervisor.make_nodes``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.launch.plan import LaunchError
+from cockpit.spec import JobSpec
+
+__all__ = ["LaunchError", "prepare", "start"]
+
+
+def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
+    """Create the run directory for ``spec``; raises LaunchError with a hint when it cannot run."""
+    if spec.launcher == "local":
+        from cockpit.launch import local
+
+        return local.prepare(spec, job_path, runs_dir, extra_args)
+    raise LaunchError(f"launcher {spec.launcher} is not available in this version "
+                      "(hint: cockpit render shows the commands it would run)")
+
+
+def start(run_dir: Path, grace: float = 10.0) -> int:
+    """Start the run's detached supervisor; returns its pid."""
+    from cockpit.launch import local
+
+    return local.start(run_dir, grace)

@@ -12,14 +12,10 @@ import time
 from pathlib import Path
 
 from cockpit import contract, procs
-from cockpit.launch.plan import facts_for
+from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.render import default_kind, render
 from cockpit.runs import RunStatus, create_run_dir, first_failure, new_run_id, rank_exits, write_status
 from cockpit.spec import JobSpec
-
-
-class LaunchError(Exception):
-    """The job cannot be launched as asked; the message says why and what to do."""
 
 
 def free_port() -> int:
@@ -41,9 +37,6 @@ def port_is_free(port: int) -> bool:
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the rendered node script and a `starting` status."""
-    if spec.launcher != "local":
-        raise LaunchError(f"launcher {spec.launcher} is not available in this version "
-                          "(hint: use launcher: local, or cockpit render to see the commands)")
     if spec.sweep is not None:
         raise LaunchError("sweeps run as Slurm job arrays; local sweeps are not available in this version "
                           "(hint: drop sweep:, or cockpit render --as sbatch)")

@@ -15,6 +15,11 @@ from cockpit.render.facts import Facts
 from cockpit.spec import JobSpec
 
 DRY_RUN_ID = "dry-run"
+
+
+class LaunchError(Exception):
+    """The job cannot be launched as asked; the message says why and what to do."""
+
 DEFAULT_MASTER_PORT = 29500
 
 

@@ -53,6 +53,15 @@ class LocalNode:
         return {"host": self.host, "node_rank": self.node_rank, "pid": self.proc.pid, "exit_code": self.poll()}
 
 
+def make_nodes(status: RunStatus, run_dir: Path) -> list:
+    """The units of work of a run, by launcher. Each has poll() -> exit code or None, terminate(),
+    describe() -> dict for status.json."""
+    if status.launcher == "local":
+        return [LocalNode(run_dir / "commands" / f"node-{n}.sh", host, n, run_dir)
+                for n, host in enumerate(status.hosts)]
+    raise SystemExit(f"cockpit supervisor: launcher {status.launcher!r} has no supervisor support")
+
+
 class Supervisor:
     def __init__(self, run_dir: Path, grace: float):
         self.run_dir = run_dir
@@ -61,7 +70,7 @@ class Supervisor:
         if status is None:
             raise SystemExit(f"cockpit supervisor: no readable status.json in {run_dir}")
         self.status: RunStatus = status
-        self.nodes: list[LocalNode] = []
+        self.nodes: list = []
         self.stop_at: float | None = None
         self.failed_at: float | None = None
         self.escalated = False
@@ -72,8 +81,7 @@ class Supervisor:
     def start(self) -> None:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
-        for n, host in enumerate(s.hosts):
-            self.nodes.append(LocalNode(self.run_dir / "commands" / f"node-{n}.sh", host, n, self.run_dir))
+        self.nodes = make_nodes(s, self.run_dir)
         s.nodes = [node.describe() for node in self.nodes]
         s.state, s.started = "running", time.time()
         write_status(self.run_dir, s)
