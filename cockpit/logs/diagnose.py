@@ -1,0 +1,99 @@
+"""Events of many files and ranks -> a per-file, per-rank summary and cross-rank findings with hints.
+
+Pure: the input is already-parsed events per file (``parse.parse_lines``), the output frozen values that
+``report`` renders. A finding is something a person should act on, most important first: a cause (the
+first rank that failed, a loopback interface on a multi-node job, mismatched NCCL versions, an IB fallback)
+before its consequences (timeouts, remote errors, the launcher's SIGTERMs).
+
+Ranks: NCCL's own prefix names a host and pid, not a rank. Where a process also printed an Init line, its
+pid is mapped to the rank it has in its largest communicator (the world), and its other events get it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from cockpit.logs.diagnose_findings import find_all
+from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, Unit, unit_of, world_ranks
+from cockpit.logs.parse import Event
+from cockpit.logs.parse_kinds import (
+    FAILURE_KINDS,
+    NCCL_BOOTSTRAP,
+    NCCL_CHANNEL,
+    NCCL_INIT_COMPLETE,
+    NCCL_INIT_START,
+    NCCL_NETWORK,
+    NCCL_SOCKET_IFNAME,
+    NCCL_VERSION,
+)
+
+_FAILURES = frozenset(FAILURE_KINDS)
+__all__ = ["FileSummary", "Finding", "RankSummary", "Report", "diagnose", "resolve_ranks", "summarize_file"]
+
+_TRANSPORT_TOKENS = ("P2P", "SHM", "NET", "NVLS", "COLLNET", "GDRDMA", "CUMEM")
+
+
+def _distinct(values: Iterable[object]) -> tuple:
+    """Distinct non-None values, first seen first."""
+    return tuple(dict.fromkeys(v for v in values if v is not None))
+
+
+def resolve_ranks(events: Sequence[Event]) -> list[Event]:
+    """Give events of a known (host, pid) the rank that process has in its largest communicator."""
+    ranks = world_ranks(events)
+    if not ranks:
+        return list(events)
+    out = []
+    for e in events:
+        rank = ranks.get((e.host, e.pid)) if e.rank is None and e.pid is not None else None
+        out.append(dataclasses.replace(e, rank=rank) if rank is not None else e)
+    return out
+
+
+def _transports(events: Iterable[Event]) -> tuple[str, ...]:
+    seen = set()
+    for e in events:
+        if e.kind == NCCL_CHANNEL and e.transport:
+            seen.update(part.upper() for part in e.transport.split("/"))
+    return tuple(t for t in _TRANSPORT_TOKENS if t in seen)
+
+
+def _rank_summary(unit: Unit, events: list[Event]) -> RankSummary:
+    kinds = {e.kind for e in events}
+    init = "complete" if NCCL_INIT_COMPLETE in kinds else "started" if NCCL_INIT_START in kinds else None
+    bootstrap = next((e.interface for e in events if e.kind == NCCL_BOOTSTRAP), None)
+    ifname = next((e.interface for e in events if e.kind == NCCL_SOCKET_IFNAME), None)
+    rank = unit[2] if unit[0] == "rank" else None
+    return RankSummary(
+        host=next((e.host for e in events if e.host is not None), None), rank=rank,  # type: ignore[arg-type]
+        pid=next((e.pid for e in events if e.pid is not None), None),
+        nccl_version=next((e.version for e in events if e.kind == NCCL_VERSION), None),
+        networks=_distinct(e.network for e in events if e.kind in (NCCL_NETWORK, NCCL_CHANNEL)),
+        transports=_transports(events), interface=bootstrap or ifname, init_state=init,
+        first_error=next((e for e in events if e.kind in _FAILURES), None))
+
+
+def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:
+    """The facts of one file, and one summary per process seen in it."""
+    events = resolve_ranks(events)
+    ranks = world_ranks(events)
+    units: dict[Unit, list[Event]] = {}
+    for e in events:
+        if e.host is not None or e.rank is not None or e.pid is not None:
+            units.setdefault(unit_of(e, ranks), []).append(e)
+    return FileSummary(
+        path=path,
+        nccl_version=next((e.version for e in events if e.kind == NCCL_VERSION), None),
+        networks=_distinct(e.network for e in events if e.kind == NCCL_NETWORK),
+        kinds=_distinct(e.kind for e in events if e.kind in _FAILURES),
+        init_complete_ranks=tuple(sorted({e.rank for e in events
+                                          if e.kind == NCCL_INIT_COMPLETE and e.rank is not None})),
+        events=tuple(events),
+        ranks=tuple(_rank_summary(unit, evs) for unit, evs in units.items()))
+
+
+def diagnose(files: Sequence[tuple[str, Sequence[Event]]]) -> Report:
+    """Summaries of ``(path, events)`` pairs, in the order given, and their findings, most important first."""
+    summaries = tuple(summarize_file(path, events) for path, events in files)
+    return Report(files=summaries, findings=find_all(summaries))

@@ -1,0 +1,119 @@
+"""The values `cockpit diagnose` produces: findings, per-rank and per-file summaries, the report.
+
+Pure data and two small helpers shared by ``diagnose`` (summaries) and ``diagnose_findings`` (rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cockpit.logs.parse import Event
+from cockpit.logs.parse_kinds import NCCL_CHANNEL, NCCL_INIT_COMPLETE, NCCL_INIT_START
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something to act on, with the lines that show it."""
+
+    severity: str
+    """"error" | "warning" | "info"."""
+    code: str
+    """Stable identifier: a failure kind, or a cross-rank code such as ``local_interface``."""
+    title: str
+    hint: str
+    """What to do about it, concretely."""
+    evidence: tuple[tuple[str, int], ...]
+    """(path, line) pairs, first occurrence first; at most ``MAX_EVIDENCE``."""
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """What one process's lines say. ``rank`` is None where no line names it (then ``pid`` tells apart)."""
+
+    host: str | None
+    rank: int | None
+    pid: int | None
+    nccl_version: str | None
+    networks: tuple[str, ...]
+    transports: tuple[str, ...]
+    """P2P / SHM / NET / NVLS / COLLNET, plus GDRDMA and CUMEM where a channel used them."""
+    interface: str | None
+    """The bootstrap interface (or NCCL_SOCKET_IFNAME where no bootstrap line was printed)."""
+    init_state: str | None
+    """"complete" (an Init COMPLETE line), "started" (Init START only) or None."""
+    first_error: Event | None
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    """One log file: the facts `cockpit diagnose --json` reports for it."""
+
+    path: str
+    nccl_version: str | None
+    """The first NCCL version printed in the file, x.y.z."""
+    networks: tuple[str, ...]
+    """From "Using network X" / "NET/X : Using" lines, first seen first."""
+    kinds: tuple[str, ...]
+    """Distinct failure kinds, first seen first; empty for a clean log."""
+    init_complete_ranks: tuple[int, ...]
+    events: tuple[Event, ...]
+    ranks: tuple[RankSummary, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything `cockpit diagnose` prints: files in the order given, findings most important first."""
+
+    files: tuple[FileSummary, ...]
+    findings: tuple[Finding, ...]
+
+
+MAX_EVIDENCE = 8
+
+Unit = tuple[str, object, object]
+"""A process: ("rank", None, rank), ("pid", host, pid) or ("host", host, None)."""
+_COMM_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE, NCCL_CHANNEL})
+
+
+def world_ranks(events: Iterable[Event]) -> dict[tuple[str | None, int], int]:
+    """(host, pid) -> the rank that process has in its largest communicator, from its Init lines."""
+    best: dict[tuple[str | None, int], tuple[int, int]] = {}
+    for e in events:
+        if e.kind in (NCCL_INIT_START, NCCL_INIT_COMPLETE) and e.pid is not None and e.rank is not None:
+            key, size = (e.host, e.pid), e.nranks or 0
+            if key not in best or size > best[key][0]:
+                best[key] = (size, e.rank)
+    return {key: rank for key, (_, rank) in best.items()}
+
+
+def unit_of(event: Event, ranks: dict[tuple[str | None, int], int]) -> Unit:
+    """The process an event belongs to. Ranks are unique in a job, so a known rank identifies it whatever
+    the host spelling; Init and channel lines print a communicator rank, so they go by pid unless ``ranks``
+    (from ``world_ranks``) maps that pid."""
+    if event.pid is not None and (event.host, event.pid) in ranks:
+        return ("rank", None, ranks[(event.host, event.pid)])
+    if event.rank is not None and event.kind not in _COMM_KINDS:
+        return ("rank", None, event.rank)
+    if event.pid is not None:
+        return ("pid", event.host, event.pid)
+    if event.rank is not None:
+        return ("rank", None, event.rank)
+    return ("host", event.host, None)
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    """Compact rank list: ``0-3,6,7``."""
+    ordered = sorted(set(ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if j == i else f"{ordered[i]}-{ordered[j]}" if j > i + 1
+                     else f"{ordered[i]},{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)

@@ -1,0 +1,275 @@
+"""Log lines -> typed events: the pure parser under `cockpit diagnose` and the live log views.
+
+A training log is many processes' output interleaved, behind launcher prefixes, sometimes hard-wrapped by
+a terminal, with progress bars redrawn by carriage returns. ``LineParser`` reads it one physical line at a
+time (so a tail can feed it live) and keeps only what multi-line text needs: the previous line while it
+might continue (a hard wrap), the torchelastic failure-table record being read, and which transports each
+process already reported. NCCL repeats its facts (a channel line per channel, a bootstrap line per
+communicator): an informational event is reported once per process and value, failures every time.
+
+The kind vocabulary is in ``parse_kinds``, what is recognised in ``parse_rules`` (failures) and
+``parse_nccl`` (NCCL's facts), prefixes and timestamps in ``parse_prefix``. All stdlib-only, no IO.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cockpit.logs.parse_kinds import (
+    ELASTIC_ROOT_CAUSE,
+    FAILURE_KINDS,
+    INFO_KINDS,
+    NCCL_INIT_COMPLETE,
+    NCCL_INIT_START,
+    WORKER_FAILED,
+)
+from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
+from cockpit.logs.parse_rules import classify
+
+__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_lines"]
+
+WRAP_MIN = 80
+"""A line shorter than this ends its record: terminals narrower than 80 columns are not worth a guess."""
+MAX_TEXT = 2000
+"""Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One fact or failure read from a log. Every optional field is None where the text does not say."""
+
+    line: int
+    """1-based number of the physical line the record starts on."""
+    kind: str
+    """One of ``FAILURE_KINDS`` or ``INFO_KINDS``."""
+    text: str
+    """The record's text: ANSI removed, hard wraps joined, prefixes kept, cut at ``MAX_TEXT``."""
+    rank: int | None = None
+    """Global rank where known. For Init START/COMPLETE and channel lines: the communicator rank printed."""
+    host: str | None = None
+    pid: int | None = None
+    cuda_dev: int | None = None
+    ts: float | None = None
+    """Seconds since the start of the year, from the first timestamp on the line (see ``timestamp``)."""
+    version: str | None = None
+    network: str | None = None
+    transport: str | None = None
+    interface: str | None = None
+    interfaces: tuple[str, ...] = ()
+    address: str | None = None
+    op: str | None = None
+    seq: int | None = None
+    timeout_ms: int | None = None
+    elapsed_ms: int | None = None
+    exit_code: int | None = None
+    bus_id: str | None = None
+    nranks: int | None = None
+
+    @property
+    def is_failure(self) -> bool:
+        """True for the failure vocabulary, False for informational kinds."""
+        return self.kind in _FAILURE_SET
+
+
+_FAILURE_SET = frozenset(FAILURE_KINDS)
+
+
+def _new_event(fields: dict[str, object]) -> Event:
+    """Build an Event from the fields a line gave; the rest keep their class defaults.
+
+    Same value as ``Event(**fields)``. The generated ``__init__`` of a frozen dataclass sets all 21 fields
+    one ``object.__setattr__`` at a time, which costs more than parsing the line; this sets only the given
+    ones, in one call. Only the parser uses it, on fields it has just validated.
+    """
+    event = object.__new__(Event)
+    event.__dict__.update(fields)
+    return event
+
+
+_COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
+# A line that begins like this starts a new record, so it cannot continue a hard-wrapped one.
+_FRESH = re.compile(
+    r"\s*\[|\(|<|\s*\d{4}-\d\d-\d\d|\d{1,6}: |[IWEF]\d{3,4} |Traceback|During handling|The above exception|"
+    r"[A-Za-z_][\w.]*:|[\w.\-]+: |[\w.]*(?:Error|Exception|Warning|Interrupt)\b|[^\s:]+:\d+:\d+ \[|\s+File \"|"
+    r"\s*frame #|Exception raised|terminate called|\s*what\(\)|NCCL |#|\*\*\*|=+\s*$|-+\s*$")
+_TABLE_HEAD = re.compile(r"\[(\d+)\]:\s*$")
+_TABLE_KEY = re.compile(r"\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+_TABLE_EXIT = re.compile(r"\s*exitcode\s*:\s*(-?\d+)")
+_FIRST_INT = re.compile(r"-?\d+")
+
+
+class LineParser:
+    """Incremental parser: ``feed`` physical lines in order, then ``flush`` at the end (or when idle).
+
+    A line of ``WRAP_MIN`` characters or more is held until the next line shows whether it was
+    hard-wrapped, so its events come out one ``feed`` later (or from ``flush``). ``host`` and ``rank``
+    passed to ``feed`` are facts the caller knows (e.g. a per-rank log file); they win over the text.
+    """
+
+    def __init__(self) -> None:
+        self._lineno = 0
+        # The held record: text so far, where it starts, its parts' lengths (a terminal wraps every part
+        # at the same width) and the caller's facts for it. ``_held is None`` when nothing is held.
+        self._held: str | None = None
+        self._held_line = 0
+        self._held_widths = (0, 0)  # first and last part
+        self._held_host: str | None = None
+        self._held_rank: int | None = None
+        self._record: dict[str, object] | None = None  # the failure-table record being read
+        self._root_next = False  # the next table record is torchelastic's "Root Cause"
+        self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
+
+    def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
+        """Parse one physical line (a trailing newline is ignored); return the events now complete."""
+        return self._feed(line, host, rank)
+
+    def flush(self) -> list[Event]:
+        """Events of a held line: call at end of input, or when a live stream goes quiet."""
+        held, self._held = self._held, None
+        if held is None:
+            return []
+        return self._record_events(self._held_line, held, self._held_host, self._held_rank)
+
+    def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]:
+        self._lineno += 1
+        text = line.rstrip("\n")
+        if "\r" in text:  # progress bars: each redraw is its own piece of text
+            out: list[Event] = []
+            for segment in text.split("\r"):
+                if segment:
+                    out += self._physical(strip_ansi(segment), host, rank)
+            return out
+        if "\x1b" in text or text[:1] == "[":
+            text = strip_ansi(text)
+        return self._physical(text, host, rank)
+
+    def _physical(self, text: str, host: str | None, rank: int | None) -> list[Event]:
+        out: list[Event] = []
+        if self._held is not None:
+            first, last = self._held_widths
+            if text and last == first and text[:6] != self._held[:6] and not _FRESH.match(text):
+                self._held += text  # a hard-wrapped continuation
+                self._held_widths = (first, len(text))
+                return out if len(text) >= WRAP_MIN else self.flush()
+            out = self.flush()
+        if len(text) >= WRAP_MIN:
+            self._held, self._held_line, self._held_widths = text, self._lineno, (len(text), len(text))
+            self._held_host, self._held_rank = host, rank
+            return out
+        events = self._record_events(self._lineno, text, host, rank)
+        if out:
+            out += events
+            return out
+        return events
+
+    def _record_events(self, lineno: int, text: str, host: str | None, rank: int | None) -> list[Event]:
+        """The events of one record (a line, or a hard-wrapped line joined back)."""
+        if self._record is not None or "exitcode" in text or text.endswith(("]:", "]: ")):
+            handled, events = self._table(lineno, text, host, rank)
+            if handled:
+                return events
+        channel_key = None
+        if " via " in text:  # channel lines differ only in the channel number: skip repeats before parsing
+            start = max(text.find("Channel "), text.find("Ring "))
+            channel_key = (text[:start], text[text.find(" : ", start):]) if start >= 0 else None
+            if channel_key in self._seen:
+                return []
+        hits = classify(text)
+        if not hits:
+            return []
+        if channel_key is not None:
+            self._seen.add(channel_key)
+        where: Origin | None = None
+        events = []
+        for kind, fields in hits:
+            if kind not in _FAILURE_SET:  # a fact: once per process (its prefix) and value
+                cut = text.find("NCCL")
+                key = (kind, text[:cut] if cut > 0 else "", *fields.values())
+                if key in self._seen:
+                    continue
+                self._seen.add(key)
+            elif kind == WORKER_FAILED and "Root Cause" in text:
+                self._root_next = True
+            if where is None:
+                where = origin(text)
+                ts = timestamp(text)
+                said_rank = text_rank(text)
+                if len(text) > MAX_TEXT:
+                    text = text[:MAX_TEXT] + "…"
+            events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
+        return events
+
+    def _table(self, lineno: int, text: str, host: str | None, rank: int | None) -> tuple[bool, list[Event]]:
+        """torchelastic's failure table: ``[N]:`` then ``time/host/rank/exitcode/...  : value`` lines."""
+        head = _TABLE_HEAD.match(text)
+        if head:
+            self._record = {"rank": int(head[1]), "root": self._root_next}
+            self._root_next = False
+            return True, []
+        record = self._record
+        if record is None:
+            m = _TABLE_EXIT.match(text)  # a record whose head is outside the excerpt
+            if not m:
+                return False, []
+            return True, [_new_event({"line": lineno, "kind": WORKER_FAILED, "text": text, "rank": rank,
+                                      "host": host, "exit_code": int(m[1])})]
+        m = _TABLE_KEY.match(text)
+        if not m:
+            self._record = None
+            return False, []
+        key, value = m[1], m[2].strip()
+        if key == "exitcode":
+            code = _FIRST_INT.search(value)
+            fields = {"line": lineno, "kind": WORKER_FAILED, "text": text,
+                      "exit_code": int(code[0]) if code else None,
+                      "rank": rank if rank is not None else record.get("rank"),
+                      "host": host or record.get("host"), "ts": record.get("ts")}
+            events = [_new_event(fields)]
+            if record.get("root"):
+                events.append(_new_event({**fields, "kind": ELASTIC_ROOT_CAUSE}))
+            return True, events
+        if key == "rank":
+            number = _FIRST_INT.search(value)
+            if number:
+                record["rank"] = int(number[0])
+        elif key == "host":
+            record["host"] = value or None
+        elif key == "time":
+            record["ts"] = timestamp(value)
+        return True, []
+
+
+def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
+             said_rank: int | None, host: str | None, rank: int | None) -> Event:
+    """A hit placed on its line and process. Rank: the caller's, a launcher prefix's, the one the message
+    names, a bare ``[N]``; for Init START/COMPLETE the communicator rank printed on the line."""
+    own_rank = fields.get("rank")
+    if kind in _COMM_RANK_KINDS and own_rank is not None:
+        rank = own_rank  # type: ignore[assignment]
+    elif rank is None:
+        for candidate in (where.rank, own_rank, said_rank, where.weak_rank):
+            if candidate is not None:
+                rank = candidate  # type: ignore[assignment]
+                break
+    event = {"line": lineno, "kind": kind, "text": text, "host": where.host, "pid": where.pid,
+             "cuda_dev": where.cuda_dev, "nranks": where.nranks, "ts": ts}
+    event.update(fields)
+    event["rank"] = rank
+    if host is not None:
+        event["host"] = host
+    return _new_event(event)
+
+
+def parse_lines(lines: Iterable[str], host: str | None = None, rank: int | None = None) -> list[Event]:
+    """Parse a whole log (an iterable of physical lines, e.g. an open file) into its events, in order."""
+    parser = LineParser()
+    events: list[Event] = []
+    feed = parser._feed  # noqa: SLF001 - the same code as feed(), minus keyword handling per line
+    for line in lines:
+        found = feed(line, host, rank)
+        if found:
+            events += found
+    events += parser.flush()
+    return events

@@ -1,0 +1,49 @@
+"""The event kinds: the fixed failure vocabulary of `cockpit diagnose` and the informational kinds.
+
+Each constant is the string that appears in ``Event.kind`` and in ``--json`` output.
+"""
+
+from __future__ import annotations
+
+# Failure kinds: the fixed vocabulary of `cockpit diagnose`. A clean log has none.
+COLLECTIVE_TIMEOUT = "collective_timeout"
+NCCL_SYSTEM_ERROR = "nccl_system_error"
+NCCL_INTERNAL_ERROR = "nccl_internal_error"
+NCCL_INVALID_USAGE = "nccl_invalid_usage"
+NCCL_CUDA_ERROR = "nccl_cuda_error"
+NCCL_REMOTE_ERROR = "nccl_remote_error"
+NETWORK_CONNECT_ERROR = "network_connect_error"
+CUDA_OOM = "cuda_oom"
+RENDEZVOUS_ERROR = "rendezvous_error"
+PORT_IN_USE = "port_in_use"
+GLOO_ERROR = "gloo_error"
+DDP_UNUSED_PARAMETERS = "ddp_unused_parameters"
+COLLECTIVE_MISMATCH = "collective_mismatch"
+WORKER_FAILED = "worker_failed"
+SLURM_TIME_LIMIT = "slurm_time_limit"
+SLURM_CANCELLED = "slurm_cancelled"
+SLURM_TASK_EXIT = "slurm_task_exit"
+FAILURE_KINDS = (
+    COLLECTIVE_TIMEOUT, NCCL_SYSTEM_ERROR, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_CUDA_ERROR,
+    NCCL_REMOTE_ERROR, NETWORK_CONNECT_ERROR, CUDA_OOM, RENDEZVOUS_ERROR, PORT_IN_USE, GLOO_ERROR,
+    DDP_UNUSED_PARAMETERS, COLLECTIVE_MISMATCH, WORKER_FAILED, SLURM_TIME_LIMIT, SLURM_CANCELLED,
+    SLURM_TASK_EXIT,
+)
+
+# Informational kinds: facts about the job, not failures.
+NCCL_VERSION = "nccl_version"  # fields: version ("2.18.3")
+NCCL_NETWORK = "nccl_network"  # fields: network ("IB" | "Socket" | "OFI" | raw plugin name), interfaces
+NCCL_BOOTSTRAP = "nccl_bootstrap"  # fields: interface, interfaces, address
+NCCL_SOCKET_IFNAME = "nccl_socket_ifname"  # fields: interface (the variable's value, e.g. "^lo,docker0")
+NCCL_CHANNEL = "nccl_channel"  # fields: transport ("P2P/IPC/read", "NET/IB/GDRDMA"), network; rank
+NCCL_INIT_START = "nccl_init_start"  # fields: rank, nranks, cuda_dev, bus_id
+NCCL_INIT_COMPLETE = "nccl_init_complete"  # fields: rank, nranks, cuda_dev, bus_id
+NCCL_WARN = "nccl_warn"  # an NCCL WARN line that names no failure kind
+WATCHDOG_DETECTED = "watchdog_detected"  # fields: seq ("detected by watchdog at work: N")
+ELASTIC_ROOT_CAUSE = "elastic_root_cause"  # the record torchelastic names as first failure; rank, host
+INFO_KINDS = (
+    NCCL_VERSION, NCCL_NETWORK, NCCL_BOOTSTRAP, NCCL_SOCKET_IFNAME, NCCL_CHANNEL, NCCL_INIT_START,
+    NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE,
+)
+
+Hit = tuple[str, dict[str, object]]

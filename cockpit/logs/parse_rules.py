@@ -1,0 +1,187 @@
+"""What one log record says: the failure patterns, and the dispatch that sends NCCL lines to ``parse_nccl``.
+
+Pure and stdlib-only. ``classify(text)`` turns the text of one record (a line, or a hard-wrapped line
+joined back) into ``(kind, fields)`` hits, kinds from ``parse_kinds``; ``parse.LineParser`` adds line
+numbers, hosts and ranks.
+
+Speed matters (a 2M-line log should parse in seconds), so every pattern hides behind a cheap test: an
+NCCL INFO line (most of a debug log) must hold one of ``_INFO_GATE``'s words, other output one of
+``_PLAIN_GATE``'s, and a failure rule's regex runs only where one of its tokens is. Patterns
+match literal wording printed by NCCL, PyTorch, torchelastic, gloo and Slurm; a kind is reported only where
+that wording is present (an NCCL return code alone, ``-> 3``, names no kind).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cockpit.logs.parse_kinds import (
+    COLLECTIVE_MISMATCH,
+    COLLECTIVE_TIMEOUT,
+    CUDA_OOM,
+    DDP_UNUSED_PARAMETERS,
+    GLOO_ERROR,
+    NCCL_CUDA_ERROR,
+    NCCL_INTERNAL_ERROR,
+    NCCL_INVALID_USAGE,
+    NCCL_REMOTE_ERROR,
+    NCCL_SYSTEM_ERROR,
+    NCCL_WARN,
+    NETWORK_CONNECT_ERROR,
+    PORT_IN_USE,
+    RENDEZVOUS_ERROR,
+    SLURM_CANCELLED,
+    SLURM_TASK_EXIT,
+    SLURM_TIME_LIMIT,
+    WATCHDOG_DETECTED,
+    WORKER_FAILED,
+    Hit,
+)
+from cockpit.logs.parse_nccl import info_facts, nccl_facts
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    tokens: tuple[str, ...]
+    """Substrings, one of which every match of ``pattern`` contains: the cheap test before the regex. A test
+    checks this against trying every rule's regex on every line."""
+    pattern: re.Pattern[str]
+    nccl_only: bool = False
+    """Only on lines that mention NCCL (for wording other libraries use too, e.g. 'internal error')."""
+    unless: str | None = None
+    """A substring that hands the line to another kind (a time-limit cancel is not a plain cancel)."""
+
+
+def _rule(kind: str, tokens: tuple[str, ...], pattern: str, **kw: object) -> _Rule:
+    return _Rule(kind, tokens, re.compile(pattern), **kw)  # type: ignore[arg-type]
+
+
+_RULES: tuple[_Rule, ...] = (
+    _rule(COLLECTIVE_TIMEOUT, ("iming out", "imed out", "stuck", "atchdog"),
+          r"ran for \d+ milliseconds before timing out|timed out in blocking wait|watchdog got stuck for \d+ "
+          r"seconds|Heartbeat monitor timed out|Watchdog caught collective operation timeout"),
+    _rule(NCCL_SYSTEM_ERROR, ("ystem",), r"unhandled system error|ncclSystemError"),
+    _rule(NCCL_INTERNAL_ERROR, ("nternal",), r"ncclInternalError|internal error", nccl_only=True),
+    _rule(NCCL_INVALID_USAGE, ("nvalid", "Duplicate GPU"),
+          r"invalid usage|ncclInvalidUsage|Duplicate GPU detected"),
+    _rule(NCCL_CUDA_ERROR, ("cuda error", "CudaError", "Cuda failure", "to CUDA"),
+          r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure\b|Failed to CUDA \w+"),
+    _rule(NCCL_REMOTE_ERROR, ("emote", "reset by peer", "Broken pipe"),
+          r"remote process exited or there was a network error|ncclRemoteError|onnection closed by remote "
+          r"peer|Connection reset by peer|Broken pipe"),
+    _rule(NETWORK_CONNECT_ERROR, ("onnect", "ibv_", "ompletion", "No route", "unreachable"),
+          r"Connection refused|socket\w*Connect\b|Connect to \S+ failed|ibv_\w+\b[^\n]{0,40}?\b(?:failed|error)|"
+          r"ailed to (?:call )?ibv_\w+|ot completion (?:from peer \S+ )?with error|No route to host|"
+          r"Network is unreachable|Connection timed out"),
+    _rule(CUDA_OOM, ("out of memory", "OutOfMemory"),
+          r"(?:CUDA|Cuda|cuda)\b[^\n]{0,24}?out of memory|OutOfMemoryError|'out of memory'"),
+    _rule(RENDEZVOUS_ERROR, ("endezvous", "Store", "client socket", "imed out"),
+          r"Rendezvous\w*(?:Error|Exception)|DistStoreError|client socket has (?:timed out|failed to connect)|"
+          r"TCPStore\b[^\n]*?(?:timed out|failed|[Ee]rror)|store[ _]based[ _]barrier[^\n]*?[Tt]imed out|"
+          r"imed out[^\n]*?(?:store[ _]based[ _]barrier|waiting for clients)"),
+    _rule(PORT_IN_USE, ("in use", "errno", "EADDRINUSE"), r"Address already in use|errno:? 98\b|EADDRINUSE"),
+    _rule(GLOO_ERROR, ("gloo", "Gloo"),
+          r"gloo/transport/|third_party/gloo/|Gloo connectFullMesh failed|gloo::\w*(?:Error|Exception)|"
+          r"EnforceNotMet[^\n]*gloo|enforce fail at [^\n]*gloo|ProcessGroupGloo[^\n]*?(?: failed|Error|timed out)"),
+    _rule(DDP_UNUSED_PARAMETERS, ("finished reduction", "receive grad"),
+          r"Expected to have finished reduction in the prior iteration|did not receive grad"),
+    _rule(COLLECTIVE_MISMATCH, ("ismatch", "nconsistent"),
+          r"ismatch between collectives|running inconsistent collective"),
+    _rule(WORKER_FAILED, ("ChildFailed", "(exitcode", "Root Cause", "signal", "group FAILED"),
+          r"ChildFailedError|failed \(exitcode: -?\d+\)|Root Cause \(first observed failure\)|closing signal "
+          r"SIG\w+|Closing process \d+ via signal|Received \d+ death signal|Worker group FAILED"),
+    _rule(SLURM_TIME_LIMIT, ("TIME LIMIT",), r"DUE TO TIME LIMIT"),
+    _rule(SLURM_CANCELLED, ("CANCELLED",), r"CANCELLED AT", unless="DUE TO TIME LIMIT"),
+    _rule(SLURM_TASK_EXIT, ("xited with",),
+          r"srun: error: ([^\s:]+): tasks? ([\d,\-\[\]]+): Exited with exit code (-?\d+)"),
+)
+# Outside NCCL's own wording every failure message also carries one of these ("RuntimeError: ...",
+# "failed (exitcode: 1)", "closing signal", "timed out"): a shorter regex is a cheaper first test for the
+# many lines of application output.
+_PLAIN_GATE = re.compile(
+    r"rror|ail|AIL|imed out|onnect|signal|out of memory|Broken pipe|in use|receive grad|Duplicate GPU|CANCELLED")
+# An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
+_INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out")
+
+_SEQ = re.compile(r"SeqNum=(\d+)")
+_OP = re.compile(r"OpType=(\w+)")
+_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)")
+_RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
+_STUCK = re.compile(r"got stuck for (\d+) seconds")
+_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_WATCHDOG_WORK = re.compile(r"detected by watchdog at work(?: sequence id)?: (\d+)")
+
+
+def _failure_fields(rule: _Rule, m: re.Match[str], text: str) -> dict[str, object]:
+    """The parsed details of one failure hit (watchdog numbers, exit codes, Slurm task and host)."""
+    kind = rule.kind
+    if kind == COLLECTIVE_TIMEOUT:
+        fields: dict[str, object] = {}
+        for key, pattern in (("seq", _SEQ), ("timeout_ms", _TIMEOUT_MS), ("elapsed_ms", _RAN_FOR)):
+            found = pattern.search(text)
+            if found:
+                fields[key] = int(found[1])
+        op = _OP.search(text)
+        if op:
+            fields["op"] = op[1]
+        stuck = _STUCK.search(text)
+        if stuck and "elapsed_ms" not in fields:
+            fields["elapsed_ms"] = int(stuck[1]) * 1000
+        return fields
+    if kind == WORKER_FAILED:
+        code = _EXITCODE.search(text)
+        return {"exit_code": int(code[1])} if code else {}
+    if kind == SLURM_TASK_EXIT:
+        fields = {"host": m[1], "exit_code": int(m[3])}
+        if m[2].isdigit():
+            fields["rank"] = int(m[2])
+        return fields
+    return {}
+
+
+def _failures(text: str, nccl: bool, hits: list[Hit]) -> None:
+    for rule in _RULES:
+        for token in rule.tokens:
+            if token in text:
+                break
+        else:
+            continue
+        if rule.nccl_only and not nccl:
+            continue
+        if rule.unless is not None and rule.unless in text:
+            continue
+        m = rule.pattern.search(text)
+        if m:
+            hits.append((rule.kind, _failure_fields(rule, m, text)))
+
+
+def classify(text: str) -> list[Hit]:
+    """The kinds of event in one record's text, with their parsed fields, in a fixed order."""
+    if "NCCL" not in text and "nccl" not in text:
+        if _PLAIN_GATE.search(text) is None:
+            return []
+        hits: list[Hit] = []
+        _failures(text, False, hits)
+        return hits
+    if " INFO " in text:
+        if _INFO_GATE.search(text) is None:
+            return []
+        facts = info_facts(text)
+        if facts is None:
+            return []
+        if not facts:
+            _failures(text, True, facts)
+        return facts
+    hits = []
+    nccl_facts(text, hits)
+    if "watchdog at work" in text:
+        m = _WATCHDOG_WORK.search(text)
+        if m:
+            hits.append((WATCHDOG_DETECTED, {"seq": int(m[1])}))
+    before = len(hits)
+    _failures(text, True, hits)
+    if len(hits) == before and "NCCL WARN" in text:
+        hits.append((NCCL_WARN, {}))
+    return hits

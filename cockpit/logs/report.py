@@ -1,0 +1,128 @@
+"""`cockpit diagnose`: read log files, and render the report as JSON or as text for a person.
+
+``diagnose_paths`` is the one function here that does IO (it reads the files); everything else is pure.
+JSON shape (one object):
+
+    {"files": [{"path", "nccl_version", "networks", "kinds", "init_complete_ranks",
+                "events": [{"line", "kind", "rank", "host", "text"}, ...]}, ...],
+     "findings": [{"severity", "code", "title", "hint", "evidence": [{"path", "line"}, ...]}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+
+from cockpit.logs.diagnose import diagnose
+from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, rank_list
+from cockpit.logs.parse import parse_lines
+
+__all__ = ["diagnose_paths", "read_lines", "render_json", "render_text", "report_to_dict"]
+
+_COLORS = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m"}
+_BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+_EVIDENCE_SHOWN = 4
+_RANKS_SHOWN = 8
+
+
+def read_lines(path: str | os.PathLike[str], block: int = 1 << 20) -> Iterator[str]:
+    """The physical lines of a log file, without their newline, split on \\n only (a progress bar's \\r stays
+    inside its line) and decoded as UTF-8 with undecodable bytes replaced. Read in blocks: decoding a block
+    at a time is much cheaper than a line at a time, and cutting at a newline never splits a character."""
+    rest = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            chunk = rest + chunk
+            cut = chunk.rfind(b"\n") + 1
+            rest = chunk[cut:]
+            if cut:
+                yield from chunk[:cut - 1].decode("utf-8", "replace").split("\n")
+    if rest:
+        yield rest.decode("utf-8", "replace")
+
+
+def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
+    """Parse and diagnose log files (the only IO here). Raises OSError for a file that cannot be read."""
+    return diagnose([(os.fspath(p), parse_lines(read_lines(p))) for p in paths])
+
+
+def _finding_dict(f: Finding) -> dict[str, object]:
+    return {"severity": f.severity, "code": f.code, "title": f.title, "hint": f.hint,
+            "evidence": [{"path": path, "line": line} for path, line in f.evidence]}
+
+
+def _file_dict(f: FileSummary) -> dict[str, object]:
+    return {"path": f.path, "nccl_version": f.nccl_version, "networks": list(f.networks),
+            "kinds": list(f.kinds), "init_complete_ranks": list(f.init_complete_ranks),
+            "events": [{"line": e.line, "kind": e.kind, "rank": e.rank, "host": e.host, "text": e.text}
+                       for e in f.events]}
+
+
+def report_to_dict(report: Report) -> dict[str, object]:
+    """The `cockpit diagnose --json` object (see the module docstring)."""
+    return {"files": [_file_dict(f) for f in report.files],
+            "findings": [_finding_dict(f) for f in report.findings]}
+
+
+def render_json(report: Report) -> str:
+    """``report_to_dict`` as indented JSON text (no trailing newline)."""
+    return json.dumps(report_to_dict(report), indent=2, ensure_ascii=False)
+
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{_RESET}" if color else text
+
+
+def _render_finding(f: Finding, color: bool) -> list[str]:
+    lines = [f"{_paint(f.severity.upper().ljust(7), _COLORS[f.severity], color)} {_paint(f.title, _BOLD, color)}"]
+    if f.evidence:
+        shown = ", ".join(f"{path}:{line}" for path, line in f.evidence[:_EVIDENCE_SHOWN])
+        more = len(f.evidence) - _EVIDENCE_SHOWN
+        lines.append(f"        at {shown}" + (f" (+{more} more)" if more > 0 else ""))
+    lines.append(f"        {_paint('hint:', _DIM, color)} {f.hint}")
+    return lines
+
+
+def _rank_line(r: RankSummary) -> str:
+    who = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}" if r.pid is not None else "process"
+    bits = [who + (f"@{r.host}" if r.host else "")]
+    if r.networks:
+        bits.append("/".join(r.networks))
+    if r.transports:
+        bits.append("+".join(r.transports))
+    if r.interface:
+        bits.append(f"if {r.interface}")
+    if r.init_state:
+        bits.append(f"init {r.init_state}")
+    if r.first_error is not None:
+        bits.append(f"first error {r.first_error.kind} (line {r.first_error.line})")
+    return "    " + "  ".join(bits)
+
+
+def _render_file(f: FileSummary, color: bool) -> list[str]:
+    facts = [f"NCCL {f.nccl_version or '?'}", "networks " + (",".join(f.networks) or "-"),
+             "kinds " + (",".join(f.kinds) or "none")]
+    if f.init_complete_ranks:
+        facts.append(f"init complete: ranks {rank_list(f.init_complete_ranks)}")
+    lines = [f"  {_paint(f.path, _BOLD, color)}  " + "  ".join(facts)]
+    ranks = [r for r in f.ranks if r.first_error is not None or r.networks or r.init_state]
+    lines += [_rank_line(r) for r in ranks[:_RANKS_SHOWN]]
+    if len(ranks) > _RANKS_SHOWN:
+        lines.append(f"    … {len(ranks) - _RANKS_SHOWN} more processes")
+    return lines
+
+
+def render_text(report: Report, color: bool = False) -> str:
+    """The human report: findings (most important first) with evidence and hints, then one block per file."""
+    lines: list[str] = []
+    if report.findings:
+        for f in report.findings:
+            lines += _render_finding(f, color)
+            lines.append("")
+    else:
+        lines += ["No problems found.", ""]
+    lines.append(_paint("Files", _BOLD, color))
+    for f in report.files:
+        lines += _render_file(f, color)
+    return "\n".join(lines)
