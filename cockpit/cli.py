@@ -114,6 +114,15 @@ def _add_run_commands(sub) -> None:
     p.set_defaults(func=_runs("stop"))
 
 
+def _diagnose(args: argparse.Namespace) -> int:
+    from cockpit import cli_diagnose
+
+    try:
+        return cli_diagnose.cmd_diagnose(args)
+    except cli_diagnose.DiagnoseInputError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
@@ -135,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "$XDG_STATE_HOME/cockpit/runs)")
     p.set_defaults(func=cmd_render)
     _add_run_commands(sub)
+
+    p = sub.add_parser("diagnose", help="say what broke in NCCL / torch / torchrun / Slurm logs, where, "
+                       "and what to try (exit 1 when an error is found)")
+    p.add_argument("inputs", nargs="+", metavar="PATH|RUN", help="log files, run directories or run ids")
+    p.add_argument("--json", action="store_true", help="exactly one JSON object on stdout")
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_diagnose)
     return parser
 
 

@@ -60,13 +60,48 @@ def cmd_run(args, spec, job_path: str) -> int:
     return follow(run_dir, args, skip_existing=False)
 
 
+class LiveFindings:
+    """The diagnose parser on the live stream: the first occurrence of each failure kind per rank is
+    announced on stderr as it appears (the full diagnosis comes with the summary)."""
+
+    def __init__(self, painter: Painter):
+        from cockpit.logs.parse import LineParser
+
+        self.painter = painter
+        self.parsers: dict = {}
+        self.seen: set = set()
+        self._new_parser = LineParser
+
+    def feed(self, source: tuple, text: str) -> None:
+        parser = self.parsers.get(source)
+        if parser is None:
+            parser = self.parsers[source] = self._new_parser()
+        host, rank = source
+        for event in parser.feed(text, host=host, rank=None if rank == "agent" else rank):
+            if event.is_failure and (source, event.kind) not in self.seen:
+                self.seen.add((source, event.kind))
+                print(f"cockpit: {self.painter.prefix(source)} {self.painter.paint(event.kind, '1;31')}: "
+                      f"{event.text.strip()[:200]}", file=sys.stderr, flush=True)
+
+
+def diagnosis(run_dir: Path, painter: Painter) -> str:
+    from cockpit.cli_diagnose import run_sources
+    from cockpit.logs.report import diagnose_sources, render_findings
+
+    text = render_findings(diagnose_sources(run_sources(run_dir)), color=painter.color)
+    return f"diagnosis:\n{text}" if text else ""
+
+
 def follow(run_dir: Path, args, skip_existing: bool) -> int:
     """Stream the run's lines until it ends; Ctrl-C stops the run (twice: stops waiting). Then summarise."""
     painter = Painter(use_color())
     out = sys.stdout
     interrupted = []
+    live = LiveFindings(painter)
 
     def on_batch(batch) -> None:
+        for line in batch.lines:
+            live.feed(line.source, line.text)
         if args.quiet:
             return
         for line in batch.lines:
@@ -97,6 +132,8 @@ def follow(run_dir: Path, args, skip_existing: bool) -> int:
     if status is None:
         return 1
     print(summary(run_dir, status, painter), flush=True)
+    if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
+        print(found, flush=True)
     return 130 if interrupted else (status.exit_code or 0)
 
 

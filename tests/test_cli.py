@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -68,3 +69,25 @@ def test_help_and_version():
 def test_bad_arguments_exit_2():
     r = cockpit("render")
     assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_diagnose_json_is_one_object_with_the_contract_keys():
+    fixture = "tests/fixtures/nccl/elastic_03_address_already_in_use_runtimeerror_29500.log"
+    r = cockpit("diagnose", fixture, "--json")
+    assert r.returncode == 1  # an error finding
+    data = json.loads(r.stdout)
+    assert set(data) == {"files", "findings"}
+    [f] = data["files"]
+    assert f["path"] == fixture and f["kinds"] == ["port_in_use"]
+    assert set(f) == {"path", "nccl_version", "networks", "kinds", "init_complete_ranks", "events"}
+    assert all(set(e) == {"line", "kind", "rank", "host", "text"} for e in f["events"])
+    assert data["findings"] and {"severity", "code", "title", "hint", "evidence"} <= set(data["findings"][0])
+
+
+def test_diagnose_text_and_bad_input(tmp_path):
+    clean = tmp_path / "clean.log"
+    clean.write_text("epoch 1 loss 0.5\n")
+    r = cockpit("diagnose", str(clean))
+    assert r.returncode == 0 and "No problems found." in r.stdout
+    r = cockpit("diagnose", str(tmp_path / "missing.log"))
+    assert r.returncode == 2 and "no such log file or run" in r.stderr and "Traceback" not in r.stderr

@@ -39,8 +39,9 @@ KIND_ADVICE: dict[str, tuple[str, str, str]] = {
                          "reachable from every node, that the port is open, and that all nodes start within "
                          "the rendezvous timeout."),
     "gloo_error": ("error", "Gloo error",
-                   "Gloo could not connect its mesh: set GLOO_SOCKET_IFNAME to an interface every node shares "
-                   "and open the ports between the nodes."),
+                   "If another rank failed first (see the first-failure finding), this rank only lost its peer: "
+                   "fix that one. Otherwise Gloo could not connect its mesh: set GLOO_SOCKET_IFNAME to an "
+                   "interface every node shares and open the ports between the nodes."),
     "ddp_unused_parameters": ("error", "DDP: some parameters received no gradient",
                               "Pass find_unused_parameters=True to DistributedDataParallel, or make every "
                               "forward output contribute to the loss; TORCH_DISTRIBUTED_DEBUG=DETAIL names the "

@@ -18,7 +18,8 @@ from cockpit.logs.diagnose import diagnose
 from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, rank_list
 from cockpit.logs.parse import parse_lines
 
-__all__ = ["diagnose_paths", "read_lines", "render_json", "render_text", "report_to_dict"]
+__all__ = ["diagnose_paths", "diagnose_sources", "read_lines", "render_findings", "render_json", "render_text",
+           "report_to_dict"]
 
 _COLORS = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m"}
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
@@ -45,6 +46,20 @@ def read_lines(path: str | os.PathLike[str], block: int = 1 << 20) -> Iterator[s
 def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
     """Parse and diagnose log files (the only IO here). Raises OSError for a file that cannot be read."""
     return diagnose([(os.fspath(p), parse_lines(read_lines(p))) for p in paths])
+
+
+def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None, int | None]]) -> Report:
+    """Like diagnose_paths, for files whose host and rank are known (a run's per-rank logs)."""
+    return diagnose([(os.fspath(p), parse_lines(read_lines(p), host=host, rank=rank))
+                     for p, host, rank in sources])
+
+
+def render_findings(report: Report, color: bool = False) -> str:
+    """Only the findings, for the end of a run's summary; empty when there are none."""
+    lines: list[str] = []
+    for f in report.findings:
+        lines += _render_finding(f, color)
+    return "\n".join(lines)
 
 
 def _finding_dict(f: Finding) -> dict[str, object]:
