@@ -1,0 +1,83 @@
+"""Per-rank metrics as JSON lines, and the progress lines a user tailing the logs reads.
+
+Each rank appends to ``<run_dir>/metrics/rank-<RANK>.jsonl`` one object per record::
+
+    {"step": 120, "epoch": 1, "loss": 0.0421, "samples_per_s": 5012.3, "time": 1732350000.12, "rank": 0}
+
+``step`` counts optimizer steps from the start of the run (a resumed run continues the count), ``loss`` is
+this rank's loss of that step, ``samples_per_s`` is this rank's throughput since its previous record, and
+``time`` is Unix time. The file is opened line-buffered and flushed per record, so a reader never sees half a
+line of a live run. After a resume the steps between the checkpoint and the crash appear twice; readers keep
+the last record of each step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TextIO
+
+PREFIX = "[cockpit]"
+
+
+def metrics_path(run_dir: Path, rank: int) -> Path:
+    """``<run_dir>/metrics/rank-<rank>.jsonl``."""
+    return run_dir / "metrics" / f"rank-{rank}.jsonl"
+
+
+class Throughput:
+    """Samples per second over the interval since the last :meth:`rate` call."""
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+        self._samples = 0
+
+    def restart(self) -> None:
+        """Start the interval now (at the first batch, so setup time is not counted)."""
+        self._since = time.perf_counter()
+        self._samples = 0
+
+    def add(self, samples: int) -> None:
+        """Count ``samples`` processed since the interval started."""
+        self._samples += samples
+
+    def rate(self) -> float:
+        """Samples per second over the interval, then start a new interval."""
+        now = time.perf_counter()
+        rate = self._samples / max(now - self._since, 1e-9)
+        self._since, self._samples = now, 0
+        return rate
+
+
+class MetricsWriter:
+    """Appends this rank's metrics lines to ``path`` (line-buffered, flushed per line)."""
+
+    def __init__(self, path: Path, rank: int) -> None:
+        self.path = path
+        self.rank = rank
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: TextIO | None = path.open("a", buffering=1, encoding="utf-8")
+
+    def write(self, *, step: int, epoch: int, loss: float, samples_per_s: float) -> dict[str, float | int]:
+        """Append one record and return it."""
+        line = {
+            "step": step, "epoch": epoch, "loss": loss, "samples_per_s": round(samples_per_s, 3),
+            "time": time.time(), "rank": self.rank,
+        }
+        if self._fh is None:
+            raise ValueError(f"metrics file {self.path} is closed; hint: no records after rt.finish()")
+        self._fh.write(json.dumps(line) + "\n")
+        self._fh.flush()
+        return line
+
+    def close(self) -> None:
+        """Close the file (safe to call twice)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def progress_line(*, step: int, epoch: int, loss: float, samples_per_s: float) -> str:
+    """Rank 0's progress line, ``key=value`` so a log parser can read it."""
+    return f"{PREFIX} step={step} epoch={epoch} loss={loss:.6f} samples/s={samples_per_s:.1f}"

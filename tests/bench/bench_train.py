@@ -1,0 +1,139 @@
+"""Benchmark: jobs/demo.py launched by bare torchrun vs. launched by cockpit (not collected by pytest).
+
+    python tests/bench/bench_train.py                      # bare torchrun only, 5 runs
+    python tests/bench/bench_train.py --runs 7 --with-cockpit --json out.json
+
+Per run it measures, from rank 0's metrics file (``<run_dir>/metrics/rank-0.jsonl``):
+
+* launch_to_first_step_s: wall time from starting the launch command to the first step's metrics record
+  (interpreter + torch import + process group + DDP setup + first step: what a user waits for);
+* steps_per_s: steady-state optimizer steps per second, from the first to the last record;
+* wall_s: until the launch command exits.
+
+Launchers alternate run by run (bare, cockpit, bare, ...) so drift in machine load hits both alike.
+Bare torchrun gets exactly one cockpit variable, COCKPIT_RUN_DIR, which only tells the demo where to write
+its metrics; everything else is the runtime's bare-torchrun defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "jobs" / "demo.py"
+DEMO_ARGS = ["--epochs", "1", "--steps-per-epoch", "150", "--hidden", "256"]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What to run: the command, its environment, and the run directory whose metrics it writes."""
+
+    cmd: list[str]
+    env: dict[str, str]
+    run_dir: Path
+
+
+Launcher = Callable[[Path], LaunchPlan]
+"""Given a fresh, empty directory for this run, say how to launch the demo into it."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env() -> dict[str, str]:
+    """The caller's environment without launcher or contract variables."""
+    drop = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("COCKPIT_", "SLURM_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def bare_torchrun(run_dir: Path, nproc: int = 2) -> LaunchPlan:
+    """The baseline: ``torchrun --nproc-per-node N jobs/demo.py`` on a free local port."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+           "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(DEMO), *DEMO_ARGS]
+    return LaunchPlan(cmd, {**base_env(), "COCKPIT_RUN_DIR": str(run_dir)}, run_dir)
+
+
+# ------------------------------------------------------------------------------------------------------
+# LEAD: PLUG THE COCKPIT LAUNCHER IN HERE.
+# Return the `cockpit run jobs/demo.yaml` command (with the same nproc and DEMO_ARGS as bare_torchrun) and
+# the run directory cockpit will write (cockpit sets COCKPIT_RUN_DIR itself; point its run root at
+# `run_dir`, or resolve the run dir it reports). Then pass --with-cockpit.
+# ------------------------------------------------------------------------------------------------------
+def cockpit_launch(run_dir: Path) -> LaunchPlan:
+    """Launch the demo through cockpit (not built yet)."""
+    raise NotImplementedError(
+        "cockpit_launch(): the cockpit launcher is not wired in yet; "
+        "hint: return LaunchPlan(['cockpit', 'run', 'jobs/demo.yaml', ...], env, run_dir) here"
+    )
+
+
+def read_metrics(run_dir: Path, rank: int = 0) -> list[dict]:
+    path = run_dir / "metrics" / f"rank-{rank}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def measure(launch: Launcher, run_dir: Path, timeout_s: float = 300) -> dict[str, float]:
+    """Run one launch to completion and return its timings (raises if it fails)."""
+    plan = launch(run_dir)
+    started = time.time()
+    done = subprocess.run(plan.cmd, env=plan.env, cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    wall = time.time() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(plan.cmd)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    lines = read_metrics(plan.run_dir)
+    first, last = lines[0], lines[-1]
+    steps_per_s = (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-9)
+    return {"launch_to_first_step_s": first["time"] - started, "steps_per_s": steps_per_s, "wall_s": wall}
+
+
+def summarize(results: dict[str, list[dict[str, float]]]) -> str:
+    rows = [f"{'launcher':<10} {'metric':<24} {'median':>9} {'min':>9} {'max':>9}  n"]
+    for name, runs in results.items():
+        for metric in ("launch_to_first_step_s", "steps_per_s", "wall_s"):
+            values = [r[metric] for r in runs]
+            rows.append(f"{name:<10} {metric:<24} {statistics.median(values):9.3f} "
+                        f"{min(values):9.3f} {max(values):9.3f}  {len(values)}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=5, help="runs per launcher (alternated)")
+    p.add_argument("--with-cockpit", action="store_true", help="also launch through cockpit_launch()")
+    p.add_argument("--json", type=Path, default=None, help="write every run's timings here")
+    args = p.parse_args(argv)
+    launchers: dict[str, Launcher] = {"bare": bare_torchrun}
+    if args.with_cockpit:
+        launchers["cockpit"] = cockpit_launch
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in launchers}
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        for i in range(args.runs):
+            for name, launch in launchers.items():
+                timings = measure(launch, Path(tmp) / f"{name}-{i}")
+                results[name].append(timings)
+                print(f"run {i} {name}: " + " ".join(f"{k}={v:.3f}" for k, v in timings.items()), flush=True)
+    print(summarize(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

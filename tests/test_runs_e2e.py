@@ -1,0 +1,172 @@
+"""`cockpit run` and friends against real torchrun + gloo DDP runs of the demo (2 CPU ranks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+from cockpit import procs
+from cockpit.runs import list_runs, read_status
+
+pytestmark = pytest.mark.slow
+SHORT = ["--", "--epochs", "1", "--steps-per-epoch", "30"]
+
+
+def env_for(runs: Path) -> dict[str, str]:
+    return {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+
+
+def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env_for(runs), timeout=timeout)
+
+
+def only_run(runs: Path):
+    [(run_dir, status)] = list_runs(runs)
+    return run_dir, status
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_demo_completes_with_logs_metrics_and_summary(tmp_path):
+    r = cockpit(tmp_path, "run", "jobs/demo.yaml", *SHORT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir, status = only_run(tmp_path)
+    assert status.state == "succeeded" and status.exit_code == 0
+    host = status.hosts[0]
+    logs = sorted(p.name for p in (run_dir / "logs").glob("rank-*.log"))
+    assert logs == [f"rank-0.{host}.log", f"rank-1.{host}.log"]
+    for rank in (0, 1):
+        assert f"[{host}:{rank}] [cockpit] start rank={rank} world=2" in r.stdout
+        metrics = (run_dir / "metrics" / f"rank-{rank}.jsonl").read_text().splitlines()
+        assert metrics and json.loads(metrics[-1])["step"] == 30
+    assert f"== demo ({status.run_id}): succeeded in" in r.stdout
+    assert oct((run_dir).stat().st_mode & 0o777) == "0o700"
+    assert (run_dir / "job.yaml").read_text() == (REPO / "jobs/demo.yaml").read_text()
+    assert (run_dir / "commands/node-0.sh").read_text().count("--nproc-per-node=2") == 1
+
+
+def test_raising_rank_is_named_with_its_traceback_and_nothing_is_left(tmp_path):
+    r = cockpit(tmp_path, "run", "jobs/demo.yaml", "-q", *SHORT, "--fail-rank", "1", "--fail-step", "5")
+    assert r.returncode != 0
+    run_dir, status = only_run(tmp_path)
+    assert status.state == "failed" and status.first_failure["rank"] == 1
+    assert "first failure: rank 1 on" in r.stdout and "exit code 1" in r.stdout
+    assert "RuntimeError: injected failure on rank 1 after step 5" in r.stdout
+    # The diagnosis follows the summary; the launcher's teardown was announced live on stderr.
+    assert "diagnosis:" in r.stdout and "First failure (torchelastic root cause): rank 1" in r.stdout
+    assert "worker_failed" in r.stderr
+    assert procs.run_pids(status.run_id) == []
+
+
+def test_sigkilled_rank_0_is_first_failure_and_the_rest_stop_quickly(tmp_path):
+    r = cockpit(tmp_path, "run", "jobs/demo.yaml", "-q", *SHORT, "--fail-rank", "0", "--fail-step", "5",
+                "--fail-mode", "kill")
+    assert r.returncode != 0
+    run_dir, status = only_run(tmp_path)
+    first = status.first_failure
+    assert (first["rank"], first["signal"]) == (0, signal.SIGKILL)
+    assert "first failure: rank 0 on" in r.stdout and "killed by SIGKILL" in r.stdout
+    other = status.ranks["1"]
+    assert other["time"] - first["time"] <= 30
+    assert status.ended - first["time"] <= 30
+    assert procs.run_pids(status.run_id) == []
+
+
+def test_hung_rank_is_stopped_by_cockpit_stop(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "-q", "--grace", "3",
+                             *SHORT, "--fail-rank", "1", "--fail-step", "3", "--fail-mode", "hang"],
+                            cwd=REPO, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
+    wait_for(lambda: "injecting failure" in _read(run_dir, "logs/rank-1"), 60, "rank 1 to hang")
+    r = cockpit(tmp_path, "stop", run_dir.name, "--grace", "3")
+    assert r.returncode == 0 and "stopped" in r.stderr
+    out, _ = proc.communicate(timeout=60)
+    status = read_status(run_dir)
+    assert status.state == "stopped" and "stopped in" in out
+    assert procs.run_pids(status.run_id) == []
+
+
+def test_ctrl_c_stops_the_run_prints_summary_and_exits_130(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "--", "--epochs", "50"],
+                            cwd=REPO, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
+    wait_for(lambda: "step=10 " in _read(run_dir, "logs/rank-0"), 60, "training to start")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    status = read_status(run_dir)
+    assert status.state == "stopped" and f"== demo ({status.run_id}): stopped in" in out
+    assert procs.run_pids(status.run_id) == []
+
+
+def test_killing_cockpit_does_not_stop_training_and_attach_reports_the_end(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "--", "--epochs", "1",
+                             "--steps-per-epoch", "200"], cwd=REPO, env=env_for(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
+    wait_for(lambda: "step=10 " in _read(run_dir, "logs/rank-0"), 60, "training to start")
+    proc.kill()
+    streamed = proc.communicate(timeout=10)[0]
+    status = wait_for(lambda: (s := read_status(run_dir)) and s.final and s, 120, "the run to finish")
+    assert status.state == "succeeded"
+    for rank in (0, 1):
+        log = _read(run_dir, f"logs/rank-{rank}")
+        assert f"[cockpit] finish rank={rank} step=200 exit_code=0" in log
+        # What cockpit streamed before it died is a prefix of the file: nothing reordered or invented.
+        mine = [line.split("] ", 1)[1] for line in streamed.splitlines() if line.startswith(f"[{status.hosts[0]}:{rank}]")]
+        assert mine == log.splitlines()[:len(mine)]
+    metrics = (run_dir / "metrics/rank-0.jsonl").read_text().splitlines()
+    assert [json.loads(m)["step"] for m in metrics][-1] == 200
+    r = cockpit(tmp_path, "attach", "last")
+    assert r.returncode == 0 and f"== demo ({status.run_id}): succeeded" in r.stdout
+
+
+def test_supervisor_killed_run_is_found_and_marked_by_ps(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "-q", *SHORT],
+                            cwd=REPO, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
+    sup = wait_for(lambda: (s := read_status(run_dir)) and s.supervisor, 30, "the supervisor")
+    os.kill(sup["pid"], signal.SIGKILL)
+    proc.kill()
+    proc.wait()
+    run_id = run_dir.name
+    wait_for(lambda: not procs.run_pids(run_id), 120, "the ranks to finish on their own")
+    r = cockpit(tmp_path, "ps", "--json")
+    [run] = json.loads(r.stdout)["runs"]
+    assert run["state"] == "succeeded" and "supervisor died" in run["note"]
+
+
+def test_logs_and_filters(tmp_path):
+    assert cockpit(tmp_path, "run", "jobs/demo.yaml", "-q", *SHORT).returncode == 0
+    run_dir, status = only_run(tmp_path)
+    host = status.hosts[0]
+    r = cockpit(tmp_path, "logs", status.run_id[:12], "--rank", "1")
+    assert r.returncode == 0 and r.stdout == (run_dir / f"logs/rank-1.{host}.log").read_text()
+    r = cockpit(tmp_path, "logs", "last", "-n", "1")
+    assert r.stdout.splitlines() == [f"[{host}:0] [cockpit] finish rank=0 step=30 exit_code=0",
+                                     f"[{host}:1] [cockpit] finish rank=1 step=30 exit_code=0"]
+    assert cockpit(tmp_path, "logs", "nope").returncode == 2
+
+
+def _read(run_dir: Path, stem: str) -> str:
+    paths = list(run_dir.glob(stem + ".*.log"))
+    return paths[0].read_text(errors="replace") if paths else ""
