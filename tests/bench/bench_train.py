@@ -1,7 +1,7 @@
 """Benchmark: jobs/demo.py launched by bare torchrun vs. launched by cockpit (not collected by pytest).
 
-    python tests/bench/bench_train.py                      # bare torchrun only, 5 runs
-    python tests/bench/bench_train.py --runs 7 --with-cockpit --json out.json
+    python tests/bench/bench_train.py                      # bare torchrun vs cockpit run, 5 runs each
+    python tests/bench/bench_train.py --runs 7 --json out.json
 
 Per run it measures, from rank 0's metrics file (``<run_dir>/metrics/rank-0.jsonl``):
 
@@ -69,22 +69,18 @@ def bare_torchrun(run_dir: Path, nproc: int = 2) -> LaunchPlan:
     return LaunchPlan(cmd, {**base_env(), "COCKPIT_RUN_DIR": str(run_dir)}, run_dir)
 
 
-# ------------------------------------------------------------------------------------------------------
-# LEAD: PLUG THE COCKPIT LAUNCHER IN HERE.
-# Return the `cockpit run jobs/demo.yaml` command (with the same nproc and DEMO_ARGS as bare_torchrun) and
-# the run directory cockpit will write (cockpit sets COCKPIT_RUN_DIR itself; point its run root at
-# `run_dir`, or resolve the run dir it reports). Then pass --with-cockpit.
-# ------------------------------------------------------------------------------------------------------
 def cockpit_launch(run_dir: Path) -> LaunchPlan:
-    """Launch the demo through cockpit (not built yet)."""
-    raise NotImplementedError(
-        "cockpit_launch(): the cockpit launcher is not wired in yet; "
-        "hint: return LaunchPlan(['cockpit', 'run', 'jobs/demo.yaml', ...], env, run_dir) here"
-    )
+    """``cockpit run jobs/demo.yaml -q -- DEMO_ARGS``: the same 2 gloo ranks, through cockpit's launcher
+    (run directory, supervisor, rank wrapper, log files, live follow and summary). ``run_dir`` is the runs
+    directory; the run's own directory is the one child cockpit creates in it."""
+    cmd = [sys.executable, "-m", "cockpit", "run", str(REPO / "jobs" / "demo.yaml"), "-q", "--", *DEMO_ARGS]
+    return LaunchPlan(cmd, {**base_env(), "COCKPIT_RUNS_DIR": str(run_dir)}, run_dir)
 
 
 def read_metrics(run_dir: Path, rank: int = 0) -> list[dict]:
     path = run_dir / "metrics" / f"rank-{rank}.jsonl"
+    if not path.exists():  # a runs directory (cockpit): the metrics are in its one run
+        [path] = run_dir.glob(f"*/metrics/rank-{rank}.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -116,11 +112,11 @@ def summarize(results: dict[str, list[dict[str, float]]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=5, help="runs per launcher (alternated)")
-    p.add_argument("--with-cockpit", action="store_true", help="also launch through cockpit_launch()")
+    p.add_argument("--bare-only", action="store_true", help="only bare torchrun (no cockpit runs)")
     p.add_argument("--json", type=Path, default=None, help="write every run's timings here")
     args = p.parse_args(argv)
     launchers: dict[str, Launcher] = {"bare": bare_torchrun}
-    if args.with_cockpit:
+    if not args.bare_only:
         launchers["cockpit"] = cockpit_launch
     results: dict[str, list[dict[str, float]]] = {name: [] for name in launchers}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
@@ -130,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
                 results[name].append(timings)
                 print(f"run {i} {name}: " + " ".join(f"{k}={v:.3f}" for k, v in timings.items()), flush=True)
     print(summarize(results))
+    if "cockpit" in results:
+        med = {name: {m: statistics.median(r[m] for r in runs) for m in runs[0]} for name, runs in results.items()}
+        print(f"steps/s ratio cockpit/bare: {med['cockpit']['steps_per_s'] / med['bare']['steps_per_s']:.3f} "
+              f"(target >= 0.99); launch-to-first-step overhead: "
+              f"{med['cockpit']['launch_to_first_step_s'] - med['bare']['launch_to_first_step_s']:+.2f} s "
+              f"(target <= +0.5 s)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
