@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "$XDG_STATE_HOME/cockpit/runs)")
     p.set_defaults(func=cmd_render)
     _add_run_commands(sub)
+    from cockpit.cli_fleet import add_fleet_commands
+
+    add_fleet_commands(sub)
 
     p = sub.add_parser("diagnose", help="say what broke in NCCL / torch / torchrun / Slurm logs, where, "
                        "and what to try (exit 1 when an error is found)")

@@ -25,7 +25,9 @@ print("\\nLOADED=" + json.dumps([m for m in {heavy!r} if m in sys.modules]), fil
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["validate", "jobs/demo.yaml"], ["render", "jobs/demo.yaml"],
-                                  ["render", "jobs/slurm.yaml"], ["validate", "jobs/nope.yaml"]])
+                                  ["render", "jobs/slurm.yaml"], ["validate", "jobs/nope.yaml"],
+                                  ["gpus", "--help"], ["doctor", "--help"], ["diagnose", "--help"],
+                                  ["ps", "--help"]])
 def test_light_commands_load_no_heavy_module(argv):
     code = PROBE.format(argv=argv, heavy=HEAVY)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)

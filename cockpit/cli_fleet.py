@@ -1,0 +1,275 @@
+"""`cockpit gpus` and `cockpit doctor`: the headless face over cockpit.fleet. stdout carries the table or
+JSON; nodes in error are part of the data (exit 0), bad arguments exit 2, a failed doctor check exits 1.
+
+Nothing heavy is imported at module level: ``add_fleet_commands`` runs for every `cockpit` invocation.
+Without --nodes / --job / --cluster the target is this machine, read through the local seam (no SSH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def add_fleet_commands(sub) -> None:
+    """Register `gpus` and `doctor` on cockpit's subparsers."""
+    p = sub.add_parser("gpus", help="GPUs of this machine or of many nodes (nvidia-smi order), with processes")
+    _add_target_options(p)
+    p.add_argument("--json", action="store_true", help='one JSON object: {"nodes": [{"host", "state", ...}]}')
+    p.add_argument("--watch", nargs="?", type=float, const=2.0, metavar="SECONDS",
+                   help="refresh every SECONDS (default 2) over persistent connections until Ctrl-C")
+    p.set_defaults(func=cmd_gpus)
+
+    p = sub.add_parser("doctor", help="check that the nodes can run a job together: reachable, same GPU "
+                       "count, same versions, a common network interface, a free master port")
+    _add_target_options(p)
+    p.add_argument("--json", action="store_true", help='one JSON object: {"checks": [...], "nodes": [...]}')
+    p.set_defaults(func=cmd_doctor)
+
+
+def _add_target_options(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--nodes", metavar="LIST", help="hostlist, e.g. gpu[01-04],login1")
+    which.add_argument("--job", metavar="JOB.yaml", help="the nodes of this job")
+    which.add_argument("--cluster", nargs="?", const="", metavar="FILE",
+                       help="the cluster file's hosts (default ~/.config/cockpit/cluster.yaml), else sinfo's nodes")
+    p.add_argument("--partition", help="with --cluster and Slurm: only this partition")
+    p.add_argument("--python", help="interpreter on the nodes that runs `-m cockpit.probe` (default python3)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per node (default 20)")
+    p.add_argument("--ssh-config", action="append", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
+    p.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default: the ssh config's)")
+    p.add_argument("--user", help="ssh user (default: the ssh config's)")
+    p.add_argument("--identity", action="append", metavar="KEY", help="ssh private key (repeatable)")
+    p.add_argument("--trust-new-hosts", action="store_true",
+                   help="record the host key of a node never seen before into known_hosts (a changed key is "
+                   "still refused)")
+
+
+def _targets(args):
+    """(hosts, fleet) for the arguments; raises cockpit.cli.UsageError for bad input."""
+    from cockpit import fleet
+    from cockpit.cli import UsageError
+    from cockpit.remote import RemotePool
+
+    try:
+        cluster = fleet.load_cluster(args.cluster or None) if args.cluster else fleet.load_cluster()
+        hosts = _hosts(args, cluster)
+    except fleet.NodesError as exc:
+        raise UsageError(str(exc)) from None
+    if not hosts:
+        raise UsageError("no nodes: the cluster file lists none and Slurm's sinfo is not here "
+                         f"(write {fleet.cluster_path()}, or give --nodes)")
+    pool = RemotePool(_ssh_options(args, cluster))
+    python = args.python or (cluster.python if cluster else "python3")
+    return fleet.Fleet(hosts, pool, python=python, timeout=args.timeout)
+
+
+def _hosts(args, cluster) -> list[str]:
+    from cockpit import fleet
+
+    if args.nodes:
+        return fleet.expand_hostlist(args.nodes)
+    if args.job:
+        from cockpit.cli import _load
+
+        return fleet.hosts_from_spec(_load(args.job))
+    if args.cluster is not None:
+        if cluster and cluster.hosts:
+            return list(cluster.hosts)
+        partition = args.partition or (cluster.partition if cluster else None)
+        return [n.name for n in fleet.slurm_nodes(partition)]
+    return ["localhost"]
+
+
+def _ssh_options(args, cluster):
+    from dataclasses import replace
+
+    from cockpit.remote import SSHOptions
+
+    options = cluster.ssh if cluster else SSHOptions()
+    changes = {"connect_timeout": min(options.connect_timeout, args.timeout)}
+    if args.ssh_config:
+        changes["config"] = tuple(args.ssh_config)
+    if args.known_hosts:
+        changes["known_hosts"] = args.known_hosts
+    if args.user:
+        changes["user"] = args.user
+    if args.identity:
+        changes["identity"] = tuple(args.identity)
+    if args.trust_new_hosts:
+        changes["trust_new_hosts"] = True
+    return replace(options, **changes)
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    import asyncio
+
+    fl = _targets(args)
+    if args.watch is not None:
+        return asyncio.run(_watch(fl, args.watch, args.json))
+    nodes = asyncio.run(_refresh(fl))
+    print(json.dumps({"nodes": nodes}, indent=2) if args.json else render_table(nodes))
+    return EXIT_OK
+
+
+async def _refresh(fl) -> list[dict]:
+    try:
+        return [n.to_dict() for n in await fl.refresh()]
+    finally:
+        await fl.pool.close()
+
+
+async def _watch(fl, interval: float, as_json: bool) -> int:
+    import asyncio
+
+    fl.start(interval)
+    clear = sys.stdout.isatty() and not as_json
+    try:
+        await fl.refresh_now(min(fl.timeout, 5.0))
+        while True:
+            nodes = [n.to_dict() for n in fl.statuses()]
+            if as_json:
+                print(json.dumps({"time": time.time(), "nodes": nodes}), flush=True)
+            else:
+                print(("\033[H\033[2J" if clear else "") + render_table(nodes) + ("" if clear else "\n"), flush=True)
+            await asyncio.sleep(interval)
+    finally:
+        await fl.stop()
+
+
+def render_table(nodes: list[dict]) -> str:
+    """Per node: a header line (state, driver), then its GPUs in nvidia-smi order and their processes."""
+    out = []
+    for n in nodes:
+        out.append(_node_line(n))
+        if n["gpus"]:
+            out.append(f"  {'GPU':>3}  {'NAME':<24} {'UTIL':>4}  {'MEMORY':>19}  {'TEMP':>4}  {'POWER':>11}  PROCS")
+        for g in n["gpus"]:
+            out.append(f"  {g['index']:>3}  {_s(g['name'])[:24]:<24} {_pct(g['utilization_gpu']):>4}  "
+                       f"{_memory(g):>19}  {_temp(g['temperature_c']):>4}  {_power(g):>11}  {len(g['processes'])}")
+            for p in g["processes"]:
+                mem = f"{p['used_memory_mib']} MiB" if p["used_memory_mib"] is not None else "? MiB"
+                out.append(f"       pid {p['pid']:<8} {_s(p['user'])[:12]:<12} {mem:>10}  {_s(p['command'])[:60]}")
+        for w in n.get("warnings") or ():
+            out.append(f"  warning: {w}")
+    return "\n".join(out)
+
+
+def _node_line(n: dict) -> str:
+    if n["state"] == "ok":
+        facts = [f"driver {n['driver_version']}" if n.get("driver_version") else None,
+                 f"CUDA {n['cuda_version']}" if n.get("cuda_version") else None,
+                 f"{len(n['gpus'])} GPU" + ("s" if len(n["gpus"]) != 1 else "")]
+        name = f" ({n['hostname']})" if n.get("hostname") and n["hostname"] != n["host"] else ""
+        return f"{n['host']}{name}: ok, " + ", ".join(f for f in facts if f)
+    hint = f" (hint: {n['hint']})" if n.get("hint") else ""
+    return f"{n['host']}: {n['state'].replace('_', ' ')}: {n['reason'] or 'no reason given'}{hint}"
+
+
+def _s(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value}%"
+
+
+def _temp(value) -> str:
+    return "-" if value is None else f"{value}C"
+
+
+def _memory(g: dict) -> str:
+    used, total = g["memory_used_mib"], g["memory_total_mib"]
+    return "-" if used is None and total is None else f"{_s(used)} / {_s(total)} MiB"
+
+
+def _power(g: dict) -> str:
+    draw, limit = g["power_draw_w"], g["power_limit_w"]
+    if draw is None and limit is None:
+        return "-"
+    return f"{'?' if draw is None else round(draw)} / {'?' if limit is None else round(limit)} W"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import asyncio
+
+    nodes = asyncio.run(_refresh(_targets(args)))
+    checks = run_checks(nodes)
+    if args.json:
+        print(json.dumps({"checks": checks, "nodes": nodes}, indent=2))
+    else:
+        for c in checks:
+            print(f"{c['level']:<4}  {c['name']}: {c['detail']}")
+    return EXIT_FAILED if any(c["level"] == "FAIL" for c in checks) else EXIT_OK
+
+
+def run_checks(nodes: list[dict]) -> list[dict]:
+    """Doctor's checks over `cockpit gpus --json` nodes. Each: {"name", "level": ok|warn|FAIL, "detail"}."""
+    up = [n for n in nodes if n["state"] in ("ok", "no_driver", "driver_error")]
+    down = [n for n in nodes if n not in up]
+    checks = [_check("reachable", not down, f"{len(up)}/{len(nodes)} nodes",
+                     "; ".join(f"{n['host']}: {n['state']} ({n['reason']})" for n in down))]
+    drivers = {n["host"]: n["state"] for n in up}
+    if any(s != "ok" for s in drivers.values()):
+        bad = ", ".join(f"{h}: {s}" for h, s in drivers.items() if s != "ok")
+        level = "FAIL" if any(s == "ok" for s in drivers.values()) or "driver_error" in drivers.values() else "warn"
+        checks.append({"name": "NVIDIA driver", "level": level, "detail": f"{bad} (CPU-only nodes can run gloo)"})
+    counts = {n["host"]: len(n["gpus"]) for n in up}
+    checks.append(_check("GPU count", len(set(counts.values())) <= 1,
+                         f"{next(iter(counts.values()), 0)} per node", _spread(counts),
+                         "every node must have the same number of GPUs"))
+    checks += [_same(up, name, get) for name, get in _VERSIONS]
+    checks.append(_interfaces(up))
+    busy = [f"{n['host']} GPU {g['index']}: {len(g['processes'])} process(es)" for n in up for g in n["gpus"]
+            if g["processes"]]
+    checks.append({"name": "GPUs idle", "level": "warn" if busy else "ok", "detail": "; ".join(busy) or "yes"})
+    port_busy = [f"{n['host']}: {p}" for n in up for p, free in (n.get("ports") or {}).items() if not free]
+    checks.append({"name": "master port free", "level": "warn" if port_busy else "ok",
+                   "detail": "in use on " + ", ".join(port_busy) if port_busy else "yes"})
+    order = sorted({w for n in up for w in n.get("warnings") or ()})
+    checks += [{"name": "GPU order", "level": "warn", "detail": w} for w in order]
+    return checks
+
+
+_VERSIONS = (("driver version", lambda n: n.get("driver_version")),
+             ("CUDA (driver) version", lambda n: n.get("cuda_version")),
+             ("python version", lambda n: (n.get("versions") or {}).get("python")),
+             ("torch version", lambda n: (n.get("versions") or {}).get("torch")),
+             ("NCCL version", lambda n: (n.get("versions") or {}).get("nccl")))
+
+
+def _check(name: str, ok: bool, good: str, bad: str, hint: str = "") -> dict:
+    detail = good if ok else bad + (f" ({hint})" if hint else "")
+    return {"name": name, "level": "ok" if ok else "FAIL", "detail": detail}
+
+
+def _spread(values: dict) -> str:
+    return ", ".join(f"{h}: {v}" for h, v in values.items())
+
+
+def _same(up: list[dict], name: str, get) -> dict:
+    values = {n["host"]: get(n) for n in up if get(n) is not None}
+    if not values:
+        return {"name": name, "level": "ok", "detail": "unknown (not reported)"}
+    if len(set(values.values())) == 1:
+        return {"name": name, "level": "ok", "detail": next(iter(values.values()))}
+    level = "FAIL" if name.startswith(("torch", "NCCL")) else "warn"
+    return {"name": name, "level": level, "detail": "differs: " + _spread(values)}
+
+
+def _interfaces(up: list[dict]) -> dict:
+    """An interface name that is up with an IPv4 address on every node: what NCCL/GLOO_SOCKET_IFNAME can be."""
+    per_node = [{i["name"] for i in n["interfaces"] if i["up"] and i["ipv4"] and not i["loopback"]}
+                for n in up if n.get("interfaces")]
+    if not per_node:
+        return {"name": "network interface", "level": "ok", "detail": "unknown (not reported)"}
+    common = sorted(set.intersection(*per_node))
+    if common:
+        return {"name": "network interface", "level": "ok",
+                "detail": f"{', '.join(common)} on every node (NCCL_SOCKET_IFNAME={common[0]})"}
+    return {"name": "network interface", "level": "warn",
+            "detail": "no interface name is up with IPv4 on every node: set NCCL_SOCKET_IFNAME per node"}

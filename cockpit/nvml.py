@@ -1,0 +1,363 @@
+"""This machine's NVIDIA GPUs, read through NVML. The only module that imports pynvml (stdlib + pynvml only,
+because the node probe runs it on nodes where nothing else of cockpit's dependencies may be installed).
+
+Every NVML call goes through one small seam, ``Source.call(fn, *args)``: ``LiveSource`` calls pynvml,
+``RecordedSource`` replays a fixture of the values real pynvml returned (tests/fixtures/nvml/), and
+``Recorder`` wraps a live source to write such a fixture (tests/gpu/record_nvml.py). Arguments are plain
+ints: for ``nvmlDevice*`` functions the first one is the NVML device index, turned into a handle by the live
+source, so a recording is plain JSON.
+
+Rules: a field a GPU does not support is None, never an exception; no driver (or no pynvml) is a normal
+state, ``no_driver``; GPUs are listed sorted by PCI bus id, so ``index`` is nvidia-smi's index.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass, field, replace
+
+NOT_SUPPORTED, NO_PERMISSION, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FUNCTION_NOT_FOUND = 3, 4, 9, 12, 13
+NOT_RECORDED = -1  # RecordedSource: the fixture has no value for this call (treated as unsupported)
+PYNVML_MISSING = -2  # LiveSource.open: pynvml (nvidia-ml-py) is not installed here
+_NO_DRIVER_CODES = (DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, PYNVML_MISSING)
+MIB = 1024 * 1024
+ORDER_HINT = ("CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers GPUs fastest-first, so cuda:N may not be "
+              "nvidia-smi's GPU N; export CUDA_DEVICE_ORDER=PCI_BUS_ID")
+
+
+class NvmlError(Exception):
+    """An NVML call failed; ``code`` is NVML's return code (nvml.h NVML_ERROR_*)."""
+
+    def __init__(self, code: int, message: str = ""):
+        self.code = code
+        super().__init__(message or f"NVML error {code}")
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU. user/command come from /proc on the node; None where not readable."""
+
+    pid: int
+    used_memory_mib: int | None  # None: NVML cannot tell (MIG, Windows WDDM)
+    user: str | None = None
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU. ``index`` is its position in PCI bus id order = nvidia-smi's index. None: not supported."""
+
+    index: int
+    uuid: str | None
+    name: str | None
+    pci_bus_id: str | None  # "00000000:07:00.0", as nvidia-smi prints it
+    memory_used_mib: int | None  # nvidia-smi memory.used: excludes driver-reserved memory (NVML v2 struct)
+    memory_total_mib: int | None
+    utilization_gpu: int | None  # percent; None under MIG
+    utilization_memory: int | None
+    temperature_c: int | None
+    power_draw_w: float | None  # nvmlDeviceGetPowerUsage (1 s average on Ampere and newer, except GA100)
+    power_limit_w: float | None  # nvmlDeviceGetPowerManagementLimit = nvidia-smi power.limit
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    """What a node's GPUs look like. state: "ok" | "no_driver" | "driver_error"."""
+
+    state: str
+    reason: str | None = None
+    source: str | None = None  # "nvml" | "nvidia-smi"; None when nothing could be read
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the newest CUDA the driver supports, e.g. "12.2"
+    nvml_version: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Source:
+    """The seam: ``call`` returns plain values (str, int, float, dict, list) or raises NvmlError."""
+
+    def open(self) -> Source:
+        """nvmlInit; raises NvmlError (no driver: LIBRARY_NOT_FOUND / DRIVER_NOT_LOADED)."""
+        return self
+
+    def call(self, fn: str, *args: int) -> object:
+        raise NotImplementedError
+
+    def process(self, pid: int) -> tuple[str | None, str | None]:
+        """(user, command line) of a process on this node; None where unknown."""
+        return None, None
+
+    def close(self) -> None:
+        """Release NVML (nvmlShutdown); reading again needs a new source."""
+
+
+class LiveSource(Source):
+    """pynvml on this machine. ``open`` raises NvmlError (PYNVML_MISSING without pynvml, else NVML's code)."""
+
+    def __init__(self):
+        self._nv = None
+        self._handles: dict[int, object] = {}
+
+    def open(self) -> LiveSource:
+        try:
+            import pynvml
+        except ImportError:
+            raise NvmlError(PYNVML_MISSING, "pynvml (nvidia-ml-py) is not installed") from None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise NvmlError(exc.value, str(exc)) from None
+        self._nv = pynvml
+        return self
+
+    def call(self, fn: str, *args: int) -> object:
+        nv = self._nv
+        if fn.startswith("nvmlDevice"):
+            handle = self._handle(args[0])
+            rest = args[1:]
+            if fn == "nvmlDeviceGetMemoryInfo_v2":
+                return self._guard(lambda: nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2))
+            return self._guard(lambda: getattr(nv, fn)(handle, *rest))
+        return self._guard(lambda: getattr(nv, fn)(*args))
+
+    def _handle(self, index: int):
+        if index not in self._handles:
+            self._handles[index] = self._guard(lambda: self._nv.nvmlDeviceGetHandleByIndex(index), plain=False)
+        return self._handles[index]
+
+    def _guard(self, thunk, plain: bool = True):
+        try:
+            value = thunk()
+        except self._nv.NVMLError as exc:
+            raise NvmlError(exc.value, str(exc)) from None
+        except AttributeError as exc:  # an older pynvml without this function
+            raise NvmlError(FUNCTION_NOT_FOUND, str(exc)) from None
+        return _plain(value) if plain else value
+
+    def process(self, pid: int) -> tuple[str | None, str | None]:
+        return process_info(pid)
+
+    def close(self) -> None:
+        nv, self._nv, self._handles = self._nv, None, {}
+        if nv is None:
+            return
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError as exc:  # a broken NVML has nothing left to release; say so, do not fail
+            print(f"cockpit: nvmlShutdown failed: {exc}", file=sys.stderr)
+
+
+class RecordedSource(Source):
+    """Replays a recording: ``calls`` maps "fn(arg,...)" to a value or {"nvml_error": code}."""
+
+    def __init__(self, recording: dict):
+        self.calls = recording.get("calls", {})
+        self.processes = recording.get("processes", {})
+
+    def open(self) -> RecordedSource:
+        self.call("nvmlInit")
+        return self
+
+    def call(self, fn: str, *args: int) -> object:
+        key = call_key(fn, args)
+        if key not in self.calls:
+            raise NvmlError(NOT_RECORDED, f"{key} is not in the recording")
+        value = self.calls[key]
+        if isinstance(value, dict) and "nvml_error" in value:
+            raise NvmlError(value["nvml_error"], value.get("message", ""))
+        return value
+
+    def process(self, pid: int) -> tuple[str | None, str | None]:
+        info = self.processes.get(str(pid), {})
+        return info.get("user"), info.get("command")
+
+
+class Recorder(Source):
+    """Wraps a source and keeps every call's outcome, in the format RecordedSource replays."""
+
+    def __init__(self, inner: Source):
+        self.inner = inner
+        self.calls: dict[str, object] = {}
+        self.processes: dict[str, dict] = {}
+
+    def open(self) -> Recorder:
+        try:
+            self.inner.open()
+        except NvmlError as exc:
+            self.calls[call_key("nvmlInit", ())] = {"nvml_error": exc.code, "message": str(exc)}
+            raise
+        self.calls[call_key("nvmlInit", ())] = None
+        return self
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def call(self, fn: str, *args: int) -> object:
+        try:
+            value = self.inner.call(fn, *args)
+        except NvmlError as exc:
+            self.calls[call_key(fn, args)] = {"nvml_error": exc.code, "message": str(exc)}
+            raise
+        self.calls[call_key(fn, args)] = value
+        return value
+
+    def process(self, pid: int) -> tuple[str | None, str | None]:
+        user, command = self.inner.process(pid)
+        self.processes[str(pid)] = {"user": user, "command": command}
+        return user, command
+
+
+def call_key(fn: str, args: tuple) -> str:
+    return f"{fn}({','.join(str(a) for a in args)})"
+
+
+def _plain(value: object) -> object:
+    """pynvml results -> JSON-able values: ctypes structs and friendly objects become dicts."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    fields = getattr(value, "_fields_", None)
+    if fields is not None:
+        return {name: _plain(getattr(value, name)) for name, *_ in fields}
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return {k: _plain(v) for k, v in vars(value).items() if not k.startswith("_")}
+    return value
+
+
+def process_info(pid: int) -> tuple[str | None, str | None]:
+    """(user, command line) from /proc; None for what cannot be read (another container, gone)."""
+    import pwd
+
+    user = command = None
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
+            uid = next((int(line.split()[1]) for line in f if line.startswith("Uid:")), None)
+        user = pwd.getpwuid(uid).pw_name if uid is not None else None
+    except (OSError, KeyError, ValueError):
+        user = None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode(errors="replace").strip() or None
+    except OSError:
+        command = None
+    return user, command
+
+
+def read(source: Source | None = None, env: dict | None = None) -> GpuReport:
+    """Open ``source`` (default: pynvml here), read every GPU, close it. Never raises for NVML trouble."""
+    source = LiveSource() if source is None else source
+    try:
+        source.open()
+    except NvmlError as exc:
+        return not_available(exc)
+    try:
+        return read_open(source, os.environ if env is None else env)
+    finally:
+        source.close()
+
+
+def not_available(exc: NvmlError) -> GpuReport:
+    """The report for a failed nvmlInit: no driver is a normal state; anything else a driver error."""
+    if exc.code in _NO_DRIVER_CODES:
+        return GpuReport("no_driver", f"no NVIDIA driver on this node ({exc})")
+    return GpuReport("driver_error", f"NVML could not start: {exc}")
+
+
+def read_open(source: Source, env: dict) -> GpuReport:
+    """Read every GPU from an initialised source."""
+    try:
+        count = int(source.call("nvmlDeviceGetCount"))
+    except NvmlError as exc:
+        return GpuReport("driver_error", f"NVML could not count GPUs: {exc}", source="nvml")
+    gpus = sort_by_bus_id([_gpu(source, i) for i in range(count)])
+    cuda = _value(source, "nvmlSystemGetCudaDriverVersion")
+    warnings = (ORDER_HINT,) if len(gpus) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" else ()
+    return GpuReport(
+        "ok", None if gpus else "the driver is loaded but sees no GPU", "nvml",
+        driver_version=_value(source, "nvmlSystemGetDriverVersion"),
+        cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
+        nvml_version=_value(source, "nvmlSystemGetNVMLVersion"), gpus=tuple(gpus), warnings=warnings)
+
+
+def sort_by_bus_id(gpus: list[Gpu]) -> list[Gpu]:
+    """nvidia-smi's order: by PCI bus id (domain:bus:device.function, compared as numbers); unknown last."""
+    def key(pair):
+        nvml_index, gpu = pair
+        return (gpu.pci_bus_id is None, bus_key(gpu.pci_bus_id), nvml_index)
+    ordered = sorted(enumerate(gpus), key=key)
+    return [replace(gpu, index=i) for i, (_, gpu) in enumerate(ordered)]
+
+
+def bus_key(bus_id: str | None) -> tuple[int, ...]:
+    """"00000000:C1:00.0" -> (0, 0xC1, 0, 0); any spelling (lower case, 4-digit domain) compares equal."""
+    if not bus_id:
+        return ()
+    try:
+        domain, bus, rest = bus_id.split(":")
+        device, function = rest.split(".")
+        return int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
+    except ValueError:
+        return ()
+
+
+def _value(source: Source, fn: str, *args: int) -> object:
+    try:
+        return source.call(fn, *args)
+    except NvmlError:
+        return None  # unsupported, no permission, GPU lost: the field is unknown
+
+
+def _gpu(source: Source, i: int) -> Gpu:
+    pci = _value(source, "nvmlDeviceGetPciInfo", i)
+    util = _value(source, "nvmlDeviceGetUtilizationRates", i)
+    util = util if isinstance(util, dict) else {}
+    memory = _memory(source, i)
+    power = _value(source, "nvmlDeviceGetPowerUsage", i)
+    limit = _value(source, "nvmlDeviceGetPowerManagementLimit", i)
+    return Gpu(
+        index=i, uuid=_value(source, "nvmlDeviceGetUUID", i), name=_value(source, "nvmlDeviceGetName", i),
+        pci_bus_id=normal_bus_id(pci.get("busId")) if isinstance(pci, dict) else None,
+        memory_used_mib=_mib(memory.get("used")), memory_total_mib=_mib(memory.get("total")),
+        utilization_gpu=util.get("gpu"), utilization_memory=util.get("memory"),
+        temperature_c=_value(source, "nvmlDeviceGetTemperature", i, 0),  # 0: NVML_TEMPERATURE_GPU
+        power_draw_w=power / 1000 if isinstance(power, (int, float)) else None,
+        power_limit_w=limit / 1000 if isinstance(limit, (int, float)) else None,
+        processes=_processes(source, i))
+
+
+def _memory(source: Source, i: int) -> dict:
+    """The v2 struct (used excludes reserved memory, as nvidia-smi shows it); v1 on drivers without it."""
+    value = _value(source, "nvmlDeviceGetMemoryInfo_v2", i)
+    if not isinstance(value, dict):
+        value = _value(source, "nvmlDeviceGetMemoryInfo", i)
+    return value if isinstance(value, dict) else {}
+
+
+def _processes(source: Source, i: int) -> tuple[GpuProcess, ...]:
+    procs = _value(source, "nvmlDeviceGetComputeRunningProcesses", i)
+    out = []
+    for p in procs if isinstance(procs, list) else ():
+        user, command = source.process(int(p["pid"]))
+        out.append(GpuProcess(int(p["pid"]), _mib(p.get("usedGpuMemory")), user, command))
+    return tuple(out)
+
+
+def _mib(value: object) -> int | None:
+    return int(value) // MIB if isinstance(value, (int, float)) else None
+
+
+def normal_bus_id(bus_id: object) -> str | None:
+    """NVML's busId ("00000000:07:00.0"; old drivers: "0000:07:00.0") in nvidia-smi's spelling."""
+    if not isinstance(bus_id, str) or not bus_id:
+        return None
+    parts = bus_id.strip().upper().split(":")
+    if len(parts) == 3:
+        parts[0] = parts[0].zfill(8)
+    return ":".join(parts)

@@ -1,0 +1,247 @@
+"""cockpit.fleet over real SSH: many nodes, nodes in every error state, a link dropped mid-watch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+from fleet.conftest import BAD_KEY, CHANGED_KEY, DROPPY, NODES, REFUSED, SILENT, UNKNOWN_KEY
+from fleet.sshd import USER
+
+from cockpit import fleet
+from cockpit.remote import RemotePool
+from cockpit.spec import parse_spec
+
+
+def make_fleet(lab, hosts, **kw) -> fleet.Fleet:
+    kw.setdefault("timeout", 5.0)
+    options = kw.pop("options", None) or lab.options()
+    return fleet.Fleet(hosts, RemotePool(options), python=kw.pop("python", lab.python), **kw)
+
+
+async def until(predicate, timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(step)
+    return predicate()
+
+
+def probes_left(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-u", USER, "-o", "args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "cockpit.probe" in line and marker in line]
+
+
+def test_eight_nodes_report_no_driver_interfaces_and_hostname(lab):
+    async def go():
+        fl = make_fleet(lab, NODES)
+        t0 = time.monotonic()
+        nodes = await fl.refresh()
+        took = time.monotonic() - t0
+        await fl.pool.close()
+        return nodes, took
+    nodes, took = asyncio.run(go())
+    assert [n.host for n in nodes] == NODES
+    for n in nodes:
+        d = n.to_dict()
+        assert d["state"] == "no_driver", d
+        assert "no NVIDIA driver" in d["reason"]
+        assert d["hostname"] == socket.gethostname()
+        assert d["gpus"] == []
+        lo = next(i for i in d["interfaces"] if i["name"] == "lo")
+        assert lo["loopback"] and "127.0.0.1/8" in lo["ipv4"]
+        assert d["versions"]["python"].count(".") == 2
+        assert set(d["ports"]) == {"29500"}
+    assert took < 10
+
+
+def test_mixed_fleet_every_error_has_its_state_and_no_node_delays_the_rest(lab):
+    hosts = [*NODES[:3], REFUSED, UNKNOWN_KEY, CHANGED_KEY, BAD_KEY, SILENT]
+
+    async def go():
+        fl = make_fleet(lab, hosts, timeout=2.0, options=lab.options(connect_timeout=1.5))
+        t0 = time.monotonic()
+        nodes = await fl.refresh()
+        took = time.monotonic() - t0
+        await fl.pool.close()
+        return {n.host: n for n in nodes}, took
+    nodes, took = asyncio.run(go())
+    assert took < 2.0 + 1.5, took  # the silent node costs its timeout, in parallel with the rest
+    states = {h: n.state for h, n in nodes.items()}
+    assert states == {**dict.fromkeys(NODES[:3], "no_driver"), REFUSED: "unreachable", UNKNOWN_KEY: "host_key_unknown",
+                      CHANGED_KEY: "host_key_changed", BAD_KEY: "auth_failed", SILENT: "timeout"}
+    assert "ssh-keyscan" in nodes[UNKNOWN_KEY].hint
+    assert "ssh-keygen -R" in nodes[CHANGED_KEY].hint
+    for host in (REFUSED, UNKNOWN_KEY, CHANGED_KEY, BAD_KEY, SILENT):
+        d = nodes[host].to_dict()
+        assert d["reason"] and d["gpus"] == [] and d["interfaces"] is None
+
+
+def test_a_link_dropped_mid_watch_marks_only_that_node_and_reconnects(lab):
+    hosts = [*NODES[:3], DROPPY]
+    changes: list[tuple[str, str]] = []
+
+    async def go():
+        fl = make_fleet(lab, hosts, backoff=(0.2, 0.5), on_change=lambda n: changes.append((n.host, n.state)))
+        fl.start(0.3)
+        try:
+            assert await until(lambda: all(n.state == "no_driver" for n in fl.statuses()), 15)
+            lab.second.stop()  # kills the listener and the connection: the link drops
+            assert await until(lambda: fl.nodes[DROPPY].state == "unreachable", 5)
+            others_before = {h: fl.nodes[h].updated for h in NODES[:3]}
+            await asyncio.sleep(1.0)
+            assert fl.nodes[DROPPY].state == "unreachable"  # still down, retried with backoff
+            assert all(fl.nodes[h].updated > others_before[h] for h in NODES[:3])  # others keep reporting
+            assert all(fl.nodes[h].state == "no_driver" for h in NODES[:3])
+            lab.second.start()
+            assert await until(lambda: fl.nodes[DROPPY].state == "no_driver", 10)
+        finally:
+            await fl.stop()
+    try:
+        asyncio.run(go())
+    finally:
+        if lab.second.pid is None:
+            lab.second.start()
+    dropped = [s for h, s in changes if h == DROPPY]
+    assert dropped[:3] == ["no_driver", "unreachable", "no_driver"], dropped
+    assert all(h == DROPPY or s == "no_driver" for h, s in changes)
+
+
+def test_keepalive_notices_a_link_that_goes_silent(lab):
+    """Freeze the sshd serving one node (no FIN, no RST: a dead link); keepalives (1 s x 2) must notice."""
+    hosts = [NODES[5], DROPPY]
+    changes: list[tuple[str, str, float]] = []
+
+    async def go():
+        fl = make_fleet(lab, hosts, backoff=(0.2, 0.5),
+                        on_change=lambda n: changes.append((n.host, n.state, time.monotonic())))
+        fl.start(0.3)
+        frozen: list[int] = []
+        try:
+            assert await until(lambda: all(n.state == "no_driver" for n in fl.statuses()), 15)
+            frozen = lab.second.children()
+            t0 = time.monotonic()
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            assert await until(lambda: any(h == DROPPY and s != "no_driver" for h, s, _ in changes), 8)
+            noticed = next(t for h, s, t in changes if h == DROPPY and s != "no_driver") - t0
+            assert await until(lambda: fl.nodes[DROPPY].state == "no_driver", 10)  # a fresh connection
+            assert fl.nodes[NODES[5]].state == "no_driver"
+            return noticed
+        finally:
+            for pid in frozen:
+                os.kill(pid, signal.SIGKILL)
+            await fl.stop()
+    noticed = asyncio.run(go())
+    assert 0.5 < noticed < 6, noticed
+
+
+def test_poke_gets_fresh_reports_without_waiting_for_the_interval(lab):
+    async def go():
+        fl = make_fleet(lab, NODES[:4])
+        fl.start(60)  # the periodic report would come only in a minute
+        try:
+            assert await until(lambda: all(n.updated for n in fl.statuses()), 15)
+            t0 = time.time()
+            nodes = await fl.refresh_now(5)
+            return t0, time.time() - t0, nodes
+        finally:
+            await fl.stop()
+    t0, took, nodes = asyncio.run(go())
+    assert asyncio.run(until(lambda: not probes_left("--watch 60"), 5))  # stop() ends the probes on the nodes
+    assert all(n.updated >= t0 for n in nodes)
+    assert took < 2, took
+    assert all(n.to_dict()["interfaces"] and n.to_dict()["versions"] for n in nodes)  # merged from the first line
+
+
+@pytest.mark.parametrize("python", ["/nonexistent/python3", "/usr/bin/env PYTHONPATH= python3"])
+def test_a_node_without_cockpit_is_read_with_nvidia_smi(lab, python):
+    async def go():
+        fl = make_fleet(lab, NODES[6:8], python=python)
+        nodes = await fl.refresh()
+        fl2 = make_fleet(lab, NODES[6:7], python=python)
+        fl2.start(0.3)
+        try:
+            await until(lambda: fl2.nodes[NODES[6]].updated, 10)
+        finally:
+            await fl2.stop()
+        await fl.pool.close()
+        return nodes, fl2.nodes[NODES[6]]
+    nodes, watched = asyncio.run(go())
+    for n in [*nodes, watched]:
+        assert n.state == "no_driver", n
+        assert "nvidia-smi" in n.reason and "cockpit is not installed" in n.hint
+        assert n.to_dict()["hostname"] == socket.gethostname()
+        assert n.to_dict()["source"] == "nvidia-smi"
+
+
+def test_local_fleet_uses_no_ssh():
+    nodes = asyncio.run(fleet.Fleet(["localhost"]).refresh())
+    assert nodes[0].state in ("no_driver", "ok") and nodes[0].to_dict()["hostname"] == socket.gethostname()
+
+
+# -- where nodes come from -------------------------------------------------------------------------------------
+
+def test_hosts_from_specs():
+    ssh = parse_spec("name: t\nscript: x.py\nlauncher: ssh\nnodes: [a, b]\n")
+    slurm = parse_spec('name: t\nscript: x.py\nlauncher: slurm\nnodes: "gpu[01-03]"\n')
+    counted = parse_spec("name: t\nscript: x.py\nlauncher: slurm\nnodes: 2\n")
+    assert fleet.hosts_from_spec(ssh) == ["a", "b"]
+    assert fleet.hosts_from_spec(slurm) == ["gpu01", "gpu02", "gpu03"]
+    assert fleet.hosts_from_spec(parse_spec("name: t\nscript: x.py\n")) == ["localhost"]
+    with pytest.raises(fleet.NodesError, match="Slurm picks"):
+        fleet.hosts_from_spec(counted)
+
+
+def test_expand_hostlist_prefers_scontrol(tmp_path):
+    fake = tmp_path / "scontrol"
+    fake.write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && echo "from-scontrol-1\nfrom-scontrol-2"\n')
+    fake.chmod(0o755)
+    assert fleet.expand_hostlist("n[1-2]", scontrol=str(fake)) == ["from-scontrol-1", "from-scontrol-2"]
+    assert fleet.expand_hostlist("n[1-2]", scontrol="") == ["n1", "n2"]
+    broken = tmp_path / "broken-scontrol"  # Slurm installed without a configured cluster: scontrol fails
+    broken.write_text("#!/bin/sh\necho 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    assert fleet.expand_hostlist("n[1-2]", scontrol=str(broken)) == ["n1", "n2"]
+    with pytest.raises(fleet.NodesError):
+        fleet.expand_hostlist("n[2-1]", scontrol="")
+
+
+def test_cluster_file(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("hosts: ['gpu[01-03]', login1]\npartition: a100\npython: /opt/py/bin/python3\n"
+                    "ssh: {user: alice, port: 2222, identity: ~/.ssh/k, connect_timeout: 4, keepalive: 2}\n")
+    c = fleet.load_cluster(path)
+    assert c.hosts == ("gpu01", "gpu02", "gpu03", "login1")
+    assert (c.partition, c.python) == ("a100", "/opt/py/bin/python3")
+    assert (c.ssh.user, c.ssh.port, c.ssh.identity, c.ssh.connect_timeout, c.ssh.keepalive_interval) == \
+        ("alice", 2222, ("~/.ssh/k",), 4.0, 2.0)
+    path.write_text("hosts: [a]\nssh: {usr: alice}\n")
+    with pytest.raises(fleet.NodesError, match="usr"):
+        fleet.load_cluster(path)
+    path.write_text("hosts: a\n")
+    with pytest.raises(fleet.NodesError, match="hosts"):
+        fleet.load_cluster(path)
+
+
+def test_default_cluster_file_is_optional(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert fleet.load_cluster() is None
+    (tmp_path / "cockpit").mkdir()
+    (tmp_path / "cockpit" / "cluster.yaml").write_text("hosts: [n1]\n")
+    assert fleet.load_cluster().hosts == ("n1",)
+
+
+def test_parse_sinfo():
+    # The output shape of `sinfo --noheader --Node --format=%N|%G|%t|%P` (fields per sinfo(1)): one line per
+    # node and partition, "(null)" for no GRES, "*" marking the default partition.
+    text = "gpu01|gpu:a100:4|mix|gpu*\ngpu01|gpu:a100:4|mix|debug\ngpu02|gpu:a100:4|idle|gpu*\ncpu01|(null)|down*|cpu\n"
+    nodes = fleet.parse_sinfo(text)
+    assert [(n.name, n.gres, n.state, n.partition) for n in nodes] == [
+        ("gpu01", "gpu:a100:4", "mix", "gpu"), ("gpu02", "gpu:a100:4", "idle", "gpu"), ("cpu01", None, "down*", "cpu")]
