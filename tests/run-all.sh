@@ -2,14 +2,15 @@
 # Installs everything the test suite needs on a fresh Debian/Ubuntu machine, then runs it.
 #   bash tests/run-all.sh [pytest args...]
 # System packages: shellcheck (generated scripts are checked), openssh-server (real sshd on loopback for
-# the SSH tests). Python: torch pinned to a CPU build (an unpinned torch pulls several GB of CUDA packages),
+# the SSH tests), slurmctld + slurmd + slurm-client + munge (a real Slurm started by the Slurm tests).
+# Python: torch pinned to a CPU build (an unpinned torch pulls several GB of CUDA packages),
 # numpy, and cockpit itself with its test extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_PACKAGES=(shellcheck openssh-server)
+APT_PACKAGES=(shellcheck openssh-server slurmctld slurmd slurm-client munge)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

@@ -57,7 +57,7 @@ def test_render_refuses_forms_that_would_not_run():
 
 def test_render_sbatch_and_runs_dir():
     r = cockpit("render", "jobs/slurm.yaml", "--runs-dir", "/scratch/runs")
-    assert r.returncode == 0 and "#SBATCH --output=/scratch/runs/dry-run/logs/sbatch-%j.log" in r.stdout
+    assert r.returncode == 0 and "#SBATCH --output=/scratch/runs/dry-run/logs/agent.sbatch.log" in r.stdout
 
 
 def test_help_and_version():

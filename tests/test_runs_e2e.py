@@ -132,7 +132,8 @@ def test_killing_cockpit_does_not_stop_training_and_attach_reports_the_end(tmp_p
         log = _read(run_dir, f"logs/rank-{rank}")
         assert f"[cockpit] finish rank={rank} step=200 exit_code=0" in log
         # What cockpit streamed before it died is a prefix of the file: nothing reordered or invented.
-        mine = [line.split("] ", 1)[1] for line in streamed.splitlines() if line.startswith(f"[{status.hosts[0]}:{rank}]")]
+        prefix = f"[{status.hosts[0]}:{rank}]"
+        mine = [line.split("] ", 1)[1] for line in streamed.splitlines() if line.startswith(prefix)]
         assert mine == log.splitlines()[:len(mine)]
     metrics = (run_dir / "metrics/rank-0.jsonl").read_text().splitlines()
     assert [json.loads(m)["step"] for m in metrics][-1] == 200

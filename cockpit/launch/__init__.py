@@ -25,6 +25,12 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         from cockpit.launch import local
 
         return local.prepare(spec, job_path, runs_dir, extra_args)
+    if spec.launcher == "slurm":
+        from cockpit.launch import slurm
+
+        run_dir = slurm.prepare(spec, job_path, runs_dir, extra_args)
+        slurm.submit(run_dir)  # here, not in the supervisor: sbatch's refusal reaches the user at once
+        return run_dir
     raise LaunchError(f"launcher {spec.launcher} is not available in this version "
                       "(hint: cockpit render shows the commands it would run)")
 

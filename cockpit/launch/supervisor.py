@@ -59,6 +59,10 @@ def make_nodes(status: RunStatus, run_dir: Path) -> list:
     if status.launcher == "local":
         return [LocalNode(run_dir / "commands" / f"node-{n}.sh", host, n, run_dir)
                 for n, host in enumerate(status.hosts)]
+    if status.launcher == "slurm":
+        from cockpit.launch.slurm_node import make_slurm_nodes
+
+        return make_slurm_nodes(status, run_dir)
     raise SystemExit(f"cockpit supervisor: launcher {status.launcher!r} has no supervisor support")
 
 

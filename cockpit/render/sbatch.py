@@ -1,23 +1,44 @@
 """The sbatch script: one srun task per GPU (RANK = SLURM_PROCID, LOCAL_RANK = SLURM_LOCALID, WORLD_SIZE =
-SLURM_NTASKS), MASTER_ADDR = first host of the allocation, per-task log files, USR1 before the time limit
-forwarded to the tasks so the runtime can checkpoint and requeue. Pure: the same spec and facts give the
-same text, which is checked against golden files."""
+SLURM_NTASKS), MASTER_ADDR = first host of the allocation, USR1 before the time limit forwarded to the tasks
+so the runtime can checkpoint and requeue. Pure: the same spec and facts give the same text, which is
+checked against golden files.
+
+Every task runs under the same rank wrapper as local and ssh runs (cockpit.render.rankwrap), so a Slurm run
+directory has the same layout: logs/rank-R.HOST.log and .exit per rank (HOST = the Slurm node name), which is
+what cockpit's follow, summary and first-failure read. srun's own per-task files (logs/srun-T.HOST.out) keep
+what the wrapper cannot: slurmstepd's "STEP CANCELLED" lines, a wrapper that failed to start. The batch
+shell's output goes to logs/agent.sbatch.log (arrays: logs/agent.trial-N.log), followed like torchrun's.
+
+Each start of the script (the first, and one per requeue) prints a ``cockpit: start restart=N ...`` line and
+sets the previous attempt's rank exit records aside in logs/attempt-<N-1>/, so the exits in logs/ are always
+the current attempt's; the rank logs are appended to across attempts.
+"""
 
 from __future__ import annotations
 
 from cockpit.render.env import contract_env, program_words
 from cockpit.render.facts import Facts
+from cockpit.render.rankwrap import WRAPPER
 from cockpit.render.shell import command, export, quote
 from cockpit.spec import JobSpec
 
-# Per task: map Slurm's variables onto torchrun's, name the node, then exec the rank's program.
-_TASK_WRAPPER = quote(
+START_MARK = "cockpit: start restart="  # the line each attempt prints; cockpit.launch.slurm_node reads it
+BATCH_HOST = "sbatch"  # logs/agent.sbatch.log: the batch shell's output, shown as [sbatch:agent]
+_WRAPPER_FILE = '"$COCKPIT_RUN_DIR/rank-wrapper.sh"'
+# Per task: map Slurm's variables onto torchrun's, name the node, then run the rank's program under the wrapper.
+_TASK_SHIM = quote(
     "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
-    'LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE%%(*} COCKPIT_HOST="$SLURMD_NODENAME"; exec "$0" "$@"')
+    'LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE%%(*} COCKPIT_HOST="$SLURMD_NODENAME"; '
+    'exec bash "$COCKPIT_RUN_DIR/rank-wrapper.sh" "$0" "$@"')
 # Slurm's own port choice would collide between jobs on shared nodes; derive one from the job id instead,
 # below Linux's ephemeral range (32768+) so it does not race with outgoing connections.
-_SC2016 = "# shellcheck disable=SC2016  # the wrapper's $-words are for each task's shell"
+_SC2016 = "# shellcheck disable=SC2016  # the shim's $-words are for each task's shell"
 _PORT_FROM_JOB_ID = "$(( 12000 + SLURM_JOB_ID % 20000 ))"
+
+
+def batch_log(run_dir: str, array: bool) -> str:
+    """Where the batch shell's output goes (sbatch --output); %a is the array task id."""
+    return f"{run_dir}/logs/agent.trial-%a.log" if array else f"{run_dir}/logs/agent.{BATCH_HOST}.log"
 
 
 def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]:
@@ -33,7 +54,7 @@ def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]
                         ("partition", s.partition), ("account", s.account), ("qos", s.qos)):
         if value is not None:
             out.append(f"--{name}={value}")
-    log = f"{facts.run_dir}/logs/sbatch-%A_%a.log" if trials else f"{facts.run_dir}/logs/sbatch-%j.log"
+    log = batch_log(facts.run_dir, bool(trials))
     out += [f"--output={log}", f"--error={log}", "--open-mode=append"]
     if s.requeue:
         out += [f"--signal=B:USR1@{s.signal_seconds}", "--requeue"]
@@ -41,7 +62,8 @@ def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]
         limit = s.array_parallel or (spec.sweep.max_parallel if spec.sweep else None)
         out.append(f"--array=0-{trials - 1}" + (f"%{limit}" if limit else ""))
     out += list(s.extra)
-    return [f"#SBATCH {d}" for d in out]
+    # sbatch reads #SBATCH lines without a shell: quote only what needs it (a path with a space).
+    return [f"#SBATCH {quote(d) if any(c.isspace() for c in d) else d}" for d in out]
 
 
 def _trial_cases(trials: list[tuple[str, ...]]) -> list[str]:
@@ -49,8 +71,28 @@ def _trial_cases(trials: list[tuple[str, ...]]) -> list[str]:
     for i, args in enumerate(trials):
         lines.append(f"  {i}) trial_args=({' '.join(quote(a) for a in args)}) ;;")
     lines += ['  *) echo "cockpit: unexpected array task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;', "esac",
-              'COCKPIT_RUN_DIR="$COCKPIT_RUN_DIR/trial-$SLURM_ARRAY_TASK_ID"']
+              'COCKPIT_RUN_DIR="$COCKPIT_RUN_DIR/trial-$SLURM_ARRAY_TASK_ID"',
+              'echo "cockpit: trial $SLURM_ARRAY_TASK_ID: ${trial_args[*]}"']
     return lines
+
+
+def _attempt() -> list[str]:
+    """Announce this attempt; set the previous attempt's rank exit records aside."""
+    return ["restarts=${SLURM_RESTART_COUNT:-0}",
+            f'echo "{START_MARK}$restarts job=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST '
+            'master=$MASTER_ADDR:$MASTER_PORT time=$(date +%s)"',
+            'if [ "$restarts" -gt 0 ]; then',
+            '  previous="$COCKPIT_RUN_DIR/logs/attempt-$((restarts - 1))"',
+            '  mkdir -p "$previous"',
+            '  for f in "$COCKPIT_RUN_DIR"/logs/rank-*.exit; do',
+            '    if [ -e "$f" ]; then mv "$f" "$previous/"; fi',
+            "  done", "fi"]
+
+
+def _wrapper() -> list[str]:
+    return ["# Each task runs under this wrapper: its own log file (global rank, node) and exit record.",
+            f"cat >{_WRAPPER_FILE} <<'COCKPIT_RANK_WRAPPER'", *WRAPPER.rstrip("\n").split("\n"),
+            "COCKPIT_RANK_WRAPPER"]
 
 
 def _signal_forwarding() -> list[str]:
@@ -80,13 +122,17 @@ def sbatch_script(spec: JobSpec, facts: Facts) -> str:
     if trials:
         lines += _trial_cases(trials)
     master_port = str(facts.master_port) if spec.master_port else _PORT_FROM_JOB_ID
-    lines += ['MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+    # Not `| head -n 1`: with pipefail, head leaving early can fail the script with SIGPIPE on big jobs.
+    lines += ['hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST")', "MASTER_ADDR=${hosts%%$'\\n'*}",
               f"MASTER_PORT={master_port}", "export MASTER_ADDR MASTER_PORT COCKPIT_RUN_DIR",
-              'mkdir -p "$COCKPIT_RUN_DIR/logs"']
+              'mkdir -p "$COCKPIT_RUN_DIR/logs"', *_attempt(), *_wrapper()]
     program = program_words(spec, facts, quote) + (['"${trial_args[@]}"'] if trials else [])
-    task_log = '"$COCKPIT_RUN_DIR/logs/rank-%t.%N.log"'
-    words = ["srun --kill-on-bad-exit=1", f"--output={task_log}", f"--error={task_log}",
-             f"bash -c {_TASK_WRAPPER}", " ".join(program)]
+    task_out = '"$COCKPIT_RUN_DIR/logs/srun-%t.%N.out"'
+    words = ["srun --kill-on-bad-exit=1", f"--output={task_out}", f"--error={task_out}"]
+    if spec.slurm.cpus_per_task:
+        # srun 22.05-23.02 does not take --cpus-per-task from the allocation: without it each task gets one.
+        words.append(f"--cpus-per-task={spec.slurm.cpus_per_task}")
+    words += [f"bash -c {_TASK_SHIM}", " ".join(program)]
     if spec.slurm.requeue:
         lines += _signal_forwarding()
         lines += [_SC2016, command(words) + " &", "srun_pid=$!",

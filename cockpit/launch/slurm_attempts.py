@@ -1,0 +1,105 @@
+"""The attempts of a Slurm job: its first start and one per requeue, with the step training resumed from.
+
+Read from the run directory, incrementally (a long run's logs are large and the supervisor looks often):
+
+- the batch log: the sbatch script prints ``cockpit: start restart=N job=ID nodes=LIST ...`` at each start
+  (N is SLURM_RESTART_COUNT; see cockpit.render.sbatch.START_MARK);
+- rank 0's log: cockpit.train prints ``[cockpit] start rank=0 ...`` when a process starts and
+  ``[cockpit] resumed from PATH step=S epoch=E batch_in_epoch=B`` after it loaded a checkpoint. The k-th
+  start line of rank 0 belongs to the k-th attempt, so an attempt that found no checkpoint reads None.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit.render.sbatch import START_MARK
+
+_START = re.compile(re.escape(START_MARK) + r"(\d+) job=(\S+) nodes=(\S*)")
+_RANK0_START = "[cockpit] start rank=0 "
+_RESUMED = re.compile(r"^\[cockpit\] resumed from .* step=(\d+) epoch=\d+")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    restart: int  # SLURM_RESTART_COUNT of this start: 0 for the first
+    job_id: str
+    nodes: str  # the allocation of this attempt (hostlist)
+    resumed_step: int | None  # the checkpoint step training resumed from; None: started from scratch
+
+
+class LineScanner:
+    """The complete lines added to a file since the last call (a partial last line waits for its end)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def new_lines(self, limit: int = 4 << 20) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                if f.seek(0, 2) < self.offset:  # truncated or replaced: start over
+                    self.offset, self.partial = 0, b""
+                f.seek(self.offset)
+                data = f.read(limit)
+        except OSError:
+            return []
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        return [line.decode(errors="replace").rstrip("\r") for line in lines]
+
+
+class AttemptLog:
+    """Follows one job's attempts; ``read()`` returns them all so far, oldest first."""
+
+    def __init__(self, batch_log: Path, logs_dir: Path):
+        self.batch = LineScanner(batch_log)
+        self.logs_dir = logs_dir
+        self.rank0: dict[Path, LineScanner] = {}
+        self.starts: list[tuple[int, str, str]] = []
+        self.resumed: dict[Path, list[int | None]] = {}  # per rank-0 log: one entry per process start
+
+    def read(self) -> list[Attempt]:
+        for line in self.batch.new_lines():
+            m = _START.search(line)
+            if m:
+                self.starts.append((int(m.group(1)), m.group(2), m.group(3)))
+        if self.logs_dir.is_dir():
+            for path in sorted(self.logs_dir.glob("rank-0.*.log"), key=_mtime):
+                self._scan_rank0(path)
+        steps = [s for path in self.rank0 for s in self.resumed[path]]
+        return [Attempt(restart, job, nodes, steps[i] if i < len(steps) else None)
+                for i, (restart, job, nodes) in enumerate(self.starts)]
+
+    def _scan_rank0(self, path: Path) -> None:
+        if path not in self.rank0:
+            self.rank0[path], self.resumed[path] = LineScanner(path), []
+        segments = self.resumed[path]
+        for line in self.rank0[path].new_lines():
+            if line.startswith(_RANK0_START):
+                segments.append(None)
+            elif segments and segments[-1] is None:
+                m = _RESUMED.match(line)
+                if m:
+                    segments[-1] = int(m.group(1))
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def describe(attempts: list[Attempt]) -> str | None:
+    """'requeued 2 times: restart 1 resumed at step 37, restart 2 at step 80', or None if never requeued."""
+    restarts = [a for a in attempts if a.restart > 0]
+    if not restarts:
+        return None
+    parts = [f"restart {a.restart} " + (f"resumed at step {a.resumed_step}" if a.resumed_step is not None
+                                         else "started from scratch (no checkpoint)") for a in restarts]
+    times = "time" if len(restarts) == 1 else "times"
+    return f"requeued {len(restarts)} {times}: " + ", ".join(parts)

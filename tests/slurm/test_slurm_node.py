@@ -1,0 +1,153 @@
+"""The supervisor's Slurm nodes against a scripted Slurm (squeue lines in the shape of fixtures/squeue.txt):
+what status.json says at each step, cancel and its retry, a job that vanishes, and sweeps' trial statuses."""
+
+from __future__ import annotations
+
+import subprocess
+
+import yaml
+
+from cockpit.launch import slurm
+from cockpit.launch.slurm_node import GIVE_UP_AFTER_STOP, MISSES_BEFORE_LOST, make_slurm_nodes
+from cockpit.runs import read_status
+from cockpit.spec import load_spec
+
+
+class ScriptedSlurm:
+    """squeue answers from ``lines`` (job id -> squeue line, or absent); scancel succeeds unless ``refuse``."""
+
+    def __init__(self):
+        self.lines: dict[str, str] | None = {}  # None: the controller does not answer
+        self.calls: list[list[str]] = []
+        self.refuse = False
+
+    def __call__(self, argv):
+        self.calls.append(argv)
+        if argv[0] == "squeue" and self.lines is None:
+            return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Unable to contact slurm controller")
+        if argv[0] == "squeue":
+            return subprocess.CompletedProcess(argv, 0, "".join(v + "\n" for v in self.lines.values()), "")
+        if argv[0] == "scancel":
+            if self.refuse or self.lines is None:
+                return subprocess.CompletedProcess(argv, 1, "", "scancel: error: Unable to contact slurm controller")
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        if argv[:3] == ["scontrol", "show", "config"]:
+            return subprocess.CompletedProcess(argv, 0, "JobCompType = jobcomp/none\n", "")
+        raise AssertionError(f"unexpected command {argv}")
+
+    def scancels(self) -> list[list[str]]:
+        return [c for c in self.calls if c[0] == "scancel"]
+
+
+def submitted(tmp_path, sweep: bool = False, job_id: str = "21"):
+    job = {"name": "j", "script": "train.py", "launcher": "slurm", "nodes": 1}
+    if sweep:
+        job["sweep"] = {"grid": {"lr": [0.1, 0.2]}}
+    path = tmp_path / "j.yaml"
+    path.write_text(yaml.safe_dump(job))
+    run_dir = slurm.prepare(load_spec(path), str(path), tmp_path / "runs")
+    status = read_status(run_dir)
+    for node in status.nodes:
+        node["job_id"] = f"{job_id}_{node['trial']}" if sweep else job_id
+        if sweep:
+            node["array_job_id"] = job_id
+    return run_dir, status
+
+
+def test_a_job_from_queue_to_end(tmp_path):
+    run_dir, status = submitted(tmp_path)
+    fake = ScriptedSlurm()
+    fake.lines["21"] = "21|PENDING|Resources|0|0||"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0)
+    assert node.poll() is None
+    on_disk = read_status(run_dir)
+    assert on_disk.state == "starting"
+    assert on_disk.note == "Slurm job 21 PENDING (waiting in the queue; reason Resources)"
+    assert on_disk.nodes[0]["reason"] == "Resources"
+    fake.lines["21"] = "21|RUNNING|None|0|0|n[3-4]|"
+    assert node.poll() is None
+    on_disk = read_status(run_dir)
+    assert (on_disk.state, on_disk.hosts, on_disk.note) == ("running", ["n3", "n4"], "Slurm job 21 RUNNING on n[3-4]")
+    fake.lines["21"] = "21|TIMEOUT|TimeLimit|36608|0|n[3-4]|"
+    assert node.poll() == 143
+    assert read_status(run_dir).note == "Slurm job 21 TIMEOUT (killed at its time limit), reason TimeLimit"
+    assert len([c for c in fake.calls if c[0] == "squeue"]) == 3  # one call per refresh, none after the end
+    node.poll()
+    assert len([c for c in fake.calls if c[0] == "squeue"]) == 3
+
+
+def test_cancel_once_and_retry_until_scancel_works(tmp_path):
+    run_dir, status = submitted(tmp_path)
+    fake = ScriptedSlurm()
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0)
+    node.poll()
+    fake.refuse = True
+    node.terminate()
+    assert "could not cancel yet (retrying)" in read_status(run_dir).note
+    fake.refuse = False
+    node.poll()
+    node.terminate()  # already cancelled: not again
+    node.poll()
+    assert fake.scancels() == [["scancel", "21"], ["scancel", "21"]]
+
+
+def test_cancelled_outside_cockpit_ends_stopped(tmp_path):
+    run_dir, status = submitted(tmp_path)
+    fake = ScriptedSlurm()
+    fake.lines["21"] = "21|CANCELLED|None|36608|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0)
+    assert node.poll() == 143
+    assert status.stop_requested  # so the supervisor ends the run "stopped", as Slurm says
+    node.terminate()
+    assert fake.scancels() == []  # nothing left to cancel
+
+
+def test_a_job_slurm_forgot_is_ended_from_the_rank_exits(tmp_path):
+    run_dir, status = submitted(tmp_path)
+    fake = ScriptedSlurm()
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0)
+    node.poll()
+    for rank in (0, 1):
+        (run_dir / "logs" / f"rank-{rank}.n1.exit").write_text("0 1.5\n")
+    del fake.lines["21"]
+    codes = [node.poll() for _ in range(MISSES_BEFORE_LOST)]
+    assert codes[:-1] == [None] * (MISSES_BEFORE_LOST - 1) and codes[-1] == 0
+    assert "no longer reports job 21" in read_status(run_dir).note
+
+
+def test_sweep_trials_share_one_squeue_call_and_keep_their_own_status(tmp_path):
+    run_dir, status = submitted(tmp_path, sweep=True)
+    fake = ScriptedSlurm()
+    fake.lines = {"21_0": "21_0|RUNNING|None|0|0|n1|", "21_1": "21_1|PENDING|JobArrayTaskLimit|0|0||"}
+    now = [0.0]
+    nodes = make_slurm_nodes(status, run_dir, fake, clock=lambda: now[0])
+    assert [n.poll() for n in nodes] == [None, None]
+    assert len(fake.calls) == 1 and "--jobs=21" in fake.calls[0]
+    assert read_status(run_dir / "trial-0").state == "running"
+    assert "reason JobArrayTaskLimit" in read_status(run_dir / "trial-1").note
+    assert read_status(run_dir).note == "sweep of 2 trials, Slurm array job 21: running 1, starting 1"
+    fake.lines = {"21_0": "21_0|COMPLETED|None|0|0|n1|", "21_1": "21_1|FAILED|NonZeroExitCode|256|0|n2|"}
+    now[0] += 1
+    codes = [n.poll() for n in nodes]
+    assert codes == [0, 1]
+    assert [read_status(run_dir / f"trial-{i}").state for i in (0, 1)] == ["succeeded", "failed"]
+    assert read_status(run_dir).note == "sweep of 2 trials, Slurm array job 21: failed 1, succeeded 1"
+    nodes[1].terminate()
+    assert fake.scancels() == []
+
+
+def test_a_stop_gives_up_when_slurm_stays_silent(tmp_path):
+    run_dir, status = submitted(tmp_path)
+    fake = ScriptedSlurm()
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    now = [0.0]
+    [node] = make_slurm_nodes(status, run_dir, fake, clock=lambda: now[0])
+    node.poll()
+    fake.lines = None  # the controller is gone: squeue fails from now on
+    node.terminate()
+    assert node.poll() is None
+    now[0] = GIVE_UP_AFTER_STOP + 60
+    assert node.poll() == 1
+    assert "no answer from Slurm" in read_status(run_dir).note and "may still be queued" in status.note
