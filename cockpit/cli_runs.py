@@ -143,10 +143,32 @@ async def _follow(run_dir, on_batch, include, skip_existing):
     return await follow_run(run_dir, on_batch, include=include, skip_existing=skip_existing)
 
 
+def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
+    """Runs whose supervisor died are worked out again: local ones from their exit records, Slurm ones from
+    one batched squeue (or accounting) call for all of them."""
+    views = {}
+    if any(s.launcher == "slurm" and not s.final for _, s in rows):
+        from cockpit.launch import slurm
+
+        try:
+            views = slurm.job_views([s for _, s in rows])
+        except slurm.SlurmError as exc:
+            notice(f"could not ask Slurm about its jobs: {exc}")
+    out = []
+    for run_dir, status in rows:
+        if status.launcher == "slurm":
+            from cockpit.launch import slurm
+
+            out.append((run_dir, slurm.reconcile(run_dir, status, views)))
+        else:
+            out.append((run_dir, local.reconcile(run_dir, status)))
+    return out
+
+
 def cmd_attach(args) -> int:
     run_dir = find(args)
     status = read_status(run_dir)
-    status = local.reconcile(run_dir, status) if status else status
+    status = refresh([(run_dir, status)])[0][1] if status else status
     if status is None:
         raise CommandError(f"{run_dir}: no readable status.json")
     if status.final:
@@ -172,9 +194,7 @@ def cmd_logs(args) -> int:
 
 
 def cmd_ps(args) -> int:
-    rows = []
-    for run_dir, status in list_runs(runs_dir_of(args)):
-        rows.append((run_dir, local.reconcile(run_dir, status)))
+    rows = refresh(list_runs(runs_dir_of(args)))
     if args.json:
         print(json.dumps({"runs": [{**asdict(s), "run_dir": str(d)} for d, s in rows]}, indent=2))
     elif rows:
@@ -199,10 +219,19 @@ def cmd_stop(args) -> int:
             if status is not None and status.final:
                 break
             time.sleep(0.2)
-    else:  # no supervisor: stop the processes ourselves and record it
-        killed = procs.kill_run(status.run_id, grace=args.grace)
+    else:  # no supervisor: stop the job ourselves and record it
+        if status.launcher == "slurm":
+            from cockpit.launch import slurm
+
+            try:
+                slurm.cancel(slurm.job_ids(status))
+            except slurm.SlurmError as exc:
+                raise CommandError(f"{run_dir.name}: {exc}") from None
+            status.note = "cancelled with scancel by cockpit stop (no supervisor)"
+        else:
+            killed = procs.kill_run(status.run_id, grace=args.grace)
+            status.note = f"stopped by cockpit stop without a supervisor ({killed} needed SIGKILL)"
         status.state, status.ended, status.stop_requested = "stopped", time.time(), True
-        status.note = f"stopped by cockpit stop without a supervisor ({killed} needed SIGKILL)"
         write_status(run_dir, status)
     notice(f"{run_dir.name}: {status.state}")
     return 0 if status.final else 1

@@ -115,6 +115,8 @@ class Supervisor:
         exits = rank_exits(self.run_dir)
         if len(exits) == len(self.status.ranks):
             return False
+        if len(exits) < len(self.status.ranks):  # a new attempt (Slurm requeue) moved the old records away
+            self.failed_at, self.status.first_failure = None, None
         self.status.ranks = {str(r): {**asdict(e), "signal": e.signal} for r, e in sorted(exits.items())}
         first = first_failure(exits)
         if first is not None and self.failed_at is None:
@@ -135,7 +137,8 @@ class Supervisor:
         if s.state == "failed" and s.first_failure is None:
             bad = next(node for node, c in zip(self.nodes, codes, strict=True) if c != 0) if s.exit_code else None
             where = f"logs/agent.{bad.host}.log" if bad else "the logs"
-            s.note = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
+            why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
+            s.note = f"{s.note}; {why}" if s.note else why
         if leftover:
             s.note = (s.note + "; " if s.note else "") + f"{leftover} leftover processes needed SIGKILL"
         s.ended = time.time()
