@@ -99,4 +99,12 @@ def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
         nodes = ",".join(s.hosts)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}")
+        # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
+        for node in s.nodes:
+            if "trial" in node:
+                args = " ".join(node.get("args") or ())
+                out.append(f"  trial {node['trial']:<30} {node.get('state') or '?':<10} "
+                           f"job {node.get('job_id') or '-':<12} {args}")
+        if s.note and not s.final:
+            out.append(f"  note: {s.note}")
     return "\n".join(out)
