@@ -3,7 +3,7 @@
 / GLOO_SOCKET_IFNAME), hostname, python / torch / NCCL versions, and whether TCP ports are free.
 
 Stdlib + pynvml only: a node may have nothing else. torch is never imported (seconds, and GPU memory); its
-version is read from torch/version.py, found with importlib.util.find_spec. ``--watch`` keeps running and
+version is read from torch/version.py, found on sys.path with importlib.machinery.PathFinder. ``--watch`` keeps running and
 prints one line per interval over the same channel, so a refresh costs no new SSH round trip; a line on
 stdin asks for a report right now (the fleet's "refresh"). Where pynvml is missing, nvidia-smi's CSV is
 parsed instead; where cockpit itself is missing on a node, the fleet runs ``fallback_script`` (nvidia-smi
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.metadata
-import importlib.util
+import importlib.machinery
 import io
 import json
 import os
@@ -231,7 +231,7 @@ def _speed(name: str | None) -> int | None:
 def versions() -> dict:
     """python, torch (+ its CUDA build) and NCCL (the nvidia-nccl wheel) versions, without importing torch."""
     out = {"python": ".".join(map(str, sys.version_info[:3])), "torch": None, "torch_cuda": None, "nccl": None}
-    spec = importlib.util.find_spec("torch")
+    spec = importlib.machinery.PathFinder.find_spec("torch")  # sys.path only: an imported torch does not count
     text = _read(Path(spec.origin).parent / "version.py") if spec and spec.origin else None
     for key, name in (("torch", "__version__"), ("torch_cuda", "cuda")):
         m = re.search(rf"^{name}(?:\s*:[^=]*)?\s*=\s*['\"]([^'\"]+)['\"]", text or "", re.M)

@@ -245,7 +245,10 @@ def test_sweep_runs_as_one_array_with_a_directory_per_trial(slurm_cluster, tmp_p
         logs = cockpit(slurm_cluster, runs, "logs", str(trial), "--rank", "0")
         assert logs.returncode == 0 and "[cockpit] finish rank=0 step=10 exit_code=0" in logs.stdout
     ps = cockpit(slurm_cluster, runs, "ps")
-    assert len(ps.stdout.splitlines()) == 2 and status.run_id in ps.stdout  # header + the sweep: trials grouped
+    header, sweep, *trials = ps.stdout.splitlines()  # the sweep is one run; its trials are indented under it
+    assert header.startswith("RUN") and sweep.startswith(status.run_id[:20]) and "succeeded" in sweep
+    assert [t.split()[:3] for t in trials] == [["trial", str(i), "succeeded"] for i in range(3)]
+    assert [t.split()[-2:] for t in trials] == [["--lr", lr] for lr in lrs]
     [row] = json.loads(cockpit(slurm_cluster, runs, "ps", "--json").stdout)["runs"]
     assert [n["state"] for n in row["nodes"]] == ["succeeded"] * 3
 
