@@ -26,6 +26,9 @@ def add_fleet_commands(sub) -> None:
 
     p = sub.add_parser("doctor", help="check that the nodes can run a job together: reachable, same GPU "
                        "count, same versions, a common network interface, a free master port")
+    p.add_argument("job_file", nargs="?", metavar="JOB.yaml",
+                   help="the preflight of this job (what `cockpit run` checks before an ssh launch): its nodes "
+                   "reachable, GPUs, versions, its *_SOCKET_IFNAME on every node, master port and address")
     _add_target_options(p)
     p.add_argument("--json", action="store_true", help='one JSON object: {"checks": [...], "nodes": [...]}')
     p.set_defaults(func=cmd_doctor)
@@ -197,6 +200,8 @@ def _power(g: dict) -> str:
 def cmd_doctor(args: argparse.Namespace) -> int:
     import asyncio
 
+    if getattr(args, "job_file", None):
+        return doctor_job(args)
     nodes = asyncio.run(_refresh(_targets(args)))
     checks = run_checks(nodes)
     if args.json:
@@ -273,3 +278,39 @@ def _interfaces(up: list[dict]) -> dict:
                 "detail": f"{', '.join(common)} on every node (NCCL_SOCKET_IFNAME={common[0]})"}
     return {"name": "network interface", "level": "warn",
             "detail": "no interface name is up with IPv4 on every node: set NCCL_SOCKET_IFNAME per node"}
+
+
+def doctor_job(args: argparse.Namespace) -> int:
+    """`cockpit doctor JOB.yaml`: the job's preflight (cockpit.preflight) on its own nodes."""
+    from cockpit import fleet
+    from cockpit.cli import UsageError, _load
+    from cockpit.launch.ssh import check_job
+    from cockpit.preflight import FAIL
+
+    if args.nodes or args.job or args.cluster is not None:
+        raise UsageError("give either JOB.yaml or --nodes/--job/--cluster, not both")
+    spec = _load(args.job_file)
+    if spec.launcher == "slurm":
+        raise UsageError(f"{args.job_file}: Slurm picks the nodes at run time; check them with "
+                         f"`cockpit doctor --job {args.job_file}` (with a nodelist) or --cluster")
+    try:
+        cluster = fleet.load_cluster()
+    except fleet.NodesError as exc:
+        raise UsageError(str(exc)) from None
+    checks, facts = check_job(spec, args.job_file, _ssh_options(args, cluster), args.timeout, python=args.python)
+    if args.json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks], "nodes": facts.nodes,
+                          "master": {"address": facts.master_addr, "port": facts.master_port,
+                                     "port_free": facts.port_free}, "node_checks": facts.node_checks}, indent=2))
+    else:
+        print("\n".join(c.line() for c in checks))
+        print(render_interfaces(facts.nodes))
+    return EXIT_FAILED if any(c.level == FAIL for c in checks) else EXIT_OK
+
+
+def render_interfaces(nodes: list[dict]) -> str:
+    """Each reachable node's interfaces and subnets (what NCCL/GLOO_SOCKET_IFNAME choose from)."""
+    from cockpit.ifadvice import describe_node
+
+    lines = [f"  {n['host']}: {describe_node(n['interfaces'])}" for n in nodes if n.get("interfaces")]
+    return "interfaces:\n" + "\n".join(lines) if lines else ""

@@ -3,9 +3,9 @@
 / GLOO_SOCKET_IFNAME), hostname, python / torch / NCCL versions, and whether TCP ports are free.
 
 Stdlib + pynvml only: a node may have nothing else. torch is never imported (seconds, and GPU memory); its
-version is read from torch/version.py, found on sys.path with importlib.machinery.PathFinder. ``--watch`` keeps running and
-prints one line per interval over the same channel, so a refresh costs no new SSH round trip; a line on
-stdin asks for a report right now (the fleet's "refresh"). Where pynvml is missing, nvidia-smi's CSV is
+version is read from torch/version.py, found on sys.path with importlib.machinery.PathFinder. ``--watch``
+keeps running and prints one line per interval over the same channel, so a refresh costs no new SSH round trip;
+a line on stdin asks for a report right now (the fleet's "refresh"). Where pynvml is missing, nvidia-smi's CSV is
 parsed instead; where cockpit itself is missing on a node, the fleet runs ``fallback_script`` (nvidia-smi
 in plain sh) and parses it with ``parse_fallback``.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.metadata
 import importlib.machinery
+import importlib.metadata
 import io
 import json
 import os

@@ -2,7 +2,8 @@
 # Installs everything the test suite needs on a fresh Debian/Ubuntu machine, then runs it.
 #   bash tests/run-all.sh [pytest args...]
 # System packages: shellcheck (generated scripts are checked), openssh-server (real sshd on loopback for
-# the SSH tests), slurmctld + slurmd + slurm-client + munge (a real Slurm started by the Slurm tests).
+# the SSH tests), slurmctld + slurmd + slurm-client + munge (a real Slurm started by the Slurm tests),
+# tmux (the TUI in a real terminal), iproute2 (`ip netns`: the multinode tests' namespaced hosts).
 # Python: torch pinned to a CPU build (an unpinned torch pulls several GB of CUDA packages),
 # numpy, and cockpit itself with its test extras.
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_PACKAGES=(shellcheck openssh-server slurmctld slurmd slurm-client munge)
+APT_PACKAGES=(shellcheck openssh-server slurmctld slurmd slurm-client munge tmux iproute2)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

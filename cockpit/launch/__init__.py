@@ -31,6 +31,10 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         run_dir = slurm.prepare(spec, job_path, runs_dir, extra_args)
         slurm.submit(run_dir)  # here, not in the supervisor: sbatch's refusal reaches the user at once
         return run_dir
+    if spec.launcher == "ssh":
+        from cockpit.launch import ssh
+
+        return ssh.prepare(spec, job_path, runs_dir, extra_args)  # asks the nodes; refuses a failed preflight
     raise LaunchError(f"launcher {spec.launcher} is not available in this version "
                       "(hint: cockpit render shows the commands it would run)")
 

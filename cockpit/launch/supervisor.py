@@ -63,6 +63,10 @@ def make_nodes(status: RunStatus, run_dir: Path) -> list:
         from cockpit.launch.slurm_node import make_slurm_nodes
 
         return make_slurm_nodes(status, run_dir)
+    if status.launcher == "ssh":
+        from cockpit.launch.ssh_node import make_ssh_nodes
+
+        return make_ssh_nodes(status, run_dir)
     raise SystemExit(f"cockpit supervisor: launcher {status.launcher!r} has no supervisor support")
 
 

@@ -1,0 +1,147 @@
+"""The ssh launcher: one torchrun per node, started over SSH, supervised from this machine.
+
+``prepare`` asks the nodes (cockpit.launch.ssh_facts), refuses a job whose preflight fails
+(cockpit.preflight), picks the master port on the master and the master address the other nodes can
+reach, finds out which nodes share this machine's filesystem (a marker file in the runs directory), then
+writes the run directory: the job, each node's rendered script (its own --node-rank; the node's run
+directory), the plan (commands/ssh.json) and status.json. The detached supervisor does the rest
+(cockpit.launch.ssh_node): starts the scripts detached, follows the logs back, tears every node down when
+one fails, stops them on `cockpit stop`.
+
+A node that does not share the filesystem gets its run directory under its own runs directory
+($COCKPIT_RUNS_DIR, else $XDG_STATE_HOME/cockpit/runs, else ~/.local/state/cockpit/runs there), unless
+``SSHLaunch.remote_runs_dir`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cockpit import preflight
+from cockpit.launch.plan import LaunchError, facts_for, interpreter
+from cockpit.launch.ssh_facts import gather
+from cockpit.launch.ssh_plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
+from cockpit.paths import job_workdir
+from cockpit.remote import RemotePool, SSHOptions
+from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_status
+from cockpit.spec import JobSpec
+
+PREFLIGHT_FILE = "preflight.json"
+
+
+class PreflightFailed(LaunchError):
+    """A preflight check failed: the launch is refused. ``checks`` are all of them."""
+
+    def __init__(self, job_path: str, checks: list[preflight.Check]):
+        self.checks = checks
+        lines = [c.line() for c in preflight.failed(checks)]
+        super().__init__(f"preflight failed, not launching (cockpit doctor {job_path} shows every check; "
+                         "--no-preflight launches anyway):\n  " + "\n  ".join(lines))
+
+
+@dataclass(frozen=True)
+class SSHLaunch:
+    """How to launch. ``ssh`` None: the cluster file's settings (cockpit.fleet.load_cluster), else defaults."""
+
+    ssh: SSHOptions | None = None
+    preflight: bool = True
+    timeout: float = 20.0  # seconds per node for each question
+    remote_runs_dir: str | None = None  # run directories on nodes that do not share the filesystem
+    timing: Timing = field(default_factory=Timing)
+
+
+def ssh_options(launch: SSHLaunch) -> SSHOptions:
+    if launch.ssh is not None:
+        return launch.ssh
+    from cockpit.fleet import NodesError, load_cluster
+
+    try:
+        cluster = load_cluster()
+    except NodesError as exc:
+        raise LaunchError(f"cannot read the cluster file: {exc}") from None
+    return cluster.ssh if cluster else SSHOptions()
+
+
+def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (),
+            launch: SSHLaunch | None = None) -> Path:
+    """Ask the nodes, check, and write the run directory; raises LaunchError (PreflightFailed)."""
+    launch = launch or SSHLaunch()
+    if spec.sweep is not None:
+        raise LaunchError("sweeps run as Slurm job arrays (hint: drop sweep:, or launcher: slurm)")
+    options = ssh_options(launch)
+    runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker = runs_dir / f".cockpit-shared-{secrets.token_hex(8)}"
+    token = secrets.token_hex(16)
+    marker.write_text(token + "\n", encoding="utf-8")
+    marker.chmod(0o644)
+    try:
+        checks, facts = check_job(spec, job_path, options, launch.timeout, (str(marker.resolve()), token))
+    finally:
+        marker.unlink(missing_ok=True)
+    if launch.preflight and preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    if facts.master_port is None or len(facts.node_checks) != spec.num_nodes:
+        raise LaunchError("the nodes could not all be asked (hint: cockpit doctor " + job_path + ")")
+    return _write_run(spec, job_path, runs_dir, extra_args, launch, options, facts, checks)
+
+
+def check_job(spec: JobSpec, job_path: str, options: SSHOptions, timeout: float = 20.0,
+              marker: tuple[str, str] | None = None, python: str | None = None):
+    """The preflight: (checks, facts) for ``spec`` on its nodes (`cockpit doctor JOB` prints them)."""
+    async def go():
+        pool = RemotePool(options)
+        try:
+            return await gather(spec, pool, python or interpreter(spec), timeout, marker,
+                                job_workdir(job_path, spec.workdir))
+        finally:
+            await pool.close()
+    facts = asyncio.run(go())
+    return preflight.job_checks(spec, facts), facts
+
+
+def plan_nodes(spec: JobSpec, run_dir: Path, facts: preflight.JobFacts, remote_runs_dir: str | None) -> tuple:
+    """Each node's run directory: this one where the node sees it, else one under the node's runs dir."""
+    out = []
+    for rank, host in enumerate(spec.hosts):
+        answer = facts.node_checks[host]
+        shared = bool(answer.get("shared"))
+        base = remote_runs_dir or answer.get("runs_dir")
+        where = str(run_dir.resolve()) if shared else f"{base.rstrip('/')}/{run_dir.name}"
+        out.append(NodePlan(host, rank, where, shared, facts.addresses.get(host)))
+    return tuple(out)
+
+
+def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options, facts, checks) -> Path:
+    run_id = new_run_id(spec.name)
+    run_dir = create_run_dir(runs_dir, run_id)
+    (run_dir / "job.yaml").write_text(Path(job_path).read_text(encoding="utf-8"), encoding="utf-8")
+    write_atomic(run_dir / PREFLIGHT_FILE, json.dumps({"checks": [c.to_dict() for c in checks],
+                                                       "nodes": facts.nodes, "node_checks": facts.node_checks},
+                                                      indent=2) + "\n")
+    nproc = spec.nprocs if spec.nprocs is not None else _gpu_count(facts)
+    if nproc is not None and spec.nprocs is None:
+        spec = replace(spec, procs_per_node=nproc)  # gpus: all -> the count the nodes reported
+    plan = SSHPlan(run_id=run_id, python=interpreter(spec), master_addr=facts.master_addr or spec.hosts[0],
+                   master_port=facts.master_port, nodes=plan_nodes(spec, run_dir, facts, launch.remote_runs_dir),
+                   nproc=nproc, ssh=options, timing=launch.timing)
+    base = facts_for(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
+    for rank, text in node_scripts(spec, base, plan).items():
+        (run_dir / "commands" / f"node-{rank}.sh").write_text(text, encoding="utf-8")
+    write_atomic(run_dir / PLAN_FILE, plan.to_json())
+    note = None if launch.preflight or not preflight.failed(checks) else \
+        "launched with --no-preflight although checks failed: " + "; ".join(
+            c.line() for c in preflight.failed(checks))
+    status = RunStatus(run_id=run_id, name=spec.name, launcher="ssh", job_file=str(Path(job_path).resolve()),
+                       hosts=list(spec.hosts), world_size=None if nproc is None else nproc * spec.num_nodes,
+                       note=note)
+    write_status(run_dir, status)
+    return run_dir
+
+
+def _gpu_count(facts: preflight.JobFacts) -> int | None:
+    counts = {len(n["gpus"]) for n in facts.up()}
+    return counts.pop() if len(counts) == 1 and 0 not in counts else None

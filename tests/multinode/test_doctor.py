@@ -1,0 +1,97 @@
+"""`cockpit doctor JOB.yaml` (the ssh launcher's preflight) against the namespaced hosts, and the launch it
+refuses: a node without the named interface, NCCL_SOCKET_IFNAME=lo across nodes, a taken master port,
+an unreachable node. Each is reported with what, where and a hint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import REPO
+
+from cockpit.runs import list_runs
+
+pytestmark = pytest.mark.slow
+
+
+def doctor_and_run(lab, job) -> tuple[dict[str, list[dict]], subprocess.CompletedProcess, list]:
+    runs = lab.runs()
+    d = lab.cockpit(runs, "doctor", str(job), "--json", "--timeout", "5", timeout=60)
+    assert d.returncode == 1, d.stdout + d.stderr
+    failed: dict[str, list[dict]] = {}
+    for c in json.loads(d.stdout)["checks"]:
+        if c["level"] == "FAIL":
+            failed.setdefault(c["name"], []).append(c)
+    r = lab.cockpit(runs, "run", str(job), timeout=60)
+    return failed, r, list_runs(runs)
+
+
+def refused(r, runs_made) -> bool:
+    return r.returncode == 2 and "preflight failed, not launching" in r.stderr and runs_made == []
+
+
+def test_healthy_job_passes_and_lists_interfaces(lab):
+    r = lab.cockpit(lab.runs(), "doctor", str(lab.job("ok", ["node1", "node2"])), timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok    master address: 10.233." in r.stdout and "is reachable from every node" in r.stdout
+    assert f"  node2: lo 127.0.0.1/8, eth0 {lab.cluster.nodes['node2'].address}/24" in r.stdout
+
+
+def test_a_node_without_the_named_interface(lab):
+    failed, r, runs = doctor_and_run(lab, lab.job("noif", ["node1", "node3"]))
+    [bad] = failed["interface"]
+    assert bad["where"] == ["node3"] and "GLOO_SOCKET_IFNAME=eth0 names eth0, missing on node3" in bad["detail"]
+    assert "ens5" in bad["detail"] and bad["hint"].startswith("set NCCL_SOCKET_IFNAME=eth0,ens5")
+    assert "node3: GLOO_SOCKET_IFNAME=ens5" in bad["hint"]  # gloo needs one value per node here
+    assert refused(r, runs) and "missing on node3" in r.stderr
+
+
+def test_nccl_on_loopback_across_two_nodes(lab):
+    job = lab.job("lo", ["node1", "node2"], env={"NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "eth0"})
+    failed, r, runs = doctor_and_run(lab, job)
+    assert [c["where"] for c in failed["interface"]] == [["node1"], ["node2"]]
+    assert "NCCL_SOCKET_IFNAME=lo selects the loopback interface on node1" in failed["interface"][0]["detail"]
+    assert "NCCL_SOCKET_IFNAME=eth0" in failed["interface"][0]["hint"]
+    assert refused(r, runs) and r.stderr.count("selects the loopback interface") == 2
+
+
+def test_a_taken_master_port(lab):
+    port = 29411
+    node1 = lab.cluster.nodes["node1"]
+    holder = subprocess.Popen(["ip", "netns", "exec", node1.netns, sys.executable, "-c",
+                               f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); "
+                               "print('up', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        failed, r, runs = doctor_and_run(lab, lab.job("port", ["node1", "node2"], master_port=port))
+    finally:
+        holder.kill()
+        holder.wait()
+    [bad] = failed["master port"]
+    assert bad["detail"].startswith(f"port {port} is in use on node1") and "master_port: auto" in bad["hint"]
+    assert refused(r, runs)
+
+
+def test_an_unreachable_node(lab):
+    t0 = time.monotonic()
+    failed, r, runs = doctor_and_run(lab, lab.job("down", ["node1", "node9"]))
+    [bad] = failed["reachable"]
+    assert bad["where"] == ["node9"] and "node9: unreachable" in bad["detail"] and bad["hint"]
+    assert refused(r, runs)
+    assert time.monotonic() - t0 < 40
+
+
+def test_no_preflight_is_refused_too_when_a_node_cannot_be_asked(lab):
+    """What --no-preflight (cockpit.launch.ssh.SSHLaunch(preflight=False)) still cannot skip."""
+    from cockpit.launch import LaunchError
+    from cockpit.launch.ssh import SSHLaunch, prepare
+    from cockpit.spec import load_spec
+
+    job = lab.job("down2", ["node1", "node9"])
+    with pytest.raises(LaunchError, match="could not all be asked"):
+        prepare(load_spec(job), str(job), lab.runs(), (), SSHLaunch(ssh=lab.options(connect_timeout=3),
+                                                                     preflight=False, timeout=5))
+    assert REPO.exists()
