@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fleet_commands(sub)
 
+    sub.add_parser("tui", help="the terminal UI (the default with no command): fleet, compose, runs, logs; "
+                   "cockpit tui --help for its options", add_help=False)
     p = sub.add_parser("diagnose", help="say what broke in NCCL / torch / torchrun / Slurm logs, where, "
                        "and what to try (exit 1 when an error is found)")
     p.add_argument("inputs", nargs="+", metavar="PATH|RUN", help="log files, run directories or run ids")
@@ -165,12 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, script_args = argv[:at], argv[at + 1:]
+    if not argv or argv[0] == "tui":
+        # `cockpit` alone opens the terminal UI; `cockpit tui --help` lists its options. Textual is imported
+        # only here, so every other command starts without it.
+        from cockpit.tui.app import run_tui
+
+        return run_tui(argv[1:])
     args = parser.parse_args(argv)
     args.script_args = script_args
-    if args.command is None:
-        print("cockpit: the terminal UI arrives with the tui issue; for now use a command "
-              "(cockpit --help)", file=sys.stderr)
-        return EXIT_USAGE
     try:
         return args.func(args)
     except UsageError as exc:

@@ -91,3 +91,14 @@ def test_diagnose_text_and_bad_input(tmp_path):
     assert r.returncode == 0 and "No problems found." in r.stdout
     r = cockpit("diagnose", str(tmp_path / "missing.log"))
     assert r.returncode == 2 and "no such log file or run" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_tui_entry_points_and_their_errors(tmp_path):
+    """`cockpit tui --help` lists the TUI's own options; a bad run id is a one-line error before any screen
+    opens (exit 2); `cockpit` alone is the TUI (driven in a real terminal in tests/tui/test_tmux.py)."""
+    r = cockpit("tui", "--help")
+    assert r.returncode == 0 and all(o in r.stdout for o in ("--nodes", "--job", "--run", "--theme"))
+    assert "tui" in cockpit("--help").stdout
+    r = subprocess.run([sys.executable, "-m", "cockpit", "tui", "--run", "no-such-run", "--runs-dir", str(tmp_path)],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("cockpit: ") and "Traceback" not in r.stderr

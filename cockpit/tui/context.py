@@ -1,0 +1,55 @@
+"""What the TUI needs from the world, in one place, so that tests and snapshots inject fixed values instead
+of patching: where runs live, where the fleet data comes from, the clock, and the facts a preview shows.
+No textual."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.render.facts import Facts
+
+
+def _same(facts: Facts) -> Facts:
+    return facts
+
+
+def default_requeue() -> Callable[[Path], object] | None:
+    """The Slurm launcher's requeue function, if this version has one (else the action stays hidden)."""
+    from cockpit.launch import slurm
+
+    fn = getattr(slurm, "requeue", None)
+    return fn if callable(fn) else None
+
+
+def default_partitions() -> list[str]:
+    """Slurm's partitions where sinfo is installed and answers; [] elsewhere."""
+    from cockpit.fleet import NodesError, slurm_nodes
+
+    try:
+        return sorted({n.partition for n in slurm_nodes()})
+    except (NodesError, OSError):
+        return []
+
+
+@dataclass
+class Context:
+    runs_dir: Path
+    fleet: object  # a feed: cockpit.tui.fleetfeed.LiveFleet or FixedFleet
+    job: Path | None = None  # job file to open in Compose at start
+    run: Path | None = None  # run directory to open at start
+    base_dir: Path = field(default_factory=Path.cwd)  # where a new job's relative paths resolve
+    config_path: Path | None = None  # None: $XDG_CONFIG_HOME/cockpit/tui.yaml
+    theme_dirs: list[Path] | None = None  # None: themes/ and $XDG_CONFIG_HOME/cockpit/themes
+    theme: str | None = None  # overrides the remembered theme for this session
+    clock: Callable[[], float] = time.time
+    facts: Callable[[Facts], Facts] = _same  # applied to dry-run facts before a preview renders
+    partitions: Callable[[], list[str]] = default_partitions
+    requeue: Callable[[Path], object] | None = None
+    runs_every: float = 2.0  # seconds between runs-list refreshes
+    stop_grace: float = 10.0
+    max_lines: int = 10_000  # per rank, and for the merged view
+    parse_budget: float = 0.15  # seconds a second the live log scan may take (see runfeed); inf: all lines
+    scan_slice: float = 0.005  # seconds of scanning per batch at most

@@ -1,0 +1,240 @@
+"""The fleet as the TUI shows it: node dicts in the `cockpit gpus --json` shape -> table rows, a short history per
+GPU for sparklines, and the user's selection of GPUs and whole nodes. Pure: no textual, no IO, no clock, so
+the same nodes always give the same rows (snapshots depend on it)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cockpit.fleet import STATES
+
+SPARK = "▁▂▃▄▅▆▇█"
+COLUMNS = ("", "NODE/GPU", "NAME", "UTIL", "MEMORY", "TEMP", "PROCS")
+WIDTHS = (1, 10, 16, 11, 14, 4, 5)  # fixed: the table fits 80 columns and does not jump as values change
+SPARK_WIDTH = 6
+
+
+def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH, maximum: float = 100.0) -> str:
+    """The last ``width`` values as block characters (0..maximum); unknown values are '·', padded left."""
+    out = []
+    for v in list(values)[-width:]:
+        if v is None:
+            out.append("·")
+        else:
+            level = max(0.0, min(1.0, v / maximum)) if maximum > 0 else 0.0
+            out.append(SPARK[min(len(SPARK) - 1, int(level * len(SPARK)))])
+    return "".join(out).rjust(width)
+
+
+def memory_percent(gpu: dict) -> float | None:
+    used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+    return None if used is None or not total else 100.0 * used / total
+
+
+class History:
+    """The last ``keep`` readings of each GPU's utilization and memory use (percent), fed one snapshot at a time."""
+
+    def __init__(self, keep: int = 30):
+        self.keep = keep
+        self._util: dict[tuple[str, int], deque] = {}
+        self._mem: dict[tuple[str, int], deque] = {}
+
+    def record(self, nodes: list[dict]) -> None:
+        for node in nodes:
+            for gpu in node.get("gpus") or ():
+                key = (node["host"], gpu["index"])
+                self._util.setdefault(key, deque(maxlen=self.keep)).append(gpu.get("utilization_gpu"))
+                self._mem.setdefault(key, deque(maxlen=self.keep)).append(memory_percent(gpu))
+
+    def util(self, host: str, index: int) -> list[float | None]:
+        return list(self._util.get((host, index), ()))
+
+    def memory(self, host: str, index: int) -> list[float | None]:
+        return list(self._mem.get((host, index), ()))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """GPUs picked per node, and CPU-only nodes picked as a whole. Immutable: toggles return a new one."""
+
+    gpus: frozenset[tuple[str, int]] = frozenset()
+    nodes: frozenset[str] = frozenset()
+
+    def toggle_gpu(self, host: str, index: int) -> Selection:
+        key = (host, index)
+        return Selection(self.gpus ^ {key}, self.nodes)
+
+    def toggle_node(self, node: dict) -> Selection:
+        """A node with GPUs: all of them on (or off when all were on); a CPU-only node: the node itself."""
+        host, ids = node["host"], [g["index"] for g in node.get("gpus") or ()]
+        if not ids:
+            return Selection(self.gpus, self.nodes ^ {host})
+        mine = {(host, i) for i in ids}
+        gpus = self.gpus - mine if mine <= self.gpus else self.gpus | mine
+        return Selection(frozenset(gpus), self.nodes)
+
+    def mark(self, node: dict, index: int | None = None) -> str:
+        """'●' selected, '◐' some of the node's GPUs, '○' not."""
+        host = node["host"]
+        if index is not None:
+            return "●" if (host, index) in self.gpus else "○"
+        ids = [g["index"] for g in node.get("gpus") or ()]
+        if not ids:
+            return "●" if host in self.nodes else "○"
+        picked = sum((host, i) in self.gpus for i in ids)
+        return "●" if picked == len(ids) else "◐" if picked else "○"
+
+    def hosts(self, order: Sequence[str]) -> list[str]:
+        """Hosts with anything selected, in fleet order."""
+        return [h for h in order if h in self.nodes or any(g[0] == h for g in self.gpus)]
+
+    def ids(self, host: str) -> list[int]:
+        return sorted(i for h, i in self.gpus if h == host)
+
+    def __bool__(self) -> bool:
+        return bool(self.gpus or self.nodes)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: a node (gpu is None) or one of its GPUs. ``kind``: node-ok | node-cpu | node-error | gpu."""
+
+    key: str
+    host: str
+    gpu: int | None
+    kind: str
+    cells: tuple[str, ...]
+
+
+def row_key(host: str, gpu: int | None = None) -> str:
+    return f"node\x1f{host}" if gpu is None else f"gpu\x1f{host}\x1f{gpu}"
+
+
+def short_name(name: str | None) -> str:
+    return "?" if name is None else name.removeprefix("NVIDIA ").strip()
+
+
+def node_summary(node: dict) -> tuple[str, str]:
+    """(kind, words) for a node's row."""
+    state, gpus = node.get("state"), node.get("gpus") or []
+    if state == "ok" and gpus:
+        return "node-ok", f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+    if state in ("ok", "no_driver"):
+        cores = node.get("cpus")
+        return "node-cpu", "CPU" + (f" · {cores} cores" if cores else " only")
+    return "node-error", (state or "unknown").replace("_", " ")
+
+
+def rows(nodes: list[dict], history: History, selection: Selection) -> list[Row]:
+    """Every node, then its GPUs in nvidia-smi order (index = PCI bus order)."""
+    out = []
+    for node in nodes:
+        host = node["host"]
+        kind, words = node_summary(node)
+        out.append(Row(row_key(host), host, None, kind, (selection.mark(node), host, words, "", "", "", "")))
+        for g in node.get("gpus") or ():
+            i = g["index"]
+            util = g.get("utilization_gpu")
+            util_text = ("  - " if util is None else f"{util:>3}%") + " " + sparkline(history.util(host, i))
+            out.append(Row(row_key(host, i), host, i, "gpu", (
+                selection.mark(node, i), f"  {i}", short_name(g.get("name"))[:16], util_text,
+                f"{_memory(g):>7} {sparkline(history.memory(host, i))}",
+                "-" if g.get("temperature_c") is None else f"{g['temperature_c']}C",
+                str(len(g.get("processes") or ())))))
+    return out
+
+
+def _memory(gpu: dict) -> str:
+    used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+    if used is None and total is None:
+        return "-"
+    gib = lambda mib: "?" if mib is None else f"{mib / 1024:.0f}" if mib >= 10240 else f"{mib / 1024:.1f}"  # noqa: E731
+    return f"{gib(used)}/{gib(total)}G"
+
+
+def details(node: dict, gpu_index: int | None) -> list[str]:
+    """Lines for the detail panel under the table: the node's state and facts, or one GPU and its processes."""
+    if gpu_index is None:
+        return _node_details(node)
+    gpu = next((g for g in node.get("gpus") or () if g["index"] == gpu_index), None)
+    if gpu is None:
+        return [f"{node['host']}: GPU {gpu_index} is gone"]
+    power = gpu.get("power_draw_w"), gpu.get("power_limit_w")
+    lines = [f"{node['host']} GPU {gpu_index}: {gpu.get('name') or '?'}  bus {gpu.get('pci_bus_id') or '?'}",
+             f"util {_pct(gpu.get('utilization_gpu'))}  memory {_s(gpu.get('memory_used_mib'))} / "
+             f"{_s(gpu.get('memory_total_mib'))} MiB  temp {_s(gpu.get('temperature_c'))}C  power "
+             f"{_watts(power[0])} / {_watts(power[1])} W"]
+    procs = gpu.get("processes") or ()
+    lines.append(f"{len(procs)} process{'es' if len(procs) != 1 else ''}" + (":" if procs else ""))
+    for p in procs:
+        mem = "?" if p.get("used_memory_mib") is None else f"{p['used_memory_mib']} MiB"
+        lines.append(f"  pid {p['pid']:<8} {_s(p.get('user'))[:10]:<10} {mem:>10}  {_s(p.get('command'))}")
+    return lines
+
+
+def _node_details(node: dict) -> list[str]:
+    state = node.get("state") or "unknown"
+    name = f" ({node['hostname']})" if node.get("hostname") and node["hostname"] != node["host"] else ""
+    lines = [f"{node['host']}{name}: {state.replace('_', ' ')} — {STATES.get(state, 'unknown state')}"]
+    if node.get("reason"):
+        lines.append(f"reason: {node['reason']}")
+    if node.get("hint"):
+        lines.append(f"hint: {node['hint']}")
+    facts = [f"driver {node['driver_version']}" if node.get("driver_version") else "",
+             f"CUDA {node['cuda_version']}" if node.get("cuda_version") else "",
+             f"{node['cpus']} CPU cores" if node.get("cpus") else ""]
+    if any(facts):
+        lines.append("  ".join(f for f in facts if f))
+    ifaces = [f"{i['name']} {i['ipv4'][0]}" for i in node.get("interfaces") or ()
+              if i.get("up") and i.get("ipv4") and not i.get("loopback")]
+    if ifaces:
+        lines.append("interfaces: " + ", ".join(ifaces))
+    lines += [f"warning: {w}" for w in node.get("warnings") or ()]
+    return lines
+
+
+def _s(value: object) -> str:
+    return "?" if value is None else str(value)
+
+
+def _pct(value: object) -> str:
+    return "-" if value is None else f"{value}%"
+
+
+def _watts(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}"
+
+
+@dataclass
+class JobChoice:
+    """What a selection means for the job form: launcher, nodes, GPU ids, and notes on what was assumed."""
+
+    launcher: str
+    nodes: list[str]
+    gpus: str
+    notes: list[str] = field(default_factory=list)
+
+
+def job_choice(selection: Selection, nodes: list[dict], local_names: Sequence[str]) -> JobChoice | None:
+    """The job form's launcher / nodes / gpus for a selection; None when nothing is selected."""
+    order = [n["host"] for n in nodes]
+    hosts = selection.hosts(order)
+    if not hosts:
+        return None
+    notes: list[str] = []
+    gpu_hosts = [h for h in hosts if selection.ids(h)]
+    cpu_hosts = [h for h in hosts if not selection.ids(h)]
+    if gpu_hosts and cpu_hosts:
+        notes.append(f"{', '.join(cpu_hosts)} {'has' if len(cpu_hosts) == 1 else 'have'} no GPU selected: "
+                     "a job uses GPUs on every node or on none; leaving them out")
+        hosts = gpu_hosts
+    ids = selection.ids(hosts[0]) if gpu_hosts else []
+    if any(selection.ids(h) != ids for h in hosts[1:]):
+        notes.append(f"the nodes have different GPUs selected; a job uses the same ids on every node: "
+                     f"using {','.join(map(str, ids))}")
+    gpus = f"[{','.join(map(str, ids))}]" if ids else "none"
+    if len(hosts) == 1 and hosts[0] in local_names:
+        return JobChoice("local", [], gpus, notes)
+    return JobChoice("ssh", hosts, gpus, notes)

@@ -1,0 +1,66 @@
+"""Messages the workers post to the UI. Data, one per fact; the ones a fast producer repeats coalesce
+(``can_replace``): a newer one supersedes an older one still waiting in the queue, so a busy UI handles the
+latest state once instead of every intermediate one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.message import Message
+
+from cockpit.logs.diagnose_model import Report
+from cockpit.runs import RunStatus
+from cockpit.tui.form import Checked
+from cockpit.tui.metrics import Series
+
+
+class FleetUpdated(Message):
+    def __init__(self, nodes: list[dict]) -> None:
+        super().__init__()
+        self.nodes = nodes
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FleetUpdated)
+
+
+class FeedReady(Message):
+    """The run feed has something to drain (lines, status, events). Carries nothing: the handler drains."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FeedReady)
+
+
+class RunsListed(Message):
+    def __init__(self, runs: list[tuple[Path, RunStatus]]) -> None:
+        super().__init__()
+        self.runs = runs
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunsListed)
+
+
+class Validated(Message):
+    """The form was checked: its problems and the preview of what would run."""
+
+    def __init__(self, checked: Checked, preview: str) -> None:
+        super().__init__()
+        self.checked = checked
+        self.preview = preview
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, Validated)
+
+
+class Diagnosed(Message):
+    def __init__(self, report: Report) -> None:
+        super().__init__()
+        self.report = report
+
+
+class MetricsRead(Message):
+    def __init__(self, series: Series | None) -> None:
+        super().__init__()
+        self.series = series
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, MetricsRead)

@@ -1,0 +1,90 @@
+"""Fleet: nodes × GPUs with short histories; pick GPUs (space, enter, click on the mark) and whole nodes.
+
+The app owns the fleet data (it runs the feed worker) and the selection; this screen shows them and posts the
+user's toggles to the app, which passes the selection on to Compose."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Footer, Static
+
+from cockpit.tui import fleetview
+from cockpit.tui.screens.base import CockpitScreen
+from cockpit.tui.widgets.gpu_table import GpuTable
+from cockpit.tui.widgets.navbar import NavBar
+
+
+class FleetScreen(CockpitScreen):
+    TITLE = "Fleet"
+    BINDINGS = [
+        Binding("c", "compose_selection", "Compose"),
+        Binding("x", "clear_selection", "Clear"),
+        Binding("g", "refresh", "Refresh"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("fleet", id="nav")
+        with Vertical(id="fleet"):
+            yield GpuTable(id="gpus")
+            yield Static("", id="fleet-detail", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.app.fleet_changed.subscribe(self, self.refresh_fleet)
+        self.app.theme_changed_signal.subscribe(self, lambda _: self.query_one(GpuTable).restyle())
+        self.refresh_fleet(None)
+        self.query_one(GpuTable).focus()
+
+    def refresh_fleet(self, _: object) -> None:
+        app = self.app
+        nodes = app.nodes
+        table = self.query_one(GpuTable)
+        table.show(fleetview.rows(nodes, app.history, app.selection))
+        gpus = sum(len(n.get("gpus") or ()) for n in nodes)
+        bad = sum(fleetview.node_summary(n)[0] == "node-error" for n in nodes)
+        picked = len(app.selection.gpus) + len(app.selection.nodes)
+        if nodes:
+            text = (f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} · {gpus} GPU{'s' if gpus != 1 else ''}"
+                    + (f" · {bad} down" if bad else "") + f" · {picked} picked")
+            self.query_one(NavBar).info = text
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        key = self.query_one(GpuTable).current_key()
+        detail = self.query_one("#fleet-detail", Static)
+        node = self._node_of(key)
+        if node is None:
+            detail.update("", layout=False)  # fixed height: no re-layout of the screen
+            return
+        parts = key.split("\x1f")
+        detail.update("\n".join(fleetview.details(node, int(parts[2]) if parts[0] == "gpu" else None)), layout=False)
+
+    def _node_of(self, key: str | None) -> dict | None:
+        if key is None:
+            return None
+        host = key.split("\x1f")[1]
+        return next((n for n in self.app.nodes if n["host"] == host), None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def on_gpu_table_toggle(self, event: GpuTable.Toggle) -> None:
+        node = self._node_of(event.key)
+        if node is None:
+            return
+        parts = event.key.split("\x1f")
+        sel = self.app.selection
+        sel = sel.toggle_gpu(node["host"], int(parts[2])) if parts[0] == "gpu" else sel.toggle_node(node)
+        self.app.set_selection(sel)
+
+    def action_clear_selection(self) -> None:
+        self.app.set_selection(fleetview.Selection())
+
+    def action_compose_selection(self) -> None:
+        self.app.switch_mode("compose")
+
+    def action_refresh(self) -> None:
+        self.app.ctx.fleet.poke()
+        self.notify("asked every node for a report", timeout=2)

@@ -1,0 +1,1 @@
+"""Widgets of the TUI: each a thin textual view over a pure model of cockpit.tui."""

@@ -1,0 +1,134 @@
+"""Compose: live validation with the spec's messages under the field that caused them, the preview following
+the form, open / save (never overwriting silently) through the dialogs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from helpers import REPO
+from tui.tuidata import until
+
+from cockpit.spec import load_spec
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.screens.compose import ComposeScreen
+from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
+
+DEMO = REPO / "jobs" / "demo.yaml"
+
+
+def text(screen, selector: str) -> str:
+    return str(screen.query_one(selector).content)
+
+
+def error(screen, field: str) -> str:
+    """The error line under a field ('' when it has none)."""
+    found = screen.query(f"#e-{field}")
+    return str(found.first().content) if found else ""
+
+
+async def open_compose(app, pilot) -> ComposeScreen:
+    await pilot.press("f3")
+    await until(pilot, lambda: isinstance(app.screen, ComposeScreen) and app.screen.checked is not None,
+                what="compose")
+    return app.screen
+
+
+async def set_field(pilot, screen: ComposeScreen, name: str, value) -> None:
+    screen.query_one(f"#f-{name}").value = value
+    await until(pilot, lambda: getattr(screen.form, name) == value and screen.checked is not None
+                and not screen.workers, what=f"{name} = {value!r} checked")
+
+
+async def test_live_validation_and_preview(ctx):
+    ctx.job = DEMO
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: compose.form.script == "demo.py" and compose.checked.spec is not None)
+        assert text(compose, "#problems").startswith("✓ valid · local · 1 node × 2 = world 2 · CPU · gloo")
+        await set_field(pilot, compose, "launcher", "ssh")
+        await set_field(pilot, compose, "nodes", "gpu-a, gpu-b")
+        await set_field(pilot, compose, "backend", "dp")
+        assert error(compose, "backend") == ("↳ dp (DataParallel) runs in one process on one node "
+                                             "(hint: use backend: ddp for several nodes)")
+        assert error(compose, "gpus") == ""
+        assert text(compose, "#problems").startswith("✗ 1 problem\ndemo.yaml:")
+        assert compose.query_one("#preview").text.startswith("(the preview appears")
+        await set_field(pilot, compose, "precision", "fp16")
+        assert "fp16 autocast is not supported on CPU" in error(compose, "precision")
+        await set_field(pilot, compose, "gpus", "[0,x]")
+        assert "'x' is not a GPU id" in error(compose, "gpus")
+        assert error(compose, "precision") == ""  # with GPUs asked for, fp16 is fine
+
+        # the preview follows the form
+        await set_field(pilot, compose, "launcher", "local")
+        await set_field(pilot, compose, "nodes", "")
+        await set_field(pilot, compose, "gpus", "none")
+        await set_field(pilot, compose, "precision", "fp32")
+        await set_field(pilot, compose, "backend", "ddp")
+        await until(pilot, lambda: "torchrun" in compose.query_one("#preview").text, what="the torchrun preview")
+        preview = compose.query_one("#preview").text
+        assert "--nproc-per-node=2" in preview and "cd /work/jobs" in preview
+        assert not compose.query_one("#r-partition").display  # Slurm fields only for Slurm jobs
+        await set_field(pilot, compose, "procs_per_node", "3")
+        assert "--nproc-per-node=3" in compose.query_one("#preview").text
+        await set_field(pilot, compose, "launcher", "slurm")
+        await set_field(pilot, compose, "time", "01:00:00")
+        assert compose.has_class("-slurm") and compose.query_one("#r-time").display
+        preview = compose.query_one("#preview").text
+        assert preview.startswith("#!/bin/bash\n#SBATCH") and "#SBATCH --time=01:00:00" in preview
+        await set_field(pilot, compose, "nccl_debug", "INFO")
+        assert "NCCL_DEBUG=INFO" in compose.query_one("#preview").text
+        assert "NCCL_DEBUG: INFO" in compose.query_one("#yaml").text
+
+
+async def test_save_never_overwrites_silently_and_open(ctx, tmp_path):
+    ctx.job = DEMO
+    app = CockpitApp(ctx)
+    target = tmp_path / "mine" / "job.yaml"
+    async with app.run_test(size=(80, 24)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: compose.form.script == "demo.py")
+        await set_field(pilot, compose, "args", "--epochs 1 --steps-per-epoch 20")
+
+        async def save_as(path: Path) -> None:
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, PathScreen), what="the save dialog")
+            app.screen.query_one("#path").value = str(path)
+            await pilot.press("enter")
+
+        await save_as(target)
+        await until(pilot, lambda: target.exists(), what="the saved file")
+        spec = load_spec(target)
+        assert spec.args == ("--epochs", "1", "--steps-per-epoch", "20") and spec.pg_backend == "auto"
+        assert dataclasses.replace(spec, source="", args=()) == dataclasses.replace(load_spec(DEMO), source="",
+                                                                                    args=())
+        saved = target.read_text()
+        await set_field(pilot, compose, "precision", "bf16")
+        await save_as(target)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the overwrite question")
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen))
+        assert target.read_text() == saved
+        await save_as(target)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the overwrite question")
+        await pilot.press("y")
+        await until(pilot, lambda: load_spec(target).precision == "bf16", what="the replaced file")
+        assert [p.name for p in target.parent.iterdir()] == ["job.yaml"]  # no temporary left behind
+
+        # open another job file; an invalid form is not saved
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, PathScreen), what="the open dialog")
+        app.screen.query_one("#path").value = str(REPO / "jobs" / "slurm.yaml")
+        await pilot.press("enter")
+        await until(pilot, lambda: compose.form.launcher == "slurm" and compose.checked.spec is not None
+                    and compose.checked.spec.name == "slurm-demo", what="slurm.yaml in the form")
+        assert compose.query_one("#f-partition").value == "gpu" and compose.query_one("#f-requeue").value
+        assert "#SBATCH --partition=gpu" in compose.query_one("#preview").text
+        await set_field(pilot, compose, "time", "1:30:99:1")
+        assert "is not a Slurm time limit" in error(compose, "time")
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ComposeScreen)  # refused before asking for a path
+        assert load_spec(target).precision == "bf16"

@@ -1,0 +1,109 @@
+"""Runs and the run view over finished run directories (the logs of a real failed demo run): the list, the
+merged and per-rank logs, level filter and search, the diagnosis with its evidence, per-rank exits; help,
+the command palette and themes."""
+
+from __future__ import annotations
+
+from helpers import REPO
+from tui.tuidata import until
+
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.config import load_config
+from cockpit.tui.screens.evidence import EvidenceScreen
+from cockpit.tui.screens.help import HelpScreen
+from cockpit.tui.screens.run_view import RunViewScreen
+from cockpit.tui.screens.runs import RunsScreen
+from cockpit.tui.widgets.rank_log import RankLog
+
+
+async def open_failed_run(app, pilot) -> RunViewScreen:
+    await pilot.press("f4")
+    await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
+    table = app.screen.query_one("#runs-table")
+    assert [str(table.get_row_at(i)[1]) for i in range(3)] == ["failed", "succeeded", "stopped"]  # newest first
+    assert [str(c) for c in table.get_row_at(0)][2:] == ["local", "node0", "2", "10.0 min"]
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
+    view = app.screen
+    await until(pilot, lambda: view.report is not None and view.status is not None, what="the diagnosis")
+    return view
+
+
+async def test_runs_run_view_help_and_themes(ctx, runs):
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await open_failed_run(app, pilot)
+        log = view.query_one(RankLog)
+        merged = list(log.lines)
+        assert "[node0:1] [rank1]: RuntimeError: injected failure on rank 1 after step 5 (--fail-mode raise)" in merged
+        assert any(line.startswith("[node0:agent] Root Cause") for line in merged)
+        ranks = view.query_one("#ranks")
+        assert [str(ranks.get_row_at(i)[0]) for i in range(ranks.row_count)] == [
+            "all ranks", "node0:0", "node0:1", "node0:agent"]
+        assert [str(ranks.get_row_at(i)[2]) for i in (1, 2)] == ["143", "1"]
+        await pilot.press("l", "l")  # errors only
+        assert view.filter.level == "error" and 0 < len(log.lines) < len(merged)
+        assert all("error" in line.lower() or "fail" in line.lower() or "exitcode" in line.lower()
+                   or "traceback" in line.lower() for line in log.lines)
+        await pilot.press("l", "l", "slash")
+        await pilot.press(*"injecting")
+        await pilot.press("enter")
+        assert list(log.lines) == ["[node0:1] [demo] rank 1: injecting failure 'raise' after step 5"]
+        await pilot.press("slash", "escape")
+        assert len(log.lines) == len(merged)
+        ranks.focus()
+        await pilot.press("down", "down")  # rank 1 alone, without prefixes
+        await until(pilot, lambda: view.view == ("node0", 1))
+        assert log.lines[-1] == "[rank1]: RuntimeError: injected failure on rank 1 after step 5 (--fail-mode raise)"
+        codes = [f.code for f in view.report.findings]
+        assert "worker_failed" in codes or any("First failure" in f.title for f in view.report.findings)
+        findings = view.query_one("#findings")
+        findings.focus()
+        findings.highlighted = 0
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, EvidenceScreen) and app.screen.items, what="evidence")
+        context = str(app.screen.query_one("#evidence-context").content)
+        assert "▶" in context
+        await pilot.press("g")
+        await until(pilot, lambda: app.screen is view)
+        assert not view.follow and view.view is not None
+        await pilot.press("a")
+        assert view.view is None and len(log.lines) == len(merged)
+
+        # an ended run cannot be stopped; requeue is for Slurm runs only; help lists the screen's keys
+        assert not view.check_action("stop", ()) and not view.check_action("requeue", ())
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        keys = app.screen.query_one("#help-keys")
+        described = {str(keys.get_row_at(i)[1]) for i in range(keys.row_count)}
+        assert {"Back", "Follow", "Search", "Level", "Diagnose", "Help"} <= described
+        await pilot.press("escape", "escape")
+        assert isinstance(app.screen, RunsScreen)
+
+        # themes: switched from the command palette, remembered for the next start
+        assert app.theme == "cockpit-dark"
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: app.screen.query("CommandInput"), what="the command palette")
+        app.screen.query_one("CommandInput").value = "Theme: cockpit-light"
+        await until(pilot, lambda: app.screen.query_one("CommandList").option_count > 0, what="the matches")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.theme == "cockpit-light", what="the light theme")
+        await until(pilot, lambda: load_config(ctx.config_path)[0] == {"theme": "cockpit-light"},
+                    what="the remembered theme")
+    again = CockpitApp(ctx)
+    assert again.theme == "cockpit-light"
+
+
+async def test_a_bad_theme_is_reported_and_skipped(ctx, tmp_path):
+    bad = tmp_path / "mythemes"
+    bad.mkdir()
+    (bad / "pink.yaml").write_text("name: pink\ncolors: {primary: not-a-colour}\n")
+    ctx.theme_dirs = [REPO / "themes", bad]
+    ctx.theme = "pink"
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        notes = [n.message for n in app._notifications]
+        assert any("pink.yaml: colors.primary: 'not-a-colour' is not a colour" in n for n in notes)
+        assert any("theme 'pink' is not available" in n for n in notes)
+        assert app.theme in ("cockpit-dark", "cockpit-light") and "pink" not in app.available_themes
