@@ -52,12 +52,24 @@ def selector(args):
 def cmd_run(args, spec, job_path: str) -> int:
     extra = tuple(args.script_args)
     try:
-        run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra)
+        run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
+                                 trust_new_hosts=args.trust_new_hosts)
     except launch.LaunchError as exc:
         raise CommandError(f"{job_path}: {exc}") from None
+    if args.no_preflight:
+        for check in _failed_preflight(run_dir):
+            notice(f"preflight (ignored: --no-preflight): {check['name']}: {check['detail']}")
     pid = launch.start(run_dir, grace=args.grace)
     notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
     return follow(run_dir, args, skip_existing=False)
+
+
+def _failed_preflight(run_dir) -> list[dict]:
+    """The failed checks an ssh launch recorded in <run>/preflight.json (none for other launchers)."""
+    path = run_dir / "preflight.json"
+    if not path.exists():
+        return []
+    return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == "FAIL"]
 
 
 class LiveFindings:

@@ -11,6 +11,7 @@ terminate() / describe(); see ``launch.supervisor.make_nodes``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit.launch.plan import LaunchError
@@ -19,8 +20,11 @@ from cockpit.spec import JobSpec
 __all__ = ["LaunchError", "prepare", "start"]
 
 
-def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
-    """Create the run directory for ``spec``; raises LaunchError with a hint when it cannot run."""
+def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (), *,
+            preflight: bool = True, trust_new_hosts: bool = False) -> Path:
+    """Create the run directory for ``spec``; raises LaunchError with a hint when it cannot run.
+    ``preflight`` / ``trust_new_hosts`` concern the ssh launcher only (`cockpit run --no-preflight`,
+    `--trust-new-hosts`)."""
     if spec.launcher == "local":
         from cockpit.launch import local
 
@@ -34,7 +38,10 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     if spec.launcher == "ssh":
         from cockpit.launch import ssh
 
-        return ssh.prepare(spec, job_path, runs_dir, extra_args)  # asks the nodes; refuses a failed preflight
+        launch = ssh.SSHLaunch(preflight=preflight)
+        if trust_new_hosts:
+            launch = ssh.SSHLaunch(preflight=preflight, ssh=replace(ssh.ssh_options(launch), trust_new_hosts=True))
+        return ssh.prepare(spec, job_path, runs_dir, extra_args, launch)  # asks the nodes; refuses a failed preflight
     raise LaunchError(f"launcher {spec.launcher} is not available in this version "
                       "(hint: cockpit render shows the commands it would run)")
 

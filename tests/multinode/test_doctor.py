@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-from helpers import REPO
 
 from cockpit.runs import list_runs
 
@@ -94,4 +93,15 @@ def test_no_preflight_is_refused_too_when_a_node_cannot_be_asked(lab):
     with pytest.raises(LaunchError, match="could not all be asked"):
         prepare(load_spec(job), str(job), lab.runs(), (), SSHLaunch(ssh=lab.options(connect_timeout=3),
                                                                      preflight=False, timeout=5))
-    assert REPO.exists()
+
+
+def test_no_preflight_launches_anyway_and_says_what_it_ignored(lab):
+    """NCCL_SOCKET_IFNAME=lo fails the preflight, but this CPU job uses gloo (on eth0): with --no-preflight
+    it launches, the ignored failures are printed, and the run completes."""
+    job = lab.job("nopre", ["node1", "node2"], env={"NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "eth0"})
+    runs = lab.runs()
+    r = lab.cockpit(runs, "run", str(job), "--no-preflight", "-q", "--", "--epochs", "1", "--steps-per-epoch", "10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.count("preflight (ignored: --no-preflight): interface: NCCL_SOCKET_IFNAME=lo selects") == 2
+    [(_, status)] = list_runs(runs)
+    assert status.state == "succeeded" and len(status.ranks) == 4
