@@ -134,6 +134,27 @@ def cancel(ids: list[str], runner: Runner = run_command) -> None:
         raise SlurmError(f"scancel {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
 
 
+def requeue(run_dir: Path, runner: Runner = run_command) -> str:
+    """Requeue a Slurm run now (the TUI's requeue); returns the command that did it. A job written with
+    ``slurm.requeue: true`` traps USR1 in its batch shell: it gets USR1 exactly as before its time limit, so
+    the ranks checkpoint, the job requeues itself and resumes where it stopped. Any other job is requeued by
+    ``scontrol requeue`` (it starts over, from its last checkpoint if the script keeps one). Raises SlurmError."""
+    status = read_status(run_dir)
+    ids = job_ids(status)
+    if not ids or status.final:
+        raise SlurmError(f"run {status.run_id} is {status.state}: nothing to requeue")
+    script = run_dir / "commands" / "sbatch.sh"
+    text = script.read_text(encoding="utf-8") if script.exists() else ""
+    if "#SBATCH --requeue" in text and "trap forward_usr1 USR1" in text:
+        argv = ["scancel", "--batch", "--signal=USR1", *ids]
+    else:
+        argv = ["scontrol", "requeue", *ids]
+    r = runner(argv)
+    if r.returncode != 0:
+        raise SlurmError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}")
+    return " ".join(argv)
+
+
 def job_views(statuses: Iterable[RunStatus], runner: Runner = run_command) -> dict[str, JobView]:
     """Slurm's view of every unfinished Slurm run among ``statuses``, in ONE squeue call (plus accounting or
     the job-completion file for jobs that left the queue): what `cockpit ps` needs for many runs at once.

@@ -4,6 +4,7 @@ No textual."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,11 +18,15 @@ def _same(facts: Facts) -> Facts:
 
 
 def default_requeue() -> Callable[[Path], object] | None:
-    """The Slurm launcher's requeue function, if this version has one (else the action stays hidden)."""
+    """The Slurm launcher's requeue (cockpit.launch.slurm.requeue) where Slurm's clients are installed;
+    None elsewhere, and the run view's requeue action stays hidden."""
+    import shutil
+
+    if shutil.which("scancel") is None or shutil.which("scontrol") is None:
+        return None
     from cockpit.launch import slurm
 
-    fn = getattr(slurm, "requeue", None)
-    return fn if callable(fn) else None
+    return slurm.requeue
 
 
 def default_partitions() -> list[str]:
@@ -30,7 +35,7 @@ def default_partitions() -> list[str]:
 
     try:
         return sorted({n.partition for n in slurm_nodes()})
-    except (NodesError, OSError):
+    except (NodesError, OSError, subprocess.TimeoutExpired):
         return []
 
 

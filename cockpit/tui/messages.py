@@ -42,10 +42,11 @@ class RunsListed(Message):
 class Validated(Message):
     """The form was checked: its problems and the preview of what would run."""
 
-    def __init__(self, checked: Checked, preview: str) -> None:
+    def __init__(self, checked: Checked, preview: str, advice: str = "") -> None:
         super().__init__()
         self.checked = checked
         self.preview = preview
+        self.advice = advice  # interface advice for NCCL_SOCKET_IFNAME (ssh jobs over several nodes)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, Validated)

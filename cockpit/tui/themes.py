@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import yaml
 from textual.color import Color, ColorParseError
+from textual.css.constants import VALID_STYLE_FLAGS
 from textual.theme import Theme
 
 COLOR_KEYS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground", "background",
@@ -30,6 +32,7 @@ COLOR_KEYS = ("primary", "secondary", "accent", "warning", "error", "success", "
 TOP_KEYS = ("name", "dark", "colors", "variables", "luminosity_spread", "text_alpha")
 DEFAULT_THEME = "cockpit-dark"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+_VARIABLE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
 
 class ThemeError(ValueError):
@@ -37,9 +40,12 @@ class ThemeError(ValueError):
 
 
 def theme_dirs() -> list[Path]:
+    """The repository's themes/ (a checkout or editable install), else the installed copy under
+    <prefix>/share/cockpit/themes (pyproject's data-files); then the user's, whose files win."""
     repo = Path(__file__).resolve().parents[2] / "themes"
+    shipped = repo if repo.is_dir() else Path(sys.prefix) / "share" / "cockpit" / "themes"
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return [repo, Path(base) / "cockpit" / "themes"]
+    return [shipped, Path(base) / "cockpit" / "themes"]
 
 
 def parse_theme(text: str, filename: str) -> Theme:
@@ -71,8 +77,7 @@ def parse_theme(text: str, filename: str) -> Theme:
         problems.append("variables: expected a mapping of variable: value")
         variables = {}
     for key, value in variables.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            problems.append(f"variables.{key}: expected a string value, got {value!r}")
+        problems += _variable_problem(key, value)
     numbers = {k: data[k] for k in ("luminosity_spread", "text_alpha") if k in data}
     for key, value in numbers.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
@@ -112,3 +117,18 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
                 continue
             found[theme.name] = theme
     return list(found.values()), errors
+
+
+def _variable_problem(key: object, value: object) -> list[str]:
+    """A textual CSS variable as a theme may set it: a colour, or text-style flags for ``*-text-style``.
+    Checked here because a bad value reaches textual's stylesheet parser at start and stops the app."""
+    if not isinstance(key, str) or not _VARIABLE.match(key):
+        return [f"variables.{key}: not a variable name (hint: lower-case words joined by '-', e.g. "
+                "footer-key-foreground)"]
+    if not isinstance(value, str):
+        return [f"variables.{key}: expected a string value, got {value!r}"]
+    if key.endswith("text-style"):
+        bad = [w for w in value.split() if w not in VALID_STYLE_FLAGS]
+        return [f"variables.{key}: {' '.join(bad)!r} is not a text style (hint: one or more of bold, italic, "
+                "underline, reverse, dim, strike, none)"] if bad or not value.split() else []
+    return _color_problem(f"variables.{key}", value)

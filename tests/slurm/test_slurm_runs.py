@@ -253,6 +253,34 @@ def test_sweep_runs_as_one_array_with_a_directory_per_trial(slurm_cluster, tmp_p
     assert [n["state"] for n in row["nodes"]] == ["succeeded"] * 3
 
 
+def test_requeue_on_demand_checkpoints_through_the_same_usr1_path(slurm_cluster, tmp_path, runs, monkeypatch):
+    """The TUI's requeue (cockpit.launch.slurm.requeue) on a job that can checkpoint: USR1 to its batch shell,
+    the ranks checkpoint and the job requeues itself, as before a time limit; only no limit is near."""
+    from cockpit.launch import slurm
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    job = write_job(tmp_path, "requeue-now", script=HERE / "requeue_train.py", args=["--steps", "600"], nodes=1,
+                    slurm={"time": "10", "requeue": True, "signal_seconds": 100})
+    proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
+    run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
+    job_id = job_id_of(run_dir)
+    wait_for(lambda: "[cockpit] step=10 " in rank0_log(run_dir), 120, "training to start")
+    assert slurm.requeue(run_dir) == f"scancel --batch --signal=USR1 {job_id}"
+
+    def requeued():
+        view = slurm_query.squeue([job_id]).get(job_id)
+        return view is not None and view.restarts == 1 and view.slurm_state == "PENDING"
+
+    wait_for(requeued, 60, "the job to checkpoint and requeue itself")
+    log = rank0_log(run_dir)
+    assert "[cockpit] stop requested (SIGUSR1)" in log and f"requeued Slurm job {job_id}" in log
+    assert (run_dir / "checkpoints/latest.pt").exists()
+    slurm_cluster.run("scancel", job_id)
+    proc.communicate(timeout=90)
+    with pytest.raises(slurm_query.SlurmError, match="nothing to requeue"):
+        slurm.requeue(run_dir)
+
+
 def test_sbatch_refusal_reaches_the_user(slurm_cluster, tmp_path, runs):
     r = cockpit(slurm_cluster, runs, "run", str(write_job(tmp_path, "nowhere", slurm={"partition": "nope"})))
     assert r.returncode == 2 and "sbatch refused the job" in r.stderr and "invalid partition" in r.stderr.lower()

@@ -11,7 +11,7 @@ from tui.tuidata import until
 
 from cockpit.spec import load_spec
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.screens.compose import ComposeScreen
+from cockpit.tui.screens.compose import ComposeScreen, interface_advice
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
 
 DEMO = REPO / "jobs" / "demo.yaml"
@@ -25,6 +25,30 @@ def error(screen, field: str) -> str:
     """The error line under a field ('' when it has none)."""
     found = screen.query(f"#e-{field}")
     return str(found.first().content) if found else ""
+
+
+def note(screen, name: str) -> str:
+    found = screen.query(f"#n-{name}")
+    return str(found.first().content) if found else ""
+
+
+def test_interface_advice_from_the_probed_interfaces():
+    spec = dataclasses.replace(load_spec(DEMO), launcher="ssh", hosts=("a", "b"))
+
+    def node(host, *ifaces):
+        return {"host": host, "interfaces": [{"name": n, "up": True, "loopback": n == "lo", "ipv4": [ip]}
+                                             for n, ip in ifaces]}
+
+    nodes = [node("a", ("lo", "127.0.0.1/8"), ("eth0", "10.1.0.1/24")),
+             node("b", ("lo", "127.0.0.1/8"), ("eth0", "10.1.0.2/24"))]
+    advice = interface_advice(spec, "", nodes)
+    assert advice.startswith("advice: NCCL_SOCKET_IFNAME=eth0") and "GLOO_SOCKET_IFNAME=eth0" in advice
+    assert "10.1.0.0/24" in advice
+    assert "NCCL_SOCKET_IFNAME=ib selects no interface on a, b" in interface_advice(spec, "ib", nodes)
+    assert "selects no interface" not in interface_advice(spec, "^lo", nodes)
+    assert "no interfaces known for b" in interface_advice(spec, "", nodes[:1])
+    assert interface_advice(dataclasses.replace(spec, hosts=("a",)), "", nodes) == ""  # one node: nothing to say
+    assert interface_advice(None, "", nodes) == ""
 
 
 async def open_compose(app, pilot) -> ComposeScreen:
@@ -49,6 +73,8 @@ async def test_live_validation_and_preview(ctx):
         assert text(compose, "#problems").startswith("✓ valid · local · 1 node × 2 = world 2 · CPU · gloo")
         await set_field(pilot, compose, "launcher", "ssh")
         await set_field(pilot, compose, "nodes", "gpu-a, gpu-b")
+        await until(pilot, lambda: "no interfaces known for gpu-a, gpu-b" in note(compose, "advice"),
+                    what="the interface advice note")
         await set_field(pilot, compose, "backend", "dp")
         assert error(compose, "backend") == ("↳ dp (DataParallel) runs in one process on one node "
                                              "(hint: use backend: ddp for several nodes)")

@@ -30,9 +30,11 @@ async def test_launch_the_demo_follow_its_logs_and_stop_it(ctx, tmp_path):
             compose = app.screen
             compose.query_one("#f-args").value = "--epochs 1 --steps-per-epoch 3000"
             await until(pilot, lambda: compose.checked is not None and "3000" in compose.checked.text)
-            await pilot.press("ctrl+l")
+            compose.action_launch()  # ctrl+l, and an impatient second one before the first is done:
+            compose.action_launch()  # it must not start a second run
             await until(pilot, lambda: isinstance(app.screen, RunViewScreen), timeout=30, what="the run view")
             view = app.screen
+            assert any("a launch is already under way" in n.message for n in app._notifications)
             [(run_dir, status)] = list_runs(ctx.runs_dir)
             assert view.run_dir == run_dir and status.launcher == "local" and status.world_size == 2
             log = view.query_one(RankLog)

@@ -152,6 +152,12 @@ def test_theme_files_load_and_bad_ones_are_reported_not_fatal(tmp_path):
     assert any("broken.yaml: not YAML" in e for e in errors)
     with pytest.raises(ValueError, match="primary"):
         parse_theme("name: x\ncolors: {}\n", "x.yaml")
+    with pytest.raises(ValueError) as exc:  # variables reach textual's stylesheet parser: checked first
+        parse_theme("name: x\ncolors: {primary: red}\nvariables: {footer-key-foreground: 'zzz no', Bad_Key: red, "
+                    "block-cursor-text-style: bold shiny}\n", "x.yaml")
+    for part in ("variables.footer-key-foreground: 'zzz no' is not a colour", "variables.Bad_Key: not a variable",
+                 "variables.block-cursor-text-style: 'shiny' is not a text style"):
+        assert part in str(exc.value)
 
 
 def test_config_round_trip_is_atomic_and_keeps_other_keys(tmp_path):

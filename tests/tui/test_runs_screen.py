@@ -98,6 +98,9 @@ async def test_a_bad_theme_is_reported_and_skipped(ctx, tmp_path):
     bad = tmp_path / "mythemes"
     bad.mkdir()
     (bad / "pink.yaml").write_text("name: pink\ncolors: {primary: not-a-colour}\n")
+    # colours fine, but a variable textual's stylesheet parser would stop the app on: reported and skipped too
+    (bad / "teal.yaml").write_text("name: teal\ncolors: {primary: '#008080'}\n"
+                                   "variables: {footer-key-foreground: zzz notacolour}\n")
     ctx.theme_dirs = [REPO / "themes", bad]
     ctx.theme = "pink"
     app = CockpitApp(ctx)
@@ -107,3 +110,5 @@ async def test_a_bad_theme_is_reported_and_skipped(ctx, tmp_path):
         assert any("pink.yaml: colors.primary: 'not-a-colour' is not a colour" in n for n in notes)
         assert any("theme 'pink' is not available" in n for n in notes)
         assert app.theme in ("cockpit-dark", "cockpit-light") and "pink" not in app.available_themes
+        assert any("teal.yaml: variables.footer-key-foreground: 'zzz notacolour' is not a colour" in n
+                   for n in notes) and "teal" not in app.available_themes

@@ -69,6 +69,7 @@ class ComposeScreen(CockpitScreen):
         self.job_path: Path | None = None
         self.checked: jobform.Checked | None = None
         self._choices = {name: list(extra) for name, _, kind, extra in FIELDS + SLURM if kind == "select"}
+        self._launching = False
 
     def compose(self) -> ComposeResult:
         yield NavBar("compose", id="nav")
@@ -172,8 +173,9 @@ class ComposeScreen(CockpitScreen):
             job_path = str(self.job_path or self._base_dir() / "job.yaml")
             facts = self.app.ctx.facts(dry_run_facts(checked.spec, job_path, str(self.app.ctx.runs_dir)))
             text = preview_text(checked.spec, facts)
+        advice = interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.app.nodes))
         if not worker.is_cancelled:
-            self.post_message(Validated(checked, text))
+            self.post_message(Validated(checked, text, advice))
 
     def on_validated(self, message: Validated) -> None:
         self.checked = checked = message.checked
@@ -183,10 +185,21 @@ class ComposeScreen(CockpitScreen):
             self._show_error(name, "\n".join(lines))
         self.query_one("#problems", Static).update(summary(checked, self._label()))
         self.query_one("#problems").set_class(checked.spec is None, "-invalid")
+        self._show_note("advice", message.advice, after="nccl_socket_ifname")
         for area_id, text in (("#preview", message.preview), ("#yaml", checked.text)):
             area = self.query_one(area_id, TextArea)
             if area.text != text:
                 area.load_text(text)
+
+    def _show_note(self, name: str, text: str, after: str) -> None:
+        found = self.query(f"#n-{name}")
+        if not text:
+            found.remove()
+        elif found:
+            found.first(Static).update(text)
+        else:
+            self.query_one("#form").mount(Static(text, id=f"n-{name}", classes="field-note", markup=False),
+                                          after=self.query_one(f"#r-{after}"))
 
     def _show_error(self, name: str, text: str) -> None:
         found = self.query(f"#e-{name}")
@@ -284,10 +297,22 @@ class ComposeScreen(CockpitScreen):
                     title="save")
 
     def action_launch(self) -> None:
+        # Not an exclusive worker: cancelling one would not stop the launch thread it started, and a second
+        # press would start a second run. One launch at a time instead.
+        if self._launching:
+            self.notify("a launch is already under way", title="launch", timeout=3)
+            return
+        self._launching = True
         self.launch()
 
-    @work(exclusive=True, group="launch", exit_on_error=False)
+    @work(group="launch", exit_on_error=False)
     async def launch(self) -> None:
+        try:
+            await self._launch()
+        finally:
+            self._launching = False
+
+    async def _launch(self) -> None:
         from cockpit.launch import LaunchError
         from cockpit.tui.launching import launch_text
 
@@ -305,6 +330,29 @@ class ComposeScreen(CockpitScreen):
             self.notify(str(exc), title="launch failed", severity="error", timeout=15)
             return
         self.app.open_run(run_dir)
+
+
+def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[dict]) -> str:
+    """What to put in NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for an ssh job over several nodes, from the
+    interfaces the fleet's probes reported (cockpit.ifadvice); and whether the value typed selects anything on
+    each node. Empty where there is nothing to say."""
+    if spec is None or spec.launcher != "ssh" or len(spec.hosts) < 2:
+        return ""
+    from cockpit import ifadvice
+
+    seen = {n.get("host"): n.get("interfaces") for n in nodes}
+    unknown = [h for h in spec.hosts if not seen.get(h)]
+    if unknown:
+        return (f"interface advice: no interfaces known for {', '.join(unknown)} (hint: show these nodes in "
+                "Fleet: cockpit --nodes …)")
+    ifaces = {h: seen[h] for h in spec.hosts}
+    advice = ifadvice.advise(ifaces)
+    lines = [f"advice: {advice.env_text()} ({advice.reason})" if advice.subnet else f"advice: {advice.reason}"]
+    if nccl_value:
+        empty = [h for h in spec.hosts if not ifadvice.selected(ifadvice.NCCL, nccl_value, ifaces[h])]
+        if empty:
+            lines.append(f"NCCL_SOCKET_IFNAME={nccl_value} selects no interface on {', '.join(empty)}")
+    return "\n".join(lines)
 
 
 def shown_path(path: Path) -> str:
