@@ -2,10 +2,13 @@
 
 Why chunks: the run view keeps the last 10,000 lines of every rank (64 ranks: 640,000 lines). As one Python
 string per line that is ~160 bytes a line (~100 MB); kept as one joined string per delivered batch it is about
-the bytes themselves, and a batch of a busy rank (tens of lines) is compressed (zlib level 1, a few times
-smaller; zlib releases the GIL while it works). Lines are unpacked only when a view is rebuilt. Only the view
-on screen holds lines one by one (textual's Log, itself bounded). Pure: no textual, no IO; not thread-safe
-(the run feed guards it with its lock).
+the bytes themselves, and a rank's newest batches, once they add up to COMPRESS_FROM bytes, are joined and
+compressed as one chunk (zlib level 1, a few times smaller; zlib releases the GIL while it works; one call per
+32 KB rather than one per batch). The merged ring is not compressed: it holds max_lines lines in all (about a
+megabyte), and under a storm its lines are gone a fraction of a second after they came, so compressing them
+would only cost CPU. Lines are unpacked only when a view is rebuilt. Only the view on screen holds lines one
+by one (textual's Log, itself bounded). Pure: no textual, no IO; not thread-safe (the run feed guards it with
+its lock).
 """
 
 from __future__ import annotations
@@ -16,19 +19,22 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 MERGED = None  # the view key of the merged view, every source with a [host:rank] prefix
-COMPRESS_FROM = 1024  # bytes: smaller chunks stay plain strings (compressing them gains little)
+COMPRESS_FROM = 32 * 1024  # bytes of the newest plain chunks that are joined and compressed as one
 
 
 class LineRing:
     """At most ``maxlen`` lines (the oldest go first), stored as newline-joined chunks."""
 
-    def __init__(self, maxlen: int):
+    def __init__(self, maxlen: int, compress: bool = True):
         if maxlen < 1:
             raise ValueError("maxlen must be at least 1")
         self.maxlen = maxlen
+        self.compress = compress
         self._chunks: deque[tuple[str | bytes, int]] = deque()
         self._skip = 0  # lines of the first chunk that were already dropped
         self._held = 0
+        self._plain = 0  # how many chunks at the end are plain strings (not compressed yet)
+        self._plain_bytes = 0  # their length
 
     def __len__(self) -> int:
         return self._held
@@ -39,21 +45,38 @@ class LineRing:
         if len(lines) > self.maxlen:
             lines = lines[-self.maxlen:]
         text = "\n".join(lines)
-        if len(text) >= COMPRESS_FROM:
-            self._chunks.append((zlib.compress(text.encode("utf-8", "surrogatepass"), 1), len(lines)))
-        else:
-            self._chunks.append((text, len(lines)))
+        self._chunks.append((text, len(lines)))
         self._held += len(lines)
+        self._plain += 1
+        self._plain_bytes += len(text)
         while self._held > self.maxlen:
             excess = self._held - self.maxlen
-            _, n = self._chunks[0]
+            chunk, n = self._chunks[0]
             if n - self._skip <= excess:
                 self._chunks.popleft()
                 self._held -= n - self._skip
                 self._skip = 0
+                if isinstance(chunk, str):
+                    self._plain -= 1
+                    self._plain_bytes -= len(chunk)
             else:
                 self._skip += excess
                 self._held -= excess
+        if self.compress and self._plain_bytes >= COMPRESS_FROM:
+            self._pack()
+
+    def _pack(self) -> None:
+        """Join the plain chunks at the end into one compressed chunk (its first line stays the first line of
+        the first of them, so ``_skip`` still holds if that was chunk 0)."""
+        parts, n = [], 0
+        for _ in range(self._plain):
+            text, count = self._chunks.pop()
+            parts.append(text)
+            n += count
+        parts.reverse()
+        data = zlib.compress("\n".join(parts).encode("utf-8", "surrogatepass"), 1)
+        self._chunks.append((data, n))
+        self._plain = self._plain_bytes = 0
 
     def lines(self) -> list[str]:
         out: list[str] = []
@@ -83,7 +106,7 @@ class LogStore:
     def __init__(self, max_lines: int = 10_000):
         self.max_lines = max_lines
         self.sources: dict[Hashable, SourceLog] = {}
-        self.merged = LineRing(max_lines)
+        self.merged = LineRing(max_lines, compress=False)
 
     def add(self, source: tuple, texts: list[str], when: float | None) -> list[str]:
         """Keep ``texts``; returns them with the source's prefix (what the merged view shows)."""

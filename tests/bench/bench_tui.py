@@ -1,6 +1,7 @@
 """The TUI under a log storm: 64 ranks writing 1,000 lines/s each into a run being viewed (merged view).
 
-    python tests/bench/bench_tui.py [--ranks 64] [--rate 1000] [--warmup 15] [--keys 150] [--cols 120 --rows 36]
+    python tests/bench/bench_tui.py [--ranks 64] [--rate 1000] [--warmup 15] [--keys 150] [--rounds 2]
+                                    [--cols 120 --rows 36] [--baseline | --tui-only] [--json]
 
 Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a real process on a pseudo-terminal
 (`python -m cockpit.tui --run RUN`), so what is measured is what a user gets: bytes in, bytes out.
@@ -10,6 +11,12 @@ Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a rea
   apart, after a warm-up long enough for every rank to have more than 10,000 lines (so the view's stores are
   full). Reported: p50, p90, p99, max.
 - RSS of the TUI process (VmRSS, and VmHWM = peak) at the end, with 10,000 lines kept per rank.
+
+- A baseline beside it: by default the bench alternates (``--rounds``) sessions of a minimal textual app
+  defined here (a title whose word changes on `f`, nothing else) and of the TUI, on the same pty harness and
+  terminal size, each with the writer running, and prints both and the ratio TUI/baseline: the baseline is
+  the floor of textual + the harness on this machine at the time. ``--baseline`` measures only it,
+  ``--tui-only`` only the TUI. The baseline's warm-up is at most 3 s (it has no stores to fill).
 
 The writer is another process: every 20 ms it appends rate/50 lines of ~100 bytes to each rank's log file.
 """
@@ -155,20 +162,41 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", type=int, default=64)
-    p.add_argument("--rate", type=int, default=1000, help="lines/s per rank")
-    p.add_argument("--warmup", type=float, default=15.0, help="seconds of streaming before the key presses")
-    p.add_argument("--keys", type=int, default=150)
-    p.add_argument("--cols", type=int, default=120)
-    p.add_argument("--rows", type=int, default=36)
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args()
+def baseline_app() -> None:
+    """The floor: a minimal textual app on the same pty whose only job is to swap a word of its title on `f`
+    (no feed, no log, no tables). Run as ``bench_tui.py --baseline-app``; what it costs is textual + the
+    harness on this machine, with the same writer loading it."""
+    from textual.app import App
+    from textual.widgets import Static
 
+    class Baseline(App):
+        CSS = "#title { height: 1; padding: 0 1; } #body { height: 1fr; }"
+        BINDINGS = [("f", "toggle", "Follow"), ("q", "quit", "Quit")]
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.follow = True
+
+        def compose(self):
+            yield Static(self._text(), id="title", markup=False)
+            yield Static("baseline: nothing else on screen", id="body")
+
+        def _text(self) -> str:
+            return "running · all ranks · all lines · " + ("follow" if self.follow else "paused")
+
+        def action_toggle(self) -> None:
+            self.follow = not self.follow
+            self.query_one("#title", Static).update(self._text())
+
+    Baseline().run()
+
+
+def measure(kind: str, args: argparse.Namespace, keys: int) -> dict:
+    """One session: a fresh run with its writer, ``kind`` ('tui' or 'baseline') on a pty, ``keys`` presses."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     runs = tmp / "runs"
-    duration = args.warmup + args.keys * 0.5 + 60
+    warmup = args.warmup if kind == "tui" else min(args.warmup, 3.0)
+    duration = warmup + keys * 0.5 + 60
     ctx = __import__("multiprocessing").get_context("fork")
     run_dir_holder = runs / "bench-20270101-000000-0001"
     runs.mkdir(parents=True)
@@ -181,20 +209,24 @@ def main() -> int:
         (run_dir / "logs" / f"rank-{r}.node{r % HOSTS}.log").touch()
     env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "XDG_CONFIG_HOME": str(tmp / "config"),
            "TERM": "xterm-256color", "COLUMNS": str(args.cols), "LINES": str(args.rows)}
-    tui = os.environ.get("BENCH_TUI_ENTRY")  # e.g. a wrapper that times internals
-    argv = [sys.executable, *([tui] if tui else ["-m", "cockpit.tui"]), "--run", str(run_dir), "--runs-dir", str(runs)]
+    if kind == "baseline":
+        argv = [sys.executable, str(Path(__file__).resolve()), "--baseline-app"]
+    else:
+        tui = os.environ.get("BENCH_TUI_ENTRY")  # e.g. a wrapper that times internals
+        argv = [sys.executable, *([tui] if tui else ["-m", "cockpit.tui"]), "--run", str(run_dir),
+                "--runs-dir", str(runs)]
     term = Terminal(argv, env, args.cols, args.rows)
-    result: dict = {"ranks": args.ranks, "rate_per_rank": args.rate, "terminal": f"{args.cols}x{args.rows}"}
+    result: dict = {}
     try:
         if not term.wait_for("all ranks", 60):
-            raise SystemExit("the run view did not open within 60 s")
+            raise SystemExit(f"{kind}: the view did not open within 60 s")
         os.write(write_end, b"g")
         started = time.monotonic()
-        if not term.wait_for("] [cockpit] step=", 30):
+        if kind == "tui" and not term.wait_for("] [cockpit] step=", 30):
             raise SystemExit("no rank line reached the screen within 30 s")
-        time.sleep(max(0.0, args.warmup - (time.monotonic() - started)))
+        time.sleep(max(0.0, warmup - (time.monotonic() - started)))
         lat, lost, follow = [], 0, True
-        for _ in range(args.keys):
+        for _ in range(keys):
             time.sleep(random.uniform(0.1, 0.25))
             follow = not follow
             got = term.press("f", " · follow" if follow else " · paused")
@@ -206,12 +238,7 @@ def main() -> int:
         rss, hwm = rss_mb(term.pid)
         lines = sum(f.read_bytes().count(b"\n") for f in (run_dir / "logs").glob("rank-*.log"))
         result.update({
-            "streamed_s": round(streamed, 1), "lines_written": lines,
-            "lines_per_s": round(lines / streamed), "lines_per_rank": lines // args.ranks,
-            "keys": len(lat), "keys_lost": lost,
-            "latency_ms": {"p50": round(pct(lat, 50), 1), "p90": round(pct(lat, 90), 1),
-                           "p99": round(pct(lat, 99), 1), "max": round(max(lat), 1),
-                           "mean": round(statistics.mean(lat), 1)} if lat else None,
+            "latencies_ms": lat, "keys_lost": lost, "streamed_s": streamed, "lines_written": lines,
             "rss_mb": round(rss, 1), "peak_rss_mb": round(hwm, 1), "tty_bytes": term.bytes,
             "load_avg": os.getloadavg()[0],
         })
@@ -220,16 +247,80 @@ def main() -> int:
         proc.terminate()
         proc.join(5)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    return result
+
+
+def summarize(sessions: list[dict], ranks: int) -> dict:
+    lat = [x for s in sessions for x in s["latencies_ms"]]
+    streamed = sum(s["streamed_s"] for s in sessions)
+    lines = sum(s["lines_written"] for s in sessions)
+    return {
+        "sessions": len(sessions), "streamed_s": round(streamed, 1),
+        "lines_per_s": round(lines / streamed) if streamed else 0,
+        "lines_per_rank": max(s["lines_written"] for s in sessions) // ranks,
+        "keys": len(lat), "keys_lost": sum(s["keys_lost"] for s in sessions),
+        "latency_ms": {"p50": round(pct(lat, 50), 1), "p90": round(pct(lat, 90), 1),
+                       "p99": round(pct(lat, 99), 1), "max": round(max(lat), 1),
+                       "mean": round(statistics.mean(lat), 1)} if lat else None,
+        "rss_mb": max(s["rss_mb"] for s in sessions), "peak_rss_mb": max(s["peak_rss_mb"] for s in sessions),
+        "tty_bytes": sum(s["tty_bytes"] for s in sessions),
+        "load_avg": [round(s["load_avg"], 2) for s in sessions],
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", type=int, default=64)
+    p.add_argument("--rate", type=int, default=1000, help="lines/s per rank")
+    p.add_argument("--warmup", type=float, default=15.0, help="seconds of streaming before the key presses")
+    p.add_argument("--keys", type=int, default=150, help="key presses per measured app (split over the rounds)")
+    p.add_argument("--rounds", type=int, default=2, help="baseline and TUI sessions, alternating")
+    p.add_argument("--cols", type=int, default=120)
+    p.add_argument("--rows", type=int, default=36)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--baseline", action="store_true", help="measure only the minimal textual app")
+    mode.add_argument("--tui-only", action="store_true", help="measure only the TUI (no baseline)")
+    p.add_argument("--baseline-app", action="store_true", help=argparse.SUPPRESS)  # the child of --baseline
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    if args.baseline_app:
+        baseline_app()
+        return 0
+
+    kinds = ["baseline"] if args.baseline else ["tui"] if args.tui_only else ["baseline", "tui"]
+    rounds = max(1, args.rounds)
+    sessions: dict[str, list[dict]] = {k: [] for k in kinds}
+    for r in range(rounds):
+        for kind in kinds:
+            keys = args.keys // rounds + (1 if r < args.keys % rounds else 0)
+            sessions[kind].append(measure(kind, args, keys))
+    result: dict = {"ranks": args.ranks, "rate_per_rank": args.rate, "terminal": f"{args.cols}x{args.rows}",
+                    "rounds": rounds, "cores": os.cpu_count()}
+    for kind in kinds:
+        result[kind] = summarize(sessions[kind], args.ranks)
+    if len(kinds) == 2 and result["baseline"]["latency_ms"] and result["tui"]["latency_ms"]:
+        b, t = result["baseline"]["latency_ms"], result["tui"]["latency_ms"]
+        result["ratio"] = {q: round(t[q] / b[q], 2) if b[q] else None for q in ("p50", "p90", "p99", "max", "mean")}
     if args.json:
         print(json.dumps(result, indent=2))
-    else:
-        lat = result.get("latency_ms") or {}
-        print(f"{args.ranks} ranks x {args.rate} lines/s, {result['lines_per_s']:,} lines/s written for "
-              f"{result['streamed_s']} s ({result['lines_per_rank']:,} lines per rank), {result['terminal']}")
-        print(f"keystroke-to-screen over {result['keys']} presses ({result['keys_lost']} lost): p50 "
-              f"{lat.get('p50')} ms  p90 {lat.get('p90')} ms  p99 {lat.get('p99')} ms  max {lat.get('max')} ms")
-        print(f"TUI RSS {result['rss_mb']} MB (peak {result['peak_rss_mb']} MB); load average "
-              f"{result['load_avg']:.1f} on {os.cpu_count()} cores")
+        return 0
+    print(f"{args.ranks} ranks x {args.rate} lines/s, {result['terminal']}, {rounds} round(s) "
+          f"({' / '.join(kinds)} alternating), {os.cpu_count()} cores")
+    print(f"{'':9} {'keys':>5} {'lost':>4} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}  {'RSS MB':>7} "
+          f"{'peak':>6}  load avg per session")
+    for kind in kinds:
+        r = result[kind]
+        lat = r["latency_ms"] or {}
+        print(f"{kind:9} {r['keys']:>5} {r['keys_lost']:>4} " + " ".join(f"{lat.get(q, 0):>7.1f}"
+              for q in ("p50", "p90", "p99", "max")) + f"  {r['rss_mb']:>7.1f} {r['peak_rss_mb']:>6.1f}  "
+              + " ".join(f"{x:.2f}" for x in r["load_avg"]))
+    if "ratio" in result:
+        print(f"{'tui/base':9} {'':>5} {'':>4} " + " ".join(f"{result['ratio'][q]:>6}x"
+              for q in ("p50", "p90", "p99", "max")))
+    if "tui" in result:
+        t = result["tui"]
+        print(f"TUI streamed {t['streamed_s']} s at {t['lines_per_s']:,} lines/s written "
+              f"({t['lines_per_rank']:,} lines per rank at most)")
     return 0
 
 

@@ -83,6 +83,7 @@ class RunViewScreen(CockpitScreen):
         self._diagnosed_final = False
         self._last_apply = 0.0
         self._apply_pending = False
+        self._cells: dict[tuple, tuple[str, str]] = {}  # (age, exit) shown in each source's row
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -166,6 +167,7 @@ class RunViewScreen(CockpitScreen):
         table = self.query_one("#ranks", DataTable)
         current = self.view
         table.clear()
+        self._cells.clear()
         table.add_row("all ranks", "", "", key=ALL)
         for source in sorted(self.stats, key=source_order):
             table.add_row(label(source)[1:-1], "", "", key=repr(source))
@@ -184,11 +186,15 @@ class RunViewScreen(CockpitScreen):
             age = "-" if st.last_time is None or not live else short_age(now - st.last_time)
             host, rank = source
             exit_code = ranks.get(str(rank), {}).get("status") if rank != "agent" else None
+            cells = (age, "" if exit_code is None else str(exit_code))
+            if self._cells.get(source) == cells:
+                continue  # every update_cell invalidates the whole table's render cache: only real changes
             try:
-                table.update_cell(repr(source), "age", age)
-                table.update_cell(repr(source), "exit", "" if exit_code is None else str(exit_code))
+                table.update_cell(repr(source), "age", cells[0])
+                table.update_cell(repr(source), "exit", cells[1])
             except KeyError:  # row not there yet: the next rebuild adds it
                 continue
+            self._cells[source] = cells
 
     def _tick(self) -> None:
         self._update_ranks()
@@ -394,6 +400,6 @@ class RunViewScreen(CockpitScreen):
     def requeue(self) -> None:
         fn = self.app.ctx.requeue
         if fn is not None:
-            fn(self.run_dir)
-            self.app.call_from_thread(self.notify, "requeue requested")
+            done = fn(self.run_dir)
+            self.app.call_from_thread(self.notify, f"requeue requested: {done}" if done else "requeue requested")
 
