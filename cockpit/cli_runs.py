@@ -172,6 +172,14 @@ def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
             from cockpit.launch import slurm
 
             out.append((run_dir, slurm.reconcile(run_dir, status, views)))
+        elif status.launcher == "ssh" and status.supervisor and not status.final and not local.supervisor_alive(status):
+            from cockpit.launch import ssh_node
+
+            try:  # the nodes ran on without the supervisor: ask them
+                out.append((run_dir, ssh_node.recover(run_dir, status)))
+            except (OSError, ValueError, KeyError) as exc:
+                notice(f"{run_dir.name}: cannot ask its nodes: {exc}")
+                out.append((run_dir, status))
         else:
             out.append((run_dir, local.reconcile(run_dir, status)))
     return out
@@ -186,6 +194,10 @@ def cmd_attach(args) -> int:
     if status.final:
         print(summary(run_dir, status, Painter(use_color())))
         return status.exit_code or 0
+    if status.launcher == "ssh" and status.supervisor and not local.supervisor_alive(status):
+        notice(f"{run_dir.name} is {status.state} but its supervisor is gone, so nothing follows it: "
+               f"{status.note} (cockpit attach later shows its end; cockpit stop ends it)")
+        return 1
     notice(f"attached to {run_dir.name} ({status.state}); new lines follow")
     return follow(run_dir, args, skip_existing=not args.from_start)
 
@@ -224,6 +236,10 @@ def cmd_stop(args) -> int:
     if status.final:
         notice(f"{run_dir.name} already ended: {status.state}")
         return 0
+    if status.launcher == "ssh" and local.supervisor_alive(status):
+        from cockpit.launch import ssh_plan
+
+        ssh_plan.request_stop(run_dir, args.grace)  # the supervisor's stop waits this long before SIGKILL
     if local.request_stop(status):
         deadline = time.time() + args.grace + 30
         while time.time() < deadline:
@@ -240,6 +256,19 @@ def cmd_stop(args) -> int:
             except slurm.SlurmError as exc:
                 raise CommandError(f"{run_dir.name}: {exc}") from None
             status.note = "cancelled with scancel by cockpit stop (no supervisor)"
+        elif status.launcher == "ssh":  # the run's processes are on the nodes: stop them there
+            from cockpit.launch import ssh_node
+
+            try:
+                stopped = ssh_node.stop_nodes(run_dir, args.grace)
+            except (OSError, ValueError, KeyError) as exc:
+                raise CommandError(f"{run_dir.name}: cannot read the ssh plan: {exc}") from None
+            left = ssh_node.left_behind(stopped)
+            status.note = "stopped by cockpit stop without a supervisor, on every node over SSH: " + "; ".join(
+                f"{h}: {t}" for h, t in stopped.items()) + (
+                f" (processes of the run may still be running on {', '.join(left)})" if left else "")
+            for host in left:
+                notice(f"{run_dir.name}: {host}: {stopped[host]}")
         else:
             killed = procs.kill_run(status.run_id, grace=args.grace)
             status.note = f"stopped by cockpit stop without a supervisor ({killed} needed SIGKILL)"

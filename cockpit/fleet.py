@@ -63,7 +63,11 @@ class NodeStatus:
 
 
 class Fleet:
-    """The nodes' states, refreshed once (``refresh``) or continuously (``start`` / ``poke`` / ``stop``)."""
+    """The nodes' states, refreshed once (``refresh``) or continuously (``start`` / ``poke`` / ``stop``).
+    ``python`` is a shell prefix (`cockpit gpus --python "env X=1 python3"`) unless ``python_is_path``: a
+    job's python: is one path, quoted as the node script quotes it."""
+
+    python_is_path = False
 
     def __init__(self, hosts: list[str], pool: RemotePool | None = None, python: str = "python3",
                  timeout: float = 20.0, backoff: tuple[float, float] = (1.0, 30.0), on_change=None):
@@ -84,7 +88,8 @@ class Fleet:
             return probe.fallback_script(watch)
         if isinstance(self.pool.get(host), LocalRemote):
             return [sys.executable, "-m", "cockpit.probe", *extra]
-        return f"{self.python} -m cockpit.probe {shlex.join(extra)}".strip()
+        python = shlex.quote(self.python) if self.python_is_path else self.python
+        return f"{python} -m cockpit.probe {shlex.join(extra)}".strip()
 
     def statuses(self) -> list[NodeStatus]:
         """Every node in the given order; while watching, a node silent for too long reads ``timeout``."""

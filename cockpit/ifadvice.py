@@ -90,8 +90,9 @@ class Attachment:
 
 
 def common_subnets(nodes: dict[str, list[dict]]) -> dict[str, dict[str, Attachment]]:
-    """IPv4 subnets (non-loopback, up) that every node has an address in: subnet -> host -> attachment.
-    Ordered best first: no virtual bridge, fastest slowest link, then by name."""
+    """IPv4 subnets (non-loopback, up) that every node has an address in, each a different one (two nodes
+    with the same address are on private networks of their own, e.g. docker0): subnet -> host ->
+    attachment. Ordered best first: no virtual bridge, fastest slowest link, then by name."""
     per_host: dict[str, dict[str, Attachment]] = {}
     for host, ifaces in nodes.items():
         for iface in filter(usable, ifaces):
@@ -99,11 +100,13 @@ def common_subnets(nodes: dict[str, list[dict]]) -> dict[str, dict[str, Attachme
                 key = str(net.network)
                 per_host.setdefault(key, {}).setdefault(
                     host, Attachment(iface["name"], str(net.ip), iface.get("speed_mbps")))
-    common = {k: v for k, v in per_host.items() if len(v) == len(nodes) and nodes}
+    # an address every node has the same of (docker0's 172.17.0.1) is each node's private network, not one
+    common = {k: v for k, v in per_host.items()
+              if len(v) == len(nodes) and nodes and len({a.address for a in v.values()}) == len(v)}
 
     def rank(item):
         _, hosts = item
-        virtual = any(a.ifname.startswith(_VIRTUAL) for a in hosts.values())
+        virtual = any(is_virtual(a.ifname) for a in hosts.values())
         speed = min((a.speed_mbps or 0) for a in hosts.values())
         return (virtual, -speed, sorted(a.ifname for a in hosts.values()))
     return dict(sorted(common.items(), key=rank))
@@ -173,21 +176,26 @@ def advise(nodes: dict[str, list[dict]]) -> Advice:
     return Advice(subnet, values, per_node, dict(hosts), f"subnet {subnet} is on every node, under {same}")
 
 
+def is_virtual(ifname: str) -> bool:
+    """A virtual bridge or tunnel (docker0, virbr0, veth…, br-…): never how other nodes reach a node."""
+    return ifname.startswith(_VIRTUAL)
+
+
 def node_address(host: str, nodes: dict[str, list[dict]], env: dict[str, str] | None = None) -> str | None:
     """``host``'s IPv4 address on a subnet every node shares (how the others should reach it: the master
     address, torchrun's --local-addr), preferring the interface the job's GLOO/NCCL_SOCKET_IFNAME selects
-    there; None when there is none (the caller keeps the host name)."""
+    there, never one on a virtual bridge; None when there is none (the caller keeps the host name)."""
     if host not in nodes:
         return None
-    subnets = common_subnets(nodes)
+    subnets = [hosts[host] for hosts in common_subnets(nodes).values() if not is_virtual(hosts[host].ifname)]
     env = env or {}
     for var in (GLOO, NCCL):
         if env.get(var):
             wanted = {i["name"] for i in selected(var, env[var], nodes[host])}
-            for hosts in subnets.values():
-                if hosts[host].ifname in wanted:
-                    return hosts[host].address
-    return next(iter(subnets.values()))[host].address if subnets else None
+            for att in subnets:
+                if att.ifname in wanted:
+                    return att.address
+    return subnets[0].address if subnets else None
 
 
 def describe_node(interfaces: list[dict]) -> str:

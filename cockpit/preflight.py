@@ -139,11 +139,20 @@ def gpus(spec: JobSpec, facts: JobFacts) -> list[Check]:
     return out
 
 
+def _not_installed(hosts: list[str]) -> str:
+    return f"{', '.join(hosts)} (cockpit is not installed there: its probe fell back to nvidia-smi)"
+
+
 def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
     reported = {n["host"]: n["versions"] for n in facts.up() if n.get("versions")}
+    silent = [n["host"] for n in facts.up() if not n.get("versions")]
     if not reported:
-        return [Check("versions", WARN, "not reported (cockpit is not installed on the nodes?)")]
+        return [Check("versions", WARN, f"torch / NCCL / python versions not checked on {_not_installed(silent)}",
+                      tuple(silent), "pip install cockpit into the job's python on the nodes to check them")]
     out = []
+    if silent:
+        out.append(Check("versions", WARN, f"versions not checked on {_not_installed(silent)}", tuple(silent),
+                         "pip install cockpit into the job's python there to check them"))
     no_torch = [h for h, v in reported.items() if not v.get("torch")]
     if no_torch:
         out.append(Check("torch", FAIL, f"not installed for the job's python on {', '.join(no_torch)}",
@@ -167,9 +176,15 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
     advice = ifadvice.advise(nodes) if multi and len(nodes) == len(facts.up()) else None
     hint = f"set {advice.env_text()}" if advice and advice.subnet else (advice.reason if advice else None)
     out = []
+    silent = [n["host"] for n in facts.up() if n.get("interfaces") is None]
+    if silent:
+        out.append(Check("interfaces", WARN, f"interfaces not checked on {_not_installed(silent)}; the node "
+                         "agent could not list them either", tuple(silent),
+                         "pip install cockpit into the job's python there, or check *_SOCKET_IFNAME by hand"))
+    shared = _on_shared_subnets(nodes) if multi else None
     for var in (ifadvice.NCCL, ifadvice.GLOO):
         if var in env:
-            out += _named_interface(var, env[var], nodes, multi, hint)
+            out += _named_interface(var, env[var], nodes, multi, hint, shared)
     if multi and spec.dist_backend == "gloo" and ifadvice.GLOO not in env:
         bad = {h: c.get("hostname_addr") for h, c in facts.node_checks.items()
                if "agent_error" not in c and (c.get("hostname_addr") is None or is_loopback(c.get("hostname_addr")))}
@@ -178,29 +193,55 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
                              "hostname resolves to: " + ", ".join(f"{h}: {a or 'does not resolve'}"
                                                                   for h, a in bad.items()),
                              tuple(bad), hint or "set GLOO_SOCKET_IFNAME to the interface the nodes share"))
-    if advice is not None:
-        level = OK if advice.subnet else FAIL
-        out.append(Check("interface advice", level, (f"{advice.reason}: {advice.env_text()}" if advice.subnet
-                                                     else advice.reason), tuple(nodes) if not advice.subnet else ()))
+    if advice is not None:  # no shared subnet may be a routed network: the master address check decides
+        out.append(Check("interface advice", OK if advice.subnet else WARN,
+                         f"{advice.reason}: {advice.env_text()}" if advice.subnet else
+                         f"{advice.reason}; fine if the nodes are routed to each other (see master address)",
+                         tuple(nodes) if not advice.subnet else ()))
     return out
 
 
-def _named_interface(var: str, value: str, nodes: dict[str, list[dict]], multi: bool, hint: str | None) -> list[Check]:
+def _on_shared_subnets(nodes: dict[str, list[dict]]) -> dict[str, set[str]] | None:
+    """host -> its interfaces on a subnet every node shares; None when there is none (a routed network)."""
+    subnets = ifadvice.common_subnets(nodes)
+    if not subnets:
+        return None
+    out: dict[str, set[str]] = {h: set() for h in nodes}
+    for hosts in subnets.values():
+        for host, att in hosts.items():
+            out[host].add(att.ifname)
+    return out
+
+
+def _named_interface(var: str, value: str, nodes: dict[str, list[dict]], multi: bool, hint: str | None,
+                     shared: dict[str, set[str]] | None = None) -> list[Check]:
+    """GLOO: every name exists, up with IPv4. NCCL (prefixes, ``^`` excludes): of what the value selects,
+    interfaces that are down or have no IPv4 are skipped, as NCCL skips them ("^docker,lo" on a node with
+    an unused NIC is fine); at least one must be left, on a subnet every node shares (``shared``: host ->
+    those interfaces; None: the nodes share none, a routed network, where up with IPv4 has to do)."""
     out = []
     for host, ifaces in nodes.items():
         chosen = ifadvice.selected(var, value, ifaces)
         missing = ifadvice.missing_gloo_names(value, ifaces) if var == ifadvice.GLOO else []
         has = ifadvice.describe_node(ifaces)
-        if missing or not chosen:
+        live = [i for i in chosen if _live(i)]
+        if var == ifadvice.NCCL and chosen and not live:
+            out.append(Check("interface", FAIL, f"{var}={value} selects only interfaces that are down or have no "
+                             f"IPv4 address on {host} (it has {has})", (host,), hint))
+        elif missing or not chosen:
             what = f"names {', '.join(missing)}, missing" if missing else "matches no interface"
             out.append(Check("interface", FAIL, f"{var}={value} {what} on {host} (it has {has})", (host,), hint))
-        elif multi and any(i.get("loopback") for i in chosen):
+        elif multi and any(i.get("loopback") for i in (live if var == ifadvice.NCCL else chosen)):
             out.append(Check("interface", FAIL, f"{var}={value} selects the loopback interface on {host}: the other "
                              "nodes cannot reach it there", (host,), hint))
-        elif not all(_live(i) for i in chosen):
+        elif var == ifadvice.GLOO and len(live) < len(chosen):
             names = ", ".join(i["name"] for i in chosen if not _live(i))
             out.append(Check("interface", FAIL, f"{var}={value} selects {names} on {host}, which is down or has "
                              "no IPv4 address", (host,), hint))
+        elif var == ifadvice.NCCL and multi and shared is not None and not any(i["name"] in shared[host] for i in live):
+            names = ", ".join(i["name"] for i in live)
+            out.append(Check("interface", FAIL, f"{var}={value} selects {names} on {host}, on no subnet that every "
+                             f"node shares (it has {has})", (host,), hint))
     if not out and nodes:
         out.append(Check("interface", OK, f"{var}={value} exists on every node"))
     return out

@@ -110,6 +110,10 @@ def plan_nodes(spec: JobSpec, run_dir: Path, facts: preflight.JobFacts, remote_r
         answer = facts.node_checks[host]
         shared = bool(answer.get("shared"))
         base = remote_runs_dir or answer.get("runs_dir")
+        if not shared and not base:
+            why = answer.get("agent_error") or "it did not say where its runs directory is"
+            raise LaunchError(f"cannot launch on {host}: the node agent could not run there ({why}) (hint: "
+                              f"cockpit doctor JOB; set python: to an interpreter that exists on {host})")
         where = str(run_dir.resolve()) if shared else f"{base.rstrip('/')}/{run_dir.name}"
         out.append(NodePlan(host, rank, where, shared, facts.addresses.get(host)))
     return tuple(out)
@@ -120,8 +124,8 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
     run_dir = create_run_dir(runs_dir, run_id)
     (run_dir / "job.yaml").write_text(Path(job_path).read_text(encoding="utf-8"), encoding="utf-8")
     write_atomic(run_dir / PREFLIGHT_FILE, json.dumps({"checks": [c.to_dict() for c in checks],
-                                                       "nodes": facts.nodes, "node_checks": facts.node_checks},
-                                                      indent=2) + "\n")
+                                                       "nodes": recorded_nodes(facts.nodes),
+                                                       "node_checks": facts.node_checks}, indent=2) + "\n")
     nproc = spec.nprocs if spec.nprocs is not None else _gpu_count(facts)
     if nproc is not None and spec.nprocs is None:
         spec = replace(spec, procs_per_node=nproc)  # gpus: all -> the count the nodes reported
@@ -140,6 +144,13 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
                        note=note)
     write_status(run_dir, status)
     return run_dir
+
+
+def recorded_nodes(nodes: list[dict]) -> list[dict]:
+    """The probe answers as preflight.json keeps them: without the processes on each GPU, whose users and
+    full command lines (other people's, secrets in arguments) do not belong in a run directory."""
+    return [{**n, "gpus": [{k: v for k, v in g.items() if k != "processes"} for g in n.get("gpus") or ()]}
+            for n in nodes]
 
 
 def _gpu_count(facts: preflight.JobFacts) -> int | None:

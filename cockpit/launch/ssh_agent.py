@@ -10,7 +10,8 @@ not have cockpit installed, only the job's Python. Stdlib only, one JSON object 
     watch JSON   follow a started node: new bytes of the run directory's logs/ and metrics/ files (base64,
                  from given offsets, so a reconnect resumes), then how the node's torchrun ended, read
                  from the exit record its launch shell writes, or "gone" if that shell vanished without one.
-                 Ends after reporting the end, or when stdin closes (cockpit's side went away).
+                 Ends after reporting the end, or when stdin closes (cockpit's side went away); with
+                 "once", after one round, reporting {"running": true} if the node's torchrun still runs.
 """
 
 from __future__ import annotations
@@ -60,7 +61,39 @@ def check(args: dict) -> dict:
         out["shared"] = False
     if args.get("master"):
         out.update(reach(args["master"], args["port"], args.get("timeout", 5.0)))
+    out["interfaces"] = interfaces()
     return out
+
+
+def interfaces() -> list[dict] | None:
+    """The node's interfaces as cockpit.probe reports them (name, up, loopback, ipv4), for nodes without
+    cockpit: from `ip -j -4 addr`, else /sys/class/net (names and state, no addresses); None if neither."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, timeout=5)
+        data = json.loads(out.stdout) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        data = None
+    if data is not None:
+        return [{"name": d.get("ifname"), "up": "UP" in d.get("flags", ()) and d.get("operstate") != "DOWN",
+                 "loopback": "LOOPBACK" in d.get("flags", ()), "speed_mbps": None,
+                 "ipv4": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ())
+                          if a.get("family") == "inet"]} for d in data]
+    try:
+        names = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        return None
+    found = []
+    for name in names:
+        try:
+            with open(f"/sys/class/net/{name}/flags", encoding="utf-8") as f:
+                flags = int(f.read().strip(), 16)
+        except (OSError, ValueError):
+            flags = 0
+        found.append({"name": name, "up": bool(flags & 1), "loopback": bool(flags & 8), "speed_mbps": None,
+                      "ipv4": []})
+    return found
 
 
 def reach(host: str, port: int, timeout: float) -> dict:
@@ -169,6 +202,9 @@ def watch(args: dict) -> int:
             if copy:
                 copy_new(run_dir, offsets)
             emit({"exit": ended[0], "time": ended[1]})
+            return 0
+        if args.get("once"):  # one look (cockpit without a supervisor): the files so far, and "still running"
+            emit({"running": True, "time": time.time()})
             return 0
         if stdin_closed(interval):
             return 0

@@ -27,7 +27,9 @@ from cockpit.spec import JobSpec
 
 
 class _JobFleet(Fleet):
-    """The fleet probe, also asked whether the job's master port is free."""
+    """The fleet probe, also asked whether the job's master port is free; python: is the job's (a path)."""
+
+    python_is_path = True
 
     def __init__(self, hosts: list[str], pool: RemotePool, python: str, timeout: float, port: int | None):
         super().__init__(hosts, pool, python=python, timeout=timeout)
@@ -129,4 +131,8 @@ async def gather(spec: JobSpec, pool: RemotePool, python: str, timeout: float = 
         if listener is not None:
             await listener.close()
     facts.node_checks = dict(zip(up, answers, strict=True))
+    for node in nodes:  # cockpit is not installed there (the probe fell back to nvidia-smi): the agent's view
+        found = facts.node_checks.get(node["host"], {}).get("interfaces")
+        if node["host"] in up and node.get("interfaces") is None and found is not None:
+            node["interfaces"], node["interfaces_from"] = found, "the node agent (ip -j -4 addr or /sys/class/net)"
     return facts

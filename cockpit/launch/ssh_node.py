@@ -33,18 +33,20 @@ import traceback
 from pathlib import Path
 
 from cockpit.launch.ssh_facts import node_python
-from cockpit.launch.ssh_plan import NodePlan, SSHPlan, read_plan
-from cockpit.launch.ssh_shell import agent_exit_file, parse_started, start_script, stop_script
+from cockpit.launch.ssh_plan import NodePlan, SSHPlan, read_plan, stop_grace
+from cockpit.launch.ssh_shell import agent_command, agent_exit_file, parse_started, start_script, stop_script
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
 from cockpit.runs import RunStatus, first_failure, rank_exits, write_status
 
 TICK = 0.3
+SWEEP_TRIES = 3  # sweeps of a node whose processes survive SIGKILL before the run ends without them
 _FOLLOWED = re.compile(r"^(logs|metrics)/[^/]+$")
 
 
-def make_ssh_nodes(status: RunStatus, run_dir: Path) -> list:
-    """The supervisor's nodes for an ssh run (started, or failed to start, when this returns)."""
-    run = SSHRun(status, run_dir, read_plan(run_dir))
+def make_ssh_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+    """The supervisor's nodes for an ssh run (started, or failed to start, when this returns). ``grace``:
+    the supervisor's --grace (cockpit run --grace), for a stop instead of the plan's."""
+    run = SSHRun(status, run_dir, read_plan(run_dir), grace)
     run.start()
     return run.nodes
 
@@ -62,6 +64,7 @@ class SSHNode:
         self.note: str | None = None
         self.stopped: str | None = None  # what the last sweep found there
         self.swept = False
+        self.sweep_tries = 0  # sweeps that left processes behind
         self.drained = False
         self.offsets: dict[str, int] = {}
         self.unreachable_since: float | None = None
@@ -76,7 +79,8 @@ class SSHNode:
         self.run.request_stop()
 
     def describe(self) -> dict:
-        return {"host": self.host, "node_rank": self.node_rank, "pid": self.pid, "exit_code": self.exit_code,
+        return {"host": self.host, "node_rank": self.node_rank, "pid": self.pid, "start": self.start_ticks,
+                "exit_code": self.exit_code,
                 "state": self.state, "run_dir": self.plan.run_dir, "shared": self.plan.shared,
                 "note": self.note, "stopped": self.stopped}
 
@@ -196,8 +200,9 @@ def _signal_name(number: int) -> str:
 class SSHRun:
     """All nodes of one ssh run: start, follow, coordinated teardown. Lives in the supervisor."""
 
-    def __init__(self, status: RunStatus, run_dir: Path, plan: SSHPlan):
+    def __init__(self, status: RunStatus, run_dir: Path, plan: SSHPlan, grace: float | None = None):
         self.status, self.run_dir, self.plan = status, run_dir, plan
+        self.stop_grace = plan.timing.stop_grace if grace is None else grace
         self.pool = RemotePool(plan.ssh)
         self.nodes = [SSHNode(self, p) for p in plan.nodes]
         self.loop = asyncio.new_event_loop()
@@ -216,8 +221,6 @@ class SSHRun:
         return self.pool.get(host)
 
     def agent(self, command: str, host: str, args: dict) -> str:
-        from cockpit.launch.ssh_shell import agent_command
-
         return agent_command(node_python(self.pool, host, self.plan.python), command, args)
 
     # -- main thread -------------------------------------------------------------------------------------------
@@ -242,7 +245,7 @@ class SSHRun:
             self._dirty = False
             s.nodes = [n.describe() for n in self.nodes]
             stopped = [f"{n.host}: {n.stopped}" for n in self.nodes if n.stopped]
-            if self.stopping and stopped:
+            if (self.stopping or any(n.sweep_tries for n in self.nodes)) and stopped:
                 s.note = f"cockpit's teardown on every node: {'; '.join(stopped)}"
             write_status(self.run_dir, s)
 
@@ -256,7 +259,8 @@ class SSHRun:
 
     def _stop_now(self) -> None:
         if self.stopping != "stop":
-            self.stopping, self.sweep_at, self.sweep_grace = "stop", time.monotonic(), self.plan.timing.stop_grace
+            grace = stop_grace(self.run_dir, self.stop_grace)
+            self.stopping, self.sweep_at, self.sweep_grace = "stop", time.monotonic(), grace
             for node in self.nodes:
                 node.swept = False
 
@@ -312,9 +316,15 @@ class SSHRun:
         grace = self.sweep_grace
         try:
             result = await self.remote(node.host).run(["sh", "-c", stop_script(self.plan.run_id, grace)], grace + 30)
-            found, killed, left = (result.stdout.split() + ["?", "?", "?"])[:3]
+            words = result.stdout.split()
+            found, killed, left = (words + ["?", "?", "?"])[:3]
             if left not in ("0", "?"):
-                node.stopped = f"{left} process(es) survived SIGKILL"
+                node.sweep_tries += 1
+                which = f" ({' '.join(words[3:])})" if words[3:] else ""
+                node.stopped = f"{left} process(es) survived SIGKILL{which}"
+                if node.sweep_tries >= SWEEP_TRIES:  # stuck in the kernel (D state): no point in trying on
+                    node.stopped += f", still there after {node.sweep_tries} tries: given up on"
+                    node.swept = True
             else:
                 node.stopped = f"{found} process(es), {killed} needed SIGKILL"
                 node.swept = True
@@ -327,3 +337,92 @@ class SSHRun:
         finally:
             self._sweeps.pop(node.host, None)
             self.changed()
+
+
+# -- without a supervisor (it was killed): `cockpit stop` and `cockpit attach` ask the nodes themselves ----------
+def stop_nodes(run_dir: Path, grace: float, timeout: float = 60.0) -> dict[str, str]:
+    """Stop the run's processes on every node of the plan over SSH (SIGTERM, SIGKILL after ``grace``).
+    Returns host -> what was found there; a node that could not be reached, or kept processes through
+    SIGKILL, says so in its text and is listed by ``left_behind``."""
+    plan = read_plan(run_dir)
+
+    async def one(pool: RemotePool, host: str) -> tuple[str, str]:
+        try:
+            result = await asyncio.wait_for(pool.get(host).run(["sh", "-c", stop_script(plan.run_id, grace)],
+                                                               grace + timeout), grace + timeout + 5)
+        except (RemoteError, asyncio.TimeoutError) as exc:
+            return host, f"could not stop: {getattr(exc, 'message', None) or 'no answer'}"
+        words = result.stdout.split()
+        if len(words) < 3 or not all(w.isdigit() for w in words[:3]):
+            return host, f"could not stop: unexpected answer {result.stdout.strip()[:200]!r}"
+        if words[2] != "0":
+            return host, f"{words[2]} process(es) survived SIGKILL ({' '.join(words[3:])})"
+        return host, f"{words[0]} process(es), {words[1]} needed SIGKILL"
+
+    async def go():
+        pool = RemotePool(plan.ssh)
+        try:
+            return dict(await asyncio.gather(*(one(pool, n.host) for n in plan.nodes)))
+        finally:
+            await pool.close()
+    return asyncio.run(go())
+
+
+def left_behind(stopped: dict[str, str]) -> list[str]:
+    return [h for h, text in stopped.items() if text.startswith("could not") or "survived" in text]
+
+
+def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatus:
+    """An ssh run whose supervisor died (killed, this machine rebooted): its nodes ran on without it. Ask
+    each node once: copy what its run directory gained since (logs, metrics, exit records; not for a node
+    that shares this one), and whether its torchrun still runs. All ended: the state is worked out from the
+    ranks' exit records (cockpit.launch.local.reconcile). Else the run stays "running", with a note that
+    nobody follows it; a node that cannot be asked leaves it at that too."""
+    plan = read_plan(run_dir)
+    known = {n.get("host"): n for n in status.nodes or ()}
+    offsets = {f"{p.parent.name}/{p.name}": p.stat().st_size
+               for sub in ("logs", "metrics") if (run_dir / sub).is_dir() for p in (run_dir / sub).iterdir()
+               if p.is_file()}
+
+    run = SSHRun.__new__(SSHRun)  # only for its file writing: no loop, no thread
+    run.run_dir, run.plan, run._dirty = run_dir, plan, False
+
+    async def one(pool: RemotePool, p: NodePlan) -> tuple[str, str | None]:
+        node = known.get(p.host) or {}
+        if node.get("pid") is None:
+            return p.host, "never started"  # (its failure to start is in status.json already)
+        copier = SSHNode(run, p)  # its _write puts the copied bytes in place
+        copier.offsets = dict(offsets)
+        args = {"run_dir": p.run_dir, "exit_file": agent_exit_file(p.run_dir, p.host), "pid": node["pid"],
+                "start": node.get("start"), "copy": not p.shared, "offsets": copier.offsets, "once": True}
+        command = agent_command(node_python(pool, p.host, plan.python), "watch", args)
+        try:
+            result = await asyncio.wait_for(pool.get(p.host).run(command, timeout), timeout + 5)
+            if not result.ok:
+                raise CommandFailed(p.host, result)
+            last = None
+            for line in result.stdout.splitlines():
+                last = json.loads(line)
+                if "path" in last:
+                    copier._write(last)
+        except (RemoteError, ValueError, OSError, asyncio.TimeoutError) as exc:
+            return p.host, f"could not be asked: {getattr(exc, 'message', None) or exc or 'no answer'}"
+        return p.host, "running" if last and last.get("running") else None
+
+    async def go():
+        pool = RemotePool(plan.ssh)
+        try:
+            return dict(await asyncio.gather(*(one(pool, p) for p in plan.nodes)))
+        finally:
+            await pool.close()
+    answers = asyncio.run(go())
+    going = {h: a for h, a in answers.items() if a is not None and a != "never started"}
+    if not going:
+        from cockpit.launch import local
+
+        return local.reconcile(run_dir, status)
+    status.note = ("the supervisor is gone, nobody follows the run: " + "; ".join(
+        f"{h}: {a}" for h, a in going.items()) + " (cockpit attach looks again and copies the logs; "
+        "cockpit stop ends it on every node)")
+    write_status(run_dir, status)
+    return status

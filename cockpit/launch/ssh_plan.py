@@ -16,6 +16,7 @@ from cockpit.render.facts import Facts
 from cockpit.spec import JobSpec
 
 PLAN_FILE = "commands/ssh.json"
+STOP_FILE = "commands/ssh-stop.json"  # `cockpit stop --grace`: how long the supervisor waits before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class NodePlan:
 @dataclass(frozen=True)
 class Timing:
     """Seconds. Failure: wait ``failure_grace`` for torchrun to tear its node down itself, then stop every
-    node (SIGTERM, SIGKILL after ``kill_grace``). Stop (cockpit stop): SIGKILL after ``stop_grace``."""
+    node (SIGTERM, SIGKILL after ``kill_grace``). Stop (cockpit stop): SIGKILL after ``stop_grace``, unless
+    `cockpit run --grace` / `cockpit stop --grace` said otherwise (ssh_node.SSHRun)."""
 
     failure_grace: float = 5.0
     kill_grace: float = 3.0
@@ -67,6 +69,22 @@ class SSHPlan:
 
 def read_plan(run_dir: Path) -> SSHPlan:
     return SSHPlan.from_json((run_dir / PLAN_FILE).read_text(encoding="utf-8"))
+
+
+def request_stop(run_dir: Path, grace: float) -> None:
+    """Leave ``grace`` (cockpit stop --grace) for the supervisor, which reads it when told to stop."""
+    path = run_dir / STOP_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"grace": float(grace)}) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def stop_grace(run_dir: Path, default: float) -> float:
+    """The grace `cockpit stop --grace` asked for, else ``default``."""
+    try:
+        return float(json.loads((run_dir / STOP_FILE).read_text(encoding="utf-8"))["grace"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return default
 
 
 def node_scripts(spec: JobSpec, facts: Facts, plan: SSHPlan) -> dict[int, str]:

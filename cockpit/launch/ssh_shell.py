@@ -57,7 +57,8 @@ def parse_started(stdout: str) -> tuple[int, str | None]:
 
 def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
     """Signal every process of the run on this node, SIGKILL what is left after ``grace`` seconds.
-    Prints "FOUND KILLED LEFT" (processes found, needing SIGKILL, still there at the end)."""
+    Prints "FOUND KILLED LEFT [PID:NAME ...]" (processes found, needing SIGKILL, still there at the end,
+    and which those are)."""
     needle = shlex.quote(f"{contract.RUN_ID}={run_id}")
     ticks = max(0, int(grace * 10))
     return "\n".join([
@@ -67,7 +68,9 @@ def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
         "left=$found; t=0",
         f'while [ -n "$left" ] && [ "$t" -lt {ticks} ]; do sleep 0.1; t=$((t+1)); left=$(pids); done',
         'if [ -n "$left" ]; then killed=$(echo $left | wc -w); kill -KILL $left 2>/dev/null; sleep 0.2; fi',
-        'echo "$n $killed $(pids | wc -w)"',
+        'left=$(pids); names=""',
+        'for p in $left; do names="$names $p:$(tr -c \'[:alnum:]._\\n-\' _ < /proc/"$p"/comm 2>/dev/null)"; done',
+        'echo "$n $killed $(echo $left | wc -w)$names"',
     ])
 
 

@@ -53,7 +53,7 @@ class LocalNode:
         return {"host": self.host, "node_rank": self.node_rank, "pid": self.proc.pid, "exit_code": self.poll()}
 
 
-def make_nodes(status: RunStatus, run_dir: Path) -> list:
+def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
     """The units of work of a run, by launcher. Each has poll() -> exit code or None, terminate(),
     describe() -> dict for status.json."""
     if status.launcher == "local":
@@ -66,7 +66,7 @@ def make_nodes(status: RunStatus, run_dir: Path) -> list:
     if status.launcher == "ssh":
         from cockpit.launch.ssh_node import make_ssh_nodes
 
-        return make_ssh_nodes(status, run_dir)
+        return make_ssh_nodes(status, run_dir, grace)
     raise SystemExit(f"cockpit supervisor: launcher {status.launcher!r} has no supervisor support")
 
 
@@ -89,7 +89,7 @@ class Supervisor:
     def start(self) -> None:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
-        self.nodes = make_nodes(s, self.run_dir)
+        self.nodes = make_nodes(s, self.run_dir, self.grace)
         s.nodes = [node.describe() for node in self.nodes]
         s.state, s.started = "running", time.time()
         write_status(self.run_dir, s)

@@ -16,11 +16,13 @@ tests' (fleet.sshd). If namespaces cannot be made, ``NetnsError`` says why: the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,9 +178,10 @@ def make_cluster() -> Cluster:
         raise NetnsError("`ip` (iproute2) is missing: apt-get install iproute2")
     if os.geteuid() != 0:
         raise NetnsError("network namespaces need root")
+    remove_stale()
     world = make_world()
     tag = str(os.getpid())[-6:]
-    third = 20 + os.getpid() % 200
+    third = _free_third(20 + os.getpid() % 200)
     bridge = f"cpmn{tag}"
     cluster = Cluster(world, world.root, tag, f"10.233.{third}.0", bridge)
     try:
@@ -189,6 +192,65 @@ def make_cluster() -> Cluster:
         cluster.close()
         raise
     return cluster
+
+
+_TAGGED = re.compile(r"^cpmn(\d+)")
+
+
+def _alive(tag: str) -> bool:
+    """Whether the test process that made ``cpmn<tag>`` objects may still run (the tag: its pid's last 6 digits)."""
+    return any(name.isdigit() and name[-6:] == tag for name in os.listdir("/proc"))
+
+
+def _in_use(path: Path) -> bool:
+    """Whether a live process names ``path`` on its command line (an sshd started with its config there)."""
+    needle = str(path).encode()
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and needle in Path(f"/proc/{name}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def remove_stale() -> list[str]:
+    """Remove what an earlier, killed test run left: its namespaces (and the processes in them), bridge,
+    veths and sshd directories, for every cpmn<pid> whose process is gone. Returns what was removed."""
+    removed = []
+    names = [line.split()[0] for line in _run("ip", "netns", "list").splitlines() if line.strip()]
+    for ns in names:
+        m = _TAGGED.match(ns)
+        if m and not _alive(m.group(1)):
+            for pid in _run("ip", "netns", "pids", ns).split():
+                kill(int(pid))
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            removed.append(ns)
+    for line in _run("ip", "-o", "link", "show").splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        m = _TAGGED.match(name)
+        if m and not _alive(m.group(1)):
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+            removed.append(name)
+    for d in Path(tempfile.gettempdir()).glob("cockpit-sshd-*"):
+        try:
+            young = time.time() - d.stat().st_mtime < 600  # maybe a test setting up right now
+        except OSError:
+            continue
+        if not young and not _in_use(d):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(str(d))
+    return removed
+
+
+def _free_third(first: int) -> int:
+    """A third octet X such that no interface here has an address in 10.233.X.0/24 (from ``first`` on)."""
+    used = {int(m.group(1)) for m in re.finditer(r"inet 10\.233\.(\d+)\.", _run("ip", "-4", "-o", "addr"))}
+    for k in range(254):
+        third = 1 + (first - 1 + k) % 254
+        if third not in used:
+            return third
+    raise NetnsError("every 10.233.X.0/24 is in use here")
 
 
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:

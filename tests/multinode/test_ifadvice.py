@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from cockpit import ifadvice
 from cockpit.ifadvice import GLOO, NCCL
+from cockpit.launch.ssh_facts import pick_master_addr
+from cockpit.spec import parse_spec
 
 
 def iface(name: str, *ipv4: str, up: bool = True, speed: int | None = None) -> dict:
@@ -125,3 +127,19 @@ def test_whatever_advice_is_given_works_on_every_node(ifnames):
             assert ifadvice.works(var, value, {host: nodes[host]}, advice.subnet)
     assert NCCL in advice.values or all(NCCL in env for env in advice.per_node.values())
     assert GLOO in advice.values or all(GLOO in env for env in advice.per_node.values())
+
+
+def test_an_address_every_node_has_is_no_shared_network_and_bridges_are_never_the_master():
+    """docker0 is 172.17.0.1 on every Docker host: a subnet "in common", but each node reaches only itself."""
+    docker = iface("docker0", "172.17.0.1/16", speed=10000)
+    nodes = {"a": [LO, docker, iface("eth0", "10.0.0.1/24", speed=1000)],
+             "b": [LO, docker, iface("eth0", "10.0.0.2/24", speed=1000)]}
+    assert list(ifadvice.common_subnets(nodes)) == ["10.0.0.0/24"]
+    assert ifadvice.node_address("a", nodes) == "10.0.0.1"
+    assert ifadvice.node_address("a", nodes, {NCCL: "docker"}) == "10.0.0.1"
+    bridged = {"a": [LO, iface("virbr0", "192.168.122.1/24")], "b": [LO, iface("virbr0", "192.168.122.2/24")]}
+    assert list(ifadvice.common_subnets(bridged)) == ["192.168.122.0/24"]
+    assert ifadvice.node_address("a", bridged) is None  # the caller keeps the host name
+    spec = parse_spec("name: t\nscript: t.py\nlauncher: ssh\nnodes: [a, b]\ngpus: none\n")
+    assert pick_master_addr(spec, nodes) == "10.0.0.1"
+    assert pick_master_addr(spec, bridged) == "a"

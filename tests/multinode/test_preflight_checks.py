@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from cockpit import preflight
+from cockpit.launch import ssh
+from cockpit.launch.plan import LaunchError
 from cockpit.preflight import FAIL, OK, JobFacts
 from cockpit.spec import parse_spec
 
@@ -132,3 +138,67 @@ def test_missing_workdir_and_broken_python():
     bad = by_name(preflight.failed(preflight.job_checks(job("env:\n  GLOO_SOCKET_IFNAME: eth0\n"), f)))
     assert bad["python"][0].where == ("n1",) and "python:" in bad["python"][0].hint
     assert bad["workdir"][0].where == ("n2",) and "shared filesystem" in bad["workdir"][0].hint
+
+
+def test_nccls_exclude_default_skips_an_unused_nic_but_gloo_names_must_be_up():
+    """"^docker,lo" (NCCL's default, jobs/ssh-2node.yaml) on nodes with a NIC that is down or has no
+    address: NCCL skips those, so does the check; it still needs one interface on the shared subnet."""
+    f = facts(node("n1", "10.0.0.1"), node("n2", "10.0.0.2"))
+    f.nodes[1]["interfaces"] += [{"name": "eth1", "up": False, "loopback": False, "ipv4": []},
+                                 {"name": "ib0", "up": True, "loopback": False, "ipv4": []}]
+    checks = preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: '^docker,lo'\n  GLOO_SOCKET_IFNAME: eth0\n"), f)
+    assert preflight.failed(checks) == []
+    [_, bad] = preflight.failed(preflight.job_checks(job("env:\n  GLOO_SOCKET_IFNAME: eth0,eth1\n"), f))
+    assert bad.where == ("n2",) and "selects eth1 on n2, which is down" in bad.detail  # gloo: exact names
+    [_, bad] = preflight.failed(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: ib,eth1\n"), f))
+    assert bad.where == ("n2",) and "selects only interfaces that are down or have no IPv4" in bad.detail
+    for n, ip in ((0, "192.168.8.1/24"), (1, "192.168.9.2/24")):  # up, IPv4, but on subnets of their own
+        f.nodes[n]["interfaces"].append({"name": "ens9", "up": True, "loopback": False, "ipv4": [ip]})
+    assert preflight.failed(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: ens9,eth0\n"), f)) == []
+    bad = preflight.failed(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: ens9\n"), f))
+    assert [c.where for c in bad] == [("n1",), ("n2",)]
+    assert "selects ens9 on n2, on no subnet that every node shares" in bad[1].detail
+
+
+def test_routed_nodes_without_a_shared_subnet_warn_and_the_master_check_decides():
+    f = facts(node("n1", "10.0.1.5"), node("n2", "10.0.2.5"))
+    spec = job("env:\n  NCCL_SOCKET_IFNAME: eth0\n  GLOO_SOCKET_IFNAME: eth0\n")
+    checks = by_name(preflight.job_checks(spec, f))
+    assert [c.level for c in checks["interface advice"]] == [preflight.WARN]
+    assert "no IPv4 subnet is shared" in checks["interface advice"][0].detail
+    assert preflight.failed(preflight.job_checks(spec, f)) == []
+    f.node_checks["n2"].update(reached=False, reach_error="10.0.1.5:29500: No route to host")
+    assert [c.name for c in preflight.failed(preflight.job_checks(spec, f))] == ["master address"]
+
+
+def test_preflight_json_keeps_no_gpu_process_of_anyone():
+    """What ssh.prepare writes to <run>/preflight.json: GPUs yes, other users' command lines no."""
+    secret = {"pid": 7, "user": "alice", "command": "python train.py --wandb-key=s3cr3t", "used_memory_mib": 10}
+    n1 = node("n1", "10.0.0.1", state="ok", gpus=2)
+    n1["gpus"][1]["processes"] = [secret]
+    kept = ssh.recorded_nodes([n1, node("n2", "10.0.0.2")])
+    assert [g["index"] for g in kept[0]["gpus"]] == [0, 1] and kept[0]["interfaces"] == n1["interfaces"]
+    assert "s3cr3t" not in json.dumps(kept) and "alice" not in json.dumps(kept)
+    assert n1["gpus"][1]["processes"] == [secret]  # the facts themselves are untouched
+
+
+def test_a_node_whose_agent_failed_is_named_when_launching_without_preflight(tmp_path):
+    f = facts(node("n1", "10.0.0.1"), node("n2", "10.0.0.2"))
+    f.node_checks["n1"]["runs_dir"] = "/home/u/.local/state/cockpit/runs"
+    f.node_checks["n2"] = {"agent_error": "/opt/py/bin/python: No such file or directory"}
+    with pytest.raises(LaunchError, match=r"cannot launch on n2: .*/opt/py/bin/python: No such file"):
+        ssh.plan_nodes(job(), tmp_path / "run-1", f, None)
+    [_, n2] = ssh.plan_nodes(job(), tmp_path / "run-1", f, "/scratch/runs")  # told where: no need to ask
+    assert n2.run_dir == "/scratch/runs/run-1"
+
+
+def test_a_node_without_cockpit_is_not_passed_silently():
+    """The fleet's nvidia-smi fallback reports no interfaces or versions: say what was not checked, where."""
+    bare = {**node("n2", "10.0.0.2"), "interfaces": None, "versions": None}
+    checks = by_name(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: lo\n"), facts(node("n1", "10.0.0.1"), bare)))
+    [ifaces] = checks["interfaces"]
+    assert ifaces.level == preflight.WARN and ifaces.where == ("n2",)
+    assert ifaces.detail.startswith("interfaces not checked on n2 (cockpit is not installed there")
+    [vers] = checks["versions"]
+    assert vers.level == preflight.WARN and vers.where == ("n2",) and "versions not checked on n2" in vers.detail
+    assert [c.where for c in checks["interface"]] == [("n1",)]  # what could be checked still is

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+from cockpit.launch import local
 from cockpit.launch.ssh_shell import list_script
 from cockpit.remote import RemotePool
 from cockpit.runs import list_runs, read_status
@@ -191,3 +192,62 @@ def test_cockpit_stop_stops_every_node(lab):
     # cockpit.train checkpoints on SIGTERM: every rank ended by itself, on both nodes
     assert sorted(status.ranks) == ["0", "1", "2", "3"]
     assert left_on_nodes(lab, status.run_id) == {"node1": [], "node2": []}
+
+
+def supervisor_of(run_dir: Path) -> int:
+    return wait_for(lambda: (read_status(run_dir).supervisor or {}).get("pid"), 60, "the supervisor's pid")
+
+
+def test_cockpit_stop_without_a_supervisor_stops_every_node_over_ssh(lab):
+    """The supervisor is SIGKILLed mid-run; `cockpit stop` must end the run on the nodes, not on this machine.
+    It runs in a PID namespace of its own, so that, as on a real cluster, this machine's /proc does not show
+    the nodes' processes (here they are this machine's too)."""
+    runs = lab.runs()
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(lab.job("mnkill", ["node1", "node2"])),
+                             "-q", "--grace", "60", "--", "--epochs", "1", "--steps-per-epoch", "2000"], cwd=REPO,
+                            env=lab.env(runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 60, "the run directory")
+        wait_for(lambda: "step=10 " in read(f"{run_dir}/logs/rank-0.*.log"), 90, "training to start")
+        os.kill(supervisor_of(run_dir), signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    run_id = read_status(run_dir).run_id
+    assert [len(p) for p in left_on_nodes(lab, run_id).values()] != [0, 0]  # training goes on without it
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "cockpit", "stop",
+                        run_dir.name, "--grace", "3"], capture_output=True, text=True, cwd=REPO, env=lab.env(runs),
+                       timeout=120)
+    status = read_status(run_dir)
+    assert r.returncode == 0 and status.state == "stopped", r.stdout + r.stderr
+    assert "on every node over SSH: node1: " in status.note and "node2: " in status.note, status.note
+    assert left_on_nodes(lab, run_id) == {"node1": [], "node2": []}
+
+
+def test_training_outlives_a_killed_supervisor_and_attach_recovers_the_end(lab):
+    """SIGKILL the supervisor too: the SSH connections drop, nobody follows the nodes. Training goes on
+    there; `cockpit attach` says so while it does, and once it is over copies node2's logs and records
+    (node2 does not share the runs directory) and works out the end from them."""
+    runs = lab.runs()
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(lab.job("mnsup", ["node1", "node2"])),
+                             "-q", "--", "--epochs", "1", "--steps-per-epoch", "600"], cwd=REPO, env=lab.env(runs),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 60, "the run directory")
+        wait_for(lambda: "step=10 " in read(f"{run_dir}/logs/rank-0.*.log"), 90, "training to start")
+        os.kill(supervisor_of(run_dir), signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    run_id = read_status(run_dir).run_id
+    wait_for(lambda: not local.supervisor_alive(read_status(run_dir)), 30, "the supervisor to be reaped")
+    r = lab.cockpit(runs, "attach", run_dir.name, "-q", timeout=60)
+    assert r.returncode == 1 and "its supervisor is gone" in r.stderr and "node2: running" in r.stderr, r.stderr
+    assert read_status(run_dir).state == "running" and left_on_nodes(lab, run_id)["node2"]
+    wait_for(lambda: left_on_nodes(lab, run_id) == {"node1": [], "node2": []}, 120, "training to end on both nodes")
+    r = lab.cockpit(runs, "attach", run_dir.name, "-q", timeout=60)
+    status = read_status(run_dir)
+    assert r.returncode == 0 and status.state == "succeeded", r.stdout + r.stderr + str(status)
+    assert f"== mnsup ({run_id}): succeeded in" in r.stdout
+    assert read(f"{run_dir}/logs/rank-*.node2.log").count("step=600 exit_code=0") == 2  # copied after the end
+    assert sorted(status.ranks) == ["0", "1", "2", "3"]

@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import secrets
+import shlex
+import signal
 import subprocess
 import sys
 import time
+import types
 
 from helpers import require_tool
 
@@ -120,6 +124,8 @@ def test_agent_check_and_listen_on_this_machine(tmp_path):
     answer, taken = asyncio.run(go())
     assert answer["reached"] and answer["shared"] and answer["workdir"] and answer["script"] is False
     assert answer["runs_dir"].endswith("cockpit/runs")
+    lo = next(i for i in answer["interfaces"] if i["name"] == "lo")  # for nodes without cockpit's probe
+    assert lo["loopback"] and lo["up"] and "127.0.0.1/8" in lo["ipv4"]
     assert taken["free"] is False and taken["error"]
 
 
@@ -129,3 +135,76 @@ def test_plan_round_trips_through_json():
                    2, SSHOptions(config=("/x/ssh_config",), identity=("/k",), connect_timeout=3.0),
                    Timing(kill_grace=1))
     assert SSHPlan.from_json(plan.to_json()) == plan
+
+
+def test_the_probe_command_quotes_the_jobs_python():
+    """python: from the job goes into a shell command line on the node: a path with a space or a `;` stays one word."""
+    from cockpit.launch.ssh_facts import _JobFleet
+    from cockpit.remote import RemotePool
+
+    for python in ("/opt/my env/bin/python", "/opt/py;touch /tmp/pwned"):
+        cmd = _JobFleet(["n1"], RemotePool(), python, 5.0, None).probe_command("n1")
+        assert shlex.split(cmd)[:3] == [python, "-m", "cockpit.probe"]
+
+
+def test_stop_names_what_survives_sigkill(tmp_path):
+    """A process that comes back (here: respawned by a parent outside the run) is what the stop reports left."""
+    run_id = f"t-{secrets.token_hex(4)}"
+    spawner = subprocess.Popen(["sh", "-c", f"while :; do env COCKPIT_RUN_ID={run_id} sleep 60 & sleep 0.05; done"],
+                               start_new_session=True)
+    try:
+        wait_for(lambda: procs.run_pids(run_id))
+        words = sh(stop_script(run_id, 0.3)).stdout.split()
+        assert int(words[2]) >= 1 and words[3:] and all(w.endswith(":sleep") for w in words[3:]), words
+    finally:
+        os.killpg(spawner.pid, signal.SIGKILL)
+        spawner.wait(5)
+        sh(stop_script(run_id, 0.5))
+    assert procs.run_pids(run_id) == []
+
+
+def test_a_node_whose_processes_survive_sigkill_is_given_up_on_after_a_few_sweeps(tmp_path):
+    """Without a cap the run would stay "running" forever, sweeping a process stuck in the kernel."""
+    from cockpit.launch.ssh_node import SWEEP_TRIES, SSHRun
+    from cockpit.runs import RunStatus, read_status
+
+    class Stuck:
+        calls = 0
+
+        async def run(self, argv, timeout):
+            Stuck.calls += 1
+            return types.SimpleNamespace(ok=True, stdout="3 3 1 4242:python3\n", stderr="", exit_status=0)
+
+    plan = SSHPlan("r-1", "/opt/py", "10.0.0.1", 29500, (NodePlan("a", 0, str(tmp_path), True),), 1,
+                   timing=Timing(kill_grace=0.1))
+    run = SSHRun(RunStatus("r-1", "t", "ssh", "/j.yaml", ["a"], 1), tmp_path, plan)
+    run.remote = lambda host: Stuck()
+    [node] = run.nodes
+    try:
+        for _ in range(SWEEP_TRIES):
+            assert not node.swept
+            asyncio.run(run._sweep(node))
+    finally:
+        run.loop.close()
+    assert node.swept and Stuck.calls == SWEEP_TRIES
+    assert "4242:python3" in node.stopped and "given up on" in node.stopped
+    run.sync()
+    assert "4242:python3" in read_status(tmp_path).note
+
+
+def test_the_stop_grace_comes_from_cockpit_stop_then_cockpit_run_then_the_plan(tmp_path):
+    from cockpit.launch.ssh_node import SSHRun
+    from cockpit.launch.ssh_plan import request_stop
+    from cockpit.runs import RunStatus
+
+    plan = SSHPlan("r-1", "/opt/py", "10.0.0.1", 29500, (NodePlan("a", 0, str(tmp_path), True),), 1)
+    (tmp_path / "commands").mkdir()
+    graces = []
+    for run_grace, stop_grace in ((None, None), (7.0, None), (7.0, 2.5)):
+        if stop_grace is not None:
+            request_stop(tmp_path, stop_grace)
+        run = SSHRun(RunStatus("r-1", "t", "ssh", "/j.yaml", ["a"], 1), tmp_path, plan, run_grace)
+        run._stop_now()
+        run.loop.close()
+        graces.append(run.sweep_grace)
+    assert graces == [plan.timing.stop_grace, 7.0, 2.5]
