@@ -11,11 +11,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from cockpit import launch, procs
+from cockpit import launch
 from cockpit.console import Painter, last_lines, ps_table, summary, use_color
 from cockpit.launch import local
 from cockpit.paths import default_runs_dir
-from cockpit.runs import RunNotFound, list_runs, rank_files, read_status, resolve_run, write_status
+from cockpit.runs import RunNotFound, list_runs, rank_files, read_status, resolve_run
 
 
 class CommandError(Exception):
@@ -156,33 +156,10 @@ async def _follow(run_dir, on_batch, include, skip_existing):
 
 
 def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
-    """Runs whose supervisor died are worked out again: local ones from their exit records, Slurm ones from
-    one batched squeue (or accounting) call for all of them."""
-    views = {}
-    if any(s.launcher == "slurm" and not s.final for _, s in rows):
-        from cockpit.launch import slurm
+    """Runs whose supervisor died, worked out again (cockpit.launch.control); problems go to stderr."""
+    from cockpit.launch.control import reconcile_runs
 
-        try:
-            views = slurm.job_views([s for _, s in rows])
-        except slurm.SlurmError as exc:
-            notice(f"could not ask Slurm about its jobs: {exc}")
-    out = []
-    for run_dir, status in rows:
-        if status.launcher == "slurm":
-            from cockpit.launch import slurm
-
-            out.append((run_dir, slurm.reconcile(run_dir, status, views)))
-        elif status.launcher == "ssh" and status.supervisor and not status.final and not local.supervisor_alive(status):
-            from cockpit.launch import ssh_node
-
-            try:  # the nodes ran on without the supervisor: ask them
-                out.append((run_dir, ssh_node.recover(run_dir, status)))
-            except (OSError, ValueError, KeyError) as exc:
-                notice(f"{run_dir.name}: cannot ask its nodes: {exc}")
-                out.append((run_dir, status))
-        else:
-            out.append((run_dir, local.reconcile(run_dir, status)))
-    return out
+    return reconcile_runs(rows, notice)
 
 
 def cmd_attach(args) -> int:
@@ -236,11 +213,9 @@ def cmd_stop(args) -> int:
     if status.final:
         notice(f"{run_dir.name} already ended: {status.state}")
         return 0
-    if status.launcher == "ssh" and local.supervisor_alive(status):
-        from cockpit.launch import ssh_plan
+    from cockpit.launch import control
 
-        ssh_plan.request_stop(run_dir, args.grace)  # the supervisor's stop waits this long before SIGKILL
-    if local.request_stop(status):
+    if control.request_stop(run_dir, status, args.grace):
         deadline = time.time() + args.grace + 30
         while time.time() < deadline:
             status = read_status(run_dir)
@@ -248,31 +223,9 @@ def cmd_stop(args) -> int:
                 break
             time.sleep(0.2)
     else:  # no supervisor: stop the job ourselves and record it
-        if status.launcher == "slurm":
-            from cockpit.launch import slurm
-
-            try:
-                slurm.cancel(slurm.job_ids(status))
-            except slurm.SlurmError as exc:
-                raise CommandError(f"{run_dir.name}: {exc}") from None
-            status.note = "cancelled with scancel by cockpit stop (no supervisor)"
-        elif status.launcher == "ssh":  # the run's processes are on the nodes: stop them there
-            from cockpit.launch import ssh_node
-
-            try:
-                stopped = ssh_node.stop_nodes(run_dir, args.grace)
-            except (OSError, ValueError, KeyError) as exc:
-                raise CommandError(f"{run_dir.name}: cannot read the ssh plan: {exc}") from None
-            left = ssh_node.left_behind(stopped)
-            status.note = "stopped by cockpit stop without a supervisor, on every node over SSH: " + "; ".join(
-                f"{h}: {t}" for h, t in stopped.items()) + (
-                f" (processes of the run may still be running on {', '.join(left)})" if left else "")
-            for host in left:
-                notice(f"{run_dir.name}: {host}: {stopped[host]}")
-        else:
-            killed = procs.kill_run(status.run_id, grace=args.grace)
-            status.note = f"stopped by cockpit stop without a supervisor ({killed} needed SIGKILL)"
-        status.state, status.ended, status.stop_requested = "stopped", time.time(), True
-        write_status(run_dir, status)
+        try:
+            status = control.stop_orphan(run_dir, status, args.grace, warn=notice)
+        except launch.LaunchError as exc:
+            raise CommandError(f"{run_dir.name}: {exc}") from None
     notice(f"{run_dir.name}: {status.state}")
     return 0 if status.final else 1

@@ -20,6 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
 from cockpit.runs import RunStatus
 from cockpit.tui.logfilter import LineFilter
@@ -253,7 +254,9 @@ class RunViewScreen(CockpitScreen):
         from cockpit.cli_diagnose import run_sources
         from cockpit.logs.report import diagnose_sources
 
-        self.post_message(Diagnosed(diagnose_sources(run_sources(self.run_dir))))
+        report = diagnose_sources(run_sources(self.run_dir))
+        if not get_current_worker().is_cancelled:  # a newer diagnosis replaced this one: do not show a stale one
+            self.post_message(Diagnosed(report))
 
     def on_diagnosed(self, message: Diagnosed) -> None:
         self.report = message.report
@@ -282,7 +285,10 @@ class RunViewScreen(CockpitScreen):
             self._select_rank_row(source)
         log = self.query_one(RankLog)
         st = self.stats.get(source)
-        near = None if st is None else line_no - 1 - (st.lines - len(log.lines))
+        merged = self.view is MERGED
+        if text is not None and merged and source is not None:
+            text = f"{label(source)} {text}"  # the merged view prefixes every line with its [host:rank]
+        near = None if st is None or merged else line_no - 1 - (st.lines - len(log.lines))
         y = log.find_line(text, near) if text is not None else None
         if y is None:
             self.notify("that line is no longer in the view (the log file has it)", timeout=4)
@@ -376,22 +382,21 @@ class RunViewScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, group="stop-run", exit_on_error=False)
     def stop_run(self) -> None:
-        from cockpit import procs
-        from cockpit.launch import local
-        from cockpit.runs import read_status, write_status
+        from cockpit.launch import control
+        from cockpit.runs import read_status
 
         status = read_status(self.run_dir)
         if status is None or status.final:
             self.app.call_from_thread(self.notify, "the run has already ended", timeout=3)
             return
-        if local.request_stop(status):
+        grace = self.app.ctx.stop_grace
+        if control.request_stop(self.run_dir, status, grace):
             self.app.call_from_thread(self.notify, "stopping: SIGTERM to the ranks, SIGKILL after the grace period")
             return
-        killed = procs.kill_run(status.run_id, grace=self.app.ctx.stop_grace)  # no supervisor: do it here
-        status.state, status.ended, status.stop_requested = "stopped", time.time(), True
-        status.note = f"stopped from the TUI without a supervisor ({killed} needed SIGKILL)"
-        write_status(self.run_dir, status)
-        self.app.call_from_thread(self.notify, "stopped (the run had no live supervisor)")
+        warnings: list[str] = []  # no supervisor: scancel / every node over SSH / the processes here
+        status = control.stop_orphan(self.run_dir, status, grace, by="the TUI", warn=warnings.append)
+        self.app.call_from_thread(self.notify, "stopped (the run had no live supervisor): " + status.note,
+                                  severity="warning" if warnings else "information", timeout=8)
 
     def action_requeue(self) -> None:
         self.requeue()

@@ -1,7 +1,7 @@
 """Runs: every run directory with its state, launcher, nodes, ranks and age; enter opens the run view.
 
-The list is read in a worker every few seconds (cockpit.runs.list_runs, with cockpit.launch.local.reconcile
-fixing the state of runs whose supervisor died, as `cockpit ps` does)."""
+The list is read in a worker every few seconds (cockpit.runs.list_runs, with cockpit.launch.control fixing
+the state of runs whose supervisor died, whatever their launcher, as `cockpit ps` does)."""
 
 from __future__ import annotations
 
@@ -48,11 +48,14 @@ class RunsScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def reload(self) -> None:
-        from cockpit.launch.local import reconcile
+        from cockpit.launch.control import reconcile_runs
         from cockpit.runs import list_runs
 
-        runs = [(d, reconcile(d, s)) for d, s in list_runs(self.app.ctx.runs_dir)]
+        warnings: list[str] = []
+        runs = reconcile_runs(list_runs(self.app.ctx.runs_dir), warnings.append)
         self.post_message(RunsListed(runs))
+        for text in warnings:
+            self.app.call_from_thread(self.notify, text, severity="warning", timeout=8)
 
     def on_runs_listed(self, message: RunsListed) -> None:
         self.runs = list(reversed(message.runs))  # newest first
