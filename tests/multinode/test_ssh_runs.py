@@ -49,7 +49,8 @@ def read(pattern: str) -> str:
 
 def left_on_nodes(lab, run_id: str) -> dict[str, list[int]]:
     """The run's live processes on each node: asked over SSH (as the launcher does), and from this
-    machine's /proc over the node's PID namespace (the two must agree)."""
+    machine's /proc over the node's PID namespace. The two must agree; they are looked at a moment apart, so
+    while processes start or end they are asked again (a few times) before that counts as a disagreement."""
     async def ask():
         pool = RemotePool(lab.options())
         try:
@@ -57,8 +58,12 @@ def left_on_nodes(lab, run_id: str) -> dict[str, list[int]]:
                     for h in ("node1", "node2")]
         finally:
             await pool.close()
-    over_ssh = asyncio.run(ask())
-    here = {h: [p for p in lab.cluster.pids(h) if _in_run(p, run_id)] for h in ("node1", "node2")}
+    for _ in range(5):
+        over_ssh = asyncio.run(ask())
+        here = {h: [p for p in lab.cluster.pids(h) if _in_run(p, run_id)] for h in ("node1", "node2")}
+        if [len(x) for x in over_ssh] == [len(here["node1"]), len(here["node2"])]:
+            return here
+        time.sleep(0.5)
     assert [len(x) for x in over_ssh] == [len(here["node1"]), len(here["node2"])]
     return here
 
