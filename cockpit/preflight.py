@@ -170,11 +170,13 @@ def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
 
 def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
     """The job's *_SOCKET_IFNAME exists on every node (not lo for several nodes); gloo's hostname fallback."""
-    env = spec.env_dict
     nodes = {n["host"]: n["interfaces"] for n in facts.up() if n.get("interfaces") is not None}
     multi = spec.num_nodes > 1
     advice = ifadvice.advise(nodes) if multi and len(nodes) == len(facts.up()) else None
     hint = f"set {advice.env_text()}" if advice and advice.subnet else (advice.reason if advice else None)
+    if advice and advice.per_node:
+        hint += " (per-node values go in the job's node_env:, e.g. node_env: {" + ", ".join(
+            f"{h}: {{{', '.join(f'{k}: {v}' for k, v in e.items())}}}" for h, e in advice.per_node.items()) + "})"
     out = []
     silent = [n["host"] for n in facts.up() if n.get("interfaces") is None]
     if silent:
@@ -183,11 +185,14 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
                          "pip install cockpit into the job's python there, or check *_SOCKET_IFNAME by hand"))
     shared = _on_shared_subnets(nodes) if multi else None
     for var in (ifadvice.NCCL, ifadvice.GLOO):
-        if var in env:
-            out += _named_interface(var, env[var], nodes, multi, hint, shared)
-    if multi and spec.dist_backend == "gloo" and ifadvice.GLOO not in env:
+        for host, ifaces in nodes.items():  # each node with its own value (env:, node_env: over it)
+            value = spec.env_for(host).get(var)
+            if value is not None:
+                out += _named_interface(var, value, {host: ifaces}, multi, hint, shared)
+    if multi and spec.dist_backend == "gloo":
         bad = {h: c.get("hostname_addr") for h, c in facts.node_checks.items()
-               if "agent_error" not in c and (c.get("hostname_addr") is None or is_loopback(c.get("hostname_addr")))}
+               if "agent_error" not in c and ifadvice.GLOO not in spec.env_for(h)
+               and (c.get("hostname_addr") is None or is_loopback(c.get("hostname_addr")))}
         if bad:
             out.append(Check("gloo address", FAIL, "GLOO_SOCKET_IFNAME is unset, so gloo uses the address the "
                              "hostname resolves to: " + ", ".join(f"{h}: {a or 'does not resolve'}"

@@ -77,6 +77,7 @@ class JobSpec:
     precision: str = "fp32"
     seed: int = 0
     env: tuple[tuple[str, str], ...] = ()
+    node_env: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # ssh: per-host env over env:
     master_port: int | None = None  # None: auto
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
     max_restarts: int = 0
@@ -114,6 +115,10 @@ class JobSpec:
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
 
+    def env_for(self, host: str) -> dict[str, str]:
+        """The env: of one node: the job's env, with that node's node_env: entries over it."""
+        return {**dict(self.env), **dict(dict(self.node_env).get(host, ()))}
+
 
 class SpecError(Exception):
     """A job file that cannot be used; ``problems`` are all the problems found, each with its position."""
@@ -150,7 +155,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
 
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
-             "pg_backend", "precision", "seed", "env", "master_port", "rdzv", "max_restarts", "workdir",
+             "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
              "python", "slurm", "sweep")
 _SLURM_KEYS = tuple(SlurmSpec.__dataclass_fields__)
 _SWEEP_KEYS = ("grid", "max_parallel")
@@ -175,6 +180,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         precision=check.choice(data, ("precision",), PRECISIONS, "fp32"),
         seed=check.integer(data, ("seed",), 0, minimum=0),
         env=check.env(data, ("env",)),
+        node_env=_node_env(check, data, launcher, hosts),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0),
@@ -186,6 +192,31 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
     )
     _check_rules(check, spec)
     return spec
+
+
+def _node_env(check: Checker, data: dict, launcher: str, hosts: tuple[str, ...]):
+    """node_env: {host: {NAME: value}}: per-node values over env: (ssh only: its hosts are known up front),
+    e.g. GLOO_SOCKET_IFNAME where the nodes name the shared NIC differently."""
+    raw = data.get("node_env")
+    if raw is None:
+        return ()
+    path = ("node_env",)
+    if launcher != "ssh":
+        check.problem(path, f"per-node env needs the nodes named up front; launcher {launcher} does not",
+                      "use launcher: ssh, or one value for every node in env:")
+        return ()
+    if not isinstance(raw, dict):
+        check.problem(path, "expected a mapping of host: {NAME: value}",
+                      "node_env: {node3: {GLOO_SOCKET_IFNAME: ens5}}")
+        return ()
+    out = []
+    for host in raw:
+        if str(host) not in hosts:
+            check.problem((*path, host), f"{host!r} is not one of the job's nodes",
+                          f"nodes: [{', '.join(hosts)}]")
+            continue
+        out.append((str(host), check.env(raw, (*path, host))))
+    return tuple(out)
 
 
 def _nodes(check: Checker, data: dict, launcher: str) -> tuple[tuple[str, ...], int, str | None]:

@@ -158,3 +158,15 @@ def test_spec_is_frozen():
     spec = parse_spec(BASE)
     with pytest.raises(AttributeError):
         spec.name = "other"
+
+
+def test_node_env_overrides_env_per_ssh_node_and_is_checked_like_env():
+    ssh = BASE + "launcher: ssh\nnodes: [n1, n3]\nenv: {GLOO_SOCKET_IFNAME: eth0, NCCL_DEBUG: INFO}\n"
+    spec = parse_spec(ssh + "node_env:\n  n3: {GLOO_SOCKET_IFNAME: ens5}\n")
+    assert spec.env_for("n1") == {"GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"}
+    assert spec.env_for("n3") == {"GLOO_SOCKET_IFNAME": "ens5", "NCCL_DEBUG": "INFO"}
+    assert one_error(ssh + "node_env:\n  n9: {A: b}\n") == (
+        "job.yaml:7:3: node_env.n9: 'n9' is not one of the job's nodes (hint: nodes: [n1, n3])")
+    assert "node_env.n3.RANK: RANK is set by cockpit for every rank" in one_error(ssh + "node_env:\n  n3: {RANK: 1}\n")
+    assert one_error(BASE + "node_env: {localhost: {A: b}}\n").startswith(
+        "job.yaml:3:1: node_env: per-node env needs the nodes named up front; launcher local does not")

@@ -56,7 +56,7 @@ def pick_master_addr(spec: JobSpec, interfaces: dict[str, list[dict]]) -> str:
     if _is_ip(master) and not is_loopback(master):
         return master
     if len(interfaces) == spec.num_nodes:
-        found = ifadvice.node_address(master, interfaces, spec.env_dict)
+        found = ifadvice.node_address(master, interfaces, spec.env_for(master))
         if found:
             return found
     return master
@@ -66,7 +66,7 @@ def node_addresses(spec: JobSpec, interfaces: dict[str, list[dict]]) -> dict[str
     """Each node's address on a subnet all share (for torchrun's --local-addr), where known."""
     if spec.num_nodes < 2 or len(interfaces) != spec.num_nodes:
         return {}
-    found = {h: ifadvice.node_address(h, interfaces, spec.env_dict) for h in spec.hosts}
+    found = {h: ifadvice.node_address(h, interfaces, spec.env_for(h)) for h in spec.hosts}
     return {h: a for h, a in found.items() if a}
 
 

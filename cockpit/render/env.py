@@ -32,8 +32,10 @@ def gpu_env(spec: JobSpec) -> list[tuple[str, str]]:
 
 
 def node_env_lines(spec: JobSpec, facts: Facts, host: str) -> list[str]:
-    """All `export` lines for one node, user env last so it reads as the user wrote it."""
-    pairs = gpu_env(spec) + [("PYTHONUNBUFFERED", "1")] + contract_env(spec, facts, host) + list(spec.env)
+    """All `export` lines for one node, user env last so it reads as the user wrote it (with the node's own
+    node_env: values over the job's env:)."""
+    pairs = gpu_env(spec) + [("PYTHONUNBUFFERED", "1")] + contract_env(spec, facts, host) + list(
+        spec.env_for(host).items())
     return [export(name, value) for name, value in pairs]
 
 

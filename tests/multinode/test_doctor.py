@@ -45,6 +45,7 @@ def test_a_node_without_the_named_interface(lab):
     assert bad["where"] == ["node3"] and "GLOO_SOCKET_IFNAME=eth0 names eth0, missing on node3" in bad["detail"]
     assert "ens5" in bad["detail"] and bad["hint"].startswith("set NCCL_SOCKET_IFNAME=eth0,ens5")
     assert "node3: GLOO_SOCKET_IFNAME=ens5" in bad["hint"]  # gloo needs one value per node here
+    assert "node_env: {node1: {GLOO_SOCKET_IFNAME: eth0}, node3: {GLOO_SOCKET_IFNAME: ens5}}" in bad["hint"]
     assert refused(r, runs) and "missing on node3" in r.stderr
 
 
@@ -105,3 +106,20 @@ def test_no_preflight_launches_anyway_and_says_what_it_ignored(lab):
     assert r.stderr.count("preflight (ignored: --no-preflight): interface: NCCL_SOCKET_IFNAME=lo selects") == 2
     [(_, status)] = list_runs(runs)
     assert status.state == "succeeded" and len(status.ranks) == 4
+
+
+def test_node_env_gives_a_node_its_own_interface_name_and_the_job_runs(lab):
+    """node3 names its NIC ens5, node1 eth0: no single GLOO_SOCKET_IFNAME works (the doctor's hint says to use
+    node_env:); with node_env the preflight passes and 2 x 2 DDP over gloo runs across the two."""
+    job = lab.job("pernode", ["node1", "node3"], node_env="{node3: {GLOO_SOCKET_IFNAME: ens5}}")
+    runs = lab.runs()
+    d = lab.cockpit(runs, "doctor", str(job), "--timeout", "5", timeout=60)
+    assert d.returncode == 0, d.stdout + d.stderr
+    assert "FAIL" not in d.stdout
+    r = lab.cockpit(runs, "run", str(job), "-q", "--", "--epochs", "1", "--steps-per-epoch", "10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    [(run_dir, status)] = list_runs(runs)
+    assert status.state == "succeeded" and len(status.ranks) == 4
+    node3 = (run_dir / "commands" / "node-1.sh").read_text()
+    assert "export GLOO_SOCKET_IFNAME=ens5" in node3
+    assert "export GLOO_SOCKET_IFNAME=eth0" in (run_dir / "commands" / "node-0.sh").read_text()
