@@ -46,10 +46,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from cockpit.launch.plan import dry_run_facts
+    from cockpit.launch.plan import dry_run_facts, with_shell_env
     from cockpit.render import RenderError, default_kind, render
 
-    spec = _load(args.job)
+    spec = with_shell_env(_load(args.job))
     kind = args.form or default_kind(spec)
     try:
         text = render(spec, dry_run_facts(spec, args.job, args.runs_dir), kind, args.node_rank)

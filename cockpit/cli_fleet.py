@@ -289,7 +289,9 @@ def doctor_job(args: argparse.Namespace) -> int:
 
     if args.nodes or args.job or args.cluster is not None:
         raise UsageError("give either JOB.yaml or --nodes/--job/--cluster, not both")
-    spec = _load(args.job_file)
+    from cockpit.launch.plan import with_shell_env
+
+    spec = with_shell_env(_load(args.job_file))  # what `cockpit run` would check
     if spec.launcher == "slurm":
         raise UsageError(f"{args.job_file}: Slurm picks the nodes at run time; check them with "
                          f"`cockpit doctor --job {args.job_file}` (with a nodelist) or --cluster")

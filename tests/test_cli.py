@@ -102,3 +102,14 @@ def test_the_tui_entry_points_and_their_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cockpit", "tui", "--run", "no-such-run", "--runs-dir", str(tmp_path)],
                        capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("cockpit: ") and "Traceback" not in r.stderr
+
+
+def test_render_of_an_ssh_job_exports_the_shells_nccl_variables_but_the_jobs_win():
+    env = {**os.environ, "NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+    r = subprocess.run([sys.executable, "-m", "cockpit", "render", "jobs/ssh-2node.yaml"], capture_output=True,
+                       text=True, cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 0 and "export NCCL_IB_DISABLE=1\n" in r.stdout
+    assert "export NCCL_DEBUG=INFO\n" in r.stdout and "NCCL_DEBUG=WARN" not in r.stdout
+    r = subprocess.run([sys.executable, "-m", "cockpit", "render", "jobs/demo.yaml"], capture_output=True,
+                       text=True, cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 0 and "NCCL_IB_DISABLE" not in r.stdout  # local ranks inherit it; nothing to write

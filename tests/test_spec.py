@@ -170,3 +170,16 @@ def test_node_env_overrides_env_per_ssh_node_and_is_checked_like_env():
     assert "node_env.n3.RANK: RANK is set by cockpit for every rank" in one_error(ssh + "node_env:\n  n3: {RANK: 1}\n")
     assert one_error(BASE + "node_env: {localhost: {A: b}}\n").startswith(
         "job.yaml:3:1: node_env: per-node env needs the nodes named up front; launcher local does not")
+
+
+def test_the_launching_shells_comm_variables_reach_ssh_nodes_and_the_job_wins():
+    from cockpit.launch.plan import with_shell_env
+
+    ssh = parse_spec(BASE + "launcher: ssh\nnodes: [n1, n2]\nenv: {NCCL_SOCKET_IFNAME: eth0}\n")
+    shell = {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "ib0", "HOME": "/root",
+             "TORCH_NCCL_BLOCKING_WAIT": "1", "SECRET_TOKEN": "x"}
+    assert with_shell_env(ssh, shell).env_for("n2") == {
+        "GLOO_SOCKET_IFNAME": "eth1", "NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "eth0",
+        "TORCH_NCCL_BLOCKING_WAIT": "1"}
+    local = parse_spec(BASE)
+    assert with_shell_env(local, shell) is local  # a local run inherits the shell; sbatch exports it

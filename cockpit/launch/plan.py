@@ -6,8 +6,12 @@ port), and says so in the run id ("dry-run").
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit.paths import default_runs_dir, job_workdir
@@ -29,6 +33,24 @@ def node_names(spec: JobSpec) -> tuple[str, ...]:
     if spec.launcher == "ssh":
         return spec.hosts
     return tuple(f"node{i}" for i in range(spec.num_nodes))  # Slurm names them at run time
+
+
+FORWARDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def with_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+    """For ssh jobs, the launching shell's NCCL_* / GLOO_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_* variables join
+    env: (the job's own values win): a local run inherits them and sbatch exports them, but nothing crosses
+    SSH by itself, and `NCCL_DEBUG=INFO cockpit run job.yaml` should mean the same on every launcher. The
+    node scripts export them, so `cockpit render` shows them. Other launchers: the spec as it is."""
+    if spec.launcher != "ssh":
+        return spec
+    environ = os.environ if environ is None else environ
+    own = {k for k, _ in spec.env}
+    extra = tuple(sorted((k, v) for k, v in environ.items()
+                         if k.startswith(FORWARDED_PREFIXES) and k not in own and _ENV_NAME.match(k)))
+    return replace(spec, env=extra + spec.env) if extra else spec
 
 
 def interpreter(spec: JobSpec) -> str:

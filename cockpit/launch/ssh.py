@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit import preflight
-from cockpit.launch.plan import LaunchError, facts_for, interpreter
+from cockpit.launch.plan import LaunchError, facts_for, interpreter, with_shell_env
 from cockpit.launch.ssh_facts import gather
 from cockpit.launch.ssh_plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.paths import job_workdir
@@ -70,6 +70,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
             launch: SSHLaunch | None = None) -> Path:
     """Ask the nodes, check, and write the run directory; raises LaunchError (PreflightFailed)."""
     launch = launch or SSHLaunch()
+    spec = with_shell_env(spec)  # NCCL_*/GLOO_*/... of this shell: checked by the preflight, exported on the nodes
     if spec.sweep is not None:
         raise LaunchError("sweeps run as Slurm job arrays (hint: drop sweep:, or launcher: slurm)")
     options = ssh_options(launch)

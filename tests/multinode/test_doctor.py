@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from helpers import REPO
 
 from cockpit.runs import list_runs
 
@@ -123,3 +124,19 @@ def test_node_env_gives_a_node_its_own_interface_name_and_the_job_runs(lab):
     node3 = (run_dir / "commands" / "node-1.sh").read_text()
     assert "export GLOO_SOCKET_IFNAME=ens5" in node3
     assert "export GLOO_SOCKET_IFNAME=eth0" in (run_dir / "commands" / "node-0.sh").read_text()
+
+
+def test_gloo_socket_ifname_from_the_launching_shell_reaches_the_nodes(lab):
+    """No GLOO_SOCKET_IFNAME in the job: the nodes' hostnames do not resolve, so the preflight fails, unless
+    the launching shell sets it, as it would for a local run: then it is checked and exported on every node."""
+    job = lab.job("shellenv", ["node1", "node2"], env={})
+    runs = lab.runs()
+    r = lab.cockpit(runs, "doctor", str(job), "--timeout", "5", timeout=60)
+    assert r.returncode == 1 and "GLOO_SOCKET_IFNAME is unset" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--", "--epochs", "1",
+                        "--steps-per-epoch", "10"], capture_output=True, text=True, cwd=REPO,
+                       env={**lab.env(runs), "GLOO_SOCKET_IFNAME": "eth0"}, timeout=150)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [(run_dir, status)] = list_runs(runs)
+    assert status.state == "succeeded" and len(status.ranks) == 4
+    assert "export GLOO_SOCKET_IFNAME=eth0" in (run_dir / "commands" / "node-1.sh").read_text()

@@ -164,15 +164,16 @@ class ComposeScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, group="validate", exit_on_error=False)
     def validate(self, form: jobform.JobForm) -> None:
-        from cockpit.launch.plan import dry_run_facts
+        from cockpit.launch.plan import dry_run_facts, with_shell_env
 
         worker = get_current_worker()
         checked = jobform.check(form, self._label())
         text = "(the preview appears when the job is valid)"
         if checked.spec is not None:
             job_path = str(self.job_path or self._base_dir() / "job.yaml")
-            facts = self.app.ctx.facts(dry_run_facts(checked.spec, job_path, str(self.app.ctx.runs_dir)))
-            text = preview_text(checked.spec, facts)
+            spec = with_shell_env(checked.spec)  # what an ssh launch from here would export
+            facts = self.app.ctx.facts(dry_run_facts(spec, job_path, str(self.app.ctx.runs_dir)))
+            text = preview_text(spec, facts)
         advice = interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.app.nodes))
         if not worker.is_cancelled:
             self.post_message(Validated(checked, text, advice))
