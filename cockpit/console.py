@@ -103,8 +103,10 @@ def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
         for node in s.nodes:
             if "trial" in node:
                 args = " ".join(node.get("args") or ())
-                out.append(f"  trial {node['trial']:<30} {node.get('state') or '?':<10} "
-                           f"job {node.get('job_id') or '-':<12} {args}")
+                where = (f"job {node['job_id']}" if node.get("job_id") else  # Slurm array task
+                         f"GPUs {','.join(map(str, node['gpus']))}" if node.get("gpus") else
+                         f"slot {node['slot']}" if "slot" in node else "job -")  # local sweep
+                out.append(f"  trial {node['trial']:<30} {node.get('state') or '?':<10} {where:<16} {args}")
         if s.note and not s.final:
             out.append(f"  note: {s.note}")
     return "\n".join(out)

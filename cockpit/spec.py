@@ -49,6 +49,7 @@ class SweepSpec:
 
     grid: tuple[tuple[str, tuple[str, ...]], ...]  # (flag, values) in file order; flag includes dashes
     max_parallel: int | None = None
+    gpus_per_trial: int | None = None  # local sweeps: each trial's share of the job's GPUs (None: all of them)
 
     def trials(self) -> list[tuple[str, ...]]:
         """The extra arguments of each trial, in grid order (last key varies fastest)."""
@@ -158,7 +159,7 @@ _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "p
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
              "python", "slurm", "sweep")
 _SLURM_KEYS = tuple(SlurmSpec.__dataclass_fields__)
-_SWEEP_KEYS = ("grid", "max_parallel")
+_SWEEP_KEYS = ("grid", "max_parallel", "gpus_per_trial")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -301,8 +302,8 @@ def _sweep(check: Checker, raw: object) -> SweepSpec | None:
     if raw is None or not check.mapping(raw, ("sweep",), _SWEEP_KEYS):
         return None
     grid = check.grid(raw, ("sweep", "grid"))
-    return SweepSpec(grid=grid, max_parallel=check.int_or_auto(raw, ("sweep", "max_parallel"),
-                                                                minimum=1))
+    return SweepSpec(grid=grid, max_parallel=check.int_or_auto(raw, ("sweep", "max_parallel"), minimum=1),
+                     gpus_per_trial=check.int_or_auto(raw, ("sweep", "gpus_per_trial"), minimum=1))
 
 
 def _check_rules(check: Checker, spec: JobSpec) -> None:
@@ -326,6 +327,20 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
         check.problem(("procs_per_node",),
                       f"{spec.procs_per_node} processes per node but only {spec.gpus_per_node} GPUs",
                       f"procs_per_node: {spec.gpus_per_node} (one per GPU), or pick more gpus:")
+    per_trial = spec.sweep.gpus_per_trial if spec.sweep else None
+    if per_trial is not None:
+        where = ("sweep", "gpus_per_trial")
+        if spec.launcher != "local":
+            check.problem(where, "splits one machine's GPUs between trials: local sweeps only",
+                          "drop it (each Slurm array task gets the job's gpus:)")
+        elif not spec.uses_gpus:
+            check.problem(where, "the job uses no GPUs", "pick gpus:, or drop gpus_per_trial")
+        elif spec.gpu_ids is not None and per_trial > len(spec.gpu_ids):
+            check.problem(where, f"{per_trial} GPUs per trial but the job has {len(spec.gpu_ids)}",
+                          f"gpus_per_trial: {len(spec.gpu_ids)} or fewer")
+        elif spec.procs_per_node and spec.procs_per_node > per_trial:
+            check.problem(("procs_per_node",), f"{spec.procs_per_node} processes per trial but only {per_trial} "
+                          "GPUs per trial", f"procs_per_node: {per_trial}, or drop it (one per GPU)")
     if spec.sweep is not None:
         own = {a.split("=", 1)[0] for a in spec.args if a.startswith("-")}
         for flag, _ in spec.sweep.grid:

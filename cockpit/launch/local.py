@@ -4,6 +4,7 @@ detached supervisor (cockpit.launch.supervisor) and returns; watching is the cal
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,15 +38,21 @@ def port_is_free(port: int) -> bool:
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the rendered node script and a `starting` status."""
-    if spec.sweep is not None:
-        raise LaunchError("sweeps run as Slurm job arrays; local sweeps are not available in this version "
-                          "(hint: drop sweep:, or cockpit render --as sbatch)")
     if spec.master_port is not None and not port_is_free(spec.master_port):
         raise LaunchError(f"master_port {spec.master_port} is already in use on this machine "
                           "(hint: master_port: auto, or stop what listens there)")
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
     (run_dir / "job.yaml").write_text(Path(job_path).read_text(encoding="utf-8"), encoding="utf-8")
+    if spec.sweep is not None:  # trials side by side on disjoint GPU sets (cockpit.launch.local_sweep)
+        from cockpit.launch import local_sweep
+
+        try:
+            write_status(run_dir, local_sweep.prepare(spec, job_path, run_dir, run_id, extra_args, free_port))
+        except LaunchError:
+            shutil.rmtree(run_dir)
+            raise
+        return run_dir
     facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
                       extra_args)
     script = run_dir / "commands" / "node-0.sh"

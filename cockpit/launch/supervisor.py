@@ -56,6 +56,10 @@ class LocalNode:
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
     """The units of work of a run, by launcher. Each has poll() -> exit code or None, terminate(),
     describe() -> dict for status.json."""
+    if status.launcher == "local" and any("trial" in n for n in status.nodes):
+        from cockpit.launch.local_sweep import make_trial_nodes
+
+        return make_trial_nodes(status, run_dir, 10.0 if grace is None else grace)
     if status.launcher == "local":
         return [LocalNode(run_dir / "commands" / f"node-{n}.sh", host, n, run_dir)
                 for n, host in enumerate(status.hosts)]
@@ -106,14 +110,22 @@ class Supervisor:
         started = [t for t in (self.stop_at, self.failed_at) if t is not None]
         if started and not self.escalated and now - min(started) > self.grace:
             self.escalated = True  # torchrun did not finish the teardown in time: do it ourselves
-            killed = procs.kill_run(self.status.run_id, grace=2.0)
+            killed = procs.kill_run(self.status.run_id, grace=2.0) + self._kill_nodes()
             self.status.note = f"stopped the remaining processes after {self.grace:.0f} s ({killed} needed SIGKILL)"
             changed = True
-        done = all(node.poll() is not None for node in self.nodes)
+        done = all([node.poll() is not None for node in self.nodes])  # every node polled: a sweep's start there
+        if not changed:  # a node moved on (a sweep's trial started or ended)
+            changed = [node.describe() for node in self.nodes] != self.status.nodes
         if changed or done:
             self.status.nodes = [node.describe() for node in self.nodes]
             write_status(self.run_dir, self.status)
         return not done
+
+    def _kill_nodes(self) -> int:
+        """Nodes with processes of their own run id (a local sweep's trials) are killed by their own hand."""
+        from cockpit.launch.local_sweep import TrialNode
+
+        return sum(node.kill() for node in self.nodes if isinstance(node, TrialNode))
 
     def _record_exits(self, now: float) -> bool:
         exits = rank_exits(self.run_dir)
@@ -130,6 +142,7 @@ class Supervisor:
 
     def finish(self) -> int:
         leftover = procs.kill_run(self.status.run_id, grace=2.0) if procs.run_pids(self.status.run_id) else 0
+        leftover += self._kill_nodes()
         self._record_exits(time.monotonic())
         s = self.status
         codes = [node.poll() or 0 for node in self.nodes]
@@ -138,7 +151,19 @@ class Supervisor:
             s.state = "stopped"
         else:
             s.state = "succeeded" if s.exit_code == 0 and s.first_failure is None else "failed"
-        if s.state == "failed" and s.first_failure is None:
+        trials = [n for n in self.nodes if s.launcher == "local" and hasattr(n, "trial")]
+        if trials:  # a local sweep: say how its trials ended, and which failed first
+            from cockpit.launch.local_sweep import summarize
+
+            s.nodes = [node.describe() for node in self.nodes]
+            s.note = summarize(s)
+            failed = [t for t in trials if t.info.get("state") == "failed"]
+            if failed:
+                first = min(failed, key=lambda t: (t.status.ended or 0) if t.status else 0)
+                ff = (first.status.first_failure if first.status else None) or {}
+                why = f" (rank {ff['rank']} on {ff['host']}: {ff['describe']})" if ff.get("describe") else ""
+                s.note += f"; first to fail: trial {first.trial}{why}"
+        elif s.state == "failed" and s.first_failure is None:
             bad = next(node for node, c in zip(self.nodes, codes, strict=True) if c != 0) if s.exit_code else None
             where = f"logs/agent.{bad.host}.log" if bad else "the logs"
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
