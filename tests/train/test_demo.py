@@ -62,9 +62,11 @@ def test_injected_hang_blocks_the_other_rank(runner, paths) -> None:
 
 
 @pytest.mark.slow
-def test_ten_consecutive_bare_torchrun_runs_exit_0(runner, paths) -> None:
-    """The gloo exit-abort workaround (rt.finish -> os._exit): no COCKPIT_* at all, 10 runs in a row."""
-    for attempt in range(10):
+def test_five_consecutive_bare_torchrun_runs_exit_0(runner, paths) -> None:
+    """The gloo exit-abort workaround (rt.finish -> os._exit): no COCKPIT_* at all, 5 runs in a row (at the
+    ~1 in 3 abort rate measured without it, 5 clean runs by chance: 13%; 10 were run here before, ~40 s more
+    of the suite's 15-minute budget)."""
+    for attempt in range(5):
         done = runner.bare_torchrun(paths["demo"], TINY, timeout=60)
         assert done.returncode == 0, f"run {attempt} exited {done.returncode}:\n{done.stdout}"
         assert "run_dir=-" in done.stdout and "terminate called" not in done.stdout
