@@ -181,7 +181,7 @@ class Sshd:
         probe = (self.addresses or ["127.0.0.1"])[0]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if pidfile.exists() and _accepts(probe, self.port):
+            if pidfile.exists() and accepts(probe, self.port):
                 return self
             time.sleep(0.02)
         log = (self.dir / "sshd.log").read_text() if (self.dir / "sshd.log").exists() else ""
@@ -196,7 +196,7 @@ class Sshd:
 
     def children(self) -> list[int]:
         """Every process under the listener: one per connection (and their session children)."""
-        return _descendants(self.pid) if self.pid else []
+        return descendants(self.pid) if self.pid else []
 
     def stop(self, kill_connections: bool = True) -> None:
         """Stop the listener (and, by default, every connection it serves)."""
@@ -209,11 +209,11 @@ class Sshd:
         (self.dir / "sshd.pid").unlink(missing_ok=True)
         probe = (self.addresses or ["127.0.0.1"])[0]
         deadline = time.monotonic() + 5
-        while _accepts(probe, self.port) and time.monotonic() < deadline:
+        while accepts(probe, self.port) and time.monotonic() < deadline:
             time.sleep(0.02)
 
 
-def _accepts(host: str, port: int) -> bool:
+def accepts(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
             return True
@@ -221,7 +221,7 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     parents: dict[int, int] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.sshd import SSHD, World, keygen, make_world
+from fleet.sshd import SSHD, World, accepts, descendants, keygen, make_world
 
 INIT = """
 import os, signal, subprocess, sys
@@ -118,7 +117,7 @@ class Cluster:
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + 15
-        while not _accepts(node.address, 22):
+        while not accepts(node.address, 22):
             if node.proc.poll() is not None or time.monotonic() > deadline:
                 raise NetnsError(f"sshd of {node.name} did not start: {(d / 'sshd.log').read_text()[-500:]}")
             time.sleep(0.05)
@@ -134,7 +133,7 @@ class Cluster:
     def pids(self, node: str) -> list[int]:
         """Pids (this machine's numbering) of every process in the node's PID namespace."""
         init = self.nodes[node].proc.pid
-        return [p for p in _descendants(init)]
+        return descendants(init)
 
     def close(self) -> None:
         for node in self.nodes.values():
@@ -145,31 +144,6 @@ class Cluster:
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.world.root, ignore_errors=True)
-
-
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _descendants(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    parents[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    out, frontier = [], [root]
-    while frontier:
-        kids = [pid for pid, ppid in parents.items() if ppid in frontier]
-        out += kids
-        frontier = kids
-    return out
 
 
 def make_cluster() -> Cluster:
