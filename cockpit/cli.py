@@ -73,6 +73,16 @@ def _runs(name: str):
     return call
 
 
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole seconds, got {text!r}") from None
+    if not 0 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{value} is out of range 0..604800")
+    return value
+
+
 def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--host", action="append", help="only this host (repeatable)")
@@ -90,6 +100,8 @@ def _add_run_commands(sub) -> None:
                    "fails (the nodes must still answer; cockpit doctor JOB.yaml shows the checks)")
     p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
                    "known_hosts (trust on first use) instead of refusing them; a changed key is always refused")
+    p.add_argument("--stall-after", type=_seconds, metavar="S", help="call the run stalled when no rank made "
+                   "progress for S seconds (default: the job's stall_after, 600; 0 turns it off)")
     _add_follow_options(p)
     p.set_defaults(func=_runs("run"))
 
@@ -110,6 +122,14 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("ps"))
+
+    p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the ranks' answers")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_runs("stacks"))
 
     p = sub.add_parser("stop", help="stop a run: SIGTERM to its ranks, SIGKILL after --grace")
     p.add_argument("run", metavar="RUN")

@@ -8,7 +8,7 @@ import json
 import signal
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from cockpit import launch
@@ -51,6 +51,8 @@ def selector(args):
 
 def cmd_run(args, spec, job_path: str) -> int:
     extra = tuple(args.script_args)
+    if args.stall_after is not None:
+        spec = replace(spec, stall_after=args.stall_after)
     try:
         run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
                                  trust_new_hosts=args.trust_new_hosts)
@@ -96,6 +98,29 @@ class LiveFindings:
                       f"{event.text.strip()[:200]}", file=sys.stderr, flush=True)
 
 
+class LiveHang:
+    """Announces the watchdog's findings (cockpit.hang) on stderr as status.json gains them, once each, and
+    when a stall clears."""
+
+    def __init__(self, painter: Painter):
+        self.painter, self.shown = painter, set()
+
+    def on_status(self, status) -> None:
+        keys = set()
+        for f in status.findings:
+            key = (f["kind"], f.get("rank"))
+            keys.add(key)
+            if key not in self.shown:
+                colour = "1;31" if f["severity"] == "error" else "1;33"
+                print(f"cockpit: {self.painter.paint(f['kind'].upper(), colour)}: {f['text']}\n"
+                      f"         hint: {f['hint']}", file=sys.stderr, flush=True)
+        for kind, rank in self.shown - keys:
+            if not status.final:
+                print(f"cockpit: {kind} cleared" + (f" (rank {rank})" if rank is not None else "")
+                      + ": the ranks make progress again", file=sys.stderr, flush=True)
+        self.shown = keys
+
+
 def diagnosis(run_dir: Path, painter: Painter) -> str:
     from cockpit.cli_diagnose import run_sources
     from cockpit.logs.report import diagnose_sources, render_findings
@@ -110,6 +135,7 @@ def follow(run_dir: Path, args, skip_existing: bool) -> int:
     out = sys.stdout
     interrupted = []
     live = LiveFindings(painter)
+    hang = LiveHang(painter)
 
     def on_batch(batch) -> None:
         for line in batch.lines:
@@ -134,7 +160,7 @@ def follow(run_dir: Path, args, skip_existing: bool) -> int:
     async def main():
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
-        return await _follow(run_dir, on_batch, selector(args), skip_existing)
+        return await _follow(run_dir, on_batch, selector(args), skip_existing, hang.on_status)
 
     try:
         status = asyncio.run(main())
@@ -149,10 +175,10 @@ def follow(run_dir: Path, args, skip_existing: bool) -> int:
     return 130 if interrupted else (status.exit_code or 0)
 
 
-async def _follow(run_dir, on_batch, include, skip_existing):
+async def _follow(run_dir, on_batch, include, skip_existing, on_status=None):
     from cockpit.watch import follow_run
 
-    return await follow_run(run_dir, on_batch, include=include, skip_existing=skip_existing)
+    return await follow_run(run_dir, on_batch, include=include, skip_existing=skip_existing, on_status=on_status)
 
 
 def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
@@ -229,3 +255,37 @@ def cmd_stop(args) -> int:
             raise CommandError(f"{run_dir.name}: {exc}") from None
     notice(f"{run_dir.name}: {status.state}")
     return 0 if status.final else 1
+
+
+def cmd_stacks(args) -> int:
+    """Every rank's Python stack (all threads), grouped by host and rank; the run goes on untouched."""
+    from cockpit.hang import finding, gather
+
+    run_dir = find(args)
+    status = read_status(run_dir)
+    if status is None:
+        raise CommandError(f"{run_dir}: no readable status.json")
+    if status.final:
+        kept = sorted((run_dir / "logs").glob("stacks.*.txt"))
+        where = f" (the stacks gathered when it stalled: {kept[-1]})" if kept else ""
+        raise CommandError(f"{run_dir.name} has ended ({status.state}): no process left to ask{where}")
+    ranks = set(args.rank) if args.rank else None
+    try:
+        evidence = gather.collect(run_dir, status, ranks, timeout=args.timeout)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CommandError(f"{run_dir.name}: could not ask the ranks: {exc}") from None
+    if not evidence:
+        raise CommandError(f"{run_dir.name}: no running rank to ask" + (f" among {sorted(ranks)}" if ranks else ""))
+    if args.json:
+        print(json.dumps({"run": status.run_id, "ranks": [
+            {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,
+             "where": e.stack.user_frame.where() if e.stack.user_frame else None,
+             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": e.text}
+            for _, e in sorted(evidence.items())]}, indent=2))
+    else:
+        print(finding.stacks_report(evidence), end="")
+    silent = [r for r, e in evidence.items() if not e.text]
+    if silent:
+        notice(f"no stack from rank(s) {', '.join(map(str, sorted(silent)))} within {args.timeout:.0f} s: "
+               "stopped (state T), frozen, or started without the hook (COCKPIT_HOOK=0)")
+    return 0 if len(silent) < len(evidence) else 1

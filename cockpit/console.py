@@ -75,6 +75,11 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
             out += [f"  | {line}" for line in last_lines(log[1], tail)]
+    for f in status.findings:  # cockpit.hang: stalled, stopped or straggling ranks
+        out.append(painter.paint(f"{f['kind']}: {f['text']}", "1;31" if f["severity"] == "error" else "1;33"))
+        out.append(f"  hint: {f['hint']}")
+        if f.get("stacks"):
+            out.append(f"  every rank's stack: {f['stacks']}")
     if status.note:
         out.append(f"note: {status.note}")
     out.append(f"run directory: {run_dir}")
@@ -92,13 +97,30 @@ def _describe(rank: dict) -> str:
     return f"exit code {rank['status']}"
 
 
+def health(s: RunStatus) -> str:
+    """The ps HEALTH column: what cockpit.hang's watchdog says of a run's ranks."""
+    words = []
+    for f in s.findings:
+        if f["kind"] == "straggler":
+            words.append(f"straggler:{f['rank']}")
+        elif f["kind"] == "stopped":
+            words.append("stopped:" + ",".join(str(c["rank"]) for c in f["culprits"] if c["state"] != "running"))
+        else:
+            culprits = ",".join(str(c["rank"]) for c in f["culprits"])
+            words.append(f"stalled {duration(f['quiet_s'])}" + (f" (rank {culprits})" if culprits else ""))
+    if words:
+        return "; ".join(words)
+    return "ok" if s.state == "running" and s.progress else "-"
+
+
 def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
-    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}"]
+    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}  HEALTH"]
     now = time.time()
     for _, s in rows:
         nodes = ",".join(s.hosts)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
-                   f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}")
+                   f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}  "
+                   f"{health(s)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:
             if "trial" in node:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 STATES = ("starting", "running", *FINAL_STATES)
-_RANK_FILE = re.compile(r"^rank-(\d+)\.(.+)\.(log|exit)$")
+_RANK_FILE = re.compile(r"^rank-(\d+)\.(.+)\.(log|exit|pid|beat|stacks)$")
 
 
 @dataclass
@@ -72,6 +72,10 @@ class RunStatus:
     first_failure: dict | None = None  # {"rank", "host", "status", "signal", "time", "describe"}
     stop_requested: bool = False
     note: str | None = None  # why a run ended as it did, when cockpit knows more than the exit code
+    stall_after: float = 600.0  # the job's stall_after (cockpit run --stall-after): 0 turns the watch off
+    on_stall: str = "report"  # "report" | "stop"
+    progress: dict[str, dict] = field(default_factory=dict)  # rank -> cockpit.hang.progress record
+    findings: list[dict] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
 
     @property
     def final(self) -> bool:
@@ -99,7 +103,17 @@ def create_run_dir(runs_dir: Path, run_id: str) -> Path:
     run_dir.mkdir(mode=0o700)
     for sub in ("commands", "logs"):
         (run_dir / sub).mkdir(mode=0o700)
+    install_hook(run_dir)
     return run_dir
+
+
+def install_hook(run_dir: Path) -> None:
+    """The rank-side hook (cockpit.hang.rankhook) as <run>/hook/sitecustomize.py; the rank wrapper puts it
+    first on each rank's PYTHONPATH."""
+    hook = run_dir / "hook"
+    hook.mkdir(mode=0o700, exist_ok=True)
+    source = Path(__file__).with_name("hang") / "rankhook.py"
+    (hook / "sitecustomize.py").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -82,6 +82,8 @@ class JobSpec:
     master_port: int | None = None  # None: auto
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
     max_restarts: int = 0
+    stall_after: int = 600  # seconds without progress on any rank before the run is called stalled; 0: off
+    on_stall: str = "report"  # "report" | "stop" (after the evidence is gathered)
     workdir: str | None = None  # where the ranks run; None: the job file's directory
     python: str | None = None  # interpreter on the nodes; None: this one (local) or python3
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
@@ -157,7 +159,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep")
+             "python", "slurm", "sweep", "stall_after", "on_stall")
 _SLURM_KEYS = tuple(SlurmSpec.__dataclass_fields__)
 _SWEEP_KEYS = ("grid", "max_parallel", "gpus_per_trial")
 
@@ -185,6 +187,8 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0),
+        stall_after=check.integer(data, ("stall_after",), 600, minimum=0),
+        on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
         workdir=check.string(data, ("workdir",)),
         python=check.string(data, ("python",)),
         slurm=_slurm(check, data.get("slurm")),

@@ -59,7 +59,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     script.write_text(render(spec, facts, default_kind(spec), 0 if default_kind(spec) != "dp" else None))
     status = RunStatus(run_id=run_id, name=spec.name, launcher=spec.launcher,
                        job_file=str(Path(job_path).resolve()), hosts=list(facts.node_names),
-                       world_size=spec.world_size)
+                       world_size=spec.world_size,
+                       stall_after=spec.stall_after, on_stall=spec.on_stall)
     write_status(run_dir, status)
     return run_dir
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from cockpit import procs
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.render import render
-from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
+from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_status
 from cockpit.spec import JobSpec
 
 
@@ -84,6 +84,7 @@ def prepare(spec: JobSpec, job_path: str, run_dir: Path, run_id: str, extra_args
         tdir = trial_dir(run_dir, i)
         (tdir / "commands").mkdir(mode=0o700, parents=True)
         (tdir / "logs").mkdir(mode=0o700)
+        install_hook(tdir)
         tdir.chmod(0o700)
         trun = f"{run_id}.trial-{i}"
         facts = facts_for(tspec, job_path, str(tdir.resolve()), trun, port, extra_args)

@@ -31,7 +31,7 @@ from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.slurm_query import JobView, Runner, SlurmError, query_jobs, run_command
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
-from cockpit.runs import RunStatus, create_run_dir, new_run_id, read_status, write_status
+from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_status
 from cockpit.spec import JobSpec
 
 SCRIPT = Path("commands") / "sbatch.sh"
@@ -52,11 +52,13 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     trials = spec.sweep.trials() if spec.sweep else []
     # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
     status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
-                       hosts=[], world_size=None if trials else spec.world_size)
+                       hosts=[], world_size=None if trials else spec.world_size,
+                       stall_after=spec.stall_after, on_stall=spec.on_stall)
     for i, args in enumerate(trials):
         tdir = trial_dir(run_dir, i)
         (tdir / "logs").mkdir(mode=0o700, parents=True)
         tdir.chmod(0o700)
+        install_hook(tdir)
         status.nodes.append({"host": f"trial-{i}", "node_rank": i, "trial": i, "args": list(args),
                              "run_dir": str(tdir), "job_id": None})
         write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
@@ -132,6 +134,14 @@ def cancel(ids: list[str], runner: Runner = run_command) -> None:
     r = runner(["scancel", *ids])
     if r.returncode != 0:
         raise SlurmError(f"scancel {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
+
+
+def signal_steps(ids: list[str], sig: str, runner: Runner = run_command) -> None:
+    """``scancel --signal=SIG``: slurmstepd delivers it to every process of the jobs' steps (not the batch
+    shell). Raises SlurmError."""
+    r = runner(["scancel", f"--signal={sig}", *ids])
+    if r.returncode != 0:
+        raise SlurmError(f"scancel --signal={sig} {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
 
 
 def requeue(run_dir: Path, runner: Runner = run_command) -> str:

@@ -12,6 +12,9 @@ not have cockpit installed, only the job's Python. Stdlib only, one JSON object 
                  from the exit record its launch shell writes, or "gone" if that shell vanished without one.
                  Ends after reporting the end, or when stdin closes (cockpit's side went away); with
                  "once", after one round, reporting {"running": true} if the node's torchrun still runs.
+    stacks JSON  ask this node's ranks of a run for their stacks (cockpit.hang.gather): a marker into each
+                 rank's .stacks file, a dump request, SIGURG to each rank's pid; then, per rank, the text
+                 after the marker, its last beat and a digest of its Flight Recorder dump.
 """
 
 from __future__ import annotations
@@ -210,6 +213,65 @@ def watch(args: dict) -> int:
             return 0
 
 
+def stacks(args: dict) -> int:
+    logs, host, request = os.path.join(args["run_dir"], "logs"), args["host"], args["request"]
+    wanted = set(args.get("ranks") or ())
+    targets = {}
+    for name in sorted(os.listdir(logs)):
+        parts = name.split(".")
+        if not (name.startswith("rank-") and name.endswith(f".{host}.pid")) or os.path.exists(
+                os.path.join(logs, name[:-4] + ".exit")):
+            continue
+        rank = int(parts[0][5:])
+        if wanted and rank not in wanted:
+            continue
+        base = os.path.join(logs, name[:-4])
+        with open(base + ".stacks", "a", encoding="utf-8") as f:
+            f.write(args["marker"])
+        targets[rank] = (base, os.path.getsize(base + ".stacks"))
+    with open(os.path.join(logs, "dump.req.tmp"), "w") as f:
+        f.write(request + "\n")
+    os.replace(os.path.join(logs, "dump.req.tmp"), os.path.join(logs, "dump.req"))
+    for base, _ in targets.values():
+        try:
+            with open(base + ".pid") as f:
+                os.kill(int(f.read().split()[0]), 23)  # SIGURG
+        except (OSError, ValueError, IndexError):
+            continue
+    deadline = time.monotonic() + float(args.get("timeout", 5.0))
+    while True:
+        answers = {rank: _answer(base, offset, request) for rank, (base, offset) in targets.items()}
+        if time.monotonic() >= deadline or all(a["text"] and (a["beat"] or {}).get("req") == request
+                                                for a in answers.values()):
+            break
+        time.sleep(0.1)
+    for rank, answer in sorted(answers.items()):
+        emit({"rank": rank, "host": host, **answer})
+    return 0
+
+
+def _answer(base: str, offset: int, request: str) -> dict:
+    out: dict = {"text": "", "beat": None, "fr": None}
+    try:
+        with open(base + ".stacks", encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            out["text"] = f.read()[-200000:]
+        with open(base + ".beat", encoding="utf-8", errors="replace") as f:
+            lines = f.read()[-4096:].splitlines()
+        out["beat"] = json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        pass  # not written yet: the caller shows what came
+    if (out["beat"] or {}).get("req") == request:
+        try:
+            with open(base + ".fr.json", encoding="utf-8", errors="replace") as f:
+                fr = json.load(f)
+            entries = [e for e in fr.get("entries") or () if isinstance(e, dict) and not e.get("is_p2p")]
+            out["fr"] = json.dumps({"pg_status": fr.get("pg_status"), "entries": entries[-1:]})
+        except (OSError, ValueError, AttributeError):
+            pass  # no Flight Recorder dump (an old torch, FR off)
+    return out
+
+
 def main(argv: list[str]) -> int:
     command, args = argv[0], json.loads(argv[1])
     if command == "check":
@@ -217,6 +279,8 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "listen":
         return listen(args)
+    if command == "stacks":
+        return stacks(args)
     if command == "watch":
         try:
             return watch(args)

@@ -35,9 +35,11 @@ def start_script(run_dir: str, host: str, node_rank: int, script_text: str | Non
     safe = log_safe(host)
     script = f"commands/node-{node_rank}.sh"
     lines = ["set -e", f"mkdir -p {q(run_dir)}/logs {q(run_dir)}/commands", f"cd {q(run_dir)}"]
-    if script_text is not None:
+    if script_text is not None:  # not shared: the node script, and the rank hook it puts on PYTHONPATH
         blob = base64.b64encode(script_text.encode()).decode()
         lines.append(f"printf '%s' {blob} | base64 -d > {script}")
+        hook = base64.b64encode((Path(__file__).parents[1] / "hang" / "rankhook.py").read_bytes()).decode()
+        lines += ["mkdir -p hook", f"printf '%s' {hook} | base64 -d > hook/sitecustomize.py"]
     launch = (f"bash {script}; s=$?; printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > logs/agent.{safe}.exit")
     lines += [f"rm -f logs/agent.{safe}.exit",
               f"setsid sh -c {q(launch)} > logs/agent.{safe}.log 2>&1 < /dev/null &",

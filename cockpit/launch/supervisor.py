@@ -86,6 +86,7 @@ class Supervisor:
         self.stop_at: float | None = None
         self.failed_at: float | None = None
         self.escalated = False
+        self.watchdog = None  # cockpit.hang: progress, stalls, stragglers
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -95,6 +96,10 @@ class Supervisor:
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
         self.nodes = make_nodes(s, self.run_dir, self.grace)
         s.nodes = [node.describe() for node in self.nodes]
+        if not any("trial" in n for n in s.nodes):  # a sweep's trials are runs of their own
+            from cockpit.hang.watchdog import Watchdog
+
+            self.watchdog = Watchdog(self.run_dir, s)
         s.state, s.started = "running", time.time()
         write_status(self.run_dir, s)
 
@@ -102,6 +107,8 @@ class Supervisor:
         """One look at the run; True while it is still going."""
         now = time.monotonic()
         changed = self._record_exits(now)
+        if self.watchdog is not None and not self.status.stop_requested:
+            changed = self.watchdog.tick() or changed
         if self.status.stop_requested and self.stop_at is None:
             self.stop_at = now
             for node in self.nodes:

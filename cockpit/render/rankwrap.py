@@ -3,7 +3,9 @@
 It gives every rank its own log file named by global rank and host (torchrun's --log-dir layout numbers by
 local rank and changes between torch versions), passes signals on to the rank, and records how the rank
 ended (exit status and time) next to its log, so cockpit can name the first failing rank even when it was
-not watching. The node script writes it into the run directory with a quoted heredoc (nothing expands).
+not watching. It records the rank's pid (for stacks and process state) and puts cockpit's rank-side hook
+(cockpit.hang.rankhook, installed as <run>/hook/sitecustomize.py) first on the rank's PYTHONPATH.
+The node script writes it into the run directory with a quoted heredoc (nothing expands).
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ WRAPPER = r"""#!/usr/bin/env bash
 # cockpit rank wrapper: "$@" is the rank's program. Output -> logs/rank-R.HOST.log; end -> rank-R.HOST.exit
 rank="${RANK:-0}"
 base="$COCKPIT_RUN_DIR/logs/rank-$rank.$COCKPIT_HOST"
+if [ -f "$COCKPIT_RUN_DIR/hook/sitecustomize.py" ]; then
+  export PYTHONPATH="$COCKPIT_RUN_DIR/hook${PYTHONPATH:+:$PYTHONPATH}" COCKPIT_WRAPPER_PID=$$
+fi
 "$@" >>"$base.log" 2>&1 &
 child=$!
+echo "$child" >"$base.pid"
 for sig in TERM HUP USR1 USR2; do
   # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
   trap "kill -$sig $child 2>/dev/null" "$sig"

@@ -1,0 +1,126 @@
+"""Evidence -> the finding a user reads: which rank is stuck, where, and who waits for it. Pure.
+
+Culprit vs victim: a rank blocked inside a collective is a victim. The culprits are the ranks that are
+stopped, the live ranks outside any collective (stuck in their own code), and, where the Flight Recorder
+knows it, the ranks that never enqueued the collective the others wait in.
+"""
+
+from __future__ import annotations
+
+from cockpit.hang.gather import Evidence
+from cockpit.hang.progress import Straggler
+
+
+def _rank_list(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: dict[int, Evidence], now: float,
+                 run_ref: str = "RUN") -> dict:
+    """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped)."""
+    culprits, victims, silent = [], [], []
+    seqs = {r: e.flight.enqueued for r, e in evidence.items() if e.flight and e.flight.enqueued is not None}
+    top = max(seqs.values(), default=None)
+    for rank in sorted(set(progress) | set(evidence)):
+        rec, ev = progress.get(rank, {}), evidence.get(rank)
+        host = (ev.host if ev else None) or rec.get("host", "?")
+        state = rec.get("state", "unknown")
+        stack = ev.stack if ev and ev.text else None
+        beat = (ev.beat if ev else None) or {}
+        op = (stack.collective if stack else None) or beat.get("in") or rec.get("in")
+        frame = stack.user_frame if stack else None
+        entry = {"rank": rank, "host": host, "state": state, "where": frame.where() if frame else None,
+                 "seq": seqs.get(rank)}
+        if state in ("stopped", "not responding", "exited"):
+            culprits.append(entry)
+        elif op is not None and not (top is not None and rank in seqs and seqs[rank] < top):
+            since = beat.get("since") or rec.get("in_since")
+            entry.update(op=op, waiting_s=round(now - since, 1) if since else None)
+            victims.append(entry)
+        elif stack is not None or (top is not None and rank in seqs):
+            entry["op"] = op
+            culprits.append(entry)
+        else:
+            silent.append(entry)
+    collective = None
+    if top is not None:
+        op = next((e.flight.op for e in evidence.values() if e.flight and e.flight.enqueued == top), None)
+        collective = {"seq": top, "op": op}
+    finding = {"kind": kind, "severity": "error", "quiet_s": round(quiet, 1), "culprits": culprits,
+               "victims": victims, "silent": [e["rank"] for e in silent], "collective": collective}
+    finding["text"], finding["hint"] = _words(finding, run_ref)
+    return finding
+
+
+def _words(f: dict, run_ref: str) -> tuple[str, str]:
+    head = (f"no rank made progress for {f['quiet_s']:.0f} s" if f["kind"] == "stall"
+            else "a rank's process is stopped")
+    parts = []
+    for c in f["culprits"]:
+        if c["state"] == "stopped":
+            parts.append(f"rank {c['rank']} ({c['host']}) is stopped (SIGSTOP, state T)")
+        elif c["state"] in ("not responding", "exited"):
+            parts.append(f"rank {c['rank']} ({c['host']}) is {c['state']}")
+        elif c.get("op"):
+            parts.append(f"rank {c['rank']} ({c['host']}) is in {c['op']} behind the others"
+                         + (f" at {c['where']}" if c["where"] else ""))
+        else:
+            parts.append(f"rank {c['rank']} ({c['host']}) is stuck "
+                         + (f"in {c['where']}, outside any collective" if c["where"] else "outside any collective"))
+    if f["victims"]:
+        ops = sorted({v["op"] for v in f["victims"]})
+        coll = f["collective"]
+        what = " / ".join(ops) + (f" (collective #{coll['seq']}" + (f", {coll['op']}" if coll["op"] else "")
+                                  + ")" if coll else "")
+        waits = [v["waiting_s"] for v in f["victims"] if v.get("waiting_s") is not None]
+        parts.append(f"{_rank_list([v['rank'] for v in f['victims']])} "
+                     f"{'waits' if len(f['victims']) == 1 else 'wait'} in {what}"
+                     + (f" for {max(waits):.0f} s" if waits else ""))
+    if f["silent"]:
+        parts.append(f"{_rank_list(f['silent'])} gave no stacks")
+    text = f"{head}: " + "; ".join(parts) if parts else head
+    if f["culprits"]:
+        first = f["culprits"][0]
+        who = _rank_list([c["rank"] for c in f["culprits"]])
+        hint = (f"{who} is the culprit; ranks waiting in a collective are its victims (torchrun's failure "
+                f"table names a victim: the rank that timed out waiting). ")
+        if first["state"] == "stopped":
+            hint += f"Resume it (kill -CONT) or end the run (cockpit stop {run_ref})."
+        else:
+            hint += f"Its threads: cockpit stacks {run_ref} --rank {first['rank']}."
+    elif f["victims"]:
+        hint = ("every rank waits in a collective: ranks that disagree on the collective (a rank that skipped "
+                "one, a different op or size) or a dead link; compare the ops above, rerun with "
+                "NCCL_DEBUG=INFO / TORCH_DISTRIBUTED_DEBUG=INFO")
+    else:
+        hint = f"no rank answered with a stack; cockpit stacks {run_ref} asks again"
+    return text, hint
+
+
+def straggler_finding(s: Straggler) -> dict:
+    text = (f"rank {s.rank} ({s.host}) is a straggler: {s.compute_ms:.0f} ms of its own work per step while "
+            f"the other ranks wait {s.others_wait_ms:.0f} ms per step for it in collectives "
+            f"(it waits {100 * s.wait_share:.0f}% of its time, the others {100 * s.others_share:.0f}%)")
+    hint = (f"look at what only rank {s.rank} does or has: its input pipeline and data shard, its host's load "
+            "(other processes, CPU threads), its GPU (clocks, temperature); with GPUs, low utilisation on it "
+            "reads as input-bound")
+    return {"kind": "straggler", "severity": "warning", "rank": s.rank, "host": s.host,
+            "compute_ms": round(s.compute_ms, 1), "others_wait_ms": round(s.others_wait_ms, 1),
+            "wait_share": s.wait_share, "others_share": s.others_share, "text": text, "hint": hint}
+
+
+def stacks_report(evidence: dict[int, Evidence]) -> str:
+    """Every rank's stack, grouped by host, then rank (what `cockpit stacks` prints)."""
+    lines = []
+    for host in sorted({e.host for e in evidence.values()}):
+        lines.append(f"== {host} ==")
+        for rank in sorted(r for r, e in evidence.items() if e.host == host):
+            e = evidence[rank]
+            stack = e.stack
+            frame, op = stack.user_frame, stack.collective
+            what = (f"in {op}" if op else "outside any collective") + (f", at {frame.where()}" if frame else "")
+            if e.flight and e.flight.enqueued is not None:
+                what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
+            lines.append(f"-- rank {rank} ({what if e.text else 'no answer: stopped, frozen or without the hook'})")
+            lines += ["   " + line for line in e.text.rstrip("\n").splitlines() if line.strip()]
+    return "\n".join(lines) + "\n"

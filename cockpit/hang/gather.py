@@ -1,0 +1,185 @@
+"""Reading a run's rank files, and asking its ranks for their stacks — by the path each launcher has:
+
+- local: the ranks' pids (logs/rank-R.HOST.pid, written by the rank wrapper) get SIGURG directly;
+- Slurm: ``scancel --signal=URG JOBID`` — slurmstepd delivers it to every process of the job's steps
+  (SIGURG is ignored by default, so the wrappers and anything without the hook are unharmed); the run
+  directory is on the shared filesystem, so the answers are read in place;
+- ssh: the node agent (``stacks``) signals the node's ranks and sends back what they wrote.
+
+Before signalling, a marker line is appended to each rank's .stacks file and a new request number is
+written to logs/dump.req (the hook answers it with a Flight Recorder dump), so the answer is exactly what
+follows the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit.hang.progress import RankSample
+from cockpit.hang.stacks import FlightRecord, RankStack, last_dump, marker, parse_dump, parse_flight_record
+from cockpit.runs import RunStatus, rank_exits, rank_files
+
+LOCAL_LAUNCHERS = ("local",)
+TAIL_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one rank said when asked."""
+
+    rank: int
+    host: str
+    text: str  # the faulthandler dump ("" when none came)
+    flight: FlightRecord | None
+    beat: dict | None
+
+    @property
+    def stack(self) -> RankStack:
+        return parse_dump(self.text)
+
+
+def last_json_line(path: Path) -> dict | None:
+    """The last complete JSON line of a file (metrics, beats), reading only its tail."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def proc_state(pid: int) -> str | None:
+    """running | stopped | exited for a local pid (None if it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "exited"
+    return {b"T": "stopped", b"t": "stopped", b"Z": "exited", b"X": "exited"}.get(state, "running")
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def samples(run_dir: Path, status: RunStatus) -> list[RankSample]:
+    """One look at every rank that has a log, for cockpit.hang.progress."""
+    logs = rank_files(run_dir, "log")
+    exits = rank_exits(run_dir)
+    pids = rank_files(run_dir, "pid")
+    local = status.launcher in LOCAL_LAUNCHERS
+    out = []
+    for rank, (host, path) in sorted(logs.items()):
+        try:
+            st = path.stat()
+            size, mtime = st.st_size, st.st_mtime
+        except OSError:
+            size = mtime = None
+        metrics = last_json_line(run_dir / "metrics" / f"rank-{rank}.jsonl")
+        step = metrics.get("step") if metrics else None
+        state = None
+        if rank in exits:
+            state = "exited"
+        elif local and rank in pids:
+            pid = read_pid(pids[rank][1])
+            state = proc_state(pid) if pid else None
+        base = path.with_suffix("")
+        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state,
+                              last_json_line(base.with_name(base.name + ".beat"))))
+    return out
+
+
+def new_request() -> str:
+    return f"{time.time():.6f}"
+
+
+def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, timeout: float = 5.0,
+            signal_ranks=None) -> dict[int, Evidence]:
+    """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
+    within ``timeout``. ``signal_ranks(request)`` delivers SIGURG (default: by the run's launcher)."""
+    if status.launcher == "ssh" and signal_ranks is None:
+        from cockpit.hang import remote_stacks
+
+        return remote_stacks.collect(run_dir, status, ranks, timeout)
+    request = new_request()
+    logs = run_dir / "logs"
+    targets = {r: hp for r, hp in rank_files(run_dir, "log").items() if ranks is None or r in ranks}
+    exits = rank_exits(run_dir)
+    targets = {r: hp for r, hp in targets.items() if r not in exits}
+    offsets = {}
+    for rank, (host, _path) in targets.items():
+        stacks = logs / f"rank-{rank}.{host}.stacks"
+        with open(stacks, "a", encoding="utf-8") as f:
+            f.write(marker(request, time.time()))
+        offsets[rank] = stacks.stat().st_size
+    (logs / "dump.req.tmp").write_text(request + "\n")
+    os.replace(logs / "dump.req.tmp", logs / "dump.req")
+    (signal_ranks or _signaller(run_dir, status, set(targets)))(request)
+    deadline = time.monotonic() + timeout
+    answered: dict[int, Evidence] = {}
+    while True:
+        for rank, (host, _) in targets.items():
+            answered[rank] = _answer(logs, rank, host, offsets[rank], request)
+        done = all(e.text and (e.beat or {}).get("req") == request for e in answered.values())
+        if done or time.monotonic() >= deadline:
+            return answered
+        time.sleep(0.1)
+
+
+def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evidence:
+    base = logs / f"rank-{rank}.{host}"
+    try:
+        with open(f"{base}.stacks", encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            text = last_dump(f.read())
+    except OSError:
+        text = ""
+    beat = last_json_line(Path(f"{base}.beat"))
+    flight = None
+    if beat and beat.get("req") == request:
+        try:
+            flight = parse_flight_record(Path(f"{base}.fr.json").read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            flight = None
+    return Evidence(rank, host, text, flight, beat)
+
+
+def _signaller(run_dir: Path, status: RunStatus, ranks: set[int]):
+    if status.launcher == "slurm":
+        from cockpit.launch import slurm
+
+        def by_slurm(_request: str) -> None:
+            ids = slurm.job_ids(status)
+            if ids:
+                slurm.signal_steps(ids, "URG")
+
+        return by_slurm
+
+    def by_pid(_request: str) -> None:
+        for rank, (_host, path) in rank_files(run_dir, "pid").items():
+            pid = read_pid(path)
+            if rank in ranks and pid is not None:
+                try:
+                    os.kill(pid, signal.SIGURG)
+                except (ProcessLookupError, PermissionError):
+                    continue
+
+    return by_pid

@@ -1,0 +1,50 @@
+"""Stacks from the nodes of an ssh run: the node agent's `stacks` command on every node at once, over
+the same SSH settings (and host-key checks) as the launch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from cockpit.hang.gather import Evidence, new_request
+from cockpit.hang.stacks import last_dump, marker, parse_flight_record
+from cockpit.runs import RunStatus
+
+
+def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: float) -> dict[int, Evidence]:
+    from cockpit.launch.ssh_facts import node_python
+    from cockpit.launch.ssh_plan import read_plan
+    from cockpit.launch.ssh_shell import agent_command
+    from cockpit.remote import RemoteError, RemotePool
+    from cockpit.render.facts import log_safe
+
+    plan = read_plan(run_dir)
+    request = new_request()
+    args = {"request": request, "marker": marker(request, time.time()), "ranks": sorted(ranks or ()),
+            "timeout": timeout}
+
+    async def one(pool: RemotePool, node) -> list[dict]:
+        command = agent_command(node_python(pool, node.host, plan.python), "stacks",
+                                {**args, "run_dir": node.run_dir, "host": log_safe(node.host)})
+        try:
+            result = await asyncio.wait_for(pool.get(node.host).run(command, timeout + 30), timeout + 35)
+        except (RemoteError, asyncio.TimeoutError):
+            return []  # an unreachable node answers nothing; its ranks show as silent
+        return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+    async def go():
+        pool = RemotePool(plan.ssh)
+        try:
+            return await asyncio.gather(*(one(pool, n) for n in plan.nodes))
+        finally:
+            await pool.close()
+
+    out = {}
+    for answers in asyncio.run(go()):
+        for a in answers:
+            flight = parse_flight_record(a["fr"]) if a.get("fr") else None
+            out[int(a["rank"])] = Evidence(int(a["rank"]), a["host"], last_dump(a.get("text") or ""), flight,
+                                           a.get("beat"))
+    return out

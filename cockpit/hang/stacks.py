@@ -1,0 +1,157 @@
+"""Stacks and Flight Recorder traces -> who is stuck where, and who waits for whom. Pure: text in, values out.
+
+A rank blocked inside a collective is a victim: it waits for a rank that has not joined. The culprit is a
+live rank that is NOT in a collective (stuck in its own code: a data reader, a deadlock, a skipped
+collective), or a rank that is stopped. torchrun's failure table names the rank that timed out waiting,
+which is a victim; this module names the culprit.
+
+faulthandler's format (CPython 3.8-3.13)::
+
+    Thread 0x00007f... (most recent call first):
+      File "/path/file.py", line 12 in func
+    <blank>
+    Current thread 0x00007f... (most recent call first):
+      File ...
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)(?: \[[^\]]*\])? \(most recent call first\):")
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+)$')
+_LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "/hook/sitecustomize.py", "<frozen ")
+COLLECTIVE_NAMES = frozenset((
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "gather", "scatter", "all_to_all",
+    "all_to_all_single", "barrier", "monitored_barrier", "send", "recv", "wait"))
+MARKER = "--- cockpit stacks "
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str
+    line: int
+    function: str
+
+    @property
+    def user(self) -> bool:
+        """Code of the job's own, not Python's, torch's or cockpit's hook."""
+        return not any(part in self.path for part in _LIBRARY)
+
+    def where(self) -> str:
+        return f"{self.function} ({self.path.rsplit('/', 1)[-1]}:{self.line})"
+
+
+@dataclass(frozen=True)
+class Thread:
+    ident: str
+    current: bool
+    frames: tuple[Frame, ...]  # most recent first
+
+    @property
+    def is_main(self) -> bool:
+        """Threads started by `threading` end in its _bootstrap; the main thread does not."""
+        return bool(self.frames) and not self.frames[-1].path.endswith("threading.py")
+
+    @property
+    def is_hook(self) -> bool:
+        return any(f.path.endswith("hook/sitecustomize.py") and f.function == "_beat_loop" for f in self.frames)
+
+
+@dataclass(frozen=True)
+class RankStack:
+    """One rank's dump, read: what its main thread is doing."""
+
+    threads: tuple[Thread, ...]
+
+    @property
+    def main(self) -> Thread | None:
+        mains = [t for t in self.threads if t.is_main and not t.is_hook]
+        return next((t for t in mains if t.current), mains[0] if mains else None)
+
+    @property
+    def user_frame(self) -> Frame | None:
+        """The innermost frame of the job's own code in the main thread."""
+        main = self.main
+        return next((f for f in main.frames if f.user), None) if main else None
+
+    @property
+    def collective(self) -> str | None:
+        """The torch.distributed call the main thread is blocked in (None: not in one)."""
+        main = self.main
+        if main is None:
+            return None
+        for f in main.frames:
+            if f.user:
+                return None
+            if "torch/distributed" in f.path and f.function in COLLECTIVE_NAMES:
+                return f.function
+            if f.path.endswith(("torch/autograd/__init__.py", "torch/_tensor.py")) and f.function == "backward":
+                return "backward"
+        return None
+
+
+def parse_dump(text: str) -> RankStack:
+    """Threads of one faulthandler dump (the text after the last marker)."""
+    threads: list[Thread] = []
+    ident, current, frames = None, False, []
+    for line in text.splitlines():
+        m = _THREAD.match(line)
+        if m:
+            if ident is not None:
+                threads.append(Thread(ident, current, tuple(frames)))
+            ident, current, frames = m.group(2), m.group(1).startswith("Current"), []
+            continue
+        f = _FRAME.match(line)
+        if f and ident is not None:
+            frames.append(Frame(f.group(1), int(f.group(2)), f.group(3).strip()))
+    if ident is not None:
+        threads.append(Thread(ident, current, tuple(frames)))
+    return RankStack(tuple(threads))
+
+
+def last_dump(text: str) -> str:
+    """The part of a .stacks file after its last request marker (all of it when there is none)."""
+    at = text.rfind(MARKER)
+    return text if at < 0 else text[text.find("\n", at) + 1:]
+
+
+def marker(request: str, now: float) -> str:
+    return f"{MARKER}{request} {now:.3f} ---\n"
+
+
+@dataclass(frozen=True)
+class FlightRecord:
+    """A rank's Flight Recorder view of the default process group: the last collective it enqueued and the
+    last one that completed, by sequence number, and the name of the one it last enqueued."""
+
+    enqueued: int | None
+    completed: int | None
+    op: str | None
+
+
+def parse_flight_record(text: str) -> FlightRecord | None:
+    """torch's `_dump_fr_trace_json()`. torch 2.13's own fr_trace analyser fails on gloo dumps (pg_config
+    key '' vs '0'), so only the fields needed are read, by hand. None when unreadable."""
+    try:
+        data = json.loads(text)
+        status = data.get("pg_status") or {}
+        pg = status.get("0") or next(iter(status.values()), {})
+    except (ValueError, AttributeError, StopIteration):
+        return None
+    if not isinstance(pg, dict):
+        return None
+
+    def seq(key: str) -> int | None:
+        try:
+            value = int(pg.get(key))
+        except (TypeError, ValueError):
+            return None
+        return value if value >= 0 else None
+
+    entries = [e for e in data.get("entries") or () if isinstance(e, dict) and not e.get("is_p2p")]
+    op = str(entries[-1].get("profiling_name") or "") or None if entries else None
+    return FlightRecord(seq("last_enqueued_collective"), seq("last_completed_collective"), op)
