@@ -145,6 +145,8 @@ class Monitor:
             d = _delta(r.beats, now, self.window)
             if d is None or d[2] < 3:  # too few sync points in the window to judge
                 return None
+            if _since_last_sync(r.beats) > max(3.0, 3 * d[0] / d[2]):
+                return None  # a rank stopped syncing: a hang in the making, not a straggler
             stats[rank] = d
         if len(stats) < 2:
             return None
@@ -189,6 +191,15 @@ def _delta(beats: deque, now: float, window: float) -> tuple[float, float, int] 
     if t1 <= t0:
         return None
     return t1 - t0, max(0.0, s1 - s0), n1 - n0
+
+
+def _since_last_sync(beats: deque) -> float:
+    """Seconds from this rank's last new sync point to its last beat."""
+    t_last, _, n_last = beats[-1]
+    for t, _, n in reversed(beats):
+        if n != n_last:
+            return t_last - t
+    return t_last - beats[0][0]
 
 
 def _share(beats: deque, now: float, window: float) -> float | None:

@@ -39,7 +39,7 @@ class Watchdog:
             findings, self.reported = [], set()
         elif not episode <= self.reported:
             kind = "stall" if verdict.stalled else "stopped"
-            evidence = self._evidence()
+            evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))  # a stopped rank cannot answer
             found = finding.hang_finding(kind, verdict.quiet, verdict.ranks, evidence, time.time(), s.run_id)
             found["stacks"] = self._write(evidence)
             findings, self.reported = [found], episode
@@ -52,9 +52,9 @@ class Watchdog:
         s.findings, s.progress = findings, {str(r): rec for r, rec in verdict.ranks.items()}
         return changed
 
-    def _evidence(self) -> dict:
+    def _evidence(self, ranks: set[int]) -> dict:
         try:
-            return self.collect(self.run_dir, self.status)
+            return self.collect(self.run_dir, self.status, ranks) if ranks else {}
         except Exception as exc:  # noqa: BLE001 - no evidence must not mean no finding
             self.status.note = f"stacks could not be gathered: {type(exc).__name__}: {exc}"
             return {}
