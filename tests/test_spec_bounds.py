@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from helpers import require_tool
 
 from cockpit import jobfile
 from cockpit.hostlist import HostlistError, expand
@@ -199,6 +200,11 @@ def test_comments_in_generated_shell_cannot_be_ended_by_a_value():
     text = render(spec, facts, "torchrun")
     assert all(not line.startswith("id ") for line in text.splitlines())
     assert "# ===== node 1: n\\nid >/tmp/pwned =====" in text
+    node1 = render(spec, facts, "torchrun", 1)
+    assert node1.splitlines()[1].startswith("# cockpit: job \"t\", torchrun, node 1 of 2 (n\\nid >/tmp/pwned)")
+    r = subprocess.run([require_tool("shellcheck"), "-s", "bash", "-"], input=node1, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout
 
 
 # -- item 8: values that would silently mean something else ----------------------------------------------------
