@@ -19,30 +19,47 @@ class UsageError(Exception):
     """Bad input from the user: printed as one clear line, exit 2."""
 
 
-def _load(path: str):
+def _read_job(path: str):
+    """(spec, []) or (None, the lines that say why not), for one job file."""
     from cockpit.spec import SpecError, load_spec
 
     try:
-        return load_spec(path)
+        return load_spec(path), []
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such job file (hint: try jobs/demo.yaml)") from None
+        return None, [f"cockpit: {path}: no such job file (hint: try jobs/demo.yaml)"]
     except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, not a job file") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return None, [f"cockpit: {path}: is a directory, not a job file"]
+    except OSError as exc:  # a symlink loop, no permission, an I/O error: the path, not the job, is wrong
+        return None, [f"cockpit: {path}: cannot open it: {exc.strerror or exc} (hint: check the path and its "
+                      "permissions)"]
     except SpecError as exc:
-        for line in exc.lines():
+        return None, exc.lines()
+
+
+def _load(path: str):
+    """The job at ``path``; otherwise its problems go to stderr and the command exits 2."""
+    spec, problems = _read_job(path)
+    if spec is None:
+        for line in problems:
             print(line, file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(EXIT_USAGE)
+    return spec
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Every file is checked, like a linter: `ok` per good file, every problem of every bad one."""
+    bad = 0
     for path in args.jobs:
-        spec = _load(path)
-        trials = len(spec.sweep.trials()) if spec.sweep else 1
+        spec, problems = _read_job(path)
+        if spec is None:
+            bad += 1
+            for line in problems:
+                print(line, file=sys.stderr, flush=True)
+            continue
+        trials = spec.sweep.count() if spec.sweep else 1
         extra = f" ({trials} trials)" if trials > 1 else ""
-        print(f"{path}: ok{extra}")
-    return EXIT_OK
+        print(f"{path}: ok{extra}", flush=True)
+    return EXIT_USAGE if bad else EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """`cockpit gpus` and `cockpit doctor`: the headless face over cockpit.fleet. stdout carries the table or
-JSON; nodes in error are part of the data (exit 0), bad arguments exit 2, a failed doctor check exits 1.
+JSON; nodes in error are part of the data; `gpus` exits 1 when no node reported GPUs (every node failed, or
+none has a driver), with what to do on stderr; bad arguments exit 2, a failed doctor check exits 1.
 
 Nothing heavy is imported at module level: ``add_fleet_commands`` runs for every `cockpit` invocation.
 Without --nodes / --job / --cluster the target is this machine, read through the local seam (no SSH).
@@ -115,8 +116,23 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     if args.watch is not None:
         return asyncio.run(_watch(fl, args.watch, args.json))
     nodes = asyncio.run(_refresh(fl))
-    print(json.dumps({"nodes": nodes}, indent=2) if args.json else render_table(nodes))
-    return EXIT_OK
+    print(json.dumps({"nodes": nodes}, indent=2) if args.json else render_table(nodes), flush=True)
+    if any(n["state"] == "ok" for n in nodes):
+        return EXIT_OK
+    print(f"cockpit: {no_gpus_reason(nodes)}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def no_gpus_reason(nodes: list[dict]) -> str:
+    """Why no node reported GPUs, and what to do, in one line."""
+    states = [n["state"] for n in nodes]
+    if all(s == "no_driver" for s in states):
+        where = "this machine" if [n["host"] for n in nodes] == ["localhost"] else f"any of the {len(nodes)} nodes"
+        return (f"no NVIDIA driver on {where}, so no GPUs to show (hint: install the NVIDIA driver, or run on CPU: "
+                "gpus: none in the job file)")
+    counts = ", ".join(f"{states.count(s)} {s.replace('_', ' ')}" for s in dict.fromkeys(states))
+    return (f"no node reported its GPUs ({counts}) (hint: each node's line says why; check that ssh HOST works, "
+            "or give --timeout, --python, --user)")
 
 
 async def _refresh(fl) -> list[dict]:
@@ -218,6 +234,9 @@ def run_checks(nodes: list[dict]) -> list[dict]:
     down = [n for n in nodes if n not in up]
     checks = [_check("reachable", not down, f"{len(up)}/{len(nodes)} nodes",
                      "; ".join(f"{n['host']}: {n['state']} ({n['reason']})" for n in down))]
+    if not up:  # nothing is known about the nodes: no check may say ok
+        names = ("GPU count", *(name for name, _ in _VERSIONS), "network interface", "GPUs idle", "master port free")
+        return checks + [{"name": name, "level": "warn", "detail": "unknown (no node answered)"} for name in names]
     drivers = {n["host"]: n["state"] for n in up}
     if any(s != "ok" for s in drivers.values()):
         bad = ", ".join(f"{h}: {s}" for h, s in drivers.items() if s != "ok")
@@ -259,7 +278,7 @@ def _spread(values: dict) -> str:
 def _same(up: list[dict], name: str, get) -> dict:
     values = {n["host"]: get(n) for n in up if get(n) is not None}
     if not values:
-        return {"name": name, "level": "ok", "detail": "unknown (not reported)"}
+        return {"name": name, "level": "warn", "detail": "unknown (no node reported it)"}
     if len(set(values.values())) == 1:
         return {"name": name, "level": "ok", "detail": next(iter(values.values()))}
     level = "FAIL" if name.startswith(("torch", "NCCL")) else "warn"
@@ -271,7 +290,7 @@ def _interfaces(up: list[dict]) -> dict:
     per_node = [{i["name"] for i in n["interfaces"] if i["up"] and i["ipv4"] and not i["loopback"]}
                 for n in up if n.get("interfaces")]
     if not per_node:
-        return {"name": "network interface", "level": "ok", "detail": "unknown (not reported)"}
+        return {"name": "network interface", "level": "warn", "detail": "unknown (no node reported its interfaces)"}
     common = sorted(set.intersection(*per_node))
     if common:
         return {"name": "network interface", "level": "ok",

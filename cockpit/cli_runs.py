@@ -15,7 +15,7 @@ from cockpit import launch
 from cockpit.console import Painter, last_lines, ps_table, summary, use_color
 from cockpit.launch import local
 from cockpit.paths import default_runs_dir
-from cockpit.runs import RunNotFound, list_runs, rank_files, read_status, resolve_run
+from cockpit.runs import RunNotFound, StatusError, list_runs, load_status, rank_files, read_status, resolve_run
 
 
 class CommandError(Exception):
@@ -31,6 +31,18 @@ def find(args) -> Path:
         return resolve_run(runs_dir_of(args), args.run)
     except RunNotFound as exc:
         raise CommandError(str(exc)) from None
+
+
+def status_of(run_dir: Path):
+    """The run's status, or a CommandError saying why there is none to use (exit 2)."""
+    try:
+        return load_status(run_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        raise CommandError(f"run {run_dir.name} has no status.json (hint: it is still being created, or "
+                           f"{run_dir} is not a run directory)") from None
+    except StatusError as exc:
+        raise CommandError(f"{exc} (hint: run {run_dir.name} cannot be followed without it; its logs are in "
+                           f"{run_dir / 'logs'}, and cockpit ps lists the other runs)") from None
 
 
 def notice(text: str) -> None:
@@ -190,10 +202,7 @@ def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
 
 def cmd_attach(args) -> int:
     run_dir = find(args)
-    status = read_status(run_dir)
-    status = refresh([(run_dir, status)])[0][1] if status else status
-    if status is None:
-        raise CommandError(f"{run_dir}: no readable status.json")
+    status = refresh([(run_dir, status_of(run_dir))])[0][1]
     if status.final:
         print(summary(run_dir, status, Painter(use_color())))
         return status.exit_code or 0
@@ -207,17 +216,32 @@ def cmd_attach(args) -> int:
 
 def cmd_logs(args) -> int:
     run_dir = find(args)
+    status = status_of(run_dir)
+    files = sorted(rank_files(run_dir, "log").items())
+    _check_ranks(run_dir, status, [rank for rank, _ in files], args.rank or ())
     if args.follow:
         return follow(run_dir, args, skip_existing=False)
     painter = Painter(use_color())
     include = selector(args)
-    files = sorted(rank_files(run_dir, "log").items())
     single = args.rank and len(args.rank) == 1
     for rank, (host, path) in files:
         if include((host, rank)):
             for line in last_lines(path, args.lines) if args.lines else path.read_text(errors="replace").splitlines():
                 print(line if single else f"{painter.prefix((host, rank))} {line}")
     return 0
+
+
+def _check_ranks(run_dir: Path, status, found: list[int], wanted) -> None:
+    """A --rank the run does not have is a mistake to say, not an empty output."""
+    size = status.world_size
+    if size is None and status.final and found:  # e.g. gpus: all: the size was known only on the node
+        size = max(found) + 1
+    bad = sorted(r for r in set(wanted) if size is not None and not 0 <= r < size)
+    if not bad:
+        return
+    has = f"ranks 0-{size - 1}" if size > 1 else "rank 0 only"
+    raise CommandError(f"run {run_dir.name} has {has}, not rank {', '.join(map(str, bad))} "
+                       "(hint: leave out --rank to see every rank)")
 
 
 def cmd_ps(args) -> int:
@@ -233,9 +257,7 @@ def cmd_ps(args) -> int:
 
 def cmd_stop(args) -> int:
     run_dir = find(args)
-    status = read_status(run_dir)
-    if status is None:
-        raise CommandError(f"{run_dir}: no readable status.json")
+    status = status_of(run_dir)
     if status.final:
         notice(f"{run_dir.name} already ended: {status.state}")
         return 0

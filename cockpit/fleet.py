@@ -344,7 +344,13 @@ def slurm_nodes(partition: str | None = None) -> list[SlurmNode]:
     if not shutil.which("sinfo"):
         return []
     argv = SINFO_ARGS + ([f"--partition={partition}"] if partition else [])
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    hint = f"(hint: list the nodes in {cluster_path()}, e.g. hosts: [gpu[01-04]], or pass --nodes)"
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodesError(f"cannot ask Slurm for its nodes: sinfo: {exc} {hint}") from None
     if r.returncode != 0:
-        raise NodesError(f"{' '.join(argv)}: {r.stderr.strip()}")
+        # sinfo explains itself over several lines ending in `sinfo: fatal: ...`; the last one says it.
+        last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        raise NodesError(f"cannot ask Slurm for its nodes (Slurm is not configured here?): {last} {hint}")
     return parse_sinfo(r.stdout)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import itertools
 import re
 
-from cockpit.spec_fields import _HOSTLIST
+from cockpit.spec_fields import _HOSTLIST, _RANGE, MAX_HOSTS  # MAX_HOSTS: a typo like n[0-99999999] must fail
 
-MAX_HOSTS = 100_000  # a typo like n[0-99999999] must fail, not fill memory
+__all__ = ["MAX_HOSTS", "HostlistError", "expand"]
 
 
 class HostlistError(ValueError):
@@ -73,9 +73,9 @@ def _expand_part(part: str, budget: int) -> list[str]:
 def _range_values(group: str) -> list[str]:
     values: list[str] = []
     for item in group.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        m = re.fullmatch(_RANGE, item)
         if not m:
-            raise HostlistError(f"[{group}]: {item!r} is not a number or a range")
+            raise HostlistError(f"[{group}]: {item!r} is not a number or a range (of at most 12 digits)")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if hi < lo:
             raise HostlistError(f"[{group}]: range {item} runs backwards")

@@ -131,18 +131,104 @@ def write_status(run_dir: Path, status: RunStatus) -> None:
 
 
 def read_status(run_dir: Path) -> RunStatus | None:
+    """The run's status; None when there is none yet or it cannot be read (load_status says why)."""
     try:
-        return RunStatus.from_json((run_dir / "status.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, TypeError):
+        return load_status(run_dir)
+    except (FileNotFoundError, NotADirectoryError, StatusError):
         return None
 
 
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunStatus]]:
-    """Every run under ``runs_dir`` with a readable status, oldest first."""
+    """Every run under ``runs_dir`` with a status, oldest first. A run whose status.json cannot be read is
+    listed too, as state ``unreadable`` with the reason in ``note``, so that one bad file neither hides the
+    run nor breaks the list."""
     if not runs_dir.is_dir():
         return []
-    found = [(d, read_status(d)) for d in runs_dir.iterdir() if d.is_dir()]
-    return sorted(((d, s) for d, s in found if s is not None), key=lambda item: item[1].created)
+    found = []
+    for d in runs_dir.iterdir():
+        if not d.is_dir():
+            continue
+        try:
+            found.append((d, load_status(d)))
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # no status.json (yet): not a run, or one being created this instant
+        except StatusError as exc:
+            found.append((d, unreadable_status(d, str(exc))))
+    return sorted(found, key=lambda item: item[1].created)
+
+
+UNREADABLE = "unreadable"  # list_runs' state for a run whose status.json cannot be read; never written
+MAX_STATUS_BYTES = 16 << 20  # a status is a few KB; a sweep of 10,000 trials stays far below this
+
+
+class StatusError(ValueError):
+    """status.json exists but is not a run status: not JSON, truncated, or fields of the wrong type."""
+
+
+_NUM = (int, float)  # JSON does not tell 1 from 1.0
+# field -> accepted types (None: may be null). bool is refused where a number is meant (it is an int to Python).
+_FIELD_TYPES: dict[str, tuple] = {
+    "run_id": (str,), "name": (str,), "launcher": (str,), "job_file": (str,), "hosts": (list,),
+    "world_size": (int, None), "state": (str,), "created": _NUM, "started": (*_NUM, None), "ended": (*_NUM, None),
+    "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
+    "first_failure": (dict, None), "stop_requested": (bool,), "note": (str, None)}
+_REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
+
+
+def load_status(run_dir: Path) -> RunStatus:
+    """The run's status.json, checked field by field. Raises FileNotFoundError / NotADirectoryError when there
+    is none, StatusError (with the reason) when it is there but unusable."""
+    path = run_dir / "status.json"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_STATUS_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        raise StatusError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_STATUS_BYTES:
+        raise StatusError(f"{path}: larger than {MAX_STATUS_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        what = "empty" if not raw.strip() else f"not valid JSON ({exc}; truncated?)"
+        raise StatusError(f"{path}: {what}") from None
+    if not isinstance(data, dict):
+        raise StatusError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    for name in _REQUIRED:
+        if name not in data:
+            raise StatusError(f"{path}: {name}: missing")
+    for name, types in _FIELD_TYPES.items():
+        if name in data and not _is(data[name], types):
+            names = " or ".join(dict.fromkeys(_type_name(t) for t in types))
+            raise StatusError(f"{path}: {name}: expected {names}, found {json.dumps(data[name])[:40]}")
+    if not all(isinstance(h, str) for h in data["hosts"]):
+        raise StatusError(f"{path}: hosts: expected a list of host names")
+    return RunStatus.from_json(json.dumps(data))
+
+
+def _is(value: object, types: tuple) -> bool:
+    if value is None:
+        return None in types
+    if isinstance(value, bool):
+        return bool in types
+    return isinstance(value, tuple(t for t in types if t is not None))
+
+
+def _type_name(t) -> str:
+    return {None: "null", str: "a string", int: "a number", float: "a number", list: "a list",
+            dict: "an object", bool: "true/false"}[t]
+
+
+def unreadable_status(run_dir: Path, reason: str) -> RunStatus:
+    """A stand-in for a run whose status.json cannot be read: it shows in lists with the reason; nothing
+    acts on it or writes it back."""
+    try:
+        created = run_dir.stat().st_mtime
+    except OSError:
+        created = 0.0
+    return RunStatus(run_id=run_dir.name, name="?", launcher="?", job_file="", hosts=[], world_size=None,
+                     state=UNREADABLE, created=created, note=reason)
 
 
 class RunNotFound(LookupError):

@@ -9,11 +9,13 @@ Every problem is collected, not just the first, and each carries ``file:line:col
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit import yamlpos
-from cockpit.spec_fields import Checker, hostlist_count
+from cockpit import jobfile, yamlpos
+from cockpit.spec_fields import MAX_GPUS, MAX_PROCS, MAX_SEED, MAX_TRIALS, Checker
+from cockpit.spec_nodes import gpus, node_env, nodes
 from cockpit.yamlpos import Problem
 
 LAUNCHERS = ("local", "ssh", "slurm")
@@ -50,6 +52,10 @@ class SweepSpec:
     grid: tuple[tuple[str, tuple[str, ...]], ...]  # (flag, values) in file order; flag includes dashes
     max_parallel: int | None = None
     gpus_per_trial: int | None = None  # local sweeps: each trial's share of the job's GPUs (None: all of them)
+
+    def count(self) -> int:
+        """How many trials, without building them (a grid is validated to at most MAX_TRIALS)."""
+        return math.prod(len(values) for _, values in self.grid)
 
     def trials(self) -> list[tuple[str, ...]]:
         """The extra arguments of each trial, in grid order (last key varies fastest)."""
@@ -136,13 +142,18 @@ class SpecError(Exception):
 
 
 def load_spec(path: str | Path) -> JobSpec:
-    """Read and validate a job file. Raises SpecError (with every problem) or OSError."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Read and validate a job file. Raises SpecError (with every problem) or OSError (cannot open it)."""
+    try:
+        text = jobfile.read_text(path)
+    except yamlpos.LoadError as exc:
+        raise SpecError(str(path), exc.problems) from None
     return parse_spec(text, str(path))
 
 
 def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
     """Validate job text; ``filename`` is used in messages and as ``JobSpec.source``."""
+    if len(text) > jobfile.MAX_BYTES:
+        raise SpecError(filename, [jobfile.too_large(len(text.encode("utf-8", "replace")))])
     try:
         data, positions = yamlpos.load(text)
     except yamlpos.LoadError as exc:
@@ -168,26 +179,26 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
     if not check.mapping(data, (), _TOP_KEYS):
         return None
     launcher = check.choice(data, ("launcher",), LAUNCHERS, "local")
-    hosts, num_nodes, nodelist = _nodes(check, data, launcher)
-    gpus_per_node, gpu_ids = _gpus(check, data, launcher)
+    hosts, num_nodes, nodelist = nodes(check, data, launcher)
+    gpus_per_node, gpu_ids = gpus(check, data, launcher)
     spec = JobSpec(
         name=check.name(data, ("name",)),
         script=check.string(data, ("script",)),
         module=check.string(data, ("module",)),
-        args=check.str_list(data, ("args",)),
+        args=check.str_list(data, ("args",), split_hint="give a list, one argument per item: [{items}]"),
         launcher=launcher, hosts=hosts, num_nodes=num_nodes, nodelist=nodelist,
         gpus_per_node=gpus_per_node, gpu_ids=gpu_ids,
-        procs_per_node=check.int_or_auto(data, ("procs_per_node",), minimum=1),
+        procs_per_node=check.int_or_auto(data, ("procs_per_node",), minimum=1, maximum=MAX_PROCS),
         backend=check.choice(data, ("backend",), BACKENDS, "ddp"),
         pg_backend=check.choice(data, ("pg_backend",), PG_BACKENDS, "auto"),
         precision=check.choice(data, ("precision",), PRECISIONS, "fp32"),
-        seed=check.integer(data, ("seed",), 0, minimum=0),
+        seed=check.integer(data, ("seed",), 0, minimum=0, maximum=MAX_SEED),
         env=check.env(data, ("env",)),
-        node_env=_node_env(check, data, launcher, hosts),
+        node_env=node_env(check, data, launcher, hosts),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
-        max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0),
-        stall_after=check.integer(data, ("stall_after",), 600, minimum=0),
+        max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),
+        stall_after=check.integer(data, ("stall_after",), 600, minimum=0, maximum=7 * 86400),
         on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
         workdir=check.string(data, ("workdir",)),
         python=check.string(data, ("python",)),
@@ -197,87 +208,6 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
     )
     _check_rules(check, spec)
     return spec
-
-
-def _node_env(check: Checker, data: dict, launcher: str, hosts: tuple[str, ...]):
-    """node_env: {host: {NAME: value}}: per-node values over env: (ssh only: its hosts are known up front),
-    e.g. GLOO_SOCKET_IFNAME where the nodes name the shared NIC differently."""
-    raw = data.get("node_env")
-    if raw is None:
-        return ()
-    path = ("node_env",)
-    if launcher != "ssh":
-        check.problem(path, f"per-node env needs the nodes named up front; launcher {launcher} does not",
-                      "use launcher: ssh, or one value for every node in env:")
-        return ()
-    if not isinstance(raw, dict):
-        check.problem(path, "expected a mapping of host: {NAME: value}",
-                      "node_env: {node3: {GLOO_SOCKET_IFNAME: ens5}}")
-        return ()
-    out = []
-    for host in raw:
-        if str(host) not in hosts:
-            check.problem((*path, host), f"{host!r} is not one of the job's nodes",
-                          f"nodes: [{', '.join(hosts)}]")
-            continue
-        out.append((str(host), check.env(raw, (*path, host))))
-    return tuple(out)
-
-
-def _nodes(check: Checker, data: dict, launcher: str) -> tuple[tuple[str, ...], int, str | None]:
-    raw = data.get("nodes")
-    path = ("nodes",)
-    if launcher == "slurm":
-        if raw is None:
-            return (), 1, None
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            if raw < 1:
-                check.problem(path, "needs at least one node", "nodes: 1")
-            return (), max(raw, 1), None
-        if isinstance(raw, str) and raw.strip():
-            count = hostlist_count(raw.strip())
-            if count is None:
-                check.problem(path, f"{raw!r} is not a hostlist", 'e.g. nodes: "node[01-04]" or nodes: 4')
-            return (), count or 1, raw.strip()
-        check.problem(path, "for slurm, give a node count or a hostlist", 'nodes: 2 or nodes: "gpu[01-02]"')
-        return (), 1, None
-    hosts = check.str_list(data, path)
-    if launcher == "local":
-        if hosts and hosts != ("localhost",):
-            check.problem(path, "the local launcher runs on this machine only",
-                          "use launcher: ssh for other hosts, or drop nodes:")
-        return ("localhost",), 1, None
-    if not hosts:
-        check.problem(path, "the ssh launcher needs at least one host", "nodes: [node1, node2]")
-        return (), 1, None
-    if len(set(hosts)) != len(hosts):
-        check.problem(path, "a host is listed twice", "list each host once; use procs_per_node for more ranks")
-    return hosts, len(hosts), None
-
-
-def _gpus(check: Checker, data: dict, launcher: str) -> tuple[int | None, tuple[int, ...] | None]:
-    raw = data.get("gpus")
-    path = ("gpus",)
-    if raw is None or raw == "none" or raw == 0 or raw == []:
-        return 0, None
-    if raw == "all":
-        if launcher == "slurm":
-            check.problem(path, "'all' is not a request Slurm understands", "give a count per node: gpus: 4")
-        return None, None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        if raw < 0:
-            check.problem(path, "a GPU count cannot be negative", "gpus: 2, or gpus: none for CPU")
-            return 0, None
-        return raw, (None if launcher == "slurm" else tuple(range(raw)))
-    if isinstance(raw, list):
-        ids = check.gpu_ids(raw, path)
-        if launcher == "slurm":
-            check.problem(path, "under Slurm, GPU ids are assigned by the scheduler",
-                          f"give a count instead: gpus: {len(ids)}")
-            return len(ids), None
-        return len(ids), ids
-    check.problem(path, f"{raw!r} is not a GPU selection", "gpus: none | all | 4 | [0, 2]")
-    return 0, None
 
 
 def _slurm(check: Checker, raw: object) -> SlurmSpec:
@@ -290,15 +220,15 @@ def _slurm(check: Checker, raw: object) -> SlurmSpec:
         account=check.string(raw, (*p, "account")),
         qos=check.string(raw, (*p, "qos")),
         mem=check.slurm_mem(raw, (*p, "mem")),
-        cpus_per_task=check.int_or_auto(raw, (*p, "cpus_per_task"), minimum=1),
+        cpus_per_task=check.int_or_auto(raw, (*p, "cpus_per_task"), minimum=1, maximum=100_000),
         gres_type=check.string(raw, (*p, "gres_type")),
         gpu_flag=check.choice(raw, (*p, "gpu_flag"), ("gres", "gpus-per-node"), "gres"),
-        modules=check.str_list(raw, (*p, "modules")),
+        modules=check.modules(raw, (*p, "modules")),
         setup=check.str_list(raw, (*p, "setup")),
         requeue=check.boolean(raw, (*p, "requeue"), False),
-        signal_seconds=check.integer(raw, (*p, "signal_seconds"), 120, minimum=1),
+        signal_seconds=check.integer(raw, (*p, "signal_seconds"), 120, minimum=1, maximum=65535),  # sbatch's
         extra=check.sbatch_options(raw, (*p, "extra")),
-        array_parallel=check.int_or_auto(raw, (*p, "array_parallel"), minimum=1),
+        array_parallel=check.int_or_auto(raw, (*p, "array_parallel"), minimum=1, maximum=MAX_TRIALS),
     )
 
 
@@ -306,8 +236,15 @@ def _sweep(check: Checker, raw: object) -> SweepSpec | None:
     if raw is None or not check.mapping(raw, ("sweep",), _SWEEP_KEYS):
         return None
     grid = check.grid(raw, ("sweep", "grid"))
-    return SweepSpec(grid=grid, max_parallel=check.int_or_auto(raw, ("sweep", "max_parallel"), minimum=1),
-                     gpus_per_trial=check.int_or_auto(raw, ("sweep", "gpus_per_trial"), minimum=1))
+    sweep = SweepSpec(grid=grid,
+                      max_parallel=check.int_or_auto(raw, ("sweep", "max_parallel"), minimum=1, maximum=MAX_TRIALS),
+                      gpus_per_trial=check.int_or_auto(raw, ("sweep", "gpus_per_trial"), minimum=1, maximum=MAX_GPUS))
+    if sweep.count() > MAX_TRIALS:
+        sizes = " x ".join(str(len(values)) for _, values in grid)
+        check.problem(("sweep", "grid"), f"{sizes} = {sweep.count()} trials, more than {MAX_TRIALS}",
+                      "sweep fewer values, or split the sweep into several jobs")
+        return SweepSpec(grid=(), max_parallel=sweep.max_parallel, gpus_per_trial=sweep.gpus_per_trial)
+    return sweep
 
 
 def _check_rules(check: Checker, spec: JobSpec) -> None:

@@ -4,6 +4,7 @@ and returns a usable default so that every other problem in the file is still fo
 from __future__ import annotations
 
 import difflib
+import json
 import re
 
 from cockpit.yamlpos import Positions, Problem, dotted
@@ -12,6 +13,18 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{1,2}(:\d{1,2})?)?|\d+(:\d{1,2}(:\d{1,2})?)?|UNLIMITED|INFINITE)$")
 _SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
+# A node as ssh takes it: [user@]host[:port], host a DNS name / ssh config alias / IPv4, or [IPv6]. Nothing
+# else: the name reaches ssh's command line, the rendered scripts and their comments.
+_HOST = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
+                   r"(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|\[[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9_.-]{1,15})?\])"
+                   r"(?::[0-9]{1,5})?$")
+# An environment-module name, e.g. cuda/12.1, gcc@12.2, python/3.11-gcc: no spaces, quotes or shell syntax.
+_MODULE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+/@:=-]{0,127}$")
+MAX_GPUS = 1024  # per node: ids 0..1023; no machine has more
+MAX_PROCS = 1024  # ranks per node
+MAX_NODES = MAX_HOSTS = 100_000  # nodes of a job, hosts of a hostlist: a typo like n[0-99999999] must fail
+MAX_TRIALS = 10_000  # sweep trials (the product of the grid's value counts)
+MAX_SEED = 2**32 - 1  # numpy's seed range; torch's is wider
 # Variables cockpit sets itself: a user value would silently break ranks, GPU pinning or the contract.
 _OWNED_ENV = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
               "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
@@ -67,12 +80,18 @@ class Checker:
             return "job"
         return text
 
-    def str_list(self, data: dict, path: tuple) -> tuple[str, ...]:
+    def str_list(self, data: dict, path: tuple, split_hint: str | None = None) -> tuple[str, ...]:
+        """A list of plain values. A single value is a one-item list (YAML users write it both ways), unless
+        ``split_hint`` is given and the value has spaces: `args: "--epochs 1"` would pass ONE argument."""
         value = data.get(path[-1])
         if value is None:
             return ()
+        if split_hint is not None and isinstance(value, str) and len(value.split()) > 1:
+            self.problem(path, f"{value!r} is one string, so the script would get it as a single argument",
+                         split_hint.format(items=", ".join(_flow_item(w) for w in value.split())))
+            return ()
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            value = [value]  # a single value is a one-item list; YAML users write it both ways
+            value = [value]
         if not isinstance(value, list):
             self.problem(path, f"expected a list, got {_kind(value)}", "write [a, b] or one '- item' per line")
             return ()
@@ -99,7 +118,8 @@ class Checker:
             return default
         return str(value)
 
-    def integer(self, data: dict, path: tuple, default: int, minimum: int | None = None) -> int:
+    def integer(self, data: dict, path: tuple, default: int, minimum: int | None = None,
+                maximum: int | None = None) -> int:
         value = data.get(path[-1])
         if value is None:
             return default
@@ -108,6 +128,9 @@ class Checker:
             return default
         if minimum is not None and value < minimum:
             self.problem(path, f"must be at least {minimum}, got {value}")
+            return default
+        if maximum is not None and value > maximum:
+            self.problem(path, f"must be at most {maximum}, got {value}")
             return default
         return value
 
@@ -158,13 +181,32 @@ class Checker:
     def gpu_ids(self, raw: list, path: tuple) -> tuple[int, ...]:
         ids: list[int] = []
         for i, item in enumerate(raw):
-            if not isinstance(item, int) or isinstance(item, bool) or item < 0:
-                self.problem((*path, i), f"{item!r} is not a GPU id", "ids are nvidia-smi indices: 0, 1, ...")
+            if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item < MAX_GPUS:
+                self.problem((*path, i), f"{item!r} is not a GPU id",
+                             f"ids are nvidia-smi indices: 0, 1, ... up to {MAX_GPUS - 1}")
             elif item in ids:
                 self.problem((*path, i), f"GPU {item} is listed twice", "list each GPU once")
             else:
                 ids.append(item)
         return tuple(ids)
+
+    def hosts(self, data: dict, path: tuple) -> tuple[str, ...]:
+        """ssh nodes: each [user@]host[:port] or [IPv6]; refused otherwise (the names reach shell text)."""
+        hosts = self.str_list(data, path)
+        for i, host in enumerate(hosts):
+            if not _HOST.match(host) or not _port_ok(host):
+                self.problem((*path, i), f"{_shown(host)} is not a host name",
+                             "host, user@host, host:port or [IPv6]: letters, digits, '.', '_', '-'")
+        return hosts  # a bad one is a problem already, so no spec is made from them
+
+    def modules(self, data: dict, path: tuple) -> tuple[str, ...]:
+        """`module load` names: one module each, no spaces or shell syntax."""
+        modules = self.str_list(data, path)
+        for i, name in enumerate(modules):
+            if not _MODULE.match(name):
+                self.problem((*path, i), f"{_shown(name)} is not a module name",
+                             "one module per item, e.g. cuda/12.1; letters, digits and . _ + / @ : = -")
+        return modules  # a bad one is a problem already, so no spec is made from them
 
     def slurm_time(self, data: dict, path: tuple) -> str | None:
         text = self.string(data, path)
@@ -209,6 +251,7 @@ class Checker:
 
 _HOST_PART = r"[A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)*"
 _HOSTLIST = re.compile(rf"^{_HOST_PART}(?:,{_HOST_PART})*$")
+_RANGE = r"(\d{1,12})(?:-(\d{1,12}))?"  # one item of a bracket group; 12 digits is past any count we accept
 
 
 def hostlist_count(text: str) -> int | None:
@@ -235,7 +278,7 @@ def hostlist_count(text: str) -> int | None:
 def _range_count(group: str) -> int | None:
     count = 0
     for item in group.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        m = re.fullmatch(_RANGE, item)
         if not m:
             return None
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
@@ -243,6 +286,22 @@ def _range_count(group: str) -> int | None:
             return None
         count += hi - lo + 1
     return count
+
+
+def _flow_item(word: str) -> str:
+    """``word`` as an item of a YAML flow list: quoted unless YAML reads it as the same text."""
+    return word if re.fullmatch(r"[A-Za-z0-9_./=+-]+", word) else json.dumps(word)
+
+
+def _port_ok(host: str) -> bool:
+    port = re.search(r":([0-9]+)$", host) if not host.endswith("]") else None
+    return port is None or 1 <= int(port.group(1)) <= 65535
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` for a message: repr (so a newline shows as \\n), shortened."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit - 4] + "...'"
 
 
 def _plain(value: object) -> str:

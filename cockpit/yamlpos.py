@@ -5,6 +5,11 @@ module composes the node tree with the *safe* loader (no arbitrary tags, no obje
 to plain Python values itself and records the position of each value under its field path, e.g.
 ``("slurm", "time")`` or ``("gpus", 1)``. Duplicate keys, which PyYAML silently resolves to the last one, are
 reported instead.
+
+Composing is bounded before it starts: a first pass over the parser's event stream (iterative, streaming)
+measures nesting depth, alias count and the number of values the aliases would expand to, and refuses
+"billion laughs" files, recursive aliases and absurdly deep nesting with a positioned problem. Only then is
+the (recursive) composer run, so neither memory nor the stack can be exhausted by a job file.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from dataclasses import dataclass, field
 import yaml
 
 Path = tuple  # a field path: tuple of str keys and int list indices
+
+MAX_DEPTH = 32  # nesting of lists / mappings; a job file needs 4
+MAX_ALIASES = 1_000
+MAX_VALUES = 20_000  # scalars + collections, counted with every alias expanded; a job file needs < 1,000
+# libyaml where it is installed: the same YAML 1.1 and marks, ~30x faster on a large file.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,8 @@ def dotted(path: Path) -> str:
 def load(text: str) -> tuple[object, Positions]:
     """Parse ``text`` safely; return (plain value, positions). Raises LoadError with positions."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _measure(text)
+        node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
@@ -84,6 +96,76 @@ def load(text: str) -> tuple[object, Positions]:
     if problems:
         raise LoadError(problems)
     return value, positions
+
+
+class _Open:
+    """A collection the event pass is inside: its anchor, the value count when it opened, where it is."""
+
+    def __init__(self, anchor: str | None, start: int, is_map: bool):
+        self.anchor, self.start, self.is_map = anchor, start, is_map
+        self.items = 0  # nodes seen directly inside (keys and values alike for a mapping)
+        self.key: object = None  # a mapping's latest key
+
+
+def _path_of(open_: list[_Open]) -> Path:
+    """The field path of the node the event pass is at, e.g. ("sweep", "grid", "lr", 3)."""
+    out: list = []
+    for c in open_:
+        if c.is_map:
+            if c.items % 2 == 1:  # at a key: the path is the mapping's own
+                break
+            out.append(c.key)
+        else:
+            out.append(c.items - 1)
+    return tuple(out)
+
+
+def _too_big(event: yaml.Event, open_: list[_Open], what: str, hint: str) -> LoadError:
+    mark = event.start_mark
+    return LoadError([Problem(mark.line + 1, mark.column + 1, dotted(_path_of(open_)), what, hint)])
+
+
+def _measure(text: str) -> None:
+    """Walk the event stream once; raise LoadError if composing it would be too deep, too aliased or too big.
+
+    The size of an anchored value is known when its end event arrives, so an alias costs exactly what it would
+    expand to, without expanding anything. An alias to an anchor whose collection is still open is recursive.
+    """
+    sizes: dict[str, int] = {}  # anchor -> values it expands to
+    open_: list[_Open] = []
+    total = aliases = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.NodeEvent) and open_:
+            parent = open_[-1]
+            parent.items += 1
+            if parent.is_map and parent.items % 2 == 1:
+                parent.key = event.value if isinstance(event, yaml.ScalarEvent) else "?"
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(open_) >= MAX_DEPTH:
+                raise _too_big(event, open_, f"nested more than {MAX_DEPTH} levels deep",
+                               "a job file needs a few levels: key: value, lists, one more mapping")
+            open_.append(_Open(event.anchor, total, isinstance(event, yaml.MappingStartEvent)))
+            total += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            done = open_.pop()
+            if done.anchor is not None:
+                sizes[done.anchor] = total - done.start
+        elif isinstance(event, yaml.ScalarEvent):
+            total += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise _too_big(event, open_, f"more than {MAX_ALIASES} YAML aliases", "write the values out")
+            if any(c.anchor == event.anchor for c in open_):
+                raise _too_big(event, open_, f"recursive YAML alias *{event.anchor} (it refers to a value that "
+                               "contains it)", "an alias may only repeat a value that is already complete")
+            total += sizes.get(event.anchor, 1)  # unknown: the composer reports the undefined alias
+        if total > MAX_VALUES:
+            raise _too_big(event, open_, f"more than {MAX_VALUES} values"
+                           + (" once its YAML aliases are expanded" if aliases else ""),
+                           "a job file is a few dozen settings; check the aliases (*name) and lists")
 
 
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
@@ -103,9 +185,13 @@ def _convert(node: yaml.Node, path: Path, positions: Positions, problems: list[P
     try:
         return _scalar(node)
     except yaml.YAMLError as exc:
-        problems.append(Problem(line, col, dotted(path), f"cannot read this value: {exc.problem or exc}",
-                                "job files hold plain values only; quote it if it is a string"))
-        return None
+        what = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else str(exc)
+    except ValueError as exc:  # !!binary, or a number too long to be meant
+        what = str(exc)
+    problems.append(Problem(line, col, dotted(path), f"cannot read this value: {what}",
+                            "job files hold plain values only: strings, numbers, true/false; quote it if it is "
+                            "a string"))
+    return None
 
 
 def _convert_mapping(node: yaml.MappingNode, path: Path, positions: Positions,
@@ -117,8 +203,17 @@ def _convert_mapping(node: yaml.MappingNode, path: Path, positions: Positions,
             problems.append(Problem(mark.line + 1, mark.column + 1, dotted(path),
                                     "a key must be a plain name", "remove the brackets or braces"))
             continue
-        key = str(_scalar(key_node))
         mark = key_node.start_mark
+        try:
+            key = _scalar(key_node)
+        except (yaml.YAMLError, ValueError) as exc:
+            key = exc
+        if not isinstance(key, (str, int, float, bool)) or (key_node.tag not in _PLAIN_KEY_TAGS):
+            problems.append(Problem(mark.line + 1, mark.column + 1, dotted(path),
+                                    f"a key must be a plain name, not a {key_node.tag!r} value",
+                                    "remove the !tag before the key"))
+            continue
+        key = str(key)
         if key in out:
             problems.append(Problem(mark.line + 1, mark.column + 1, dotted((*path, key)),
                                     "duplicate key", "keep one of them"))
@@ -129,6 +224,9 @@ def _convert_mapping(node: yaml.MappingNode, path: Path, positions: Positions,
 
 
 _SAFE = yaml.constructor.SafeConstructor()
+_PLAIN_KEY_TAGS = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                   "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", "tag:yaml.org,2002:timestamp"}
+MAX_DIGITS = 100  # no job field needs more; Python refuses int("9" * 4301) anyway
 
 
 def _scalar(node: yaml.ScalarNode) -> object:
@@ -136,4 +234,11 @@ def _scalar(node: yaml.ScalarNode) -> object:
     # Except YAML 1.1's base-60 numbers: `time: 1:30` would become 90; nobody means that, keep the text.
     if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and ":" in node.value:
         return node.value
+    # A date or time is text to cockpit (a run name, a tag); Python's datetime would print it differently.
+    if node.tag == "tag:yaml.org,2002:timestamp":
+        return node.value
+    if node.tag == "tag:yaml.org,2002:binary":
+        raise ValueError("!!binary data is not allowed")
+    if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and len(node.value) > MAX_DIGITS:
+        raise ValueError(f"a number longer than {MAX_DIGITS} characters")
     return _SAFE.construct_object(node)

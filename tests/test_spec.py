@@ -67,7 +67,8 @@ def test_fp16_on_cpu_is_refused_bf16_allowed():
 def test_gpu_ids_unique_and_non_negative():
     lines = errors(BASE + "gpus: [0, 0, -1]\n")
     assert lines == ["job.yaml:3:11: gpus[1]: GPU 0 is listed twice (hint: list each GPU once)",
-                     "job.yaml:3:14: gpus[2]: -1 is not a GPU id (hint: ids are nvidia-smi indices: 0, 1, ...)"]
+                     "job.yaml:3:14: gpus[2]: -1 is not a GPU id (hint: ids are nvidia-smi indices: 0, 1, ... "
+                     "up to 1023)"]
 
 
 def test_procs_per_node_at_most_gpus():

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
+import subprocess
+import sys
+import time
 
 import yaml
 from helpers import JOBS
@@ -71,3 +75,55 @@ def test_cli_exit_codes(tmp_path_factory, example, at, insert):
     assert code in (0, 2)
     assert "Traceback" not in err.getvalue()
     assert (code == 0) == (err.getvalue() == "")
+
+
+# -- hostile files, through the real CLI in a capped process ---------------------------------------------------
+# Each document carries at least one hostile piece (an alias bomb, a recursive alias, a tag, a huge number, count
+# or grid, deep nesting, a file past the size limit), so `cockpit validate` must exit 2 with a positioned line,
+# within seconds and 1 GiB of address space, and never with a traceback.
+
+CAPPED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from cockpit.cli import main
+sys.exit(main(["validate", sys.argv[1]]))
+"""
+
+
+def _bomb(depth: int, width: int) -> str:
+    out = ['  - &b0 "lol"']
+    out += [f"  - &b{i} [" + ", ".join([f"*b{i - 1}"] * width) + "]" for i in range(1, depth + 1)]
+    return "args:\n" + "\n".join(out) + "\n"
+
+
+hostile = st.one_of(
+    st.tuples(st.integers(5, 40), st.integers(8, 30)).map(lambda t: _bomb(*t)),
+    st.sampled_from(["args: &r [a, *r]\n", "env: &e {A: {B: *e}}\n", "sweep: &s {grid: {x: [*s]}}\n"]),
+    st.tuples(st.sampled_from(["!!binary aGk=", "!!python/object:os.system", "!!set", "!custom", "!!omap"]),
+              st.sampled_from(["env", "slurm", "sweep"])).map(lambda t: f"{t[1]}:\n  {t[0]} X: 1\n"),
+    st.sampled_from(["!!binary aGVsbG8=", "!!python/name:os.system", "!!python/object/apply:os.system [id]",
+                     "!!set {a}", "!foo bar"]).map(lambda tag: f"env:\n  X: {tag}\n"),
+    st.tuples(st.sampled_from(["gpus", "procs_per_node", "seed", "nodes", "max_restarts", "master_port"]),
+              st.integers(20, 6000)).map(lambda t: f"{t[0]}: {'9' * t[1]}\n"),
+    st.integers(5, 12).map(lambda k: "sweep:\n  grid:\n" + "".join(f"    p{i}: [{','.join('0123456789')}]\n"
+                                                                     for i in range(k))),
+    st.integers(40, 3000).map(lambda n: "args: " + "[" * n + "]" * n + "\n"),
+    st.integers(1, 8).map(lambda mb: "args:\n" + ("  - " + "x" * 1020 + "\n") * (1024 * mb + 1)),
+    st.sampled_from(["launcher: slurm\nnodes: gpu[0-99999999999]\n", "launcher: slurm\nnodes: 10000000000\n",
+                     'launcher: ssh\nnodes: ["a\\nid"]\n', 'launcher: slurm\nslurm: {modules: ["a;id"]}\n']),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(hostile, min_size=1, max_size=3), st.booleans())
+def test_hostile_files_end_fast_in_bounded_memory(tmp_path_factory, pieces, head):
+    text = ("name: t\nscript: a.py\n" if head else "") + "".join(pieces)
+    path = tmp_path_factory.mktemp("hostile") / "job.yaml"
+    path.write_text(text, encoding="utf-8")
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", CAPPED, str(path)], capture_output=True, text=True, timeout=20)
+    took = time.monotonic() - start
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert re.match(rf"^{re.escape(str(path))}(:\d+:\d+)?: ", r.stderr), r.stderr[:500]
+    assert took < 5, f"{took:.1f} s"

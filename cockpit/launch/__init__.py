@@ -11,6 +11,8 @@ terminate() / describe(); see ``launch.supervisor.make_nodes``.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +27,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     """Create the run directory for ``spec``; raises LaunchError with a hint when it cannot run.
     ``preflight`` / ``trust_new_hosts`` concern the ssh launcher only (`cockpit run --no-preflight`,
     `--trust-new-hosts`)."""
+    check_runs_dir(runs_dir)
     if spec.launcher == "local":
         from cockpit.launch import local
 
@@ -44,6 +47,20 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         return ssh.prepare(spec, job_path, runs_dir, extra_args, launch)  # asks the nodes; refuses a failed preflight
     raise LaunchError(f"launcher {spec.launcher} is not available in this version "
                       "(hint: cockpit render shows the commands it would run)")
+
+
+def check_runs_dir(runs_dir: Path) -> None:
+    """Make sure a run directory can be made under ``runs_dir`` (creating it if new); LaunchError if not.
+
+    Tried for real (a directory made and removed): permission bits say nothing for root, a read-only mount or
+    a path under /proc; and this way nothing of a launch has happened yet when it fails."""
+    try:
+        runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.rmtree(tempfile.mkdtemp(prefix=".cockpit-probe-", dir=runs_dir))
+    except OSError as exc:
+        raise LaunchError(f"runs directory {runs_dir}: cannot create a run directory there: "
+                          f"{exc.strerror or exc} (hint: pass --runs-dir DIR where you can write, or set "
+                          "COCKPIT_RUNS_DIR)") from None
 
 
 def start(run_dir: Path, grace: float = 10.0) -> int:

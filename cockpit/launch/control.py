@@ -19,7 +19,7 @@ from pathlib import Path
 from cockpit import procs
 from cockpit.launch import local
 from cockpit.launch.plan import LaunchError
-from cockpit.runs import RunStatus, write_status
+from cockpit.runs import UNREADABLE, RunStatus, write_status
 
 Warn = Callable[[str], None]
 
@@ -82,7 +82,9 @@ def reconcile_runs(rows: list[tuple[Path, RunStatus]], warn: Warn = _quiet) -> l
             warn(f"could not ask Slurm about its jobs: {exc}")
     out = []
     for run_dir, status in rows:
-        if status.launcher == "slurm":
+        if status.state == UNREADABLE:  # nothing to work out from, and never written back over
+            out.append((run_dir, status))
+        elif status.launcher == "slurm":
             from cockpit.launch import slurm
 
             out.append((run_dir, slurm.reconcile(run_dir, status, views)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from cockpit.render.facts import Facts
 from cockpit.render.sbatch import sbatch_script
+from cockpit.render.shell import comment
 from cockpit.render.torchrun import dp_script, launch_script, torchrun_script
 from cockpit.spec import JobSpec
 
@@ -52,7 +53,7 @@ def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None)
         return one(spec, facts, node_rank)
     if spec.num_nodes == 1:
         return one(spec, facts, 0)
-    parts = [f"# ===== node {n}: {facts.node_names[n]} =====\n" + one(spec, facts, n)
+    parts = [comment(f"===== node {n}: {facts.node_names[n]} =====") + "\n" + one(spec, facts, n)
              for n in range(spec.num_nodes)]
     return "\n".join(parts)
 

@@ -19,5 +19,11 @@ def command(segments: list[str], indent: str = "  ") -> str:
     return f" \\\n{indent}".join(segments)
 
 
+def comment(text: str) -> str:
+    """A `# ...` line whose text cannot end the comment: a newline (or any control character, or a Unicode
+    line separator) in a value would start a new line of shell, so each is written as an escape instead."""
+    return "# " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def header(title: str) -> list[str]:
-    return ["#!/usr/bin/env bash", f"# {title}", "set -euo pipefail"]
+    return ["#!/usr/bin/env bash", comment(title), "set -euo pipefail"]

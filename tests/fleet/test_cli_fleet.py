@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -45,15 +46,16 @@ def harness(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 def test_local_gpus_uses_no_ssh_and_loads_no_asyncssh():
     r = harness("gpus", "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # no driver here: nothing to show is a failure, and the JSON says why
+    assert r.stderr.startswith("cockpit: no NVIDIA driver on this machine, so no GPUs to show (hint: ")
     (node,) = json.loads(r.stdout)["nodes"]
     assert node["host"] == "localhost" and node["state"] == "no_driver"
     assert json.loads(r.stderr.rsplit("LOADED=", 1)[1]) == []  # the probe ran in a subprocess
 
 
-def test_gpus_json_over_ssh_reports_errors_and_exits_0(lab, capsys):
+def test_gpus_json_over_ssh_reports_errors(lab, capsys):
     args = parse(*ssh_args(lab, "gpus", "--nodes", "127.0.1.[1-3],127.0.1.20", "--json"))
-    assert args.func(args) == 0
+    assert args.func(args) == 1  # no node has GPUs (no driver on the loopback nodes, one unreachable)
     nodes = json.loads(capsys.readouterr().out)["nodes"]
     assert [(n["host"], n["state"]) for n in nodes] == [*((h, "no_driver") for h in NODES[:3]),
                                                         (REFUSED, "unreachable")]
@@ -63,8 +65,11 @@ def test_gpus_json_over_ssh_reports_errors_and_exits_0(lab, capsys):
 
 def test_gpus_table_over_ssh(lab, capsys):
     args = parse(*ssh_args(lab, "gpus", "--nodes", "127.0.1.1,127.0.1.20"))
-    assert args.func(args) == 0
-    out = capsys.readouterr().out.splitlines()
+    assert args.func(args) == 1
+    captured = capsys.readouterr()
+    assert captured.err == ("cockpit: no node reported its GPUs (1 no driver, 1 unreachable) (hint: each node's "
+                            "line says why; check that ssh HOST works, or give --timeout, --python, --user)\n")
+    out = captured.out.splitlines()
     assert out[0].startswith("127.0.1.1") and "no driver: no NVIDIA driver on this node" in out[0]
     assert out[1].startswith("127.0.1.20: unreachable: connection refused") and "hint:" in out[1]
 
@@ -73,7 +78,7 @@ def test_gpus_for_a_job(lab, tmp_path, capsys):
     job = tmp_path / "job.yaml"
     job.write_text("name: t\nscript: train.py\nlauncher: ssh\nnodes: [127.0.1.4, 127.0.1.5]\n")
     args = parse(*ssh_args(lab, "gpus", "--job", str(job), "--json"))
-    assert args.func(args) == 0
+    assert args.func(args) == 1  # both answer, neither has a driver
     assert [n["host"] for n in json.loads(capsys.readouterr().out)["nodes"]] == ["127.0.1.4", "127.0.1.5"]
 
 
@@ -156,3 +161,38 @@ def test_checks_pass_for_a_uniform_fleet():
         for g in n["gpus"]:
             g["processes"] = []
     assert {c["level"] for c in cli_fleet.run_checks(nodes)} == {"ok"}
+
+
+def test_checks_say_unknown_not_ok_when_no_node_answered():
+    down = [{"host": h, "state": "unreachable", "reason": "connection refused on port 22", "hint": None, "gpus": []}
+            for h in ("gpu01", "gpu02")]
+    checks = cli_fleet.run_checks(down)
+    assert checks[0]["name"] == "reachable" and checks[0]["level"] == "FAIL"
+    assert {c["level"] for c in checks[1:]} == {"warn"}
+    assert all(c["detail"] == "unknown (no node answered)" for c in checks[1:])
+    assert {"GPU count", "python version", "GPUs idle"} <= {c["name"] for c in checks}
+    assert cli_fleet.no_gpus_reason(down).startswith("no node reported its GPUs (2 unreachable) (hint: ")
+
+
+def test_checks_say_unknown_when_no_node_reported_a_version():
+    node = node_from_fixture("gpu01", "dual-rtx-a5000", warnings=[])
+    node["versions"] = {}
+    checks = {c["name"]: c for c in cli_fleet.run_checks([node])}
+    assert checks["python version"] == {"name": "python version", "level": "warn",
+                                        "detail": "unknown (no node reported it)"}
+
+
+def test_gpus_cluster_without_a_cluster_file_or_slurm_says_what_to_do(tmp_path):
+    """A real `cockpit gpus --cluster` with no cluster file and an sinfo that cannot find its controller."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'sinfo: error: fetch_config: DNS SRV lookup failed' >&2\n"
+                                   "echo 'sinfo: fatal: Could not establish a configuration source' >&2\nexit 1\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    r = subprocess.run([sys.executable, "-m", "cockpit", "gpus", "--cluster"], capture_output=True, text=True,
+                       cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr == ("cockpit: cannot ask Slurm for its nodes (Slurm is not configured here?): sinfo: fatal: "
+                        f"Could not establish a configuration source (hint: list the nodes in {tmp_path}/cfg/cockpit/"
+                        "cluster.yaml, e.g. hosts: [gpu[01-04]], or pass --nodes)\n")

@@ -31,6 +31,9 @@ line_text = st.one_of(st.sampled_from([p for p in PAYLOADS if "\n" not in p]),
                                             exclude_categories=("Cs",)),
                               min_size=1, max_size=20).filter(lambda s: s.strip()))
 any_text = st.one_of(st.sampled_from(PAYLOADS), line_text)
+# Module names are validated (no spaces, quotes or shell syntax: tests/test_spec_bounds.py); within that
+# alphabet they must still arrive intact.
+module_text = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.+/@:=-]{0,20}", fullmatch=True)
 
 STUB_PYTHON = r"""#!/bin/bash
 # Plays torchrun / torch.distributed.launch: skip its options, run the rank command with RANK=0.
@@ -82,7 +85,7 @@ def job_text(script, args, env_value, module_name, launcher, backend, sweep_valu
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(script=line_text, args=st.lists(any_text, max_size=4), env_value=any_text, module_name=line_text,
+@given(script=line_text, args=st.lists(any_text, max_size=4), env_value=any_text, module_name=module_text,
        workdir_name=st.sampled_from(["w $(touch MARKER)", "w `touch MARKER`", "w ';x", 'w "x"', "plain"]),
        form=st.sampled_from(["torchrun", "launch", "dp", "sbatch", "sbatch-sweep"]))
 def test_metacharacters_never_execute_and_arrive_intact(tmp_path, script, args, env_value, module_name,

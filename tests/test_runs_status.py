@@ -1,0 +1,91 @@
+"""A run whose status.json is malformed shows in `ps` as unreadable with the reason and leaves every other run
+alone; `logs` / `attach` / `stop` on it say why, exit 2. `logs --rank` outside the run's ranks is an error.
+Real `cockpit` processes over a runs directory made here (no run is started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+from cockpit.launch.control import reconcile_runs
+from cockpit.runs import UNREADABLE, RunStatus, list_runs, read_status, write_status
+
+GOOD = RunStatus(run_id="good-1", name="good", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
+                 state="succeeded", exit_code=0, created=1000.0)
+BROKEN = {
+    "list-2": "[1, 2]\n",
+    "trunc-3": GOOD.to_json()[:40],
+    "empty-4": "",
+    "types-5": GOOD.to_json().replace('"world_size": 2', '"world_size": "two"'),
+    "hosts-6": GOOD.to_json().replace('"vm"', "7"),
+    "missing-7": json.dumps({"run_id": "missing-7"}),
+}
+REASONS = {"list-2": "expected a JSON object, found list", "trunc-3": "not valid JSON", "empty-4": "empty",
+           "types-5": 'world_size: expected a number or null, found "two"',
+           "hosts-6": "hosts: expected a list of host names", "missing-7": "name: missing"}
+
+
+@pytest.fixture
+def runs(tmp_path):
+    (tmp_path / "good-1" / "logs").mkdir(parents=True)
+    write_status(tmp_path / "good-1", GOOD)
+    for rank in (0, 1):
+        (tmp_path / "good-1" / "logs" / f"rank-{rank}.vm.log").write_text(f"hello from {rank}\n")
+    for name, text in BROKEN.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "status.json").write_text(text)
+    (tmp_path / "not-a-run").mkdir()  # no status.json: not listed
+    return tmp_path
+
+
+def cockpit(*args: str, runs_dir) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args, "--runs-dir", str(runs_dir)],
+                          capture_output=True, text=True, cwd=REPO, timeout=60, env={**os.environ, "NO_COLOR": "1"})
+
+
+def test_list_runs_keeps_unreadable_runs_with_the_reason(runs):
+    rows = {d.name: s for d, s in list_runs(runs)}
+    assert set(rows) == {"good-1", *BROKEN}
+    assert rows["good-1"].state == "succeeded"
+    for name, reason in REASONS.items():
+        assert rows[name].state == UNREADABLE and reason in rows[name].note, (name, rows[name].note)
+        assert read_status(runs / name) is None
+    before = {name: (runs / name / "status.json").read_text() for name in BROKEN}
+    assert [s.state for _, s in reconcile_runs(list_runs(runs))].count(UNREADABLE) == len(BROKEN)
+    assert {name: (runs / name / "status.json").read_text() for name in BROKEN} == before  # never written over
+
+
+def test_ps_shows_the_bad_runs_and_the_good_one(runs):
+    r = cockpit("ps", runs_dir=runs)
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "good-1" in r.stdout and "succeeded" in r.stdout
+    for name, reason in REASONS.items():
+        assert name in r.stdout and reason in r.stdout
+    r = cockpit("ps", "--json", runs_dir=runs)
+    states = {run["run_id"]: run["state"] for run in json.loads(r.stdout)["runs"]}
+    assert states == {"good-1": "succeeded", **{name: "unreadable" for name in BROKEN}}
+
+
+@pytest.mark.parametrize("command", ["logs", "attach", "stop"])
+def test_commands_on_an_unreadable_run_say_why(runs, command):
+    for name in ("list-2", "trunc-3"):
+        r = cockpit(command, name, runs_dir=runs)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.startswith(f"cockpit: {runs / name / 'status.json'}: {REASONS[name]}")
+        assert "(hint: " in r.stderr
+    r = cockpit("logs", "good-1", runs_dir=runs)
+    assert r.returncode == 0 and "hello from 0" in r.stdout and "hello from 1" in r.stdout
+
+
+def test_logs_for_a_rank_the_run_does_not_have(runs):
+    r = cockpit("logs", "good-1", "--rank", "7", runs_dir=runs)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("cockpit: run good-1 has ranks 0-1, not rank 7 (hint: leave out --rank to see every "
+                        "rank)\n")
+    r = cockpit("logs", "good-1", "--rank", "1", runs_dir=runs)
+    assert r.returncode == 0 and r.stdout == "hello from 1\n"
