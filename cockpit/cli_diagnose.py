@@ -26,23 +26,14 @@ def run_sources(run_dir: Path) -> list[tuple[str, str | None, int | None]]:
 
 def hang_findings(run_dir: Path) -> list:
     """The run's stall / stopped / straggler findings (cockpit.hang, kept in status.json) as diagnosis
-    findings; evidence: the culprit's section of the stacks gathered, else its log."""
+    findings."""
+    from cockpit.hang.finding import evidence_of
     from cockpit.logs.diagnose_model import Finding
     from cockpit.runs import read_status
 
     status = read_status(run_dir)
-    out = []
-    for f in status.findings if status else ():
-        rank = f["culprits"][0]["rank"] if f.get("culprits") else f.get("rank")
-        evidence = ()
-        if f.get("stacks") and Path(f["stacks"]).is_file():
-            lines = Path(f["stacks"]).read_text(errors="replace").splitlines()
-            at = next((i for i, line in enumerate(lines, 1) if line.startswith(f"-- rank {rank} ")), 1)
-            evidence = ((f["stacks"], at),)
-        elif (log := rank_files(run_dir, "log").get(rank)) is not None:
-            evidence = ((str(log[1]), 1),)
-        out.append(Finding(f["severity"], f["kind"], f["text"], f["hint"], evidence))
-    return out
+    return [Finding(f["severity"], f["kind"], f["text"], f["hint"], evidence_of(f, run_dir))
+            for f in (status.findings if status else ())]
 
 
 def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | None]]:

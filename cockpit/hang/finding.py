@@ -7,6 +7,8 @@ knows it, the ranks that never enqueued the collective the others wait in.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cockpit.hang.gather import Evidence
 from cockpit.hang.progress import Straggler
 
@@ -124,3 +126,16 @@ def stacks_report(evidence: dict[int, Evidence]) -> str:
             lines.append(f"-- rank {rank} ({what if e.text else 'no answer: stopped, frozen or without the hook'})")
             lines += ["   " + line for line in e.text.rstrip("\n").splitlines() if line.strip()]
     return "\n".join(lines) + "\n"
+
+
+def evidence_of(f: dict, run_dir: Path) -> tuple[tuple[str, int], ...]:
+    """Where a finding's evidence is: the culprit's section of the stacks gathered, else its log."""
+    from cockpit.runs import rank_files
+
+    rank = f["culprits"][0]["rank"] if f.get("culprits") else f.get("rank")
+    if f.get("stacks") and Path(f["stacks"]).is_file():
+        lines = Path(f["stacks"]).read_text(errors="replace").splitlines()
+        at = next((i for i, line in enumerate(lines, 1) if line.startswith(f"-- rank {rank} ")), 1)
+        return ((f["stacks"], at),)
+    log = rank_files(run_dir, "log").get(rank) if rank is not None else None
+    return ((str(log[1]), 1),) if log else ()

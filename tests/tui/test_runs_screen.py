@@ -40,7 +40,7 @@ async def test_runs_run_view_help_and_themes(ctx, runs):
         ranks = view.query_one("#ranks")
         assert [str(ranks.get_row_at(i)[0]) for i in range(ranks.row_count)] == [
             "all ranks", "node0:0", "node0:1", "node0:agent"]
-        assert [str(ranks.get_row_at(i)[2]) for i in (1, 2)] == ["143", "1"]
+        assert [str(ranks.get_row_at(i)[4]) for i in (1, 2)] == ["143", "1"]  # ST: the exit code once ended
         await pilot.press("l", "l")  # errors only
         assert view.filter.level == "error" and 0 < len(log.lines) < len(merged)
         assert all("error" in line.lower() or "fail" in line.lower() or "exitcode" in line.lower()

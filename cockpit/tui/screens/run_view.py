@@ -27,6 +27,7 @@ from cockpit.tui.logfilter import LineFilter
 from cockpit.tui.logstore import MERGED, label
 from cockpit.tui.messages import Diagnosed, FeedReady, MetricsRead
 from cockpit.tui.metrics import MetricsReader
+from cockpit.tui.ranktable import COLUMNS, rank_rate, rank_state, rank_step, short_age, source_order
 from cockpit.tui.runfeed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.dialogs import ConfirmScreen
@@ -39,19 +40,6 @@ ALL = "all"
 APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
 
 
-def short_age(seconds: float) -> str:
-    """At most 4 characters, whole units: a rank silent for minutes stands out, tenths would only flicker."""
-    seconds = max(0.0, seconds)
-    if seconds < 100:
-        return f"{int(seconds)}s"
-    return f"{int(seconds // 60)}m" if seconds < 6000 else f"{int(seconds // 3600)}h"
-
-
-def source_order(source: tuple) -> tuple:
-    host, rank = source
-    return (1, 0, host) if rank == "agent" else (0, rank, host)
-
-
 class RunViewScreen(CockpitScreen):
     TITLE = "Run"
     BINDINGS = [
@@ -61,6 +49,7 @@ class RunViewScreen(CockpitScreen):
         Binding("l", "level", "Level"),
         Binding("a", "merged", "All ranks", show=False),
         Binding("d", "diagnose", "Diagnose"),
+        Binding("k", "stacks", "Stacks"),
         Binding("s", "stop", "Stop"),
         Binding("R", "requeue", "Requeue"),
     ]
@@ -84,7 +73,7 @@ class RunViewScreen(CockpitScreen):
         self._diagnosed_final = False
         self._last_apply = 0.0
         self._apply_pending = False
-        self._cells: dict[tuple, tuple[str, str]] = {}  # (age, exit) shown in each source's row
+        self._cells: dict[tuple, tuple] = {}  # the cells shown in each source's row
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -102,9 +91,9 @@ class RunViewScreen(CockpitScreen):
     def on_mount(self) -> None:
         table = self.query_one("#ranks", DataTable)
         # fixed widths: rows arrive one source at a time, and the panel must not jump (nor snapshots vary)
-        for key, title, width in (("src", "SOURCE", 11), ("age", "LAST", 4), ("exit", "EXIT", 4)):
+        for key, title, width in COLUMNS:
             table.add_column(title, key=key, width=width)
-        table.add_row("all ranks", "", "", key=ALL)
+        table.add_row("all ranks", *[""] * (len(COLUMNS) - 1), key=ALL)
         self.query_one(NavBar).info = self.run_dir.name
         self._show_findings()
         self._show_title()
@@ -150,9 +139,12 @@ class RunViewScreen(CockpitScreen):
         if new_sources:
             self._rebuild_ranks()
         if d.status is not None and (self.status is None or d.status.to_json() != self.status.to_json()):
+            findings_changed = self.status is None or d.status.findings != self.status.findings
             self.status = d.status
             self._update_ranks()
             self.refresh_bindings()
+            if findings_changed:
+                self._show_findings()
         if d.events:
             self.events += d.events
             self._show_findings()
@@ -169,9 +161,9 @@ class RunViewScreen(CockpitScreen):
         current = self.view
         table.clear()
         self._cells.clear()
-        table.add_row("all ranks", "", "", key=ALL)
+        table.add_row("all ranks", *[""] * (len(COLUMNS) - 1), key=ALL)
         for source in sorted(self.stats, key=source_order):
-            table.add_row(label(source)[1:-1], "", "", key=repr(source))
+            table.add_row(label(source)[1:-1], *[""] * (len(COLUMNS) - 1), key=repr(source))
         self._update_ranks()
         keys = [ALL] + [repr(s) for s in sorted(self.stats, key=source_order)]
         want = ALL if current is MERGED else repr(current)
@@ -182,17 +174,19 @@ class RunViewScreen(CockpitScreen):
         table = self.query_one("#ranks", DataTable)
         now = self.app.ctx.clock()
         ranks = (self.status.ranks if self.status else {}) or {}
+        progress = (self.status.progress if self.status else {}) or {}
         for source, st in self.stats.items():
             live = self.status is None or not self.status.final  # an ended run's ages say nothing
             age = "-" if st.last_time is None or not live else short_age(now - st.last_time)
             host, rank = source
             exit_code = ranks.get(str(rank), {}).get("status") if rank != "agent" else None
-            cells = (age, "" if exit_code is None else str(exit_code))
+            rec = progress.get(str(rank), {}) if rank != "agent" else {}
+            cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
             if self._cells.get(source) == cells:
                 continue  # every update_cell invalidates the whole table's render cache: only real changes
             try:
-                table.update_cell(repr(source), "age", cells[0])
-                table.update_cell(repr(source), "exit", cells[1])
+                for (key, _, _), value in zip(COLUMNS[1:], cells, strict=True):
+                    table.update_cell(repr(source), key, value)
             except KeyError:  # row not there yet: the next rebuild adds it
                 continue
             self._cells[source] = cells
@@ -235,6 +229,10 @@ class RunViewScreen(CockpitScreen):
     def _show_findings(self) -> None:
         findings = self.query_one("#findings", OptionList)
         findings.clear_options()
+        hang = (self.status.findings if self.status else None) or []
+        findings.add_options([Option(Text(f"{f['kind'].upper():<7} {f['text']}",
+                                          style="bold red" if f["severity"] == "error" else "bold yellow"),
+                                     id=f"h{i}") for i, f in enumerate(hang)])
         if self.report is not None:
             items = [Option(Text(f"{f.severity.upper():<7} {f.title}"), id=f"f{i}")
                      for i, f in enumerate(self.report.findings)]
@@ -248,6 +246,11 @@ class RunViewScreen(CockpitScreen):
 
     def action_diagnose(self) -> None:
         self.diagnose()
+
+    def action_stacks(self) -> None:
+        from cockpit.tui.screens.stacks import StacksScreen
+
+        self.app.push_screen(StacksScreen(self.run_dir))
 
     @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
     def diagnose(self) -> None:
@@ -264,7 +267,14 @@ class RunViewScreen(CockpitScreen):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         oid = event.option.id or ""
-        if oid.startswith("f") and self.report is not None:
+        hang = (self.status.findings if self.status else None) or []
+        if oid.startswith("h") and int(oid[1:]) < len(hang):
+            f = hang[int(oid[1:])]
+            title, hint = f"{f['kind'].upper()} {f['text']}", f["hint"]
+            from cockpit.hang.finding import evidence_of
+
+            evidence = list(evidence_of(f, self.run_dir))
+        elif oid.startswith("f") and self.report is not None:
             f = self.report.findings[int(oid[1:])]
             title, hint, evidence = f"{f.severity.upper()} {f.title}", f.hint, list(f.evidence)
         elif oid.startswith("e"):

@@ -1,0 +1,56 @@
+"""Every rank's Python stack (cockpit.hang), asked for in a worker and shown in a scrollable view: what
+`cockpit stacks RUN` prints. escape closes; r asks the ranks again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class StacksScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "close", "Close"), Binding("r", "refresh", "Ask again")]
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog stacks"):
+            yield Static(f"stacks of {self.run_dir.name} (r: ask again, escape: close)", classes="dialog-title",
+                         markup=False)
+            with VerticalScroll(id="stacks-scroll"):
+                yield Static("asking every rank…", id="stacks-text", markup=False)
+
+    def on_mount(self) -> None:
+        self.fetch()
+
+    def action_refresh(self) -> None:
+        self.query_one("#stacks-text", Static).update("asking every rank…")
+        self.fetch()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def fetch(self) -> None:
+        from cockpit.hang import finding, gather
+        from cockpit.runs import read_status
+
+        status = read_status(self.run_dir)
+        if status is None or status.final:
+            kept = sorted((self.run_dir / "logs").glob("stacks.*.txt"))
+            text = (kept[-1].read_text(errors="replace") if kept else
+                    "the run has ended: no process left to ask")
+        else:
+            try:
+                evidence = gather.collect(self.run_dir, status, timeout=5.0)
+                text = finding.stacks_report(evidence) if evidence else "no running rank to ask"
+            except (OSError, ValueError, KeyError) as exc:
+                text = f"could not ask the ranks: {exc}"
+        self.app.call_from_thread(self.query_one("#stacks-text", Static).update, text)
