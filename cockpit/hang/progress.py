@@ -143,9 +143,9 @@ class Monitor:
         stats = {}
         for rank, r in self.ranks.items():
             d = _delta(r.beats, now, self.window)
-            if d is None or d[2] < 3:  # too few sync points in the window to judge
+            if d is None or d[2] < 5 or d[0] < self.window / 2:  # too little sustained stepping to judge
                 return None
-            if _since_last_sync(r.beats) > max(3.0, 3 * d[0] / d[2]):
+            if _since_last_sync(r.beats) > max(2.0, 2 * d[0] / d[2]):
                 return None  # a rank stopped syncing: a hang in the making, not a straggler
             stats[rank] = d
         if len(stats) < 2:

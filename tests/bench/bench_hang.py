@@ -1,0 +1,123 @@
+"""Benchmark: what cockpit's hang watch costs a training run, and how fast it names a stall (not collected by
+pytest).
+
+    python tests/bench/bench_hang.py                  # 6 pairs of demo runs + 3 stalls
+    python tests/bench/bench_hang.py --pairs 2 --stalls 1 --steps 60    # a quick look
+
+1. Cost. The demo (`cockpit run jobs/demo.yaml`, DDP, 2 gloo ranks on CPU) with the rank hook on, and with
+   it off (COCKPIT_HOOK=0 in the launching shell: no stacks handler, no collective timing, no beat), the
+   arms alternated pair by pair so drift in machine load hits both. Per run: rank 0's samples/s, the mean
+   of its metrics records after the first 10 steps. Per pair: on / off. Reported: the pairs' median ratio
+   and spread (target: median >= 0.99).
+2. Stall to finding. tests/hang/scripts/plain_hang.py with rank 1 stuck in load_batch, `--stall-after S`:
+   from the last line any rank wrote (the logs' last write) to the finding in status.json, minus S — the
+   watch's own delay (look interval + gathering every rank's stacks and Flight Recorder state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HANG = REPO / "tests" / "hang" / "scripts" / "plain_hang.py"
+
+
+def env(runs: Path, hook: bool) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith(("COCKPIT_", "SLURM_"))}
+    out.update(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
+    if not hook:
+        out["COCKPIT_HOOK"] = "0"
+    return out
+
+
+def one_run(runs: Path, hook: bool, steps: int) -> float:
+    """samples/s of rank 0 in one demo run."""
+    before = set(runs.iterdir()) if runs.exists() else set()
+    r = subprocess.run([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "-q", "--", "--epochs", "1",
+                        "--steps-per-epoch", str(steps)], cwd=REPO, env=env(runs, hook), capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode != 0:
+        raise SystemExit(f"demo run failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    [run_dir] = set(runs.iterdir()) - before
+    hooked = (run_dir / "logs").glob("rank-0.*.beat")
+    if hook != any(hooked):
+        raise SystemExit(f"the hook was {'off' if hook else 'on'} in a run meant to have it {'on' if hook else 'off'}")
+    records = [json.loads(x) for x in (run_dir / "metrics" / "rank-0.jsonl").read_text().splitlines()]
+    rates = [r["samples_per_s"] for r in records if r.get("step", 0) > 10 and r.get("samples_per_s")]
+    return statistics.mean(rates)
+
+
+def cost(pairs: int, steps: int) -> list[float]:
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp) / "runs"
+        for i in range(pairs):
+            order = (True, False) if i % 2 == 0 else (False, True)
+            got = {hook: one_run(runs, hook, steps) for hook in order}
+            ratios.append(got[True] / got[False])
+            print(f"pair {i + 1}: hook on {got[True]:8.1f} samples/s, off {got[False]:8.1f}, "
+                  f"ratio {ratios[-1]:.3f}", flush=True)
+    return ratios
+
+
+def stall_delay(stall_after: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        job = tmp / "stuck.yaml"
+        job.write_text(f"name: stuck\nscript: {HANG}\nargs: [--stuck-rank, '1', --stuck-step, '3']\n"
+                       "launcher: local\ngpus: none\non_stall: stop\n")
+        runs = tmp / "runs"
+        proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "2",
+                                 "--stall-after", str(stall_after)], cwd=REPO, env=env(runs, True),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        found_at, last_line = None, None
+        while proc.poll() is None:
+            if found_at is None:  # the logs' last write before the finding (the stop writes more after it)
+                mtimes = [p.stat().st_mtime for p in runs.glob("*/logs/rank-*.log")]
+                last_line = max(mtimes) if mtimes else None
+            for status in runs.glob("*/status.json"):
+                try:
+                    data = json.loads(status.read_text())
+                except ValueError:
+                    continue
+                if any(f["kind"] == "stall" for f in data.get("findings", ())) and found_at is None:
+                    found_at = time.time()
+            time.sleep(0.02)
+        if found_at is None or last_line is None:
+            raise SystemExit("no finding appeared")
+        return found_at - last_line - stall_after
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.3f}, min {min(values):.3f}, max {max(values):.3f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pairs", type=int, default=6)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--stalls", type=int, default=3)
+    p.add_argument("--stall-after", type=int, default=5)
+    a = p.parse_args()
+    print(f"cost of the hook: the demo, {a.steps} steps, {a.pairs} alternated pairs (anchor: the same run with "
+          "COCKPIT_HOOK=0)")
+    ratios = cost(a.pairs, a.steps)
+    if ratios:
+        print(f"samples/s hook on / off: {spread(ratios)}  (target: median >= 0.99)")
+    delays = [stall_delay(a.stall_after) for _ in range(a.stalls)]
+    for d in delays:
+        print(f"stall -> finding: stall_after {a.stall_after} s + {d:.2f} s")
+    if delays:
+        print(f"the watch's own delay beyond stall_after: {spread(delays)} s (look every 1 s + gathering stacks)")
+
+
+if __name__ == "__main__":
+    main()
