@@ -1,0 +1,125 @@
+"""The rank-side hook as Python loads it: a real interpreter started the way the rank wrapper starts one
+(the hook's folder first on PYTHONPATH, the wrapper's pid as COCKPIT_WRAPPER_PID), without torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from cockpit.runs import create_run_dir
+
+
+def start(run_dir: Path, code: str, *, extra_path: str | None = None, hook: str | None = None,
+          as_wrapper: bool = True) -> subprocess.Popen:
+    """Python running ``code`` under the hook, as the rank wrapper would start it (a shell in between, so
+    the interpreter's parent is the 'wrapper' whose pid the hook checks)."""
+    path = str(run_dir / "hook") + (f":{extra_path}" if extra_path else "")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("COCKPIT_")},
+           "COCKPIT_RUN_DIR": str(run_dir), "COCKPIT_HOST": "h1", "RANK": "3", "PYTHONPATH": path}
+    if hook is not None:
+        env["COCKPIT_HOOK"] = hook
+    wrapper = 'export COCKPIT_WRAPPER_PID=$$; "$@" & wait $!' if as_wrapper else '"$@" & wait $!'
+    return subprocess.Popen(["bash", "-c", wrapper, "wrap", sys.executable, "-c", textwrap.dedent(code)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def wait_for(predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (value := predicate()):
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def child_pid(wrapper: subprocess.Popen) -> int:
+    return wait_for(lambda: int(Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split()[0])
+                    if Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split() else None)
+
+
+WAITING = """
+    import sys, time
+    print("ready", flush=True)
+    def stuck_here():
+        time.sleep(60)
+    stuck_here()
+"""
+
+
+def test_sigurg_dumps_every_thread_to_the_rank_file_and_a_beat_comes_every_second(tmp_path):
+    run_dir = create_run_dir(tmp_path, "r")
+    proc = start(run_dir, WAITING)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(child_pid(proc), signal.SIGURG)
+        stacks = run_dir / "logs" / "rank-3.h1.stacks"
+        text = wait_for(lambda: "stuck_here" in stacks.read_text() and stacks.read_text())
+        assert 'File "<string>", line 5 in stuck_here' in text and "_beat_loop" in text  # all threads
+        beat = run_dir / "logs" / "rank-3.h1.beat"
+        wait_for(lambda: beat.exists() and len(beat.read_text().splitlines()) >= 2, timeout=5)
+        last = json.loads(beat.read_text().splitlines()[-1])
+        assert last["pid"] == child_pid(proc) and last["n"] == 0 and last["in"] is None
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the wrapper and its python
+        proc.communicate()
+
+
+def test_it_chains_to_the_sitecustomize_it_hides(tmp_path):
+    run_dir = create_run_dir(tmp_path, "r")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n")
+    proc = start(run_dir, "import os, sys; print(os.environ.get('CHAINED'), sys.modules['sitecustomize'].__file__)",
+                 extra_path=str(other))
+    out, err = proc.communicate(timeout=30)
+    assert out.split() == ["yes", str(other / "sitecustomize.py")], err
+
+
+def test_the_users_own_sigurg_handler_wins_and_forked_children_stay_out_of_the_rank_file(tmp_path):
+    run_dir = create_run_dir(tmp_path, "r")
+    proc = start(run_dir, """
+        import os, signal, sys, time
+        got = []
+        signal.signal(signal.SIGURG, lambda *a: got.append(1))
+        os.kill(os.getpid(), signal.SIGURG)
+        time.sleep(0.2)
+        print("user handler", len(got), flush=True)
+        signal.signal(signal.SIGURG, signal.SIG_DFL)
+        pid = os.fork()
+        if pid == 0:
+            os.kill(os.getpid(), signal.SIGURG)  # the child: no hook, SIGURG ignored, nothing written
+            time.sleep(0.2)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print("child done", flush=True)
+    """)
+    out, err = proc.communicate(timeout=30)
+    assert out.splitlines() == ["user handler 1", "child done"], err
+    stacks = run_dir / "logs" / "rank-3.h1.stacks"
+    assert not stacks.exists() or stacks.read_text() == ""
+
+
+def test_off_with_cockpit_hook_0_and_in_processes_the_wrapper_did_not_start(tmp_path):
+    for kwargs in ({"hook": "0"}, {"as_wrapper": False}):
+        run_dir = create_run_dir(tmp_path, f"r{len(kwargs)}{kwargs.get('hook', '')}")
+        proc = start(run_dir, "import time, sys; time.sleep(1.5); print(sys.meta_path[0].__class__.__name__)",
+                     **kwargs)
+        out, _ = proc.communicate(timeout=30)
+        assert out.strip() != "_TorchFinder"
+        assert not (run_dir / "logs" / "rank-3.h1.stacks").exists()
+        assert not (run_dir / "logs" / "rank-3.h1.beat").exists()
+
+
+def test_importing_the_module_does_nothing():
+    code = ("import sys, cockpit.hang.rankhook as h; "
+            "print(any(type(f).__name__ == '_TorchFinder' for f in sys.meta_path))")
+    env = {**os.environ, "COCKPIT_RUN_DIR": "/nonexistent", "COCKPIT_HOST": "h"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
+    assert out.stdout.strip() == "False", out.stderr
