@@ -70,7 +70,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     ff = status.first_failure
     if ff:
         out.append(painter.paint(f"first failure: rank {ff['rank']} on {ff['host']}: {ff['describe']}, "
-                                 f"{duration(ff['time'] - start)} after start", "1;31"))
+                                 f"{duration(ff['time'] - start)} after start{_victim_note(status, ff)}", "1;31"))
         log = rank_files(run_dir, "log").get(ff["rank"])
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
@@ -84,6 +84,17 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         out.append(f"note: {status.note}")
     out.append(f"run directory: {run_dir}")
     return "\n".join(out)
+
+
+def _victim_note(status: RunStatus, ff: dict) -> str:
+    """After a stall, the first rank to fail is often one that timed out waiting: say whom it waited for."""
+    for f in status.findings:
+        victims = {v["rank"] for v in f.get("victims", ())}
+        culprits = [c["rank"] for c in f.get("culprits", ())]
+        if ff.get("rank") in victims and culprits:
+            return (f" (a victim of the stall: it waited in a collective for rank "
+                    f"{', '.join(map(str, culprits))}, the culprit)")
+    return ""
 
 
 def _describe(rank: dict) -> str:

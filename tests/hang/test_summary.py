@@ -1,0 +1,37 @@
+"""How the run summary and ps show cockpit.hang's findings (pure: a RunStatus in, text out)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.console import Painter, health, summary
+from cockpit.runs import RunStatus
+
+STALL = {"kind": "stall", "severity": "error", "quiet_s": 612.0, "text": "no rank made progress for 612 s: ...",
+         "hint": "rank 1 is the culprit", "stacks": "/runs/r/logs/stacks.x.txt",
+         "culprits": [{"rank": 1, "host": "gpu2", "state": "running", "where": "load_batch (train.py:48)"}],
+         "victims": [{"rank": 0, "host": "gpu1", "state": "running", "op": "all_reduce"}]}
+
+
+def status(**kw) -> RunStatus:
+    base = {"run_id": "r", "name": "job", "launcher": "local", "job_file": "j.yaml", "hosts": ["gpu1"],
+            "world_size": 2, "state": "running", "created": 0.0, "started": 1.0}
+    return RunStatus(**{**base, **kw})
+
+
+def test_a_first_failure_that_only_timed_out_waiting_is_called_a_victim_and_the_culprit_named(tmp_path: Path):
+    ff = {"rank": 0, "host": "gpu1", "status": 1, "signal": None, "time": 1801.0, "describe": "exit code 1"}
+    text = summary(tmp_path, status(state="failed", ended=1802.0, exit_code=1, first_failure=ff, findings=[STALL]),
+                   Painter(False))
+    assert ("first failure: rank 0 on gpu1: exit code 1, 30.0 min after start (a victim of the stall: it waited in "
+            "a collective for rank 1, the culprit)") in text
+    assert "stall: no rank made progress for 612 s" in text and "every rank's stack: /runs/r/logs/stacks.x.txt" in text
+
+
+def test_ps_health_column():
+    assert health(status(findings=[STALL])) == "stalled 10.2 min (rank 1)"
+    straggler = {"kind": "straggler", "severity": "warning", "rank": 5}
+    stopped = {**STALL, "kind": "stopped", "culprits": [{"rank": 3, "state": "stopped"}]}
+    assert health(status(findings=[straggler])) == "straggler:5"
+    assert health(status(findings=[stopped])) == "stopped:3"
+    assert health(status(progress={"0": {}})) == "ok" and health(status(state="succeeded")) == "-"
