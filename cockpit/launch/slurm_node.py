@@ -27,6 +27,7 @@ from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, writ
 
 MISSES_BEFORE_LOST = 3  # successful refreshes that found the job nowhere before cockpit stops waiting
 GIVE_UP_AFTER_STOP = 600.0  # seconds without an answer from Slurm after a stop request before giving up
+REQUEUE_SETTLE = 5.0  # a job that may requeue itself is over only when Slurm still says so this much later
 
 
 class SlurmJobNode:
@@ -52,6 +53,13 @@ class SlurmJobNode:
         self.exit_code: int | None = None
         self.note: str | None = None
         self.history: list[slurm_attempts.Attempt] = []
+        # A job that requeues itself passes through an end state (FAILED, CANCELLED "due to job requeue")
+        # on its way back to PENDING; squeue or accounting can show that moment. Such a job's end is only
+        # believed when it still holds REQUEUE_SETTLE seconds later with no new restart.
+        script = book.run_dir / "commands" / "sbatch.sh"
+        self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
+                                                                                     errors="replace")
+        self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
 
     # -- the supervisor's interface ---------------------------------------------------------------------
     def poll(self) -> int | None:
@@ -100,11 +108,25 @@ class SlurmJobNode:
                 self._lost()
         elif view is not None:
             self.misses = 0
+            if view.final and self.requeue and not self._settled(view):
+                return
+            if not view.final:
+                self.final_seen = None
             if view != self.view:
                 self.view = view
                 if view.final:
                     self._ended(view)
                 self.book.changed()
+
+    def _settled(self, view: JobView) -> bool:
+        """True once an end state has held REQUEUE_SETTLE seconds with no new restart (see __init__)."""
+        now, restarts = self.book.tracker.clock(), view.restarts or 0
+        if self.final_seen is None or self.final_seen[1] != restarts:
+            self.final_seen = (now, restarts)
+        if now - self.final_seen[0] < REQUEUE_SETTLE:
+            self.book.tracker.doubt(self.job_id)
+            return False
+        return True
 
     def _ended(self, view: JobView) -> None:
         row = lookup(view.slurm_state)

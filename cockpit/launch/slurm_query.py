@@ -271,6 +271,13 @@ class JobTracker:
         """Refresh at the next poll (something local suggests a change, e.g. a rank ended)."""
         self.interval, self.next_at = self.min_interval, self.clock()
 
+    def doubt(self, job_id: str) -> None:
+        """Ask about ``job_id`` again at the next poll even though its last view was final (a job that
+        requeues itself passes through an end state)."""
+        if job_id in self.views and self.views[job_id].final:
+            del self.views[job_id]
+        self.hurry()
+
     def poll(self) -> dict[str, JobView]:
         """The latest views, refreshed first when due."""
         if self.clock() >= self.next_at:

@@ -151,3 +151,31 @@ def test_a_stop_gives_up_when_slurm_stays_silent(tmp_path):
     now[0] = GIVE_UP_AFTER_STOP + 60
     assert node.poll() == 1
     assert "no answer from Slurm" in read_status(run_dir).note and "may still be queued" in status.note
+
+
+def test_a_job_that_requeues_itself_is_not_over_while_it_passes_through_an_end_state(tmp_path):
+    """scontrol requeue: the job shows FAILED (its batch shell killed "due to job requeue") for a moment on
+    its way back to PENDING; only an end that holds REQUEUE_SETTLE seconds ends the run."""
+    from cockpit.launch.slurm_node import REQUEUE_SETTLE
+
+    job = {"name": "j", "script": "train.py", "launcher": "slurm", "nodes": 1, "slurm": {"requeue": True}}
+    path = tmp_path / "j.yaml"
+    path.write_text(yaml.safe_dump(job))
+    run_dir = slurm.prepare(load_spec(path), str(path), tmp_path / "runs")
+    status = read_status(run_dir)
+    status.nodes[0]["job_id"] = "21"
+    fake, now = ScriptedSlurm(), [0.0]
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
+    assert node.poll() is None
+    fake.lines["21"] = "21|FAILED|NonZeroExitCode|256|0|n1|"
+    assert node.poll() is None
+    now[0] += 20.0  # past the tracker's longest backoff: the next poll asks squeue
+    fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
+    assert node.poll() is None and read_status(run_dir).state == "starting"
+    now[0] += 60.0
+    fake.lines["21"] = "21|COMPLETED|None|0|1|n1|"
+    assert node.poll() is None  # seen once: not yet believed
+    now[0] += REQUEUE_SETTLE
+    assert node.poll() == 0
+    assert read_status(run_dir).nodes[0]["restarts"] == 1
