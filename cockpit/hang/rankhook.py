@@ -60,6 +60,7 @@ class _Hook:
         self.since = 0.0
         self.handled = None  # the last dump request answered
         self.fr = False
+        self.compiling = lambda: False
 
     # -- at start ----------------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -94,10 +95,13 @@ class _Hook:
             fn = getattr(dist, name, None)
             if callable(fn):
                 setattr(dist, name, self._timed(name, fn))
+        import functools
+
         backward = torch.autograd.backward
         synced = self._timed("backward", backward)
         hook = self
 
+        @functools.wraps(backward)
         def timed_backward(*args, **kwargs):
             return (synced if hook.ddp else backward)(*args, **kwargs)
 
@@ -105,11 +109,14 @@ class _Hook:
         ddp = torch.nn.parallel.DistributedDataParallel
         init = ddp.__init__
 
+        @functools.wraps(init)  # libraries read DDP's signature to filter their keyword arguments
         def ddp_init(model, *args, **kwargs):
             init(model, *args, **kwargs)
             hook.ddp = True
 
         ddp.__init__ = ddp_init
+        compiler = getattr(torch, "compiler", None)
+        self.compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
         self.fr = True
 
     def _timed(self, name: str, fn):
@@ -120,7 +127,8 @@ class _Hook:
 
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            if hook.current is not None or kwargs.get("async_op"):  # nested, or returns before the wait
+            # nested, returning before the wait, or traced by torch.compile (which must see torch's own call)
+            if hook.current is not None or kwargs.get("async_op") or hook.compiling():
                 return fn(*args, **kwargs)
             hook.current, hook.since = name, time.time()
             try:

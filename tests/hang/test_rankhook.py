@@ -123,3 +123,17 @@ def test_importing_the_module_does_nothing():
     env = {**os.environ, "COCKPIT_RUN_DIR": "/nonexistent", "COCKPIT_HOST": "h"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_with_torch_collectives_are_timed_and_signatures_kept(tmp_path):
+    """torch imported under the hook: dist.all_reduce and backward are wrapped, DDP's signature is the same
+    (libraries such as accelerate read it to filter their keyword arguments)."""
+    run_dir = create_run_dir(tmp_path, "r")
+    proc = start(run_dir, """
+        import inspect, torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        print(dist.all_reduce.__wrapped__.__name__, torch.autograd.backward.__name__)
+        print(list(inspect.signature(DDP.__init__).parameters)[:3])
+    """)
+    out, err = proc.communicate(timeout=120)
+    assert out.splitlines() == ["all_reduce backward", "['self', 'module', 'device_ids']"], err
