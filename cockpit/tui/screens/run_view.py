@@ -177,10 +177,11 @@ class RunViewScreen(CockpitScreen):
         progress = (self.status.progress if self.status else {}) or {}
         for source, st in self.stats.items():
             live = self.status is None or not self.status.final  # an ended run's ages say nothing
-            age = "-" if st.last_time is None or not live else short_age(now - st.last_time)
             host, rank = source
-            exit_code = ranks.get(str(rank), {}).get("status") if rank != "agent" else None
             rec = progress.get(str(rank), {}) if rank != "agent" else {}
+            last = rec.get("last_output") or st.last_time  # the log's own last write, once the watchdog saw it
+            age = "-" if last is None or not live else short_age(now - last)
+            exit_code = ranks.get(str(rank), {}).get("status") if rank != "agent" else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
             if self._cells.get(source) == cells:
                 continue  # every update_cell invalidates the whole table's render cache: only real changes
