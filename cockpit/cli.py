@@ -69,7 +69,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     spec = with_shell_env(_load(args.job))
     kind = args.form or default_kind(spec)
     try:
-        text = render(spec, dry_run_facts(spec, args.job, args.runs_dir), kind, args.node_rank)
+        text = render(spec, dry_run_facts(spec, args.job, args.runs_dir), kind, args.node_rank,
+                      for_display=not args.show_secrets)
     except RenderError as exc:
         raise UsageError(f"{args.job}: {exc}") from None
     sys.stdout.write(text)
@@ -181,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as", dest="form", choices=("sbatch", "torchrun", "launch", "dp"),
                    help="form to print (default: what the job's launcher runs)")
     p.add_argument("--node-rank", type=int, help="only this node's script")
+    p.add_argument("--show-secrets", action="store_true", help="print secret env values (names with KEY, TOKEN, "
+                   "SECRET, PASSWORD, or listed in secret_env:) as they are, not as ***")
     p.add_argument("--runs-dir", help="runs directory to show in paths (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
     p.set_defaults(func=cmd_render)

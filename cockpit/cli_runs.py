@@ -3,15 +3,13 @@ directories. Output: rank lines and summaries on stdout, cockpit's own notices o
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from cockpit import launch
+from cockpit.cli_follow import follow, notice
 from cockpit.console import Painter, last_lines, ps_table, summary, use_color
 from cockpit.launch import local
 from cockpit.paths import default_runs_dir
@@ -45,10 +43,6 @@ def status_of(run_dir: Path):
                            f"{run_dir / 'logs'}, and cockpit ps lists the other runs)") from None
 
 
-def notice(text: str) -> None:
-    print(f"cockpit: {text}", file=sys.stderr, flush=True)
-
-
 def selector(args):
     ranks = set(args.rank or ())
     hosts = set(args.host or ())
@@ -75,7 +69,7 @@ def cmd_run(args, spec, job_path: str) -> int:
             notice(f"preflight (ignored: --no-preflight): {check['name']}: {check['detail']}")
     pid = launch.start(run_dir, grace=args.grace)
     notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
-    return follow(run_dir, args, skip_existing=False)
+    return follow(run_dir, args, skip_existing=False, owner=True)
 
 
 def _failed_preflight(run_dir) -> list[dict]:
@@ -84,113 +78,6 @@ def _failed_preflight(run_dir) -> list[dict]:
     if not path.exists():
         return []
     return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == "FAIL"]
-
-
-class LiveFindings:
-    """The diagnose parser on the live stream: the first occurrence of each failure kind per rank is
-    announced on stderr as it appears (the full diagnosis comes with the summary)."""
-
-    def __init__(self, painter: Painter):
-        from cockpit.logs.parse import LineParser
-
-        self.painter = painter
-        self.parsers: dict = {}
-        self.seen: set = set()
-        self._new_parser = LineParser
-
-    def feed(self, source: tuple, text: str) -> None:
-        parser = self.parsers.get(source)
-        if parser is None:
-            parser = self.parsers[source] = self._new_parser()
-        host, rank = source
-        for event in parser.feed(text, host=host, rank=None if rank == "agent" else rank):
-            if event.is_failure and (source, event.kind) not in self.seen:
-                self.seen.add((source, event.kind))
-                print(f"cockpit: {self.painter.prefix(source)} {self.painter.paint(event.kind, '1;31')}: "
-                      f"{event.text.strip()[:200]}", file=sys.stderr, flush=True)
-
-
-class LiveHang:
-    """Announces the watchdog's findings (cockpit.hang) on stderr as status.json gains them, once each, and
-    when a stall clears."""
-
-    def __init__(self, painter: Painter):
-        self.painter, self.shown = painter, set()
-
-    def on_status(self, status) -> None:
-        keys = set()
-        for f in status.findings:
-            key = (f["kind"], f.get("rank"))
-            keys.add(key)
-            if key not in self.shown:
-                colour = "1;31" if f["severity"] == "error" else "1;33"
-                print(f"cockpit: {self.painter.paint(f['kind'].upper(), colour)}: {f['text']}\n"
-                      f"         hint: {f['hint']}", file=sys.stderr, flush=True)
-        for kind, rank in self.shown - keys:
-            if not status.final:
-                print(f"cockpit: {kind} cleared" + (f" (rank {rank})" if rank is not None else "")
-                      + ": the ranks make progress again", file=sys.stderr, flush=True)
-        self.shown = keys
-
-
-def diagnosis(run_dir: Path, painter: Painter) -> str:
-    from cockpit.cli_diagnose import run_sources
-    from cockpit.logs.report import diagnose_sources, render_findings
-
-    text = render_findings(diagnose_sources(run_sources(run_dir)), color=painter.color)
-    return f"diagnosis:\n{text}" if text else ""
-
-
-def follow(run_dir: Path, args, skip_existing: bool) -> int:
-    """Stream the run's lines until it ends; Ctrl-C stops the run (twice: stops waiting). Then summarise."""
-    painter = Painter(use_color())
-    out = sys.stdout
-    interrupted = []
-    live = LiveFindings(painter)
-    hang = LiveHang(painter)
-
-    def on_batch(batch) -> None:
-        for line in batch.lines:
-            live.feed(line.source, line.text)
-        if args.quiet:
-            return
-        for line in batch.lines:
-            out.write(f"{painter.prefix(line.source)} {line.text}\n")
-        for source, n in batch.dropped.items():
-            out.write(f"{painter.prefix(source)} ... {n} lines not shown (the log file has them all)\n")
-        out.flush()
-
-    def on_interrupt() -> None:
-        interrupted.append(time.time())
-        status = read_status(run_dir)
-        if len(interrupted) == 1 and status is not None and local.request_stop(status):
-            notice("stopping the run (SIGTERM to the ranks, SIGKILL after the grace period); "
-                   "Ctrl-C again to stop waiting")
-        else:
-            raise KeyboardInterrupt
-
-    async def main():
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
-        return await _follow(run_dir, on_batch, selector(args), skip_existing, hang.on_status)
-
-    try:
-        status = asyncio.run(main())
-    except KeyboardInterrupt:
-        notice(f"stopped waiting; the run goes on: cockpit attach {run_dir.name}")
-        return 130
-    if status is None:
-        return 1
-    print(summary(run_dir, status, painter), flush=True)
-    if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
-        print(found, flush=True)
-    return 130 if interrupted else (status.exit_code or 0)
-
-
-async def _follow(run_dir, on_batch, include, skip_existing, on_status=None):
-    from cockpit.watch import follow_run
-
-    return await follow_run(run_dir, on_batch, include=include, skip_existing=skip_existing, on_status=on_status)
 
 
 def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:

@@ -59,18 +59,26 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     out = [painter.paint(f"== {status.name} ({status.run_id}): {status.state} in {took}, "
                          f"exit code {status.exit_code} ==", state_code)]
     start = status.started or status.created
-    if status.ranks:
+    stopped = status.stop_requested and status.state == "stopped"
+    missing = [r for r in range(status.world_size or 0) if str(r) not in status.ranks]
+    if status.ranks or (stopped and missing):
         out.append(f"  {'rank':>4}  {'host':<16} {'ended':<34} {'after':>9}")
         for rank, r in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
-            how = "ok" if r["status"] == 0 else _describe(r)
+            how = _describe(r, status.stopped_at if stopped else None)
             out.append(f"  {rank:>4}  {r['host']:<16} {how:<34} {duration(r['time'] - start):>9}")
-    missing = (status.world_size or 0) - len(status.ranks)
-    if missing > 0:
-        out.append(f"  {missing} rank(s) left no exit record (never started, or killed with their wrapper)")
+        if stopped:  # killed together with their wrapper: the stop did it all the same
+            host = status.hosts[0] if len(status.hosts) == 1 else "?"
+            out += [f"  {rank:>4}  {host:<16} {'stopped (no exit record)':<34} {'-':>9}" for rank in missing]
+    if missing and not stopped:
+        out.append(f"  {len(missing)} rank(s) left no exit record (never started, or killed with their wrapper)")
     ff = status.first_failure
     if ff:
         out.append(painter.paint(f"first failure: rank {ff['rank']} on {ff['host']}: {ff['describe']}, "
                                  f"{duration(ff['time'] - start)} after start{_victim_note(status, ff)}", "1;31"))
+        if ff.get("teardown_abort"):
+            from cockpit.logs.teardown import HINT
+
+            out.append(f"  hint: {HINT}")
         log = rank_files(run_dir, "log").get(ff["rank"])
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
@@ -97,15 +105,24 @@ def _victim_note(status: RunStatus, ff: dict) -> str:
     return ""
 
 
-def _describe(rank: dict) -> str:
+def _describe(rank: dict, stopped_at: float | None = None) -> str:
+    """How a rank ended, for the summary's table; ``stopped_at``: when cockpit stopped the run (exits from
+    then on are the stop's doing)."""
+    if rank["status"] == 0:
+        return "ok"
+    if rank.get("teardown_abort"):
+        return "aborted in teardown (SIGABRT)"
+    how = f"exit code {rank['status']}"
     if rank.get("signal"):
         import signal
 
         try:
-            return f"killed by {signal.Signals(rank['signal']).name}"
+            how = signal.Signals(rank["signal"]).name
         except ValueError:
-            return f"killed by signal {rank['signal']}"
-    return f"exit code {rank['status']}"
+            how = f"signal {rank['signal']}"
+    if stopped_at is not None and rank["time"] >= stopped_at:
+        return f"stopped ({how})"
+    return how if how.startswith("exit") else f"killed by {how}"
 
 
 def health(s: RunStatus) -> str:

@@ -15,22 +15,30 @@ import time
 from cockpit import contract
 
 
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time) from /proc/PID/stat, or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().decode(errors="replace").rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], fields[19]
+
+
 def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None if gone.
     A pid plus its start time names one process even when pids are reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
 
 
 def is_alive(pid: int, started: str | None = None) -> bool:
-    now = start_time(pid)
-    if now is None:
+    """True while ``pid`` (started at ``started``, when given) runs. A zombie (state Z: dead, waiting for a
+    parent that has not reaped it) or a dying process (X) is dead: nothing it owned is looked after any more."""
+    stat = _stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
         return False
-    return started is None or now == started
+    return started is None or stat[1] == started
 
 
 def run_pids(run_id: str) -> list[int]:
@@ -61,14 +69,31 @@ def signal_pids(pids: list[int], sig: int) -> None:
             continue  # already gone, or not ours to signal
 
 
-def kill_run(run_id: str, grace: float) -> int:
-    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` seconds.
-    Returns how many needed SIGKILL."""
+def is_rank_wrapper(pid: int) -> bool:
+    """The rank wrapper (cockpit.render.rankwrap): the bash that records its rank's exit."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"/rank-wrapper." in f.read()
+    except OSError:
+        return False
+
+
+def kill_run(run_id: str, grace: float, wrapper_grace: float = 2.0) -> int:
+    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` seconds: the ranks first, so
+    that their wrappers (which pass SIGTERM on and outlive it) still record how they ended, then, after at
+    most ``wrapper_grace`` seconds, anything left. Returns how many needed SIGKILL."""
     pids = run_pids(run_id)
     signal_pids(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
         time.sleep(0.1)
         pids = run_pids(run_id)
-    signal_pids(pids, signal.SIGKILL)
-    return len(pids)
+    work = [p for p in pids if not is_rank_wrapper(p)]
+    signal_pids(work, signal.SIGKILL)
+    deadline = time.monotonic() + wrapper_grace
+    left = run_pids(run_id) if work else pids
+    while left and work and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = run_pids(run_id)
+    signal_pids(left, signal.SIGKILL)
+    return len(work) + len(left)

@@ -122,7 +122,9 @@ class Remote:
 
     host: str
 
-    async def run(self, cmd: list[str] | str, timeout: float | None = None) -> Result:
+    async def run(self, cmd: list[str] | str, timeout: float | None = None, input: str | None = None) -> Result:
+        """Run ``cmd`` to its end. ``input``: its stdin (else /dev/null) — the way to pass a script or data
+        that must not be seen in any process's argument list (`ps`), such as env values with secrets."""
         raise NotImplementedError
 
     async def stream(self, cmd: list[str] | str) -> Stream:
@@ -161,13 +163,13 @@ class LocalRemote(Remote):
         return await asyncio.create_subprocess_exec(*cmd, stdin=stdin, stdout=pipe, stderr=pipe,
                                                     start_new_session=True)
 
-    async def run(self, cmd: list[str] | str, timeout: float | None = None) -> Result:
+    async def run(self, cmd: list[str] | str, timeout: float | None = None, input: str | None = None) -> Result:
         try:
-            proc = await self._spawn(cmd, asyncio.subprocess.DEVNULL)
+            proc = await self._spawn(cmd, asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE)
         except OSError as exc:
             return Result(127, "", f"{command_line(cmd)}: {exc.strerror}\n")
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            out, err = await asyncio.wait_for(proc.communicate(None if input is None else input.encode()), timeout)
         except asyncio.TimeoutError:
             _kill_group(proc)
             await proc.wait()
@@ -235,10 +237,15 @@ class SSHRemote(Remote):
         self._lock = asyncio.Lock()
         self._target: tuple[str, int, str] = (host, 22, "~/.ssh/known_hosts")  # resolved host, port, known file
 
-    async def run(self, cmd: list[str] | str, timeout: float | None = None) -> Result:
+    async def run(self, cmd: list[str] | str, timeout: float | None = None, input: str | None = None) -> Result:
         async def go() -> Result:
             conn = await self._connection()
-            proc = await conn.create_process(command_line(cmd), stdin=_asyncssh().DEVNULL)
+            if input is None:
+                proc = await conn.create_process(command_line(cmd), stdin=_asyncssh().DEVNULL)
+            else:
+                proc = await conn.create_process(command_line(cmd))
+                proc.stdin.write(input)
+                proc.stdin.write_eof()
             try:
                 done = await proc.wait()
             finally:

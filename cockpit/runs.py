@@ -13,6 +13,7 @@ it, a later `cockpit attach`, the TUI — can pick it up from disk alone:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -71,6 +72,7 @@ class RunStatus:
     ranks: dict[str, dict] = field(default_factory=dict)  # rank -> {"host", "status", "signal", "time"}
     first_failure: dict | None = None  # {"rank", "host", "status", "signal", "time", "describe"}
     stop_requested: bool = False
+    stopped_at: float | None = None  # wall time the supervisor acted on the stop: later exits are its doing
     note: str | None = None  # why a run ended as it did, when cockpit knows more than the exit code
     stall_after: float = 600.0  # the job's stall_after (cockpit run --stall-after): 0 turns the watch off
     on_stall: str = "report"  # "report" | "stop"
@@ -113,21 +115,55 @@ def install_hook(run_dir: Path) -> None:
     hook = run_dir / "hook"
     hook.mkdir(mode=0o700, exist_ok=True)
     source = Path(__file__).with_name("hang") / "rankhook.py"
-    (hook / "sitecustomize.py").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    write_private(hook / "sitecustomize.py", source.read_text(encoding="utf-8"))
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` readable by its owner only (0600, whatever the umask): job files and node scripts hold
+    env values such as API keys."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT
+        f.write(text)
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one."""
+    """Readers see the old file or the new one, never half of one; the file is 0600. On an error (a full
+    disk, a read-only file system) the old file stays as it was, no temporary file is left behind, and the
+    OSError is raised for the caller to record."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_status(run_dir: Path, status: RunStatus) -> None:
     write_atomic(run_dir / "status.json", status.to_json())
+
+
+STOP_FILE = "stop.json"  # a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
+
+
+def request_stop(run_dir: Path, grace: float, by: str = "cockpit stop") -> None:
+    """Leave the stop's grace (cockpit stop --grace) for the supervisor, which reads it when told to stop."""
+    write_atomic(run_dir / STOP_FILE, json.dumps({"grace": float(grace), "by": by}) + "\n")
+
+
+def stop_request(run_dir: Path) -> dict:
+    """What the last stop asked for ({} when none was written or it cannot be read)."""
+    try:
+        data = json.loads((run_dir / STOP_FILE).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("grace"), (int, float)) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def read_status(run_dir: Path) -> RunStatus | None:
@@ -171,7 +207,7 @@ _FIELD_TYPES: dict[str, tuple] = {
     "run_id": (str,), "name": (str,), "launcher": (str,), "job_file": (str,), "hosts": (list,),
     "world_size": (int, None), "state": (str,), "created": _NUM, "started": (*_NUM, None), "ended": (*_NUM, None),
     "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
-    "first_failure": (dict, None), "stop_requested": (bool,), "note": (str, None)}
+    "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*_NUM, None), "note": (str, None)}
 _REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
 
 
@@ -276,6 +312,37 @@ def rank_exits(run_dir: Path) -> dict[int, RankExit]:
         except (OSError, ValueError):
             continue  # being written right now; the next look will see it whole
     return out
+
+
+def tail_lines(path: Path, n: int, block: int = 65536) -> list[str]:
+    """The last ``n`` lines of a file (from its last ``block`` bytes); [] when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - block))
+            return f.read().decode("utf-8", "replace").splitlines()[-n:]
+    except OSError:
+        return []
+
+
+def rank_record(run_dir: Path, e: RankExit) -> dict:
+    """status.json's record of how one rank ended; ``teardown_abort`` when it finished its work and then
+    aborted at interpreter exit (cockpit.logs.teardown)."""
+    from cockpit.logs import teardown
+
+    rec = {**asdict(e), "signal": e.signal}
+    if e.status == teardown.SIGABRT_STATUS:
+        log = rank_files(run_dir, "log").get(e.rank)
+        if log and teardown.is_teardown_abort(e.status, tail_lines(log[1], 40)):
+            rec["teardown_abort"] = True
+    return rec
+
+
+def failure_record(run_dir: Path, e: RankExit) -> dict:
+    """status.json's first_failure: the rank's record and what to call it."""
+    from cockpit.logs import teardown
+
+    rec = rank_record(run_dir, e)
+    return {**rec, "describe": teardown.DESCRIBE if rec.get("teardown_abort") else e.describe()}
 
 
 def first_failure(exits: dict[int, RankExit]) -> RankExit | None:

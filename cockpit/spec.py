@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit import jobfile, yamlpos
@@ -85,6 +86,7 @@ class JobSpec:
     seed: int = 0
     env: tuple[tuple[str, str], ...] = ()
     node_env: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # ssh: per-host env over env:
+    secret_env: tuple[str, ...] = ()  # env names to mask in what cockpit shows, beyond those that look secret
     master_port: int | None = None  # None: auto
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
     max_restarts: int = 0
@@ -128,6 +130,25 @@ class JobSpec:
         """The env: of one node: the job's env, with that node's node_env: entries over it."""
         return {**dict(self.env), **dict(dict(self.node_env).get(host, ()))}
 
+    def is_secret(self, name: str) -> bool:
+        """An env name whose value cockpit shows as ``***``: listed in secret_env:, or looks like a secret."""
+        return name in self.secret_env or looks_secret(name)
+
+    def for_display(self) -> JobSpec:
+        """This job with its secret env values masked (cockpit render, the TUI's preview): never run it."""
+        def mask(pairs):
+            return tuple((k, MASK if self.is_secret(k) else v) for k, v in pairs)
+        return replace(self, env=mask(self.env), node_env=tuple((h, mask(e)) for h, e in self.node_env))
+
+
+MASK = "***"
+_SECRET_WORDS = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    """`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*` (any case): API keys, access tokens and the like."""
+    return _SECRET_WORDS.search(name) is not None
+
 
 class SpecError(Exception):
     """A job file that cannot be used; ``problems`` are all the problems found, each with its position."""
@@ -170,7 +191,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep", "stall_after", "on_stall")
+             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env")
 _SLURM_KEYS = tuple(SlurmSpec.__dataclass_fields__)
 _SWEEP_KEYS = ("grid", "max_parallel", "gpus_per_trial")
 
@@ -195,6 +216,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         seed=check.integer(data, ("seed",), 0, minimum=0, maximum=MAX_SEED),
         env=check.env(data, ("env",)),
         node_env=node_env(check, data, launcher, hosts),
+        secret_env=check.env_names(data, ("secret_env",)),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),

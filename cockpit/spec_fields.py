@@ -178,6 +178,15 @@ class Checker:
                 out.append((key, _plain(item)))
         return tuple(out)
 
+    def env_names(self, data: dict, path: tuple) -> tuple[str, ...]:
+        """A list of environment variable names (secret_env:)."""
+        names = self.str_list(data, path)
+        for i, name in enumerate(names):
+            if not _ENV_KEY.match(name):
+                self.problem((*path, i), f"{name!r} is not a valid environment variable name",
+                             "letters, digits and '_', not starting with a digit")
+        return names
+
     def gpu_ids(self, raw: list, path: tuple) -> tuple[int, ...]:
         ids: list[int] = []
         for i, item in enumerate(raw):

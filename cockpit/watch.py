@@ -26,13 +26,15 @@ def discover(run_dir: Path) -> dict[tuple[str, int | str], Path]:
 
 async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
                      include: Callable[[tuple], bool] = lambda source: True,
-                     until_final: bool = True, on_status: Callable[[RunStatus], None] | None = None,
+                     until_final: bool = True, on_status: Callable[[RunStatus], RunStatus | None] | None = None,
                      skip_existing: bool = False) -> RunStatus | None:
     """Deliver batches of lines to ``on_batch`` until the run is final (or forever if not until_final).
 
     Returns the final status. Lines written before the end are all delivered: once the status is final
     one more discovery and a graceful tail stop read every file to its end. ``skip_existing`` starts the
-    files that exist now at their end (attach: only new lines); files that appear later are read whole."""
+    files that exist now at their end (attach: only new lines); files that appear later are read whole.
+    ``on_status`` sees every status read and may return a newer one (the caller worked out the end of a
+    run whose supervisor died)."""
     tailer = Tailer()
     followed: set = set()
     first_round = [skip_existing]
@@ -50,7 +52,7 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
             add_new()
             status = read_status(run_dir)
             if on_status is not None and status is not None:
-                on_status(status)
+                status = on_status(status) or status  # it may work out a dead supervisor's run again
             if until_final and status is not None and status.final:
                 add_new()
                 tailer.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -70,7 +71,9 @@ def test_raising_rank_is_named_with_its_traceback_and_nothing_is_left(tmp_path):
     assert "first failure: rank 1 on" in r.stdout and "exit code 1" in r.stdout
     assert "RuntimeError: injected failure on rank 1 after step 5" in r.stdout
     # The diagnosis follows the summary; the launcher's teardown was announced live on stderr.
-    assert "diagnosis:" in r.stdout and "First failure (torchelastic root cause): rank 1" in r.stdout
+    # torchelastic's root cause when it agrees with the exit records, else theirs (1 s timestamps tie)
+    assert "diagnosis:" in r.stdout and re.search(r"First failure \((torchelastic root cause|exit records)\): "
+                                                  r"rank 1 on", r.stdout), r.stdout
     assert "worker_failed" in r.stderr
     assert procs.run_pids(status.run_id) == []
 
@@ -101,20 +104,6 @@ def test_hung_rank_is_stopped_by_cockpit_stop(tmp_path):
     out, _ = proc.communicate(timeout=60)
     status = read_status(run_dir)
     assert status.state == "stopped" and "stopped in" in out
-    assert procs.run_pids(status.run_id) == []
-
-
-def test_ctrl_c_stops_the_run_prints_summary_and_exits_130(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "--", "--epochs", "50"],
-                            cwd=REPO, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
-    wait_for(lambda: "step=10 " in _read(run_dir, "logs/rank-0"), 60, "training to start")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    status = read_status(run_dir)
-    assert status.state == "stopped" and f"== demo ({status.run_id}): stopped in" in out
     assert procs.run_pids(status.run_id) == []
 
 

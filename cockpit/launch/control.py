@@ -12,11 +12,12 @@ through here, so both say and do the same thing.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cockpit import procs
+from cockpit import procs, runs
 from cockpit.launch import local
 from cockpit.launch.plan import LaunchError
 from cockpit.runs import UNREADABLE, RunStatus, write_status
@@ -28,12 +29,14 @@ def _quiet(_text: str) -> None:
     pass
 
 
-def request_stop(run_dir: Path, status: RunStatus, grace: float) -> bool:
-    """Ask the run's supervisor to stop it; False when there is no live supervisor to ask."""
-    if status.launcher == "ssh" and local.supervisor_alive(status):
-        from cockpit.launch import ssh_plan
-
-        ssh_plan.request_stop(run_dir, grace)  # the supervisor's stop waits this long before SIGKILL
+def request_stop(run_dir: Path, status: RunStatus, grace: float, by: str = "cockpit stop") -> bool:
+    """Ask the run's supervisor to stop it; False when there is no live supervisor to ask. The grace goes
+    first, in <run>/stop.json: the supervisor's stop waits that long before SIGKILL (not its launch --grace)."""
+    if not local.supervisor_alive(status):
+        return False
+    # A full or read-only disk: the stop still happens, with the grace given at launch.
+    with contextlib.suppress(OSError):
+        runs.request_stop(run_dir, grace, by)
     return local.request_stop(status)
 
 

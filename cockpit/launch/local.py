@@ -15,7 +15,17 @@ from pathlib import Path
 from cockpit import contract, procs
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.render import default_kind, render
-from cockpit.runs import RunStatus, create_run_dir, first_failure, new_run_id, rank_exits, write_status
+from cockpit.runs import (
+    RunStatus,
+    create_run_dir,
+    failure_record,
+    first_failure,
+    new_run_id,
+    rank_exits,
+    rank_record,
+    write_private,
+    write_status,
+)
 from cockpit.spec import JobSpec
 
 
@@ -43,7 +53,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
                           "(hint: master_port: auto, or stop what listens there)")
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
-    (run_dir / "job.yaml").write_text(Path(job_path).read_text(encoding="utf-8"), encoding="utf-8")
+    write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
     if spec.sweep is not None:  # trials side by side on disjoint GPU sets (cockpit.launch.local_sweep)
         from cockpit.launch import local_sweep
 
@@ -56,7 +66,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
                       extra_args)
     script = run_dir / "commands" / "node-0.sh"
-    script.write_text(render(spec, facts, default_kind(spec), 0 if default_kind(spec) != "dp" else None))
+    write_private(script, render(spec, facts, default_kind(spec), 0 if default_kind(spec) != "dp" else None))
     status = RunStatus(run_id=run_id, name=spec.name, launcher=spec.launcher,
                        job_file=str(Path(job_path).resolve()), hosts=list(facts.node_names),
                        world_size=spec.world_size,
@@ -66,13 +76,27 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
 
 
 def start(run_dir: Path, grace: float = 10.0) -> int:
-    """Start the detached supervisor; returns its pid."""
+    """Start the detached supervisor; returns its pid.
+
+    It is not our child: it forks once more and its first process exits at once (reaped here), so it is
+    re-parented to init. A child would stay a zombie after dying until we reaped it, and to everyone else
+    (cockpit ps, attach) a zombie's pid still looks taken."""
     env = {k: v for k, v in os.environ.items() if k not in contract.ALL}
-    with open(run_dir / "logs" / "supervisor.log", "ab") as log:
+    fd = os.open(run_dir / "logs" / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with open(fd, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "cockpit.launch.supervisor", str(run_dir),
-                                 "--grace", str(grace)], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    return proc.pid
+                                 "--grace", str(grace), "--detach"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=log, start_new_session=True, env=env)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    words = out.split()
+    if proc.returncode != 0 or not words or not words[0].isdigit():
+        raise LaunchError(f"the supervisor did not start (exit {proc.returncode}): see "
+                          f"{run_dir / 'logs' / 'supervisor.log'}")
+    return int(words[0])
 
 
 def supervisor_alive(status: RunStatus) -> bool:
@@ -101,19 +125,23 @@ def reconcile(run_dir: Path, status: RunStatus, started_within: float = 30.0) ->
         status.note = "the supervisor is gone but processes of the run are still alive (cockpit stop ends them)"
         return status
     exits = rank_exits(run_dir)
-    first = first_failure(exits)
+    stop = status.stopped_at
+    first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop})
     complete = status.world_size is not None and len(exits) >= status.world_size
     if first is not None:
         status.state, status.exit_code = "failed", 1
-        status.first_failure = {"rank": first.rank, "host": first.host, "status": first.status,
-                                "signal": first.signal, "time": first.time, "describe": first.describe()}
+        status.first_failure = failure_record(run_dir, first)
+    elif status.stop_requested:
+        status.state, status.exit_code = "stopped", status.exit_code or 1
     elif complete:
         status.state, status.exit_code = "succeeded", 0
     else:
         status.state = "lost"
-    status.ranks = {str(r): {"rank": e.rank, "host": e.host, "status": e.status, "signal": e.signal,
-                             "time": e.time} for r, e in sorted(exits.items())}
+    status.ranks = {str(r): rank_record(run_dir, e) for r, e in sorted(exits.items())}
     status.ended = max((e.time for e in exits.values()), default=time.time())
     status.note = "the supervisor died; state worked out from the ranks' exit records"
-    write_status(run_dir, status)
+    try:
+        write_status(run_dir, status)
+    except OSError as exc:  # a full or read-only disk: say so, and show the state worked out all the same
+        status.note += f" (not recorded in status.json: {exc.strerror or exc})"
     return status

@@ -26,7 +26,7 @@ from pathlib import Path
 from cockpit import procs
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.render import render
-from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_status
+from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_private, write_status
 from cockpit.spec import JobSpec
 
 
@@ -88,7 +88,7 @@ def prepare(spec: JobSpec, job_path: str, run_dir: Path, run_id: str, extra_args
         tdir.chmod(0o700)
         trun = f"{run_id}.trial-{i}"
         facts = facts_for(tspec, job_path, str(tdir.resolve()), trun, port, extra_args)
-        (tdir / "commands" / "node-0.sh").write_text(render(tspec, facts, "torchrun", 0))
+        write_private(tdir / "commands" / "node-0.sh", render(tspec, facts, "torchrun", 0))
         write_status(tdir, RunStatus(run_id=trun, name=spec.name, launcher="local", job_file=status.job_file,
                                      hosts=list(facts.node_names), world_size=tspec.world_size,
                                      note=f"trial {i} of {len(trials)}: {' '.join(args)}"))

@@ -31,7 +31,7 @@ from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.slurm_query import JobView, Runner, SlurmError, query_jobs, run_command
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
-from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_status
+from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_private, write_status
 from cockpit.spec import JobSpec
 
 SCRIPT = Path("commands") / "sbatch.sh"
@@ -45,10 +45,10 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     """Create the run directory with the job copy, the batch script and a `starting` status (not submitted)."""
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
-    (run_dir / "job.yaml").write_text(Path(job_path).read_text(encoding="utf-8"), encoding="utf-8")
+    write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
     facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or DEFAULT_MASTER_PORT,
                       extra_args)
-    (run_dir / SCRIPT).write_text(render(spec, facts, "sbatch"))
+    write_private(run_dir / SCRIPT, render(spec, facts, "sbatch"))
     trials = spec.sweep.trials() if spec.sweep else []
     # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
     status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),

@@ -27,7 +27,7 @@ from cockpit.launch.ssh_facts import gather
 from cockpit.launch.ssh_plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.paths import job_workdir
 from cockpit.remote import RemotePool, SSHOptions
-from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_status
+from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec import JobSpec
 
 PREFLIGHT_FILE = "preflight.json"
@@ -123,7 +123,7 @@ def plan_nodes(spec: JobSpec, run_dir: Path, facts: preflight.JobFacts, remote_r
 def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options, facts, checks) -> Path:
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
-    (run_dir / "job.yaml").write_text(Path(job_path).read_text(encoding="utf-8"), encoding="utf-8")
+    write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
     write_atomic(run_dir / PREFLIGHT_FILE, json.dumps({"checks": [c.to_dict() for c in checks],
                                                        "nodes": recorded_nodes(facts.nodes),
                                                        "node_checks": facts.node_checks}, indent=2) + "\n")
@@ -135,7 +135,7 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
                    nproc=nproc, ssh=options, timing=launch.timing)
     base = facts_for(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
     for rank, text in node_scripts(spec, base, plan).items():
-        (run_dir / "commands" / f"node-{rank}.sh").write_text(text, encoding="utf-8")
+        write_private(run_dir / "commands" / f"node-{rank}.sh", text)
     write_atomic(run_dir / PLAN_FILE, plan.to_json())
     note = None if launch.preflight or not preflight.failed(checks) else \
         "launched with --no-preflight although checks failed: " + "; ".join(

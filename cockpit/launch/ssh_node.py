@@ -94,7 +94,8 @@ class SSHNode:
         text = None if self.plan.shared else local.read_text(encoding="utf-8")
         script = start_script(self.plan.run_dir, self.host, self.node_rank, text)
         try:
-            result = await self.run.remote(self.host).run(["sh", "-c", script], self.run.plan.timing.start_timeout)
+            result = await self.run.remote(self.host).run(["sh", "-s"], self.run.plan.timing.start_timeout,
+                                                          input=script)  # on stdin: never in anyone's `ps`
             if not result.ok:
                 raise CommandFailed(self.host, result)
             self.pid, self.start_ticks = parse_started(result.stdout)

@@ -10,13 +10,13 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from cockpit import runs
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
 from cockpit.render.facts import Facts
 from cockpit.spec import JobSpec
 
 PLAN_FILE = "commands/ssh.json"
-STOP_FILE = "commands/ssh-stop.json"  # `cockpit stop --grace`: how long the supervisor waits before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -73,18 +73,12 @@ def read_plan(run_dir: Path) -> SSHPlan:
 
 def request_stop(run_dir: Path, grace: float) -> None:
     """Leave ``grace`` (cockpit stop --grace) for the supervisor, which reads it when told to stop."""
-    path = run_dir / STOP_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"grace": float(grace)}) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    runs.request_stop(run_dir, grace)
 
 
 def stop_grace(run_dir: Path, default: float) -> float:
     """The grace `cockpit stop --grace` asked for, else ``default``."""
-    try:
-        return float(json.loads((run_dir / STOP_FILE).read_text(encoding="utf-8"))["grace"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return default
+    return float(runs.stop_request(run_dir).get("grace", default))
 
 
 def node_scripts(spec: JobSpec, facts: Facts, plan: SSHPlan) -> dict[int, str]:

@@ -30,11 +30,15 @@ def agent_exit_file(run_dir: str, host: str) -> str:
 
 def start_script(run_dir: str, host: str, node_rank: int, script_text: str | None) -> str:
     """Make the run directory, write the node script (unless it is already there: ``script_text`` None,
-    a shared filesystem), start it detached, print "PID START_TICKS"."""
+    a shared filesystem), start it detached, print "PID START_TICKS".
+
+    Run it as `sh -s` with this text on stdin (remote.run's ``input``), never in an argument list: the node
+    script holds the job's env values (API keys), and any user's `ps` shows arguments. ``umask 077``: the
+    run directory, the script and everything the run writes there are its owner's only."""
     q = shlex.quote
     safe = log_safe(host)
     script = f"commands/node-{node_rank}.sh"
-    lines = ["set -e", f"mkdir -p {q(run_dir)}/logs {q(run_dir)}/commands", f"cd {q(run_dir)}"]
+    lines = ["set -e", "umask 077", f"mkdir -p {q(run_dir)}/logs {q(run_dir)}/commands", f"cd {q(run_dir)}"]
     if script_text is not None:  # not shared: the node script, and the rank hook it puts on PYTHONPATH
         blob = base64.b64encode(script_text.encode()).decode()
         lines.append(f"printf '%s' {blob} | base64 -d > {script}")

@@ -7,9 +7,14 @@ cockpit never stops training, and failure handling does not depend on anyone wat
 - records every rank's end as the rank wrapper reports it, and the first failure (earliest non-zero exit);
 - when a rank fails, gives torchrun ``grace`` seconds to tear the rest down, then stops every process of
   the run itself (found by run id, see cockpit.procs), so nothing hangs in a collective or an exit barrier;
-- on SIGTERM (`cockpit stop`, Ctrl-C in `cockpit run`): SIGTERM to torchrun, which passes it to the ranks
-  (cockpit.train checkpoints at the next step), SIGKILL for whatever is left after ``grace``;
-- writes status.json atomically at every change; the final state is succeeded, failed or stopped.
+- on SIGTERM (`cockpit stop`, Ctrl-C in `cockpit run`, the TUI's stop, the watchdog's on_stall: stop):
+  SIGTERM to torchrun, which passes it to the ranks (cockpit.train checkpoints at the next step), SIGKILL
+  for whatever is left after the stop's grace (<run>/stop.json, else ``grace``); rank exits from then on
+  are the stop's doing, never a failure;
+- writes status.json atomically at every change; the final state is succeeded, failed or stopped. A write
+  that fails (a full disk, a read-only file system) keeps the last good status.json, stops the run and
+  ends it failed with the reason; a small reserve file, given back at the end, makes room for that last
+  write.
 
     python -m cockpit.launch.supervisor RUN_DIR [--grace SECONDS]
 """
@@ -17,18 +22,30 @@ cockpit never stops training, and failure handling does not depend on anyone wat
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from cockpit import procs
-from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
+from cockpit.runs import (
+    RunStatus,
+    failure_record,
+    first_failure,
+    rank_exits,
+    rank_record,
+    read_status,
+    stop_request,
+    write_status,
+)
 
 POLL = 0.2
+RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
+RESERVE_BYTES = 64 << 10
 
 
 class LocalNode:
@@ -86,10 +103,35 @@ class Supervisor:
         self.stop_at: float | None = None
         self.failed_at: float | None = None
         self.escalated = False
+        self.stop_grace = grace
+        self.write_error: str | None = None  # why status.json could not be written (the run then fails)
         self.watchdog = None  # cockpit.hang: progress, stalls, stragglers
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
+
+    def save(self) -> None:
+        """Write status.json. A failure is recorded (and ends the run), never fatal: the last good file stays."""
+        try:
+            write_status(self.run_dir, self.status)
+        except OSError as exc:
+            if self.write_error is None:
+                full = " (disk full)" if exc.errno == errno.ENOSPC else ""
+                self.write_error = f"cannot write {self.run_dir / 'status.json'}{full}: {exc.strerror or exc}"
+                _log(f"cockpit supervisor: {self.write_error}; stopping the run")
+
+    def save_final(self) -> None:
+        """The last write: on a full disk the reserve is given back first, so that it fits."""
+        try:
+            write_status(self.run_dir, self.status)
+        except OSError:
+            (self.run_dir / RESERVE).unlink(missing_ok=True)
+            try:
+                write_status(self.run_dir, self.status)
+            except OSError as exc:
+                _log(f"cockpit supervisor: the run ended {self.status.state} but status.json could not be "
+                     f"written: {exc}; status: {self.status.to_json()}")
+        (self.run_dir / RESERVE).unlink(missing_ok=True)
 
     def start(self) -> None:
         s = self.status
@@ -101,7 +143,12 @@ class Supervisor:
 
             self.watchdog = Watchdog(self.run_dir, s)
         s.state, s.started = "running", time.time()
-        write_status(self.run_dir, s)
+        self.save()
+        try:
+            with open(self.run_dir / RESERVE, "wb") as f:
+                f.write(b"\0" * RESERVE_BYTES)
+        except OSError:
+            (self.run_dir / RESERVE).unlink(missing_ok=True)  # no room even for it: nothing to give back later
 
     def step(self) -> bool:
         """One look at the run; True while it is still going."""
@@ -109,23 +156,31 @@ class Supervisor:
         changed = self._record_exits(now)
         if self.watchdog is not None and not self.status.stop_requested:
             changed = self.watchdog.tick() or changed
+        if self.write_error is not None and not self.status.stop_requested:
+            self.status.stop_requested = True  # the run cannot be recorded: end it, as failed (finish)
         if self.status.stop_requested and self.stop_at is None:
-            self.stop_at = now
+            self.stop_at, self.status.stopped_at = now, time.time()
+            self.stop_grace = float(stop_request(self.run_dir).get("grace", self.grace))
             for node in self.nodes:
                 node.terminate()
             changed = True
-        started = [t for t in (self.stop_at, self.failed_at) if t is not None]
-        if started and not self.escalated and now - min(started) > self.grace:
+        due = [t + g for t, g in ((self.stop_at, self.stop_grace), (self.failed_at, self.grace)) if t is not None]
+        if due and not self.escalated and now > min(due):
             self.escalated = True  # torchrun did not finish the teardown in time: do it ourselves
-            killed = procs.kill_run(self.status.run_id, grace=2.0) + self._kill_nodes()
-            self.status.note = f"stopped the remaining processes after {self.grace:.0f} s ({killed} needed SIGKILL)"
+            # A stop's SIGTERM went out already, at the stop: its grace is over. A failure's teardown was
+            # torchrun's, which may not have reached every process: they get 2 s of SIGTERM of their own.
+            stopping = self.stop_at is not None and now > self.stop_at + self.stop_grace
+            killed = procs.kill_run(self.status.run_id, grace=0.0 if stopping else 2.0) + self._kill_nodes()
+            took = self.stop_grace if stopping else self.grace
+            self.status.note = _join(self.status.note if self.status.stop_requested else None,
+                                     f"stopped the remaining processes after {took:g} s ({killed} needed SIGKILL)")
             changed = True
         done = all([node.poll() is not None for node in self.nodes])  # every node polled: a sweep's start there
         if not changed:  # a node moved on (a sweep's trial started or ended)
             changed = [node.describe() for node in self.nodes] != self.status.nodes
         if changed or done:
             self.status.nodes = [node.describe() for node in self.nodes]
-            write_status(self.run_dir, self.status)
+            self.save()
         return not done
 
     def _kill_nodes(self) -> int:
@@ -140,11 +195,12 @@ class Supervisor:
             return False
         if len(exits) < len(self.status.ranks):  # a new attempt (Slurm requeue) moved the old records away
             self.failed_at, self.status.first_failure = None, None
-        self.status.ranks = {str(r): {**asdict(e), "signal": e.signal} for r, e in sorted(exits.items())}
-        first = first_failure(exits)
+        self.status.ranks = {str(r): rank_record(self.run_dir, e) for r, e in sorted(exits.items())}
+        stop = self.status.stopped_at
+        first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop})
         if first is not None and self.failed_at is None:
             self.failed_at = now
-            self.status.first_failure = {**asdict(first), "signal": first.signal, "describe": first.describe()}
+            self.status.first_failure = failure_record(self.run_dir, first)
         return True
 
     def finish(self) -> int:
@@ -154,7 +210,10 @@ class Supervisor:
         s = self.status
         codes = [node.poll() or 0 for node in self.nodes]
         s.exit_code = next((c for c in codes if c != 0), 0)
-        if s.stop_requested:
+        if self.write_error is not None:
+            s.state, s.exit_code = "failed", s.exit_code or 1
+            s.note = _join(f"{self.write_error}: the run was stopped, since it could not be recorded", s.note)
+        elif s.stop_requested:
             s.state = "stopped"
         else:
             s.state = "succeeded" if s.exit_code == 0 and s.first_failure is None else "failed"
@@ -176,18 +235,64 @@ class Supervisor:
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
             s.note = f"{s.note}; {why}" if s.note else why
         if leftover:
-            s.note = (s.note + "; " if s.note else "") + f"{leftover} leftover processes needed SIGKILL"
+            s.note = _join(s.note, f"{leftover} leftover processes needed SIGKILL")
+        if s.state == "failed" and (disk := disk_trouble(self.run_dir)):
+            s.note = _join(s.note, disk)
         s.ended = time.time()
         s.nodes = [node.describe() for node in self.nodes]
-        write_status(self.run_dir, s)
+        self.save_final()
         return s.exit_code
+
+
+def _join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
+def _log(text: str) -> None:
+    """To supervisor.log, which may be on the full disk too (then status.json's note is all there is)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
+
+
+def disk_trouble(run_dir: Path) -> str | None:
+    """What a full disk did to the run's records, if it looks like it did: little room left in the run
+    directory (the reserve not counted), exit records the ranks' wrappers could not write."""
+    empty = sorted(p.name for p in (run_dir / "logs").glob("*.exit") if _size(p) == 0)
+    try:
+        st = os.statvfs(run_dir)
+        free = st.f_bavail * st.f_frsize - (RESERVE_BYTES if (run_dir / RESERVE).exists() else 0)
+    except OSError:
+        free = None
+    said = []
+    if free is not None and free < RESERVE_BYTES:
+        said.append(f"disk full: {max(free, 0) >> 10} KiB free in {run_dir}")
+    if empty:
+        said.append(f"{len(empty)} exit record(s) empty, the ranks' wrappers could not write them "
+                    f"({', '.join(empty[:4])})")
+    return "; ".join(said) or None
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cockpit.launch.supervisor")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--detach", action="store_true", help="fork, print the supervisor's pid on stdout and "
+                        "exit at once: the supervisor is nobody's child but init's (cockpit.launch.local.start)")
     args = parser.parse_args(argv)
+    os.umask(0o077)  # the run's files (logs, exit records, metrics, checkpoints) are its owner's only
+    if args.detach:
+        child = os.fork()  # before any thread is started
+        if child:
+            os.write(1, f"{child}\n".encode())
+            os._exit(0)
+        os.dup2(2, 1)  # the pipe to the launching cockpit closes; stdout goes to supervisor.log too
     sup = Supervisor(args.run_dir, args.grace)
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # detached: a terminal's Ctrl-C is cockpit's to pass on

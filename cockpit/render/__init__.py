@@ -39,9 +39,13 @@ def check_kind(spec: JobSpec, kind: str) -> None:
         raise RenderError("this job uses backend dp, one process (hint: --as dp, or set backend: ddp)")
 
 
-def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None) -> str:
-    """The text for ``kind``; for per-node forms without ``node_rank``, every node's script in turn."""
+def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None, *,
+           for_display: bool = False) -> str:
+    """The text for ``kind``; for per-node forms without ``node_rank``, every node's script in turn.
+    ``for_display``: secret env values (JobSpec.is_secret) as ``***`` — to show, never to run."""
     check_kind(spec, kind)
+    if for_display:
+        spec = spec.for_display()
     if kind == "sbatch":
         return sbatch_script(spec, facts)
     if kind == "dp":

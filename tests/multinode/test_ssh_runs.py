@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -256,3 +257,50 @@ def test_training_outlives_a_killed_supervisor_and_attach_recovers_the_end(lab):
     assert f"== mnsup ({run_id}): succeeded in" in r.stdout
     assert read(f"{run_dir}/logs/rank-*.node2.log").count("step=600 exit_code=0") == 2  # copied after the end
     assert sorted(status.ranks) == ["0", "1", "2", "3"]
+
+
+def test_secrets_stay_private_on_both_sides_and_out_of_every_argument_list(lab):
+    """The node script (with the job's API key) reaches node2 on stdin: no process on this machine — where the
+    nodes' processes are too — ever has it, or its base64 transport, in its arguments. Every file of the run is
+    0600 and every directory 0700, here and in node2's own run directory."""
+    secret = f"s3cr3t-{os.getpid()}"
+    runs = lab.runs()
+    job = lab.job("mnsec", ["node1", "node2"], env={"GLOO_SOCKET_IFNAME": "eth0", "MY_API_KEY": secret})
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:  # every process's arguments, as often as this machine allows, for the whole run
+        while not done.is_set():
+            for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+                try:
+                    words = Path(cmdline).read_bytes()
+                except OSError:
+                    continue
+                if secret.encode() in words or b"base64 -d" in words:
+                    seen.append(words.decode(errors="replace")[:200])
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = lab.cockpit(runs, "run", str(job), "-q", "--grace", "60", *SHORT)
+    finally:
+        done.set()
+        watcher.join(30)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert seen == [], seen
+    run_dir, status = only_run(runs)
+    assert f"export MY_API_KEY={secret}" in (run_dir / "commands/node-1.sh").read_text()
+    shown = lab.cockpit(runs, "render", str(job)).stdout
+    assert "export MY_API_KEY='***'" in shown and secret not in shown
+
+    async def modes(host: str, path: str) -> list[str]:
+        pool = RemotePool(lab.options())
+        try:
+            return (await pool.get(host).run(["find", path, "-printf", "%y %m %p\\n"], 30)).stdout.splitlines()
+        finally:
+            await pool.close()
+    node2_dir = status.nodes[1]["run_dir"]
+    for host, path in (("node1", str(run_dir)), ("node2", node2_dir)):
+        found = asyncio.run(modes(host, path))
+        assert len(found) > 10, found
+        wrong = [line for line in found if line.split()[:2] not in (["d", "700"], ["f", "600"])]
+        assert wrong == [], f"{host}: {wrong}"

@@ -377,7 +377,7 @@ def preview_text(spec: JobSpec, facts) -> str:
     from cockpit.render import RenderError, default_kind, render
 
     try:
-        return render(spec, facts, default_kind(spec))
+        return render(spec, facts, default_kind(spec), for_display=True)
     except RenderError as exc:
         return f"cannot render: {exc}"
 
