@@ -86,6 +86,27 @@ class LiveFindings:
                        f"{event.text.strip()[:200]}")
 
 
+class Behind:
+    """Says on stderr, at most every few seconds, how far the shown lines are behind the files (they are
+    never dropped: the files keep the backlog, cockpit.logs.tail's lossless mode)."""
+
+    EVERY = 5.0
+    THRESHOLD = 1 << 20
+
+    def __init__(self) -> None:
+        self.said_at, self.was_behind = 0.0, False
+
+    def note(self, behind_bytes: int) -> None:
+        now = time.monotonic()
+        if behind_bytes >= self.THRESHOLD and now - self.said_at >= self.EVERY:
+            notice(f"the lines shown are {behind_bytes / (1 << 20):.1f} MiB behind the rank logs "
+                   "(nothing is lost: every line is in the files and will be shown)")
+            self.said_at, self.was_behind = now, True
+        elif behind_bytes == 0 and self.was_behind:
+            notice("caught up with the rank logs")
+            self.was_behind = False
+
+
 class LiveHang:
     """Announces the watchdog's findings (cockpit.hang) on stderr as status.json gains them, once each, and
     when a stall clears."""
@@ -183,6 +204,9 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False) -> int
         text += [f"{painter.prefix(source)} ... {n} lines not shown (the log file has them all)\n"
                  for source, n in batch.dropped.items()]
         out.write("".join(text))
+        behind.note(batch.behind_bytes)
+
+    behind = Behind()
 
     def on_status(status: RunStatus) -> RunStatus:
         live.stopping = live.stopping or status.stop_requested
@@ -211,7 +235,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False) -> int
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
         try:
             return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
-                                    on_status=on_status)
+                                    on_status=on_status, lossless=True)
         except asyncio.CancelledError:
             if detached:
                 raise Detach from None

@@ -27,7 +27,7 @@ def discover(run_dir: Path) -> dict[tuple[str, int | str], Path]:
 async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
                      include: Callable[[tuple], bool] = lambda source: True,
                      until_final: bool = True, on_status: Callable[[RunStatus], RunStatus | None] | None = None,
-                     skip_existing: bool = False) -> RunStatus | None:
+                     skip_existing: bool = False, lossless: bool = False) -> RunStatus | None:
     """Deliver batches of lines to ``on_batch`` until the run is final (or forever if not until_final).
 
     Returns the final status. Lines written before the end are all delivered: once the status is final
@@ -35,7 +35,7 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
     files that exist now at their end (attach: only new lines); files that appear later are read whole.
     ``on_status`` sees every status read and may return a newer one (the caller worked out the end of a
     run whose supervisor died)."""
-    tailer = Tailer()
+    tailer = Tailer(lossless=lossless)
     followed: set = set()
     first_round = [skip_existing]
 

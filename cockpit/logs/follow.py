@@ -92,6 +92,14 @@ class FileFollower:
         """Bytes read so far from the current file."""
         return self._pos
 
+    @property
+    def unread(self) -> int:
+        """Bytes in the file not read yet (0 when it is not open)."""
+        try:
+            return max(0, self._size() - self._pos) if self._fd is not None else 0
+        except OSError:
+            return 0
+
     def poll(self) -> list[Line]:
         """Read what was appended since the last poll (at most max_read_bytes)."""
         out: list[Line] = []

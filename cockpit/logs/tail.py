@@ -12,7 +12,9 @@ Why it is shaped so:
   Tailer in a thread with its own loop.
 - Lines wait in one bounded buffer per source that drops the OLDEST line when full and counts the drop. The
   files are the durable record; the buffer only bridges to a consumer that may fall behind, and a live view
-  wants the newest lines. We only read, so writers are never blocked.
+  wants the newest lines. We only read, so writers are never blocked. ``lossless=True`` (the CLI's
+  `run`, `attach`, `logs -f`, which must show every line) reads no more of a source whose buffer is full
+  until it is delivered: the backlog stays in the file, and each batch says how many bytes are unread.
 - Delivery is batched: lines read within ``batch_window`` of the first undelivered line go out together, so
   64 ranks x 1,000 lines/s is a few dozen deliveries a second rather than 64,000.
 
@@ -44,6 +46,8 @@ class Batch:
 
     lines: list[Line]
     dropped: dict[Hashable, int] = field(default_factory=dict)
+    behind_bytes: int = 0
+    """lossless Tailers: bytes left unread in the files because the consumer is behind (0: keeping up)."""
 
     def by_source(self) -> dict[Hashable, list[Line]]:
         """The lines grouped by source, in delivery order."""
@@ -76,7 +80,7 @@ class _Entry:
 
     __slots__ = ("follower", "buffer", "dropped")
 
-    def __init__(self, follower: FileFollower, maxlen: int) -> None:
+    def __init__(self, follower: FileFollower, maxlen: int | None) -> None:
         self.follower = follower
         self.buffer: collections.deque[Line] = collections.deque(maxlen=maxlen)
         self.dropped = 0
@@ -93,12 +97,14 @@ class Tailer:
 
     def __init__(self, *, poll_interval: float = 0.01, idle_poll_interval: float = 0.25,
                  batch_window: float = 0.025, max_buffered_lines_per_source: int = 10_000,
-                 max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024) -> None:
+                 max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024, lossless: bool = False) -> None:
         if not (0 < poll_interval <= idle_poll_interval and batch_window >= 0
                 and max_buffered_lines_per_source >= 1):
             raise ValueError("need 0 < poll_interval <= idle_poll_interval, batch_window >= 0, a buffer >= 1")
         self._poll, self._idle, self._window = poll_interval, idle_poll_interval, batch_window
         self._maxlen = max_buffered_lines_per_source
+        self._lossless = lossless
+        self._gated = False  # lossless: a source was not read because its buffer was full
         self._follower_opts = {"max_line_bytes": max_line_bytes, "max_read_bytes": max_read_bytes}
         self._entries: dict[Hashable, _Entry] = {}
         self._pending_lines = 0
@@ -122,7 +128,7 @@ class Tailer:
         if source in self._entries:
             raise ValueError(f"source {source!r} is already followed (hint: remove it first)")
         follower = FileFollower(source, path, from_start=from_start, **self._follower_opts)
-        self._entries[source] = _Entry(follower, self._maxlen)
+        self._entries[source] = _Entry(follower, None if self._lossless else self._maxlen)
         self._wake.set()
 
     def remove(self, source: Hashable) -> None:
@@ -195,7 +201,12 @@ class Tailer:
             if entry.buffer:
                 lines.extend(entry.buffer)
                 entry.buffer.clear()
-        batch = Batch(lines, self._pending_dropped)
+        behind = 0
+        if self._gated:  # read on at once: the consumer has taken what was buffered
+            behind = sum(e.follower.unread for e in self._entries.values())
+            self._gated = False
+            self._wake.set()
+        batch = Batch(lines, self._pending_dropped, behind)
         self._pending_lines, self._pending_dropped = 0, {}
         return batch
 
@@ -224,6 +235,9 @@ class Tailer:
         total, was_empty = 0, not (self._pending_lines or self._pending_dropped)
         for source, entry in self._entries.items():
             follower = entry.follower
+            if self._lossless and not final and len(entry.buffer) >= self._maxlen:
+                self._gated = True  # the file keeps the backlog; read on once the consumer caught up
+                continue
             lines = follower.poll()
             while final and follower.behind:
                 total += self._push(source, entry, lines)

@@ -436,3 +436,43 @@ def test_any_chunking_gives_the_same_lines(lines, crlf, cuts):
     assert current == "" and [x.rstrip("\r") for x in rebuilt] == [x.rstrip("\r") for x in lines]
     assert [x.seq for x in got] == list(range(len(got)))
     assert all(len(x.text.encode()) <= 16 for x in got)
+
+
+def test_lossless_never_drops_a_line_for_a_slow_consumer_and_says_how_far_behind_it_is(tmp_path):
+    """The CLI's mode: a source whose buffer is full is not read on; the file keeps the backlog."""
+    path = tmp_path / "rank-0.log"
+    path.write_bytes(b"".join(b"line %06d %s\n" % (i, b"x" * 60) for i in range(20_000)))  # ~1.4 MB
+
+    async def slow_reader():
+        tailer = Tailer(lossless=True, max_buffered_lines_per_source=500, max_read_bytes=64 * 1024)
+        tailer.add("r0", path)
+        got, behind, dropped, sizes = [], [], 0, []
+        async for batch in tailer:
+            got.extend(batch.lines)
+            sizes.append(len(batch.lines))
+            behind.append(batch.behind_bytes)
+            dropped += sum(batch.dropped.values())
+            await asyncio.sleep(0.002)  # a slow terminal
+            if len(got) >= 20_000:
+                tailer.stop()
+        return got, behind, dropped, sizes
+
+    got, behind, dropped, sizes = run(slow_reader())
+    assert dropped == 0 and [line.seq for line in got] == list(range(20_000))
+    assert max(behind) > 500_000 and behind[-1] == 0  # it was far behind, and then caught up
+    assert max(sizes) <= 500 + 64 * 1024 // 70 + 1  # memory stays bounded: a full buffer plus one read
+
+
+def test_the_default_live_view_drops_the_oldest_lines_when_its_consumer_falls_behind(tmp_path):
+    path = tmp_path / "rank-0.log"
+    path.write_bytes(b"".join(b"line %06d\n" % i for i in range(20_000)))
+
+    async def reader():
+        tailer = Tailer(max_buffered_lines_per_source=500, max_read_bytes=1 << 20)
+        tailer.add("r0", path)
+        batch = await tailer.next_batch()
+        await tailer.aclose()
+        return batch
+
+    batch = run(reader())
+    assert len(batch.lines) == 500 and batch.dropped == {"r0": 19_500} and batch.lines[-1].seq == 19_999
