@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
 from cockpit.logs.parse_kinds import (
     ELASTIC_ROOT_CAUSE,
     FAILURE_KINDS,
@@ -32,6 +33,11 @@ __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_lines"]
 
 WRAP_MIN = 80
 """A line shorter than this ends its record: terminals narrower than 80 columns are not worth a guess."""
+WRAP_MAX_PARTS = 16
+WRAP_MAX_CHARS = 4096
+"""A hard-wrapped record is at most this many lines and characters (a watchdog message at 80 columns is ~5
+lines). Past either, the next line starts a record of its own: fixed-width output (a loop printing
+``100123 1764038000.1 rank=0 ...``) looks like one endless wrap, and joining it all would be quadratic."""
 MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
 
@@ -106,57 +112,131 @@ class LineParser:
     A line of ``WRAP_MIN`` characters or more is held until the next line shows whether it was
     hard-wrapped, so its events come out one ``feed`` later (or from ``flush``). ``host`` and ``rank``
     passed to ``feed`` are facts the caller knows (e.g. a per-rank log file); they win over the text.
+    A record is classified only if one of its lines holds a trigger word (``parse_gate``): the rest of a
+    log costs a cached lookup per line. ``feed_block`` is the same parser over a block of bytes.
     """
 
     def __init__(self) -> None:
         self._lineno = 0
-        # The held record: text so far, where it starts, its parts' lengths (a terminal wraps every part
-        # at the same width) and the caller's facts for it. ``_held is None`` when nothing is held.
+        # The held record: its first part (None when nothing is held), the parts after it (a terminal wraps
+        # every part but the last at the same width), its length once it has several, whether a part holds a
+        # trigger word, and (line it starts on, caller's host, caller's rank).
         self._held: str | None = None
-        self._held_line = 0
-        self._held_widths = (0, 0)  # first and last part
-        self._held_host: str | None = None
-        self._held_rank: int | None = None
+        self._held_more: list[str] | None = None
+        self._held_chars = 0
+        self._held_trigger = False
+        self._held_at: tuple[int, str | None, int | None] = (0, None, None)
         self._record: dict[str, object] | None = None  # the failure-table record being read
         self._root_next = False  # the next table record is torchelastic's "Root Cause"
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
+        self._gate = Gate()
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
         return self._feed(line, host, rank)
 
+    def feed_block(self, block: bytes, host: str | None = None, rank: int | None = None) -> list[Event]:
+        """Parse whole lines at once: ``block`` is UTF-8 bytes (undecodable bytes replaced), split on b"\\n"
+        only, each piece one physical line (end a block with a newline to mean none follows). The same events
+        as feeding each piece; a line without a trigger word costs a dict lookup and a few comparisons."""
+        out: list[Event] = []
+        flags_of, cached = self._gate.of_template, self._gate.cache
+        for text, template in zip(block.decode("utf-8", "replace").split("\n"), block_templates(block),
+                                  strict=True):
+            flags = cached.get(template)
+            if flags is None:
+                flags = flags_of(template)
+            if flags & SPECIAL:
+                found = self._feed(text, host, rank)
+                if found:
+                    out += found
+                continue
+            self._lineno += 1
+            if flags & RESIDUE:
+                text = strip_ansi(text)
+            if flags & TRIGGER or self._record is not None or self._held_trigger and self._held is not None:
+                found = self._physical(text, host, rank, bool(flags & TRIGGER))
+                if found:
+                    out += found
+            else:  # nothing here can make an event: only the held record's shape changes
+                self._reshape(text, host, rank)
+        return out
+
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
         held, self._held = self._held, None
-        if held is None:
+        if held is None or not (self._held_trigger or self._record is not None):
             return []
-        return self._record_events(self._held_line, held, self._held_host, self._held_rank)
+        more = self._held_more
+        line, host, rank = self._held_at
+        return self._record_events(line, held + "".join(more) if more else held, host, rank)
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]:
         self._lineno += 1
         text = line.rstrip("\n")
-        if "\r" in text:  # progress bars: each redraw is its own piece of text
+        flags = self._gate.of_text(text)
+        if flags & SPECIAL and "\r" in text:  # progress bars: each redraw is its own piece of text
             out: list[Event] = []
             for segment in text.split("\r"):
                 if segment:
-                    out += self._physical(strip_ansi(segment), host, rank)
+                    trigger = bool(self._gate.of_text(segment) & TRIGGER)
+                    out += self._physical(strip_ansi(segment), host, rank, trigger)
             return out
-        if "\x1b" in text or text[:1] == "[":
+        if flags & (SPECIAL | RESIDUE):
             text = strip_ansi(text)
-        return self._physical(text, host, rank)
+        return self._physical(text, host, rank, bool(flags & TRIGGER))
 
-    def _physical(self, text: str, host: str | None, rank: int | None) -> list[Event]:
+    def _joins(self, text: str) -> bool:
+        """Whether ``text`` continues the held record: a hard wrap. Not if it is empty or starts like a new
+        record (``_FRESH``, or like the held one: the same loop printing again), once the parts so far differ
+        in width (the last part of a wrap is shorter), or past ``WRAP_MAX_PARTS`` / ``WRAP_MAX_CHARS``."""
+        held, more = self._held, self._held_more
+        if not text or text[:6] == held[:6]:  # type: ignore[index]
+            return False
+        if more is None:
+            if len(held) + len(text) > WRAP_MAX_CHARS:  # type: ignore[arg-type]
+                return False
+        elif (len(more[-1]) != len(held) or len(more) + 1 >= WRAP_MAX_PARTS  # type: ignore[arg-type]
+              or self._held_chars + len(text) > WRAP_MAX_CHARS):
+            return False
+        return not _FRESH.match(text)
+
+    def _join(self, text: str, trigger: bool) -> None:
+        if self._held_more is None:
+            self._held_more, self._held_chars = [text], len(self._held) + len(text)  # type: ignore[arg-type]
+        else:
+            self._held_more.append(text)
+            self._held_chars += len(text)
+        self._held_trigger = self._held_trigger or trigger
+
+    def _hold(self, text: str, host: str | None, rank: int | None, trigger: bool) -> None:
+        self._held, self._held_more, self._held_trigger = text, None, trigger
+        self._held_at = (self._lineno, host, rank)
+
+    def _reshape(self, text: str, host: str | None, rank: int | None) -> None:
+        """``_physical`` for a line without a trigger word while no table record is open and the held record
+        (if any) has none either: no event can come of it, only the held record changes."""
+        if self._held is not None and self._joins(text):
+            if len(text) >= WRAP_MIN:
+                self._join(text, False)
+            else:
+                self._held = None
+        elif len(text) >= WRAP_MIN:
+            self._hold(text, host, rank, False)
+        else:
+            self._held = None
+
+    def _physical(self, text: str, host: str | None, rank: int | None, trigger: bool) -> list[Event]:
         out: list[Event] = []
         if self._held is not None:
-            first, last = self._held_widths
-            if text and last == first and text[:6] != self._held[:6] and not _FRESH.match(text):
-                self._held += text  # a hard-wrapped continuation
-                self._held_widths = (first, len(text))
+            if self._joins(text):  # a hard-wrapped continuation
+                self._join(text, trigger)
                 return out if len(text) >= WRAP_MIN else self.flush()
             out = self.flush()
         if len(text) >= WRAP_MIN:
-            self._held, self._held_line, self._held_widths = text, self._lineno, (len(text), len(text))
-            self._held_host, self._held_rank = host, rank
+            self._hold(text, host, rank, trigger)
+            return out
+        if not (trigger or self._record is not None):
             return out
         events = self._record_events(self._lineno, text, host, rank)
         if out:
@@ -271,5 +351,31 @@ def parse_lines(lines: Iterable[str], host: str | None = None, rank: int | None 
         found = feed(line, host, rank)
         if found:
             events += found
+    events += parser.flush()
+    return events
+
+
+def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None) -> list[Event]:
+    """Parse a whole log given as consecutive blocks of its bytes (any sizes, e.g. 1 MiB reads), with the
+    lines of ``report.read_lines``: split on \\n only, no empty last line after a final newline. The same
+    events as ``parse_lines`` of those lines, several times faster (``LineParser.feed_block``)."""
+    parser = LineParser()
+    events: list[Event] = []
+    pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
+    for block in blocks:
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            pending.append(block)
+            continue
+        if pending:
+            pending.append(block[:cut])
+            events += parser.feed_block(b"".join(pending), host, rank)
+            pending.clear()
+        else:
+            events += parser.feed_block(block[:cut], host, rank)
+        if cut + 1 < len(block):
+            pending.append(block[cut + 1:])
+    if pending:
+        events += parser.feed_block(b"".join(pending), host, rank)
     events += parser.flush()
     return events
