@@ -138,29 +138,69 @@ class LineParser:
     def feed_block(self, block: bytes, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse whole lines at once: ``block`` is UTF-8 bytes (undecodable bytes replaced), split on b"\\n"
         only, each piece one physical line (end a block with a newline to mean none follows). The same events
-        as feeding each piece; a line without a trigger word costs a dict lookup and a few comparisons."""
+        as feeding each piece.
+
+        A line without a trigger word, while nothing is open that it could add to, costs a dict lookup: such
+        lines are skipped, and only the few before the next line that matters are replayed (``_catch_up``)."""
         out: list[Event] = []
         flags_of, cached = self._gate.of_template, self._gate.cache
-        for text, template in zip(block.decode("utf-8", "replace").split("\n"), block_templates(block),
-                                  strict=True):
+        lines = block.decode("utf-8", "replace").split("\n")
+        templates = block_templates(block)
+        if len(lines) != len(templates):
+            raise AssertionError("a block's lines and templates differ in number")  # decoding keeps every \n
+        first = self._lineno  # line i of the block is line first + i + 1
+        skipped = -1  # from this line on, lines were skipped while the parser was clean (-1: none)
+        for i, template in enumerate(templates):
             flags = cached.get(template)
             if flags is None:
                 flags = flags_of(template)
-            if flags & SPECIAL:
-                found = self._feed(text, host, rank)
-                if found:
-                    out += found
-                continue
-            self._lineno += 1
-            if flags & RESIDUE:
-                text = strip_ansi(text)
-            if flags & TRIGGER or self._record is not None or self._held_trigger and self._held is not None:
-                found = self._physical(text, host, rank, bool(flags & TRIGGER))
-                if found:
-                    out += found
-            else:  # nothing here can make an event: only the held record's shape changes
-                self._reshape(text, host, rank)
+            if not flags:
+                if skipped >= 0:
+                    continue
+                if self._record is None and not (self._held_trigger and self._held is not None):
+                    skipped = i
+                    continue
+            elif skipped >= 0:
+                self._catch_up(lines, skipped, i, first, host, rank)
+                skipped = -1
+            self._lineno = first + i
+            found = self._line(lines[i], flags, host, rank)
+            if found:
+                out += found
+        if skipped >= 0:
+            self._catch_up(lines, skipped, len(lines), first, host, rank)
+        self._lineno = first + len(lines)
         return out
+
+    def _line(self, text: str, flags: int, host: str | None, rank: int | None) -> list[Event]:
+        """``_feed`` for a line whose gate flags are known."""
+        if flags & SPECIAL:
+            return self._feed(text, host, rank)
+        self._lineno += 1
+        if flags & RESIDUE:
+            text = strip_ansi(text)
+        return self._physical(text, host, rank, bool(flags & TRIGGER))
+
+    def _catch_up(self, lines: list[str], start: int, end: int, first: int, host: str | None,
+                  rank: int | None) -> None:
+        """Bring the held record up to date over ``lines[start:end]``, skipped lines without a trigger word
+        fed while the parser was clean: no event can come of them. Only the lines after the last one that
+        decides the state alone are replayed: a short line (after it nothing is held) or an empty or fresh
+        one (it starts a record whatever was held). So every line is looked at once at most."""
+        at = end - 1
+        while at >= start:
+            text = lines[at]
+            if len(text) < WRAP_MIN:
+                self._held = None
+                at += 1
+                break
+            if _FRESH.match(text):
+                break
+            at -= 1
+        for j in range(max(at, start), end):
+            self._lineno = first + j + 1
+            self._reshape(lines[j], host, rank)
+        self._lineno = first + end
 
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
@@ -213,7 +253,7 @@ class LineParser:
         self._held, self._held_more, self._held_trigger = text, None, trigger
         self._held_at = (self._lineno, host, rank)
 
-    def _reshape(self, text: str, host: str | None, rank: int | None) -> None:
+    def _reshape(self, text: str, host: str | None, rank: int | None) -> list[Event]:
         """``_physical`` for a line without a trigger word while no table record is open and the held record
         (if any) has none either: no event can come of it, only the held record changes."""
         if self._held is not None and self._joins(text):
@@ -225,6 +265,7 @@ class LineParser:
             self._hold(text, host, rank, False)
         else:
             self._held = None
+        return []
 
     def _physical(self, text: str, host: str | None, rank: int | None, trigger: bool) -> list[Event]:
         out: list[Event] = []
