@@ -161,7 +161,11 @@ class LineParser:
                     skipped = i
                     continue
             elif skipped >= 0:
-                self._catch_up(lines, skipped, i, first, host, rank)
+                text = lines[i]
+                if flags & (SPECIAL | RESIDUE) or not (not text or _FRESH.match(text)):
+                    self._catch_up(lines, skipped, i, first, host, rank)
+                else:  # it starts a record whatever is held, and what is held has nothing to report
+                    self._held = None
                 skipped = -1
             self._lineno = first + i
             found = self._line(lines[i], flags, host, rank)
