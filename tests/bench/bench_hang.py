@@ -3,6 +3,7 @@ pytest).
 
     python tests/bench/bench_hang.py                  # 6 pairs of demo runs + 3 stalls
     python tests/bench/bench_hang.py --pairs 2 --stalls 1 --steps 60    # a quick look
+    python tests/bench/bench_hang.py --smoke          # 1 short pair + 1 stall (the smoke test)
 
 1. Cost. The demo (`cockpit run jobs/demo.yaml`, DDP, 2 gloo ranks on CPU) with the rank hook on, and with
    it off (COCKPIT_HOOK=0 in the launching shell: no stacks handler, no collective timing, no beat), the
@@ -106,7 +107,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--stalls", type=int, default=3)
     p.add_argument("--stall-after", type=int, default=5)
+    p.add_argument("--smoke", action="store_true", help="one short pair and one stall (the test suite's smoke test)")
     a = p.parse_args()
+    if a.smoke:
+        a.pairs, a.steps, a.stalls, a.stall_after = 1, 15, 1, 2
     print(f"cost of the hook: the demo, {a.steps} steps, {a.pairs} alternated pairs (anchor: the same run with "
           "COCKPIT_HOOK=0)")
     ratios = cost(a.pairs, a.steps)
