@@ -127,6 +127,23 @@ def test_blocks_equal_lines_on_arbitrary_text(lines: list[str], block: int):
     assert parse_blocks(chunks) == parse_lines(_lines_of(data.decode()))
 
 
+# lines of a few widths >= WRAP_MIN that a terminal could have wrapped, with trigger words cut at the seams
+_wrapped = st.builds(lambda head, body, width: (head + body).ljust(width)[:width],
+                     st.sampled_from(["", "[rank1]:", "100", "x", "h:1:2 [0] ", "  ", "Error"]),
+                     st.lists(st.sampled_from(["abc ", "watch", "dog got stuck ", "NCCL WARN ", "Connection refused ",
+                                               "123 ", " via NET/IB/0 ", "exitcode: 1 ", "\x1b[0m", "[0m "]),
+                              max_size=30).map("".join), st.sampled_from([80, 81, 90, 120]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_wrapped, _text, st.sampled_from(["", "short", "[0]:", "  host : x", "  exitcode  : 1"])),
+                max_size=60), st.integers(min_value=1, max_value=300))
+def test_blocks_equal_lines_on_hard_wrapped_text(lines: list[str], block: int):
+    data = "\n".join(lines).encode()
+    chunks = [data[i:i + block] for i in range(0, len(data), block)]
+    assert parse_blocks(chunks) == parse_lines(_lines_of(data.decode()))
+
+
 # --- the trigger words cover the classifier ---------------------------------------------------------------
 
 def _covered(text: str) -> bool:
