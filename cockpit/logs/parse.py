@@ -7,8 +7,15 @@ might continue (a hard wrap), the torchelastic failure-table record being read, 
 process already reported. NCCL repeats its facts (a channel line per channel, a bootstrap line per
 communicator): an informational event is reported once per process and value, failures every time.
 
+Linear on any input, and cheap where a log says nothing (most of a 1 GB rank log): a hard wrap holds at most
+``WRAP_MAX_PARTS`` lines, and a record is classified only if one of its lines holds a trigger word, which
+``parse_gate`` answers per line with a cached lookup. ``parse_blocks`` / ``LineParser.feed_block`` take the
+log as blocks of bytes (what `cockpit diagnose` reads) and skip such lines without touching them;
+``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
+
 The kind vocabulary is in ``parse_kinds``, what is recognised in ``parse_rules`` (failures) and
-``parse_nccl`` (NCCL's facts), prefixes and timestamps in ``parse_prefix``. All stdlib-only, no IO.
+``parse_nccl`` (NCCL's facts), prefixes and timestamps in ``parse_prefix``, the cheap test in ``parse_gate``.
+All stdlib-only, no IO.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from cockpit.logs.parse_kinds import (
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
 
-__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_lines"]
+__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
 
 WRAP_MIN = 80
 """A line shorter than this ends its record: terminals narrower than 80 columns are not worth a guess."""
