@@ -13,28 +13,22 @@ Linear on any input, and cheap where a log says nothing (most of a 1 GB rank log
 log as blocks of bytes (what `cockpit diagnose` reads) and skip such lines without touching them;
 ``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
 
-The kind vocabulary is in ``parse_kinds``, what is recognised in ``parse_rules`` (failures) and
-``parse_nccl`` (NCCL's facts), prefixes and timestamps in ``parse_prefix``, the cheap test in ``parse_gate``.
-All stdlib-only, no IO.
+``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, the kind vocabulary in
+``parse_kinds``, what is recognised in ``parse_rules`` (failures) and ``parse_nccl`` (NCCL's facts), prefixes
+and timestamps in ``parse_prefix``, the cheap test in ``parse_gate``. All stdlib-only, no IO.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from cockpit.logs.parse_event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
-from cockpit.logs.parse_kinds import (
-    ELASTIC_ROOT_CAUSE,
-    FAILURE_KINDS,
-    INFO_KINDS,
-    NCCL_INIT_COMPLETE,
-    NCCL_INIT_START,
-    WORKER_FAILED,
-)
+from cockpit.logs.parse_kinds import FAILURE_KINDS, INFO_KINDS, NCCL_INIT_COMPLETE, NCCL_INIT_START, WORKER_FAILED
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
+from cockpit.logs.parse_table import FailureTable
 
 __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
 
@@ -49,68 +43,12 @@ MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
 
 
-@dataclass(frozen=True)
-class Event:
-    """One fact or failure read from a log. Every optional field is None where the text does not say."""
-
-    line: int
-    """1-based number of the physical line the record starts on."""
-    kind: str
-    """One of ``FAILURE_KINDS`` or ``INFO_KINDS``."""
-    text: str
-    """The record's text: ANSI removed, hard wraps joined, prefixes kept, cut at ``MAX_TEXT``."""
-    rank: int | None = None
-    """Global rank where known. For Init START/COMPLETE and channel lines: the communicator rank printed."""
-    host: str | None = None
-    pid: int | None = None
-    cuda_dev: int | None = None
-    ts: float | None = None
-    """Seconds since the start of the year, from the first timestamp on the line (see ``timestamp``)."""
-    version: str | None = None
-    network: str | None = None
-    transport: str | None = None
-    interface: str | None = None
-    interfaces: tuple[str, ...] = ()
-    address: str | None = None
-    op: str | None = None
-    seq: int | None = None
-    timeout_ms: int | None = None
-    elapsed_ms: int | None = None
-    exit_code: int | None = None
-    bus_id: str | None = None
-    nranks: int | None = None
-
-    @property
-    def is_failure(self) -> bool:
-        """True for the failure vocabulary, False for informational kinds."""
-        return self.kind in _FAILURE_SET
-
-
-_FAILURE_SET = frozenset(FAILURE_KINDS)
-
-
-def _new_event(fields: dict[str, object]) -> Event:
-    """Build an Event from the fields a line gave; the rest keep their class defaults.
-
-    Same value as ``Event(**fields)``. The generated ``__init__`` of a frozen dataclass sets all 21 fields
-    one ``object.__setattr__`` at a time, which costs more than parsing the line; this sets only the given
-    ones, in one call. Only the parser uses it, on fields it has just validated.
-    """
-    event = object.__new__(Event)
-    event.__dict__.update(fields)
-    return event
-
-
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
 # A line that begins like this starts a new record, so it cannot continue a hard-wrapped one.
 _FRESH = re.compile(
     r"\s*\[|\(|<|\s*\d{4}-\d\d-\d\d|\d{1,6}: |[IWEF]\d{3,4} |Traceback|During handling|The above exception|"
     r"[A-Za-z_][\w.]*:|[\w.\-]+: |[\w.]*(?:Error|Exception|Warning|Interrupt)\b|[^\s:]+:\d+:\d+ \[|\s+File \"|"
     r"\s*frame #|Exception raised|terminate called|\s*what\(\)|NCCL |#|\*\*\*|=+\s*$|-+\s*$")
-_TABLE_HEAD = re.compile(r"\[(\d+)\]:\s*$")
-_TABLE_KEY = re.compile(r"\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
-_TABLE_EXIT = re.compile(r"\s*exitcode\s*:\s*(-?\d+)")
-_FIRST_INT = re.compile(r"-?\d+")
 
 
 class LineParser:
@@ -133,8 +71,7 @@ class LineParser:
         self._held_chars = 0
         self._held_trigger = False
         self._held_at: tuple[int, str | None, int | None] = (0, None, None)
-        self._record: dict[str, object] | None = None  # the failure-table record being read
-        self._root_next = False  # the next table record is torchelastic's "Root Cause"
+        self._table = FailureTable()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
 
@@ -164,7 +101,7 @@ class LineParser:
             if not flags:
                 if skipped >= 0:
                     continue
-                if self._record is None and not (self._held_trigger and self._held is not None):
+                if self._table.record is None and not (self._held_trigger and self._held is not None):
                     skipped = i
                     continue
             elif skipped >= 0:
@@ -216,7 +153,7 @@ class LineParser:
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
         held, self._held = self._held, None
-        if held is None or not (self._held_trigger or self._record is not None):
+        if held is None or not (self._held_trigger or self._table.record is not None):
             return []
         more = self._held_more
         line, host, rank = self._held_at
@@ -288,7 +225,7 @@ class LineParser:
         if len(text) >= WRAP_MIN:
             self._hold(text, host, rank, trigger)
             return out
-        if not (trigger or self._record is not None):
+        if not (trigger or self._table.record is not None):
             return out
         events = self._record_events(self._lineno, text, host, rank)
         if out:
@@ -298,8 +235,8 @@ class LineParser:
 
     def _record_events(self, lineno: int, text: str, host: str | None, rank: int | None) -> list[Event]:
         """The events of one record (a line, or a hard-wrapped line joined back)."""
-        if self._record is not None or "exitcode" in text or text.endswith(("]:", "]: ")):
-            handled, events = self._table(lineno, text, host, rank)
+        if self._table.record is not None or "exitcode" in text or text.endswith(("]:", "]: ")):
+            handled, events = self._table.read(lineno, text, host, rank)
             if handled:
                 return events
         channel_key = None
@@ -316,14 +253,14 @@ class LineParser:
         where: Origin | None = None
         events = []
         for kind, fields in hits:
-            if kind not in _FAILURE_SET:  # a fact: once per process (its prefix) and value
+            if kind not in FAILURE_SET:  # a fact: once per process (its prefix) and value
                 cut = text.find("NCCL")
                 key = (kind, text[:cut] if cut > 0 else "", *fields.values())
                 if key in self._seen:
                     continue
                 self._seen.add(key)
             elif kind == WORKER_FAILED and "Root Cause" in text:
-                self._root_next = True
+                self._table.root_next = True
             if where is None:
                 where = origin(text)
                 ts = timestamp(text)
@@ -332,46 +269,6 @@ class LineParser:
                     text = text[:MAX_TEXT] + "…"
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
         return events
-
-    def _table(self, lineno: int, text: str, host: str | None, rank: int | None) -> tuple[bool, list[Event]]:
-        """torchelastic's failure table: ``[N]:`` then ``time/host/rank/exitcode/...  : value`` lines."""
-        head = _TABLE_HEAD.match(text)
-        if head:
-            self._record = {"rank": int(head[1]), "root": self._root_next}
-            self._root_next = False
-            return True, []
-        record = self._record
-        if record is None:
-            m = _TABLE_EXIT.match(text)  # a record whose head is outside the excerpt
-            if not m:
-                return False, []
-            return True, [_new_event({"line": lineno, "kind": WORKER_FAILED, "text": text, "rank": rank,
-                                      "host": host, "exit_code": int(m[1])})]
-        m = _TABLE_KEY.match(text)
-        if not m:
-            self._record = None
-            return False, []
-        key, value = m[1], m[2].strip()
-        if key == "exitcode":
-            code = _FIRST_INT.search(value)
-            fields = {"line": lineno, "kind": WORKER_FAILED, "text": text,
-                      "exit_code": int(code[0]) if code else None,
-                      "rank": rank if rank is not None else record.get("rank"),
-                      "host": host or record.get("host"), "ts": record.get("ts")}
-            events = [_new_event(fields)]
-            if record.get("root"):
-                events.append(_new_event({**fields, "kind": ELASTIC_ROOT_CAUSE}))
-            return True, events
-        if key == "rank":
-            number = _FIRST_INT.search(value)
-            if number:
-                record["rank"] = int(number[0])
-        elif key == "host":
-            record["host"] = value or None
-        elif key == "time":
-            record["ts"] = timestamp(value)
-        return True, []
-
 
 def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
              said_rank: int | None, host: str | None, rank: int | None) -> Event:
@@ -391,7 +288,7 @@ def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where
     event["rank"] = rank
     if host is not None:
         event["host"] = host
-    return _new_event(event)
+    return new_event(event)
 
 
 def parse_lines(lines: Iterable[str], host: str | None = None, rank: int | None = None) -> list[Event]:
