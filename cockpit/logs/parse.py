@@ -111,23 +111,20 @@ class LineParser:
                 else:  # it starts a record whatever is held, and what is held has nothing to report
                     self._held = None
                 skipped = -1
-            self._lineno = first + i
-            found = self._line(lines[i], flags, host, rank)
+            text = lines[i]
+            if flags & SPECIAL:
+                self._lineno = first + i
+                found = self._feed(text, host, rank)
+            else:  # ``_feed`` with the flags known
+                self._lineno = first + i + 1
+                found = self._physical(strip_ansi(text) if flags & RESIDUE else text, host, rank,
+                                       bool(flags & TRIGGER))
             if found:
                 out += found
         if skipped >= 0:
             self._catch_up(lines, skipped, len(lines), first, host, rank)
         self._lineno = first + len(lines)
         return out
-
-    def _line(self, text: str, flags: int, host: str | None, rank: int | None) -> list[Event]:
-        """``_feed`` for a line whose gate flags are known."""
-        if flags & SPECIAL:
-            return self._feed(text, host, rank)
-        self._lineno += 1
-        if flags & RESIDUE:
-            text = strip_ansi(text)
-        return self._physical(text, host, rank, bool(flags & TRIGGER))
 
     def _catch_up(self, lines: list[str], start: int, end: int, first: int, host: str | None,
                   rank: int | None) -> None:
