@@ -94,8 +94,8 @@ def report(title: str, lines: int, size: int, results: dict[str, tuple[list[floa
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, nargs="+", default=[100_000, 400_000, 1_000_000],
-                    help="total lines of each generated job")
+    ap.add_argument("--lines", type=int, nargs="*", default=[100_000, 400_000, 1_000_000],
+                    help="total lines of each generated job (none: only the corpus)")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--nccl-share", type=float, default=genlogs.NCCL_SHARE,
                     help="share of NCCL INFO lines in the generated logs")
