@@ -27,6 +27,7 @@ RESIDUE = 4
 _DIGITS = b"0123456789"
 _WORDS = tuple(w.encode() for w in trigger_words())
 _CACHE_MAX = 50_000  # templates kept per parser; past it the cache starts again (bounded memory, same answers)
+_CACHE_LONGEST = 1024  # longer templates are answered, not kept: a log of unique 100 KB lines must not fill memory
 
 
 def _flags(template: bytes) -> int:
@@ -55,9 +56,10 @@ class Gate:
         flags = self.cache.get(template)
         if flags is None:
             flags = _flags(template)
-            if len(self.cache) >= _CACHE_MAX:
-                self.cache.clear()
-            self.cache[template] = flags
+            if len(template) <= _CACHE_LONGEST:
+                if len(self.cache) >= _CACHE_MAX:
+                    self.cache.clear()
+                self.cache[template] = flags
         return flags
 
     def of_text(self, text: str) -> int:

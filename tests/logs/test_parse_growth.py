@@ -88,6 +88,16 @@ def test_a_hard_wrap_holds_at_most_a_few_kilobytes():
         assert parser._held_chars <= WRAP_MAX_CHARS  # noqa: SLF001 - the bound is the point
 
 
+def test_the_gate_keeps_a_bounded_cache():
+    gate = Gate()
+    for i in range(3):
+        gate.of_text(f"{'x' * 5000}{'y' * i} step")  # long templates are answered, not kept
+    for i in range(60_000):
+        gate.of_text("a" * (i % 50) + "b" * (i // 50))
+    assert gate.cache and all(len(t) <= 1024 for t in gate.cache)
+    assert len(gate.cache) <= 50_000
+
+
 # --- the block path equals the line path -------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*.log")), ids=lambda p: p.name)
