@@ -7,85 +7,40 @@ might continue (a hard wrap), the torchelastic failure-table record being read, 
 process already reported. NCCL repeats its facts (a channel line per channel, a bootstrap line per
 communicator): an informational event is reported once per process and value, failures every time.
 
-The kind vocabulary is in ``parse_kinds``, what is recognised in ``parse_rules`` (failures) and
-``parse_nccl`` (NCCL's facts), prefixes and timestamps in ``parse_prefix``. All stdlib-only, no IO.
+Linear on any input, and cheap where a log says nothing (most of a 1 GB rank log): a hard wrap holds at most
+``WRAP_MAX_PARTS`` lines, and a record is classified only if one of its lines holds a trigger word, which
+``parse_gate`` answers per line with a cached lookup. ``parse_blocks`` / ``LineParser.feed_block`` take the
+log as blocks of bytes (what `cockpit diagnose` reads) and skip such lines without touching them;
+``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
+
+``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, the kind vocabulary in
+``parse_kinds``, what is recognised in ``parse_rules`` (failures) and ``parse_nccl`` (NCCL's facts), prefixes
+and timestamps in ``parse_prefix``, the cheap test in ``parse_gate``. All stdlib-only, no IO.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from cockpit.logs.parse_kinds import (
-    ELASTIC_ROOT_CAUSE,
-    FAILURE_KINDS,
-    INFO_KINDS,
-    NCCL_INIT_COMPLETE,
-    NCCL_INIT_START,
-    WORKER_FAILED,
-)
+from cockpit.logs.parse_event import FAILURE_SET, Event, new_event
+from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
+from cockpit.logs.parse_kinds import FAILURE_KINDS, INFO_KINDS, NCCL_INIT_COMPLETE, NCCL_INIT_START, WORKER_FAILED
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
+from cockpit.logs.parse_table import FailureTable
 
-__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_lines"]
+__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
 
 WRAP_MIN = 80
 """A line shorter than this ends its record: terminals narrower than 80 columns are not worth a guess."""
+WRAP_MAX_PARTS = 16
+WRAP_MAX_CHARS = 4096
+"""A hard-wrapped record is at most this many lines and characters (a watchdog message at 80 columns is ~5
+lines). Past either, the next line starts a record of its own: fixed-width output (a loop printing
+``100123 1764038000.1 rank=0 ...``) looks like one endless wrap, and joining it all would be quadratic."""
 MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One fact or failure read from a log. Every optional field is None where the text does not say."""
-
-    line: int
-    """1-based number of the physical line the record starts on."""
-    kind: str
-    """One of ``FAILURE_KINDS`` or ``INFO_KINDS``."""
-    text: str
-    """The record's text: ANSI removed, hard wraps joined, prefixes kept, cut at ``MAX_TEXT``."""
-    rank: int | None = None
-    """Global rank where known. For Init START/COMPLETE and channel lines: the communicator rank printed."""
-    host: str | None = None
-    pid: int | None = None
-    cuda_dev: int | None = None
-    ts: float | None = None
-    """Seconds since the start of the year, from the first timestamp on the line (see ``timestamp``)."""
-    version: str | None = None
-    network: str | None = None
-    transport: str | None = None
-    interface: str | None = None
-    interfaces: tuple[str, ...] = ()
-    address: str | None = None
-    op: str | None = None
-    seq: int | None = None
-    timeout_ms: int | None = None
-    elapsed_ms: int | None = None
-    exit_code: int | None = None
-    bus_id: str | None = None
-    nranks: int | None = None
-
-    @property
-    def is_failure(self) -> bool:
-        """True for the failure vocabulary, False for informational kinds."""
-        return self.kind in _FAILURE_SET
-
-
-_FAILURE_SET = frozenset(FAILURE_KINDS)
-
-
-def _new_event(fields: dict[str, object]) -> Event:
-    """Build an Event from the fields a line gave; the rest keep their class defaults.
-
-    Same value as ``Event(**fields)``. The generated ``__init__`` of a frozen dataclass sets all 21 fields
-    one ``object.__setattr__`` at a time, which costs more than parsing the line; this sets only the given
-    ones, in one call. Only the parser uses it, on fields it has just validated.
-    """
-    event = object.__new__(Event)
-    event.__dict__.update(fields)
-    return event
 
 
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
@@ -94,10 +49,6 @@ _FRESH = re.compile(
     r"\s*\[|\(|<|\s*\d{4}-\d\d-\d\d|\d{1,6}: |[IWEF]\d{3,4} |Traceback|During handling|The above exception|"
     r"[A-Za-z_][\w.]*:|[\w.\-]+: |[\w.]*(?:Error|Exception|Warning|Interrupt)\b|[^\s:]+:\d+:\d+ \[|\s+File \"|"
     r"\s*frame #|Exception raised|terminate called|\s*what\(\)|NCCL |#|\*\*\*|=+\s*$|-+\s*$")
-_TABLE_HEAD = re.compile(r"\[(\d+)\]:\s*$")
-_TABLE_KEY = re.compile(r"\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
-_TABLE_EXIT = re.compile(r"\s*exitcode\s*:\s*(-?\d+)")
-_FIRST_INT = re.compile(r"-?\d+")
 
 
 class LineParser:
@@ -106,57 +57,172 @@ class LineParser:
     A line of ``WRAP_MIN`` characters or more is held until the next line shows whether it was
     hard-wrapped, so its events come out one ``feed`` later (or from ``flush``). ``host`` and ``rank``
     passed to ``feed`` are facts the caller knows (e.g. a per-rank log file); they win over the text.
+    A record is classified only if one of its lines holds a trigger word (``parse_gate``): the rest of a
+    log costs a cached lookup per line. ``feed_block`` is the same parser over a block of bytes.
     """
 
     def __init__(self) -> None:
         self._lineno = 0
-        # The held record: text so far, where it starts, its parts' lengths (a terminal wraps every part
-        # at the same width) and the caller's facts for it. ``_held is None`` when nothing is held.
+        # The held record: its first part (None when nothing is held), the parts after it (a terminal wraps
+        # every part but the last at the same width), its length once it has several, whether a part holds a
+        # trigger word, and (line it starts on, caller's host, caller's rank).
         self._held: str | None = None
-        self._held_line = 0
-        self._held_widths = (0, 0)  # first and last part
-        self._held_host: str | None = None
-        self._held_rank: int | None = None
-        self._record: dict[str, object] | None = None  # the failure-table record being read
-        self._root_next = False  # the next table record is torchelastic's "Root Cause"
+        self._held_more: list[str] | None = None
+        self._held_chars = 0
+        self._held_trigger = False
+        self._held_at: tuple[int, str | None, int | None] = (0, None, None)
+        self._table = FailureTable()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
+        self._gate = Gate()
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
         return self._feed(line, host, rank)
 
+    def feed_block(self, block: bytes, host: str | None = None, rank: int | None = None) -> list[Event]:
+        """Parse whole lines at once: ``block`` is UTF-8 bytes (undecodable bytes replaced), split on b"\\n"
+        only, each piece one physical line (end a block with a newline to mean none follows). The same events
+        as feeding each piece.
+
+        A line without a trigger word, while nothing is open that it could add to, costs a dict lookup: such
+        lines are skipped, and only the few before the next line that matters are replayed (``_catch_up``)."""
+        out: list[Event] = []
+        flags_of, cached = self._gate.of_template, self._gate.cache
+        lines = block.decode("utf-8", "replace").split("\n")
+        templates = block_templates(block)
+        if len(lines) != len(templates):
+            raise AssertionError("a block's lines and templates differ in number")  # decoding keeps every \n
+        first = self._lineno  # line i of the block is line first + i + 1
+        skipped = -1  # from this line on, lines were skipped while the parser was clean (-1: none)
+        for i, template in enumerate(templates):
+            flags = cached.get(template)
+            if flags is None:
+                flags = flags_of(template)
+            if not flags:
+                if skipped >= 0:
+                    continue
+                if self._table.record is None and not (self._held_trigger and self._held is not None):
+                    skipped = i
+                    continue
+            elif skipped >= 0:
+                text = lines[i]
+                if flags & (SPECIAL | RESIDUE) or not (not text or _FRESH.match(text)):
+                    self._catch_up(lines, skipped, i, first, host, rank)
+                else:  # it starts a record whatever is held, and what is held has nothing to report
+                    self._held = None
+                skipped = -1
+            text = lines[i]
+            if flags & SPECIAL:
+                self._lineno = first + i
+                found = self._feed(text, host, rank)
+            else:  # ``_feed`` with the flags known
+                self._lineno = first + i + 1
+                found = self._physical(strip_ansi(text) if flags & RESIDUE else text, host, rank,
+                                       bool(flags & TRIGGER))
+            if found:
+                out += found
+        if skipped >= 0:
+            self._catch_up(lines, skipped, len(lines), first, host, rank)
+        self._lineno = first + len(lines)
+        return out
+
+    def _catch_up(self, lines: list[str], start: int, end: int, first: int, host: str | None,
+                  rank: int | None) -> None:
+        """Bring the held record up to date over ``lines[start:end]``, skipped lines without a trigger word
+        fed while the parser was clean: no event can come of them. Only the lines after the last one that
+        decides the state alone are replayed: a short line (after it nothing is held) or an empty or fresh
+        one (it starts a record whatever was held). So every line is looked at once at most."""
+        at = end - 1
+        while at >= start:
+            text = lines[at]
+            if len(text) < WRAP_MIN:
+                self._held = None
+                at += 1
+                break
+            if _FRESH.match(text):
+                break
+            at -= 1
+        for j in range(max(at, start), end):
+            self._lineno = first + j + 1
+            self._reshape(lines[j], host, rank)
+        self._lineno = first + end
+
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
         held, self._held = self._held, None
-        if held is None:
+        if held is None or not (self._held_trigger or self._table.record is not None):
             return []
-        return self._record_events(self._held_line, held, self._held_host, self._held_rank)
+        more = self._held_more
+        line, host, rank = self._held_at
+        return self._record_events(line, held + "".join(more) if more else held, host, rank)
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]:
         self._lineno += 1
         text = line.rstrip("\n")
-        if "\r" in text:  # progress bars: each redraw is its own piece of text
+        flags = self._gate.of_text(text)
+        if flags & SPECIAL and "\r" in text:  # progress bars: each redraw is its own piece of text
             out: list[Event] = []
             for segment in text.split("\r"):
                 if segment:
-                    out += self._physical(strip_ansi(segment), host, rank)
+                    trigger = bool(self._gate.of_text(segment) & TRIGGER)
+                    out += self._physical(strip_ansi(segment), host, rank, trigger)
             return out
-        if "\x1b" in text or text[:1] == "[":
+        if flags & (SPECIAL | RESIDUE):
             text = strip_ansi(text)
-        return self._physical(text, host, rank)
+        return self._physical(text, host, rank, bool(flags & TRIGGER))
 
-    def _physical(self, text: str, host: str | None, rank: int | None) -> list[Event]:
+    def _joins(self, text: str) -> bool:
+        """Whether ``text`` continues the held record: a hard wrap. Not if it is empty or starts like a new
+        record (``_FRESH``, or like the held one: the same loop printing again), once the parts so far differ
+        in width (the last part of a wrap is shorter), or past ``WRAP_MAX_PARTS`` / ``WRAP_MAX_CHARS``."""
+        held, more = self._held, self._held_more
+        if not text or text[:6] == held[:6]:  # type: ignore[index]
+            return False
+        if more is None:
+            if len(held) + len(text) > WRAP_MAX_CHARS:  # type: ignore[arg-type]
+                return False
+        elif (len(more[-1]) != len(held) or len(more) + 1 >= WRAP_MAX_PARTS  # type: ignore[arg-type]
+              or self._held_chars + len(text) > WRAP_MAX_CHARS):
+            return False
+        return not _FRESH.match(text)
+
+    def _join(self, text: str, trigger: bool) -> None:
+        if self._held_more is None:
+            self._held_more, self._held_chars = [text], len(self._held) + len(text)  # type: ignore[arg-type]
+        else:
+            self._held_more.append(text)
+            self._held_chars += len(text)
+        self._held_trigger = self._held_trigger or trigger
+
+    def _hold(self, text: str, host: str | None, rank: int | None, trigger: bool) -> None:
+        self._held, self._held_more, self._held_trigger = text, None, trigger
+        self._held_at = (self._lineno, host, rank)
+
+    def _reshape(self, text: str, host: str | None, rank: int | None) -> list[Event]:
+        """``_physical`` for a line without a trigger word while no table record is open and the held record
+        (if any) has none either: no event can come of it, only the held record changes."""
+        if self._held is not None and self._joins(text):
+            if len(text) >= WRAP_MIN:
+                self._join(text, False)
+            else:
+                self._held = None
+        elif len(text) >= WRAP_MIN:
+            self._hold(text, host, rank, False)
+        else:
+            self._held = None
+        return []
+
+    def _physical(self, text: str, host: str | None, rank: int | None, trigger: bool) -> list[Event]:
         out: list[Event] = []
         if self._held is not None:
-            first, last = self._held_widths
-            if text and last == first and text[:6] != self._held[:6] and not _FRESH.match(text):
-                self._held += text  # a hard-wrapped continuation
-                self._held_widths = (first, len(text))
+            if self._joins(text):  # a hard-wrapped continuation
+                self._join(text, trigger)
                 return out if len(text) >= WRAP_MIN else self.flush()
             out = self.flush()
         if len(text) >= WRAP_MIN:
-            self._held, self._held_line, self._held_widths = text, self._lineno, (len(text), len(text))
-            self._held_host, self._held_rank = host, rank
+            self._hold(text, host, rank, trigger)
+            return out
+        if not (trigger or self._table.record is not None):
             return out
         events = self._record_events(self._lineno, text, host, rank)
         if out:
@@ -166,8 +232,8 @@ class LineParser:
 
     def _record_events(self, lineno: int, text: str, host: str | None, rank: int | None) -> list[Event]:
         """The events of one record (a line, or a hard-wrapped line joined back)."""
-        if self._record is not None or "exitcode" in text or text.endswith(("]:", "]: ")):
-            handled, events = self._table(lineno, text, host, rank)
+        if self._table.record is not None or "exitcode" in text or text.endswith(("]:", "]: ")):
+            handled, events = self._table.read(lineno, text, host, rank)
             if handled:
                 return events
         channel_key = None
@@ -184,14 +250,14 @@ class LineParser:
         where: Origin | None = None
         events = []
         for kind, fields in hits:
-            if kind not in _FAILURE_SET:  # a fact: once per process (its prefix) and value
+            if kind not in FAILURE_SET:  # a fact: once per process (its prefix) and value
                 cut = text.find("NCCL")
                 key = (kind, text[:cut] if cut > 0 else "", *fields.values())
                 if key in self._seen:
                     continue
                 self._seen.add(key)
             elif kind == WORKER_FAILED and "Root Cause" in text:
-                self._root_next = True
+                self._table.root_next = True
             if where is None:
                 where = origin(text)
                 ts = timestamp(text)
@@ -200,46 +266,6 @@ class LineParser:
                     text = text[:MAX_TEXT] + "…"
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
         return events
-
-    def _table(self, lineno: int, text: str, host: str | None, rank: int | None) -> tuple[bool, list[Event]]:
-        """torchelastic's failure table: ``[N]:`` then ``time/host/rank/exitcode/...  : value`` lines."""
-        head = _TABLE_HEAD.match(text)
-        if head:
-            self._record = {"rank": int(head[1]), "root": self._root_next}
-            self._root_next = False
-            return True, []
-        record = self._record
-        if record is None:
-            m = _TABLE_EXIT.match(text)  # a record whose head is outside the excerpt
-            if not m:
-                return False, []
-            return True, [_new_event({"line": lineno, "kind": WORKER_FAILED, "text": text, "rank": rank,
-                                      "host": host, "exit_code": int(m[1])})]
-        m = _TABLE_KEY.match(text)
-        if not m:
-            self._record = None
-            return False, []
-        key, value = m[1], m[2].strip()
-        if key == "exitcode":
-            code = _FIRST_INT.search(value)
-            fields = {"line": lineno, "kind": WORKER_FAILED, "text": text,
-                      "exit_code": int(code[0]) if code else None,
-                      "rank": rank if rank is not None else record.get("rank"),
-                      "host": host or record.get("host"), "ts": record.get("ts")}
-            events = [_new_event(fields)]
-            if record.get("root"):
-                events.append(_new_event({**fields, "kind": ELASTIC_ROOT_CAUSE}))
-            return True, events
-        if key == "rank":
-            number = _FIRST_INT.search(value)
-            if number:
-                record["rank"] = int(number[0])
-        elif key == "host":
-            record["host"] = value or None
-        elif key == "time":
-            record["ts"] = timestamp(value)
-        return True, []
-
 
 def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
              said_rank: int | None, host: str | None, rank: int | None) -> Event:
@@ -259,7 +285,7 @@ def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where
     event["rank"] = rank
     if host is not None:
         event["host"] = host
-    return _new_event(event)
+    return new_event(event)
 
 
 def parse_lines(lines: Iterable[str], host: str | None = None, rank: int | None = None) -> list[Event]:
@@ -271,5 +297,31 @@ def parse_lines(lines: Iterable[str], host: str | None = None, rank: int | None 
         found = feed(line, host, rank)
         if found:
             events += found
+    events += parser.flush()
+    return events
+
+
+def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None) -> list[Event]:
+    """Parse a whole log given as consecutive blocks of its bytes (any sizes, e.g. 1 MiB reads), with the
+    lines of ``report.read_lines``: split on \\n only, no empty last line after a final newline. The same
+    events as ``parse_lines`` of those lines, several times faster (``LineParser.feed_block``)."""
+    parser = LineParser()
+    events: list[Event] = []
+    pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
+    for block in blocks:
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            pending.append(block)
+            continue
+        if pending:
+            pending.append(block[:cut])
+            events += parser.feed_block(b"".join(pending), host, rank)
+            pending.clear()
+        else:
+            events += parser.feed_block(block[:cut], host, rank)
+        if cut + 1 < len(block):
+            pending.append(block[cut + 1:])
+    if pending:
+        events += parser.feed_block(b"".join(pending), host, rank)
     events += parser.flush()
     return events

@@ -25,7 +25,7 @@ _CHANNEL = re.compile(
     r"(?: \[(send|receive)\])? via (\S+(?: shared memory| pointer)?)")
 _NUM_PART = re.compile(r"\d+(?:\(\d+\))?")
 _NET_USING = re.compile(r"\bNET/(\w+)\s*:?\s*Using\b")
-_USING_NETWORK = re.compile(r"\bUsing (?:internal )?[Nn]etwork (\S[^\n]*?)\s*$")
+_USING_NETWORK = re.compile(r"\bUsing (?:internal )?[Nn]etwork (\S[^\n]*)")  # to the end: linear
 _BOOTSTRAP = re.compile(r"\bBootstrap\s*: Using (\S[^\n]*)")
 _OLD_NET_IFACE = re.compile(r"\bNET : Using interface (\S+)")
 _SIDEBAND = re.compile(r"Using interface ([\w.\-]+) for sideband")
@@ -105,7 +105,7 @@ def _network_hits(text: str, hits: list[Hit]) -> None:
         return
     m = _USING_NETWORK.search(text) if "etwork " in text else None
     if m:
-        net = network_name(m[1])
+        net = network_name(m[1].rstrip())
         if net:
             hits.append((NCCL_NETWORK, {"network": net}))
         return

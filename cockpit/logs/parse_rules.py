@@ -79,12 +79,13 @@ _RULES: tuple[_Rule, ...] = (
           r"(?:CUDA|Cuda|cuda)\b[^\n]{0,24}?out of memory|OutOfMemoryError|'out of memory'"),
     _rule(RENDEZVOUS_ERROR, ("endezvous", "Store", "client socket", "imed out"),
           r"Rendezvous\w*(?:Error|Exception)|DistStoreError|client socket has (?:timed out|failed to connect)|"
-          r"TCPStore\b[^\n]*?(?:timed out|failed|[Ee]rror)|store[ _]based[ _]barrier[^\n]*?[Tt]imed out|"
-          r"imed out[^\n]*?(?:store[ _]based[ _]barrier|waiting for clients)"),
+          r"TCPStore\b[^\n]{0,300}?(?:timed out|failed|[Ee]rror)|store[ _]based[ _]barrier[^\n]{0,300}?[Tt]imed out|"
+          r"imed out[^\n]{0,300}?(?:store[ _]based[ _]barrier|waiting for clients)"),
     _rule(PORT_IN_USE, ("in use", "errno", "EADDRINUSE"), r"Address already in use|errno:? 98\b|EADDRINUSE"),
     _rule(GLOO_ERROR, ("gloo", "Gloo"),
           r"gloo/transport/|third_party/gloo/|Gloo connectFullMesh failed|gloo::\w*(?:Error|Exception)|"
-          r"EnforceNotMet[^\n]*gloo|enforce fail at [^\n]*gloo|ProcessGroupGloo[^\n]*?(?: failed|Error|timed out)"),
+          r"EnforceNotMet[^\n]{0,300}gloo|enforce fail at [^\n]{0,300}gloo|"
+          r"ProcessGroupGloo[^\n]{0,300}?(?: failed|Error|timed out)"),
     _rule(DDP_UNUSED_PARAMETERS, ("finished reduction", "receive grad"),
           r"Expected to have finished reduction in the prior iteration|did not receive grad"),
     _rule(COLLECTIVE_MISMATCH, ("ismatch", "nconsistent"),
@@ -104,6 +105,19 @@ _PLAIN_GATE = re.compile(
     r"rror|ail|AIL|imed out|onnect|signal|out of memory|Broken pipe|in use|receive grad|Duplicate GPU|CANCELLED")
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
 _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out")
+
+
+
+def trigger_words() -> tuple[str, ...]:
+    """Every word ``classify`` needs to see before it can report anything: the two gates' words, every rule's
+    tokens, and what ``nccl_facts`` and the watchdog line look for; and ``exitcode`` for the failure table.
+    A text with none of them classifies to nothing (``parse_gate`` relies on it; a test checks it). None holds
+    a digit."""
+    words = [*_PLAIN_GATE.pattern.split("|"), *_INFO_GATE.pattern.split("|"),
+             *(token for rule in _RULES for token in rule.tokens),
+             "version", "NCCL_SOCKET_IFNAME", "watchdog at work", "NCCL WARN", "exitcode"]
+    return tuple(dict.fromkeys(words))
+
 
 _SEQ = re.compile(r"SeqNum=(\d+)")
 _OP = re.compile(r"OpType=(\w+)")

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 
 from cockpit.logs.diagnose import diagnose
 from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, rank_list
-from cockpit.logs.parse import parse_lines
+from cockpit.logs.parse import parse_blocks
 
-__all__ = ["diagnose_paths", "diagnose_sources", "read_lines", "render_findings", "render_json", "render_text",
-           "report_to_dict"]
+__all__ = ["diagnose_paths", "diagnose_sources", "read_blocks", "read_lines", "render_findings", "render_json",
+           "render_text", "report_to_dict"]
 
 _COLORS = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m"}
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
@@ -43,14 +43,21 @@ def read_lines(path: str | os.PathLike[str], block: int = 1 << 20) -> Iterator[s
         yield rest.decode("utf-8", "replace")
 
 
+def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes of a file in blocks of ``block`` bytes (what ``parse.parse_blocks`` takes)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            yield chunk
+
+
 def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
     """Parse and diagnose log files (the only IO here). Raises OSError for a file that cannot be read."""
-    return diagnose([(os.fspath(p), parse_lines(read_lines(p))) for p in paths])
+    return diagnose([(os.fspath(p), parse_blocks(read_blocks(p))) for p in paths])
 
 
 def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None, int | None]]) -> Report:
     """Like diagnose_paths, for files whose host and rank are known (a run's per-rank logs)."""
-    return diagnose([(os.fspath(p), parse_lines(read_lines(p), host=host, rank=rank))
+    return diagnose([(os.fspath(p), parse_blocks(read_blocks(p), host=host, rank=rank))
                      for p, host, rank in sources])
 
 

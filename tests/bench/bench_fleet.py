@@ -11,7 +11,7 @@ Median (and p90) of --rounds rounds each, for each N. Then the CPU cockpit's own
 the largest N at 1 Hz (user+sys over --cpu-seconds, % of one core), and the nodes' probes' CPU beside it (on a
 real cluster that is spread over the nodes; here all of it lands on this machine).
 
-    python tests/bench/bench_fleet.py [--nodes 8 32 64] [--rounds 20] [--cpu-seconds 20]
+    python tests/bench/bench_fleet.py [--nodes 8 32 64] [--rounds 20] [--cpu-seconds 20] [--smoke]
 
 Needs root (starts sshd, creates the user cockpit-test) and openssh-server + openssh-client. Traffic stays on
 127.0.0.0/8. Not collected by pytest (tests/bench is in norecursedirs).
@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for fleet.sshd
 
-from fleet.sshd import Sshd, _descendants, free_port, make_world  # noqa: E402
+from fleet.sshd import Sshd, descendants, free_port, make_world  # noqa: E402
 
 from cockpit.fleet import Fleet  # noqa: E402
 from cockpit.remote import RemotePool, SSHOptions  # noqa: E402
@@ -109,7 +109,7 @@ def node_cpu(sshd: Sshd) -> dict[int, float]:
     """CPU seconds so far of every process under the test sshd (its sessions and the probes)."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
-    for pid in _descendants(sshd.pid):
+    for pid in descendants(sshd.pid) if sshd.pid else ():
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
@@ -124,7 +124,10 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--cpu-seconds", type=float, default=20.0)
+    parser.add_argument("--smoke", action="store_true", help="2 nodes, 2 rounds (the test suite's smoke test)")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.rounds, args.cpu_seconds = [2], 2, 1.0
     largest = max(args.nodes)
     world = make_world()
     sshd = Sshd(world, "bench", free_port(), None, max_startups=4 * largest, max_sessions=16).start()

@@ -3,6 +3,7 @@ pytest).
 
     python tests/bench/bench_hang.py                  # 6 pairs of demo runs + 3 stalls
     python tests/bench/bench_hang.py --pairs 2 --stalls 1 --steps 60    # a quick look
+    python tests/bench/bench_hang.py --smoke          # 1 short pair + 1 stall (the smoke test)
 
 1. Cost. The demo (`cockpit run jobs/demo.yaml`, DDP, 2 gloo ranks on CPU) with the rank hook on, and with
    it off (COCKPIT_HOOK=0 in the launching shell: no stacks handler, no collective timing, no beat), the

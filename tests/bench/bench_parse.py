@@ -1,81 +1,126 @@
-"""Parser throughput on the NCCL corpus concatenated to >= 2M lines, next to `grep -c NCCL` on the same file.
+"""Parser throughput: `cockpit diagnose` of generated multi-rank logs and of the repeated corpus, beside a bare
+Python loop over the same files.
 
-    python tests/bench/bench_parse.py [--lines 2000000] [--runs 3]
+    python tests/bench/bench_parse.py [--lines 100000 400000 1000000] [--ranks 8] [--nccl-share 0.2]
+                                      [--runs 5] [--corpus-lines 400000] [--smoke]
 
-Not collected by pytest (tests/bench is in norecursedirs). Prints the median of --runs for each side: the
-parser end to end (read, decode, parse: what `cockpit diagnose` does per file) and parse only (lines
-already in memory), and the ratio to grep.
+Per input, alternated run by run so machine noise hits every arm alike, CPU seconds (process time: the cost
+without the other load on the machine) and wall seconds:
+
+  bare loop   ``for line in open(f): pass`` over every file (read, decode, split: the floor of any parser)
+  diagnose    ``report.diagnose_paths``: read in blocks, parse, summarise, find (what `cockpit diagnose` does)
+  line path   ``parse_lines(read_lines(f))`` per file: the parser fed line by line (what a live tail pays)
+
+Printed: median lines/s (CPU) with the spread (min-max over the runs), and each arm's ratio to the bare loop.
+Inputs: ``tests/bench/genlogs.py`` rank logs (NCCL INFO blocks with NCCL's own prefixes, step lines, a few
+warnings, a traceback, watchdog timeouts) at each ``--lines`` total, and the 79-file corpus concatenated to
+``--corpus-lines`` (every line a hit for some rule: the parser's worst realistic case). The 1-minute load
+average is printed with each table: below 1.0 on this 2-core machine is quiet. ``--smoke`` runs a tiny
+version (the test suite's smoke test). Not collected by pytest (tests/bench is in norecursedirs).
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import genlogs  # noqa: E402
 
 from cockpit.logs.parse import parse_lines  # noqa: E402
-from cockpit.logs.report import read_lines  # noqa: E402
+from cockpit.logs.report import diagnose_paths, read_lines  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "nccl"
 
 
-def build(path: Path, min_lines: int) -> tuple[int, int]:
-    """Concatenate the corpus (each file ending in a newline) until ``min_lines``: (lines, copies)."""
+def build_corpus(path: Path, min_lines: int) -> int:
+    """Concatenate the corpus (each file ending in a newline) until ``min_lines``; returns the lines."""
     chunk = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in sorted(CORPUS.glob("*.log")))
-    per_copy = chunk.count(b"\n")
-    copies = -(-min_lines // per_copy)
-    with path.open("wb") as f:
-        for _ in range(copies):
-            f.write(chunk)
-    return per_copy * copies, copies
+    copies = -(-min_lines // chunk.count(b"\n"))
+    path.write_bytes(chunk * copies)
+    return chunk.count(b"\n") * copies
 
 
-def timed(fn, runs: int) -> tuple[float, float, object]:
-    """Median wall and CPU seconds of ``runs`` calls (CPU time shows the cost without other load)."""
-    wall, cpu, result = [], [], None
+def bare(paths: list[Path]) -> None:
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for _line in f:
+                pass
+
+
+def line_path(paths: list[Path]) -> None:
+    for path in paths:
+        parse_lines(read_lines(path))
+
+
+ARMS: dict[str, Callable[[list[Path]], object]] = {"bare loop": bare, "diagnose": diagnose_paths,
+                                                   "line path": line_path}
+
+
+def measure(paths: list[Path], runs: int) -> dict[str, tuple[list[float], list[float]]]:
+    """CPU and wall seconds of every arm, ``runs`` times, the arms alternated (after one warm-up each)."""
+    for arm in ARMS.values():
+        arm(paths)  # page cache, imports
+    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in ARMS}
     for _ in range(runs):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        result = fn()
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return statistics.median(wall), statistics.median(cpu), result
+        for name, arm in ARMS.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            arm(paths)
+            out[name][0].append(time.process_time() - cpu)
+            out[name][1].append(time.perf_counter() - wall)
+    return out
 
 
-def main() -> None:
+def report(title: str, lines: int, size: int, results: dict[str, tuple[list[float], list[float]]]) -> None:
+    print(f"\n{title}: {lines:,} lines, {size / 1e6:.0f} MB; load {os.getloadavg()[0]:.2f}; "
+          f"median of {len(results['bare loop'][0])} runs (min-max)")
+    base = statistics.median(results["bare loop"][0])
+    print(f"  {'arm':10} {'lines/s CPU':>12} {'(min-max)':>19} {'lines/s wall':>13}  {'x bare loop (CPU)':>17}")
+    for name, (cpu, wall) in results.items():
+        med = statistics.median(cpu)
+        spread = f"{lines / max(cpu) / 1e3:,.0f}-{lines / min(cpu) / 1e3:,.0f} k"
+        wall_rate = lines / statistics.median(wall) / 1e3
+        print(f"  {name:10} {lines / med / 1e3:>10,.0f} k {spread:>19} {wall_rate:>11,.0f} k  {med / base:>16.1f}x")
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, default=2_000_000)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--lines", type=int, nargs="*", default=[100_000, 400_000, 1_000_000],
+                    help="total lines of each generated job (none: only the corpus)")
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--nccl-share", type=float, default=genlogs.NCCL_SHARE,
+                    help="share of NCCL INFO lines in the generated logs")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--corpus-lines", type=int, default=400_000, help="0: skip the corpus")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run: 20k generated lines, 20k corpus lines, 1 run")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "corpus.log"
-        n, copies = build(path, args.lines)
-        print(f"file: {n:,} lines, {path.stat().st_size / 1e6:.0f} MB (the {len(list(CORPUS.glob('*.log')))}-file "
-              f"corpus x {copies})")
-
-        grep = shutil.which("grep")
-        if grep:
-            t_grep, _, out = timed(lambda: subprocess.run([grep, "-c", "NCCL", str(path)], capture_output=True,
-                                                          text=True, check=False).stdout.strip(), args.runs)
-            print(f"grep -c NCCL        : {t_grep:7.3f} s wall  {n / t_grep / 1e6:8.2f} M lines/s  (count {out})")
-
-        t_e2e, c_e2e, events = timed(lambda: parse_lines(read_lines(path)), args.runs)
-        print(f"parse (read+parse)  : {t_e2e:7.3f} s wall  {n / t_e2e / 1e3:8.0f} k lines/s  "
-              f"({n / c_e2e / 1e3:.0f} k lines/s CPU; {len(events):,} events)")
-        lines = list(read_lines(path))
-        t_mem, c_mem, _ = timed(lambda: parse_lines(lines), args.runs)
-        print(f"parse (in memory)   : {t_mem:7.3f} s wall  {n / t_mem / 1e3:8.0f} k lines/s  "
-              f"({n / c_mem / 1e3:.0f} k lines/s CPU)")
-        if grep:
-            print(f"ratio parse/grep    : {t_e2e / t_grep:7.0f} x slower end to end (wall)")
+    if args.smoke:
+        args.lines, args.runs, args.corpus_lines = [20_000], 1, 20_000
+    genlogs.NCCL_SHARE = args.nccl_share
+    print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(prefix="bench-parse-") as tmp:
+        for total in args.lines:
+            paths = genlogs.write_job(Path(tmp) / f"job-{total}", total, ranks=args.ranks)
+            lines = sum(p.read_bytes().count(b"\n") for p in paths)
+            size = sum(p.stat().st_size for p in paths)
+            report(f"generated job, {args.ranks} rank files, {args.nccl_share:.0%} NCCL INFO", lines, size,
+                   measure(paths, args.runs))
+        if args.corpus_lines:
+            path = Path(tmp) / "corpus.log"
+            lines = build_corpus(path, args.corpus_lines)
+            report(f"the {len(list(CORPUS.glob('*.log')))}-file corpus, repeated", lines, path.stat().st_size,
+                   measure([path], args.runs))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Cold start of cockpit's light commands against `torchrun --help`, side by side.
 
-    python tests/bench/bench_startup.py [--runs 9]
+    python tests/bench/bench_startup.py [--runs 9] [--smoke]
 
 Runs are alternated (cockpit, torchrun, cockpit, ...) so machine noise hits both alike; prints medians
 and ratios. Targets (issue: foundation): cockpit <= 0.15 s here and <= 0.1x torchrun.
@@ -28,7 +28,9 @@ def wall(cmd: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=9)
-    runs = parser.parse_args().runs
+    parser.add_argument("--smoke", action="store_true", help="one run each (the test suite's smoke test)")
+    args = parser.parse_args()
+    runs = 1 if args.smoke else args.runs
     cockpit = shutil.which("cockpit") or sys.exit("cockpit is not on PATH: pip install -e . first")
     torchrun = shutil.which("torchrun") or sys.exit("torchrun is not on PATH: pip install torch first")
     commands = {"cockpit --help": [cockpit, "--help"],

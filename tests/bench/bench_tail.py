@@ -1,6 +1,6 @@
 """Benchmark the tail engine: N writer processes x R lines/s each for S seconds, one Tailer consuming.
 
-    python tests/bench/bench_tail.py [--writers 64 --rate 1000 --seconds 20 --tick-ms 5]
+    python tests/bench/bench_tail.py [--writers 64 --rate 1000 --seconds 20 --tick-ms 5] [--smoke]
 
 Each writer is paced: it sleeps to its schedule (waking every --tick-ms), writes the lines due by then, each
 stamped with time.time() as it is written, and stops after --seconds (hard bound: --seconds + 5). The
@@ -97,7 +97,10 @@ def main() -> None:
     ap.add_argument("--window-ms", type=float, default=25.0, help="Tailer batch_window")
     ap.add_argument("--writer-nice", type=int, default=0,
                     help="niceness of the writers (they stand in for processes on other machines)")
+    ap.add_argument("--smoke", action="store_true", help="4 writers for 1 s (the test suite's smoke test)")
     args = ap.parse_args()
+    if args.smoke:
+        args.writers, args.rate, args.seconds = 4, 200.0, 1.0
     with tempfile.TemporaryDirectory(prefix="bench_tail_") as tmp:
         run(args, Path(tmp))
 

@@ -1,7 +1,8 @@
 """Benchmark: jobs/demo.py launched by bare torchrun vs. launched by cockpit (not collected by pytest).
 
     python tests/bench/bench_train.py                      # bare torchrun vs cockpit run, 5 runs each
-    python tests/bench/bench_train.py --runs 7 --json out.json
+    python tests/bench/bench_train.py --runs 7 --steps 150 --json out.json
+    python tests/bench/bench_train.py --smoke               # one short run each (the smoke test)
 
 Per run it measures, from rank 0's metrics file (``<run_dir>/metrics/rank-0.jsonl``):
 
@@ -18,6 +19,7 @@ its metrics; everything else is the runtime's bare-torchrun defaults.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import socket
@@ -32,7 +34,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "jobs" / "demo.py"
-DEMO_ARGS = ["--epochs", "1", "--steps-per-epoch", "150", "--hidden", "256"]
+DEMO_STEPS = 150
+
+
+def demo_args(steps: int = DEMO_STEPS) -> list[str]:
+    return ["--epochs", "1", "--steps-per-epoch", str(steps), "--hidden", "256"]
+
+
+DEMO_ARGS = demo_args()
 
 
 @dataclass(frozen=True)
@@ -62,18 +71,18 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def bare_torchrun(run_dir: Path, nproc: int = 2) -> LaunchPlan:
+def bare_torchrun(run_dir: Path, nproc: int = 2, args: tuple[str, ...] = tuple(DEMO_ARGS)) -> LaunchPlan:
     """The baseline: ``torchrun --nproc-per-node N jobs/demo.py`` on a free local port."""
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
-           "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(DEMO), *DEMO_ARGS]
+           "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(DEMO), *args]
     return LaunchPlan(cmd, {**base_env(), "COCKPIT_RUN_DIR": str(run_dir)}, run_dir)
 
 
-def cockpit_launch(run_dir: Path) -> LaunchPlan:
+def cockpit_launch(run_dir: Path, args: tuple[str, ...] = tuple(DEMO_ARGS)) -> LaunchPlan:
     """``cockpit run jobs/demo.yaml -q -- DEMO_ARGS``: the same 2 gloo ranks, through cockpit's launcher
     (run directory, supervisor, rank wrapper, log files, live follow and summary). ``run_dir`` is the runs
     directory; the run's own directory is the one child cockpit creates in it."""
-    cmd = [sys.executable, "-m", "cockpit", "run", str(REPO / "jobs" / "demo.yaml"), "-q", "--", *DEMO_ARGS]
+    cmd = [sys.executable, "-m", "cockpit", "run", str(REPO / "jobs" / "demo.yaml"), "-q", "--", *args]
     return LaunchPlan(cmd, {**base_env(), "COCKPIT_RUNS_DIR": str(run_dir)}, run_dir)
 
 
@@ -114,10 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=5, help="runs per launcher (alternated)")
     p.add_argument("--bare-only", action="store_true", help="only bare torchrun (no cockpit runs)")
     p.add_argument("--json", type=Path, default=None, help="write every run's timings here")
+    p.add_argument("--steps", type=int, default=DEMO_STEPS, help="the demo's steps per run")
+    p.add_argument("--smoke", action="store_true", help="one short run per launcher (the test suite's smoke test)")
     args = p.parse_args(argv)
-    launchers: dict[str, Launcher] = {"bare": bare_torchrun}
+    if args.smoke:
+        args.runs, args.steps = 1, 12
+    demo = tuple(demo_args(args.steps))
+    launchers: dict[str, Launcher] = {"bare": functools.partial(bare_torchrun, args=demo)}
     if not args.bare_only:
-        launchers["cockpit"] = cockpit_launch
+        launchers["cockpit"] = functools.partial(cockpit_launch, args=demo)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in launchers}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         for i in range(args.runs):

@@ -1,7 +1,7 @@
 """The TUI under a log storm: 64 ranks writing 1,000 lines/s each into a run being viewed (merged view).
 
     python tests/bench/bench_tui.py [--ranks 64] [--rate 1000] [--warmup 15] [--keys 150] [--rounds 2]
-                                    [--cols 120 --rows 36] [--baseline | --tui-only] [--json]
+                                    [--cols 120 --rows 36] [--baseline | --tui-only] [--json] [--smoke]
 
 Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a real process on a pseudo-terminal
 (`python -m cockpit.tui --run RUN`), so what is measured is what a user gets: bytes in, bytes out.
@@ -282,7 +282,10 @@ def main() -> int:
     mode.add_argument("--tui-only", action="store_true", help="measure only the TUI (no baseline)")
     p.add_argument("--baseline-app", action="store_true", help=argparse.SUPPRESS)  # the child of --baseline
     p.add_argument("--json", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="4 ranks, 4 keys, one round (the test suite's smoke test)")
     args = p.parse_args()
+    if args.smoke:
+        args.ranks, args.rate, args.warmup, args.keys, args.rounds = 4, 50, 1.0, 4, 1
     if args.baseline_app:
         baseline_app()
         return 0

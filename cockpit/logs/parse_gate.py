@@ -1,0 +1,77 @@
+"""The cheap test in front of the parser: does a physical line hold any word that could make it an event?
+
+Most lines of a rank log (training steps, NCCL's chatter) say nothing. ``TRIGGERS`` lists every word that any
+path of ``parse_rules.classify`` or the failure-table reader needs (a test checks this on the corpus and on
+generated text): a line without one of them is no event on its own, so it costs no regex and builds nothing.
+
+Testing ~60 words on every line would cost more than parsing it, so the answer is cached per *template*: the
+line's UTF-8 bytes with the digits deleted (``bytes.translate``, a C loop). No trigger word holds a digit, so
+deleting digits never breaks one (it can only make a new one appear: the test stays a superset). A training
+loop prints the same template with new numbers on every step, so a 1 GB log has a few thousand templates;
+``block_templates`` makes them for a whole block of lines at once.
+
+Pure and stdlib-only.
+"""
+
+from __future__ import annotations
+
+from cockpit.logs.parse_rules import trigger_words
+
+TRIGGER = 1
+"""The line holds a trigger word (or ends like a failure-table head, ``[N]:``)."""
+SPECIAL = 2
+"""The line holds a carriage return or an escape byte: it takes the general path (redraws, ANSI)."""
+RESIDUE = 4
+"""The line may start with colour residue (``[0m``, ``[1;31m``: ``parse_prefix.strip_ansi`` removes it)."""
+
+_DIGITS = b"0123456789"
+_WORDS = tuple(w.encode() for w in trigger_words())
+_CACHE_MAX = 50_000  # templates kept per parser; past it the cache starts again (bounded memory, same answers)
+_CACHE_LONGEST = 1024  # longer templates are answered, not kept: a log of unique 100 KB lines must not fill memory
+
+
+def _flags(template: bytes) -> int:
+    flags = SPECIAL if b"\r" in template or b"\x1b" in template else 0
+    if template[:1] == b"[" and template[1:].lstrip(b";")[:1] == b"m":  # "[1;31m" is "[;m" here
+        flags |= RESIDUE
+    if template.endswith((b"]:", b"]: ")):
+        return flags | TRIGGER
+    for word in _WORDS:
+        if word in template:
+            return flags | TRIGGER
+    return flags
+
+
+class Gate:
+    """Flags of lines by template, cached (one per parser: the cache is its only state)."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self) -> None:
+        self.cache: dict[bytes, int] = {}
+        """template -> flags, for callers that look up first (a hot loop) and call ``of_template`` on a miss."""
+
+    def of_template(self, template: bytes) -> int:
+        """``TRIGGER`` / ``SPECIAL`` bits of a line whose template (``template_of``) this is."""
+        flags = self.cache.get(template)
+        if flags is None:
+            flags = _flags(template)
+            if len(template) <= _CACHE_LONGEST:
+                if len(self.cache) >= _CACHE_MAX:
+                    self.cache.clear()
+                self.cache[template] = flags
+        return flags
+
+    def of_text(self, text: str) -> int:
+        """The flags of one line of text (the live path: one line at a time)."""
+        return self.of_template(template_of(text))
+
+
+def template_of(text: str) -> bytes:
+    """The line's template: its UTF-8 bytes without digits (unencodable characters replaced)."""
+    return text.encode("utf-8", "replace").translate(None, _DIGITS)
+
+
+def block_templates(block: bytes) -> list[bytes]:
+    """The templates of every line of a block of UTF-8 bytes, split on b"\\n" as ``block.split(b"\\n")``."""
+    return block.translate(None, _DIGITS).split(b"\n")
