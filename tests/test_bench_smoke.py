@@ -23,6 +23,7 @@ BENCHES = sorted((ROOT / "tests" / "bench").glob("bench_*.py"))
 RESULT = {  # what each benchmark prints once it has measured
     "bench_fleet.py": "cockpit/ssh-cm",
     "bench_hang.py": "stall -> finding",
+    "bench_live.py": "every line shown: yes",
     "bench_parse.py": "x bare loop",
     "bench_startup.py": "x torchrun",
     "bench_tail.py": "latency write->delivery",
