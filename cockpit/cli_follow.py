@@ -182,7 +182,7 @@ def diagnosis(run_dir: Path, painter: Painter) -> str:
     return f"diagnosis:\n{text}" if text else ""
 
 
-def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False) -> int:
+def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None) -> int:
     """Stream the run's lines until it ends, then summarise; exit with the job's code (130 after a stop
     by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module)."""
     from cockpit.cli_runs import selector
@@ -233,6 +233,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False) -> int
 
         following.append(asyncio.current_task())
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
+        if banner:  # once Ctrl-C means what it should
+            notice(banner)
         try:
             return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
                                     on_status=on_status, lossless=True)
@@ -243,6 +245,9 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False) -> int
 
     try:
         status = asyncio.run(main())
+    except KeyboardInterrupt:  # Ctrl-C before the loop's handler was in place: a viewer detaches all the same
+        notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
+        return 130
     except Detach:
         if stopping:
             notice(f"stopped waiting; the run is being stopped (cockpit attach {run_dir.name} shows its end)")

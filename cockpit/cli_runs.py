@@ -97,8 +97,8 @@ def cmd_attach(args) -> int:
         notice(f"{run_dir.name} is {status.state} but its supervisor is gone, so nothing follows it: "
                f"{status.note} (cockpit attach later shows its end; cockpit stop ends it)")
         return 1
-    notice(f"attached to {run_dir.name} ({status.state}); new lines follow")
-    return follow(run_dir, args, skip_existing=not args.from_start)
+    return follow(run_dir, args, skip_existing=not args.from_start,
+                  banner=f"attached to {run_dir.name} ({status.state}); new lines follow")
 
 
 def cmd_logs(args) -> int:
