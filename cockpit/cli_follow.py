@@ -121,10 +121,11 @@ class LiveHang:
             keys.add(key)
             if key not in self.shown:
                 colour = "1;31" if f["severity"] == "error" else "1;33"
+                nxt = f"\n         next: {f['next']}" if f.get("next") else ""
                 notice(f"{self.painter.paint(f['kind'].upper(), colour)}: {f['text']}\n"
-                       f"         hint: {f['hint']}")
+                       f"         hint: {f['hint']}{nxt}")
         for kind, rank in self.shown - keys:
-            if not status.final:
+            if not status.final and not status.stop_requested:  # a stop ends an episode; it clears nothing
                 notice(f"{kind} cleared" + (f" (rank {rank})" if rank is not None else "")
                        + ": the ranks make progress again")
         self.shown = keys
@@ -175,8 +176,8 @@ class Detach(Exception):
 
 
 def diagnosis(run_dir: Path, painter: Painter) -> str:
-    from cockpit.cli_diagnose import run_findings, run_sources
     from cockpit.logs.report import diagnose_sources, render_findings
+    from cockpit.rundiag import run_findings, run_sources
 
     text = render_findings(run_findings(run_dir, diagnose_sources(run_sources(run_dir))), color=painter.color)
     return f"diagnosis:\n{text}" if text else ""

@@ -86,6 +86,8 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     for f in status.findings:  # cockpit.hang: stalled, stopped or straggling ranks
         out.append(painter.paint(f"{f['kind']}: {f['text']}", "1;31" if f["severity"] == "error" else "1;33"))
         out.append(f"  hint: {f['hint']}")
+        if f.get("next") and not status.final:
+            out.append(f"  next: {f['next']}")
         if f.get("stacks"):
             out.append(f"  every rank's stack: {f['stacks']}")
     if status.note:

@@ -18,7 +18,7 @@ def _rank_list(ranks: list[int]) -> str:
 
 
 def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: dict[int, Evidence], now: float,
-                 run_ref: str = "RUN") -> dict:
+                 run_ref: str = "RUN", pg_backend: str | None = None) -> dict:
     """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped)."""
     culprits, victims, silent = [], [], []
     seqs = {r: e.flight.enqueued for r, e in evidence.items() if e.flight and e.flight.enqueued is not None}
@@ -46,15 +46,19 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: d
             silent.append(entry)
     collective = None
     if top is not None:
-        op = next((e.flight.op for e in evidence.values() if e.flight and e.flight.enqueued == top), None)
-        collective = {"seq": top, "op": op}
+        behind = [seqs[c["rank"]] for c in culprits if c["rank"] in seqs and seqs[c["rank"]] < top]
+        seq = min(behind) + 1 if behind else top  # the first collective a culprit never enqueued
+        op = next((e.flight.op for e in evidence.values() if e.flight and e.flight.enqueued == seq), None)
+        collective = {"seq": seq, "op": op}
     finding = {"kind": kind, "severity": "error", "quiet_s": round(quiet, 1), "culprits": culprits,
-               "victims": victims, "silent": [e["rank"] for e in silent], "collective": collective}
-    finding["text"], finding["hint"] = _words(finding, run_ref)
+               "victims": victims, "silent": [e["rank"] for e in silent], "collective": collective,
+               "mismatch": not culprits and len({v["op"] for v in victims}) > 1,
+               "hooked": any(e.beat for e in evidence.values())}
+    finding["text"], finding["hint"], finding["next"] = _words(finding, run_ref, pg_backend)
     return finding
 
 
-def _words(f: dict, run_ref: str) -> tuple[str, str]:
+def _words(f: dict, run_ref: str, pg_backend: str | None) -> tuple[str, str, str | None]:
     head = (f"no rank made progress for {f['quiet_s']:.0f} s" if f["kind"] == "stall"
             else "a rank's process is stopped")
     parts = []
@@ -69,9 +73,13 @@ def _words(f: dict, run_ref: str) -> tuple[str, str]:
         else:
             parts.append(f"rank {c['rank']} ({c['host']}) is stuck "
                          + (f"in {c['where']}, outside any collective" if c["where"] else "outside any collective"))
-    if f["victims"]:
+    coll = f["collective"]
+    if f["mismatch"]:
+        parts.append("the ranks wait in different collectives: " + ", ".join(
+            f"rank {v['rank']} in {v['op']}" for v in f["victims"])
+            + (f" (at collective #{coll['seq']})" if coll else ""))
+    elif f["victims"]:
         ops = sorted({v["op"] for v in f["victims"]})
-        coll = f["collective"]
         what = " / ".join(ops) + (f" (collective #{coll['seq']}" + (f", {coll['op']}" if coll["op"] else "")
                                   + ")" if coll else "")
         waits = [v["waiting_s"] for v in f["victims"] if v.get("waiting_s") is not None]
@@ -81,22 +89,33 @@ def _words(f: dict, run_ref: str) -> tuple[str, str]:
     if f["silent"]:
         parts.append(f"{_rank_list(f['silent'])} gave no stacks")
     text = f"{head}: " + "; ".join(parts) if parts else head
-    if f["culprits"]:
+    culprits = [c["rank"] for c in f["culprits"]]
+    nxt = None
+    if culprits:
+        who = _rank_list(culprits)
+        hint = f"{who} {'is the culprit' if len(culprits) == 1 else 'are the culprits'}"
+        if f["victims"]:
+            hint += ("; the ranks waiting in a collective are victims (torchrun's failure table names a victim: "
+                     "the rank that timed out waiting)")
         first = f["culprits"][0]
-        who = _rank_list([c["rank"] for c in f["culprits"]])
-        hint = (f"{who} is the culprit; ranks waiting in a collective are its victims (torchrun's failure "
-                f"table names a victim: the rank that timed out waiting). ")
         if first["state"] == "stopped":
-            hint += f"Resume it (kill -CONT) or end the run (cockpit stop {run_ref})."
+            hint += f". Resume it (kill -CONT) or end the run (cockpit stop {run_ref})"
         else:
-            hint += f"Its threads: cockpit stacks {run_ref} --rank {first['rank']}."
+            nxt = f"cockpit stacks {run_ref} --rank {first['rank']}"
     elif f["victims"]:
-        hint = ("every rank waits in a collective: ranks that disagree on the collective (a rank that skipped "
-                "one, a different op or size) or a dead link; compare the ops above, rerun with "
-                "NCCL_DEBUG=INFO / TORCH_DISTRIBUTED_DEBUG=INFO")
+        debug = ("NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL" if pg_backend == "nccl" else
+                 "TORCH_DISTRIBUTED_DEBUG=DETAIL (it checks that every rank calls the same collective)")
+        hint = ("the ranks called different collectives: a rank skipped one or took another branch; make every rank "
+                "call the same collectives in the same order" if f["mismatch"] else
+                "every rank waits in a collective: ranks that disagree on it (a skipped call, another size) or a "
+                "dead link") + f"; rerun with {debug}"
+        nxt = f"cockpit stacks {run_ref}"
+    elif not f["hooked"]:
+        hint = ("no rank has cockpit's hook (COCKPIT_HOOK=0, or a Python that skips sitecustomize): there are no "
+                "stacks to ask for; py-spy dump --pid PID (the pids are in logs/rank-*.pid) can read them")
     else:
-        hint = f"no rank answered with a stack; cockpit stacks {run_ref} asks again"
-    return text, hint
+        hint, nxt = "no rank answered with a stack in time", f"cockpit stacks {run_ref}"
+    return text, hint, nxt
 
 
 def straggler_finding(s: Straggler) -> dict:

@@ -61,6 +61,7 @@ class _Hook:
         self.handled = None  # the last dump request answered
         self.fr = False
         self.compiling = lambda: False
+        self.replaced = False  # the script replaced the SIGURG handler
 
     # -- at start ----------------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -158,7 +159,7 @@ class _Hook:
         current, since = self.current, self.since
         record = {"t": round(now, 3), "pid": self.pid, "sync": round(self.sync_seconds, 4), "n": self.sync_calls,
                   "in": current, "since": round(since, 3) if current else None, "ddp": self.ddp,
-                  "req": self.handled}
+                  "req": self.handled, "urg": "replaced" if self.replaced else "hook"}
         path = self.base + ".beat"
         try:
             roll = os.path.getsize(path) > BEAT_ROLL_BYTES
@@ -176,12 +177,29 @@ class _Hook:
         if not request or request == self.handled:
             return
         self.handled = request
+        self._stacks_if_replaced()
         text = self._flight_recorder()
         if text is not None:
             tmp = f"{self.base}.fr.json.tmp"
             with open(tmp, "wb" if isinstance(text, bytes) else "w") as f:
                 f.write(text)
             os.replace(tmp, self.base + ".fr.json")
+
+    def _stacks_if_replaced(self) -> None:
+        """The script installed its own SIGURG handler (signal.signal replaces faulthandler's): the request's
+        SIGURG went to it, so dump from this thread instead (it needs the GIL, which a rank blocked in a
+        collective or a sleep releases), and say so."""
+        import faulthandler
+        import signal
+
+        handler = signal.getsignal(signal.SIGURG)
+        if handler in (signal.SIG_DFL, signal.SIG_IGN, None):
+            self.replaced = False
+            return
+        self.replaced = True
+        self.stacks.write("(cockpit: the script handles SIGURG itself; these stacks come from cockpit's thread)\n")
+        self.stacks.flush()
+        faulthandler.dump_traceback(file=self.stacks, all_threads=True)
 
     def _flight_recorder(self) -> str | None:
         c10d = sys.modules.get("torch._C._distributed_c10d")

@@ -141,7 +141,7 @@ class Supervisor:
         if not any("trial" in n for n in s.nodes):  # a sweep's trials are runs of their own
             from cockpit.hang.watchdog import Watchdog
 
-            self.watchdog = Watchdog(self.run_dir, s)
+            self.watchdog = Watchdog(self.run_dir, s, grace=self.grace)
         s.state, s.started = "running", time.time()
         self.save()
         try:

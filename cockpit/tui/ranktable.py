@@ -16,7 +16,8 @@ def short_age(seconds: float) -> str:
 
 
 COLUMNS = (("src", "SOURCE", 9), ("step", "STEP", 5), ("rate", "/s", 4), ("age", "LAST", 4), ("st", "ST", 5))
-FLAGS = {"stalled": ("stall", "bold red"), "stopped": ("stop", "bold red"), "straggler": ("slow", "bold yellow")}
+FLAGS = {"stalled": ("stall", "bold red"), "stopped": ("stop", "bold red"), "straggler": ("slow", "bold yellow"),
+         "culprit": ("STUCK", "bold red"), "waiting": ("wait", "yellow")}
 
 
 def rank_step(rec: dict) -> str:

@@ -137,3 +137,32 @@ def test_with_torch_collectives_are_timed_and_signatures_kept(tmp_path):
     """)
     out, err = proc.communicate(timeout=120)
     assert out.splitlines() == ["all_reduce backward", "['self', 'module', 'device_ids']"], err
+
+
+def test_a_script_that_handles_sigurg_itself_still_answers_a_request_from_the_hooks_thread(tmp_path):
+    from cockpit.hang.gather import collect
+    from cockpit.runs import RunStatus
+
+    run_dir = create_run_dir(tmp_path, "r")
+    proc = start(run_dir, """
+        import signal, time
+        calls = []
+        signal.signal(signal.SIGURG, lambda *a: calls.append(1))
+        print("ready", flush=True)
+        def waiting_for_data():
+            time.sleep(60)
+        waiting_for_data()
+    """)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        (run_dir / "logs" / "rank-3.h1.log").touch()
+        pid = child_pid(proc)
+        status = RunStatus(run_id="r", name="r", launcher="local", job_file="-", hosts=["h1"], world_size=1)
+        evidence = collect(run_dir, status, timeout=10, signal_ranks=lambda _req: os.kill(pid, signal.SIGURG))
+        text = evidence[3].text
+        assert "handles SIGURG itself" in text and "in waiting_for_data" in text
+        assert evidence[3].stack.user_frame.function == "waiting_for_data"
+        assert evidence[3].beat["urg"] == "replaced"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()

@@ -141,7 +141,7 @@ def test_the_finding_names_the_culprit_where_it_is_and_the_collective_the_victim
     assert f["collective"] == {"seq": 4, "op": "gloo:all_reduce"}
     assert f["text"] == ("no rank made progress for 61 s: rank 1 (vm) is stuck in load_batch (hang.py:6), outside "
                          "any collective; rank 0 waits in all_reduce (collective #4, gloo:all_reduce) for 60 s")
-    assert "cockpit stacks r1 --rank 1" in f["hint"]
+    assert f["next"] == "cockpit stacks r1 --rank 1" and f["hint"].startswith("rank 1 is the culprit; the ranks")
     report = stacks_report(evidence)
     assert report.index("-- rank 0 (in all_reduce") < report.index("-- rank 1 (outside any collective, at load_batch")
 
@@ -158,9 +158,36 @@ def test_a_stopped_rank_is_the_culprit_even_without_its_stack():
 def test_every_rank_in_a_collective_points_at_mismatched_collectives():
     progress = {0: {"host": "a", "state": "running", "in": "all_reduce"},
                 1: {"host": "a", "state": "running", "in": "barrier"}}
-    f = hang_finding("stall", 700, progress, {}, now=0.0)
-    assert not f["culprits"] and "disagree on the collective" in f["hint"]
-    assert "ranks 0, 1 wait in all_reduce / barrier" in f["text"]
+    f = hang_finding("stall", 700, progress, {}, now=0.0, pg_backend="gloo")
+    assert not f["culprits"] and f["mismatch"] and "called different collectives" in f["hint"]
+    assert "the ranks wait in different collectives: rank 0 in all_reduce, rank 1 in barrier" in f["text"]
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in f["hint"] and "NCCL_DEBUG" not in f["hint"]
+
+
+def test_the_collective_named_is_the_first_one_a_culprit_never_enqueued():
+    """DDP keeps two buckets in flight: the victim enqueued #21 while the culprit stopped after #19."""
+    from cockpit.hang.stacks import FlightRecord
+
+    progress = {0: {"host": "a", "state": "running", "in": "backward"}, 1: {"host": "a", "state": "running"}}
+    evidence = {0: Evidence(0, "a", "", FlightRecord(21, 19, "gloo:allreduce"), {"in": "backward"}),
+                1: Evidence(1, "a", "", FlightRecord(19, 19, "gloo:allreduce"), {"in": None})}
+    f = hang_finding("stall", 30, progress, evidence, now=0.0)
+    assert f["collective"]["seq"] == 20 and [c["rank"] for c in f["culprits"]] == [1]
+
+
+def test_several_culprits_and_no_victims_read_right():
+    progress = {0: {"host": "a", "state": "running"}, 1: {"host": "a", "state": "running"}}
+    stack = last_dump((FIX / "culprit.stacks").read_text())
+    f = hang_finding("stall", 16, progress, {0: Evidence(0, "a", stack, None, {}),
+                                              1: Evidence(1, "a", stack, None, {})}, now=0.0)
+    assert f["hint"] == "ranks 0, 1 are the culprits" and "victim" not in f["text"]
+
+
+def test_without_the_hook_the_hint_says_so():
+    progress = {0: {"host": "a", "state": "running"}, 1: {"host": "a", "state": "running"}}
+    f = hang_finding("stall", 16, progress, {0: Evidence(0, "a", "", None, None),
+                                              1: Evidence(1, "a", "", None, None)}, now=0.0)
+    assert "ranks 0, 1 gave no stacks" in f["text"] and "COCKPIT_HOOK=0" in f["hint"] and f["next"] is None
 
 
 def test_straggler_finding_words():

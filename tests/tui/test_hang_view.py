@@ -46,7 +46,7 @@ async def test_a_stalled_run_in_the_run_view(tmp_path, monkeypatch):
             await until(pilot, lambda: ranks.row_count >= 3, what="the rank rows")
             rows = {str(ranks.get_row_at(i)[0]): [str(c) for c in ranks.get_row_at(i)] for i in range(ranks.row_count)}
             host = read_status(run_dir).hosts[0]
-            assert rows[f"{host}:1"][4] == "stall" and rows[f"{host}:0"][4] == "stall"
+            assert rows[f"{host}:1"][4] == "STUCK" and rows[f"{host}:0"][4] == "wait"  # culprit, victim
             assert rows[f"{host}:0"][1] == "3"  # three all_reduces done before rank 1 got stuck
             findings = view.query_one("#findings")
             first = str(findings.get_option_at_index(0).prompt)

@@ -241,7 +241,7 @@ class RunViewScreen(CockpitScreen):
         elif self.events:
             findings.add_options([Option(Text(f"live    {label(e.source)} {e.kind}: {e.text}"), id=f"e{i}")
                                   for i, e in enumerate(self.events)])
-        else:
+        elif not hang:
             findings.add_option(Option("diagnosis: nothing found yet (d: diagnose the logs now)", id="none",
                                        disabled=True))
 
@@ -255,10 +255,13 @@ class RunViewScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
     def diagnose(self) -> None:
-        from cockpit.cli_diagnose import run_sources
-        from cockpit.logs.report import diagnose_sources
+        from dataclasses import replace
 
-        report = diagnose_sources(run_sources(self.run_dir))
+        from cockpit.rundiag import diagnose_run
+
+        report = diagnose_run(self.run_dir)
+        hang = {"stall", "stopped", "straggler"}  # shown live from status.json above the report
+        report = replace(report, findings=tuple(f for f in report.findings if f.code not in hang))
         if not get_current_worker().is_cancelled:  # a newer diagnosis replaced this one: do not show a stale one
             self.post_message(Diagnosed(report))
 
@@ -271,7 +274,8 @@ class RunViewScreen(CockpitScreen):
         hang = (self.status.findings if self.status else None) or []
         if oid.startswith("h") and int(oid[1:]) < len(hang):
             f = hang[int(oid[1:])]
-            title, hint = f"{f['kind'].upper()} {f['text']}", f["hint"]
+            nxt = f" (next: {f['next']})" if f.get("next") else ""
+            title, hint = f"{f['kind'].upper()} {f['text']}", f["hint"] + nxt
             from cockpit.hang.finding import evidence_of
 
             evidence = list(evidence_of(f, self.run_dir))

@@ -1,0 +1,94 @@
+"""A run's diagnosis: its logs (cockpit.logs) with what its status.json knows — the first failure to the
+nanosecond, ranks that aborted in teardown, a stop's echoes left out, and cockpit.hang's stall / stopped /
+straggler findings. One place, so `cockpit diagnose RUN`, the run summary and the TUI say the same."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cockpit.runs import rank_files
+
+
+def diagnose_run(run_dir: Path):
+    """The whole diagnosis of a run directory, hang findings first (raises OSError for an unreadable log)."""
+    from dataclasses import replace
+
+    from cockpit.logs.report import diagnose_sources
+
+    report = run_findings(run_dir, diagnose_sources(run_sources(run_dir)))
+    return replace(report, findings=(*hang_findings(run_dir), *report.findings))
+
+
+def run_sources(run_dir: Path) -> list[tuple[str, str | None, int | None]]:
+    """A run's logs with what their names say: per-rank logs (host, rank), then torchrun's (host)."""
+    sources: list[tuple[str, str | None, int | None]] = [
+        (str(path), host, rank) for rank, (host, path) in sorted(rank_files(run_dir, "log").items())]
+    for path in sorted((run_dir / "logs").glob("agent.*.log")):
+        sources.append((str(path), path.name[len("agent."):-len(".log")], None))
+    return sources
+
+
+def hang_findings(run_dir: Path) -> list:
+    """The run's stall / stopped / straggler findings (cockpit.hang, kept in status.json) as diagnosis
+    findings."""
+    from cockpit.hang.finding import evidence_of
+    from cockpit.logs.diagnose_model import Finding
+    from cockpit.runs import read_status
+
+    status = read_status(run_dir)
+    live = status is not None and not status.final
+    return [Finding(f["severity"], f["kind"], f["text"],
+                    f["hint"] + (f" (next: {f['next']})" if f.get("next") and live else ""), evidence_of(f, run_dir))
+            for f in (status.findings if status else ())]
+
+
+def run_findings(run_dir: Path, report):
+    """``report`` (of the run's logs) with what the run's status.json knows: ranks that aborted in teardown
+    after their work (cockpit.logs.teardown) first, and, for a stopped run, without the stop's echoes."""
+    from dataclasses import replace
+
+    from cockpit.logs import teardown
+    from cockpit.runs import read_status
+
+    status = read_status(run_dir)
+    if status is None:
+        return report
+    findings = teardown.without_stop(report.findings, status.first_failure is not None) \
+        if status.state == "stopped" else report.findings
+    logs = rank_files(run_dir, "log")
+    findings = _exact_first_failure(findings, status.first_failure, logs)
+    aborted = []
+    for rank, rec in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
+        if rec.get("teardown_abort") and int(rank) in logs:
+            path = logs[int(rank)][1]
+            aborted.append(teardown.teardown_finding(int(rank), ((str(path), _line_of(path, teardown.ABORT_LINE)),)))
+    return replace(report, findings=(*aborted, *findings))
+
+
+def _exact_first_failure(findings: tuple, first: dict | None, logs: dict) -> tuple:
+    """torchelastic names its root cause by 1-second timestamps, the lowest rank on a tie: where it names
+    another rank than the exit records (to the nanosecond) do, the exit records' rank is the first failure."""
+    from cockpit.logs.diagnose_model import Finding
+
+    if not first or first.get("rank") is None:
+        return findings
+    rank = first["rank"]
+    named = [f for f in findings if f.code == "first_failure"]
+    if not named or all(re.search(rf"\brank {rank}\b", f.title) for f in named):
+        return findings
+    log = logs.get(rank)
+    evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()
+    mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first['host']}: "
+                   f"{first['describe']}", named[0].hint, evidence)
+    return (mine, *(f for f in findings if f.code != "first_failure"))
+
+
+def _line_of(path: Path, text: str) -> int:
+    """The line number of the last line holding ``text`` (1 when none)."""
+    found = 1
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if text in line:
+                found = n
+    return found
