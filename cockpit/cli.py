@@ -101,6 +101,16 @@ def _seconds(text: str) -> int:
     return value
 
 
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0.5 <= value <= 300:
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range 0.5..300")
+    return value
+
+
 def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--host", action="append", help="only this host (repeatable)")
@@ -144,7 +154,8 @@ def _add_run_commands(sub) -> None:
     p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
     p.add_argument("run", metavar="RUN")
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the ranks' answers")
+    p.add_argument("--timeout", type=_timeout, default=5.0, help="seconds to wait for the ranks' answers "
+                   "(0.5-300, default 5)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("stacks"))

@@ -184,7 +184,8 @@ def cmd_stacks(args) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise CommandError(f"{run_dir.name}: could not ask the ranks: {exc}") from None
     if not evidence:
-        raise CommandError(f"{run_dir.name}: no running rank to ask" + (f" among {sorted(ranks)}" if ranks else ""))
+        among = f" among ranks {', '.join(map(str, sorted(ranks)))}" if ranks else ""
+        raise CommandError(f"{run_dir.name}: no running rank to ask{among}")
     if args.json:
         print(json.dumps({"run": status.run_id, "ranks": [
             {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,

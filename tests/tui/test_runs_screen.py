@@ -21,7 +21,7 @@ async def open_failed_run(app, pilot) -> RunViewScreen:
     await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
     table = app.screen.query_one("#runs-table")
     assert [str(table.get_row_at(i)[1]) for i in range(3)] == ["failed", "succeeded", "stopped"]  # newest first
-    assert [str(c) for c in table.get_row_at(0)][2:] == ["local", "node0", "2", "10.0 min"]
+    assert [str(c) for c in table.get_row_at(0)][2:] == ["local", "node0", "2", "10.0 min", "-"]  # HEALTH: ended
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
     view = app.screen

@@ -13,13 +13,13 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer
 
-from cockpit.console import duration
+from cockpit.console import duration, health
 from cockpit.runs import RunStatus
 from cockpit.tui.messages import RunsListed
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar
 
-COLUMNS = ("RUN", "STATE", "LAUNCHER", "NODES", "RANKS", "AGE")
+COLUMNS = ("RUN", "STATE", "LAUNCHER", "NODES", "RANKS", "AGE", "HEALTH")
 
 
 class RunsScreen(CockpitScreen):
@@ -67,7 +67,7 @@ class RunsScreen(CockpitScreen):
             nodes = ",".join(s.hosts) or "-"
             table.add_row(s.run_id, s.state, s.launcher, nodes[:24],
                           "?" if s.world_size is None else str(s.world_size),
-                          duration(max(0.0, now - s.created)), key=str(run_dir))
+                          duration(max(0.0, now - s.created)), health(s), key=str(run_dir))
         keys = [str(d) for d, _ in self.runs]
         if current in keys:
             table.move_cursor(row=keys.index(current), animate=False)
