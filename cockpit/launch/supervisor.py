@@ -198,9 +198,12 @@ class Supervisor:
         self.status.ranks = {str(r): rank_record(self.run_dir, e) for r, e in sorted(exits.items())}
         stop = self.status.stopped_at
         first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop})
-        if first is not None and self.failed_at is None:
-            self.failed_at = now
-            self.status.first_failure = failure_record(self.run_dir, first)
+        if first is not None:
+            self.failed_at = self.failed_at or now
+            ff = self.status.first_failure
+            # an ssh node's records arrive over SSH after a shared node's: an earlier one that comes later wins
+            if ff is None or first.time < ff["time"]:
+                self.status.first_failure = failure_record(self.run_dir, first)
         return True
 
     def finish(self) -> int:

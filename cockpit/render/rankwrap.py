@@ -26,12 +26,15 @@ for sig in TERM HUP USR1 USR2; do
   # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
   trap "kill -$sig $child 2>/dev/null" "$sig"
 done
-# wait returns early when a trapped signal arrives; keep waiting until the rank has really ended.
+# wait returns early when a trapped signal arrives; keep waiting until the rank has really ended. The end's
+# time is read at once, without a fork (bash 5's EPOCHREALTIME): the first failure is named by these times.
+LC_NUMERIC=C
 while :; do
-  wait "$child"; status=$?
+  wait "$child"; status=$?; ended=${EPOCHREALTIME:-}
   kill -0 "$child" 2>/dev/null || break
 done
-printf '%s %s\n' "$status" "$(date +%s.%N)" >"$base.exit"
+ended=${ended/,/.}
+printf '%s %s\n' "$status" "${ended:-$(date +%s.%N)}" >"$base.exit"
 exit "$status"
 """
 

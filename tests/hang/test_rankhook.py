@@ -58,9 +58,14 @@ def test_sigurg_dumps_every_thread_to_the_rank_file_and_a_beat_comes_every_secon
     proc = start(run_dir, WAITING)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        os.kill(child_pid(proc), signal.SIGURG)
-        stacks = run_dir / "logs" / "rank-3.h1.stacks"
-        text = wait_for(lambda: "stuck_here" in stacks.read_text() and stacks.read_text())
+        pid, stacks = child_pid(proc), run_dir / "logs" / "rank-3.h1.stacks"
+
+        def dumped():  # "ready" comes just before stuck_here is entered: ask until the dump shows it there
+            os.kill(pid, signal.SIGURG)
+            time.sleep(0.1)
+            return "stuck_here" in stacks.read_text() and stacks.read_text()
+
+        text = wait_for(dumped)
         assert 'File "<string>", line 5 in stuck_here' in text and "_beat_loop" in text  # all threads
         beat = run_dir / "logs" / "rank-3.h1.beat"
         wait_for(lambda: beat.exists() and len(beat.read_text().splitlines()) >= 2, timeout=5)
