@@ -37,10 +37,10 @@ def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.Complete
                           env=env, timeout=timeout)
 
 
-def start(runs: Path, *args: str) -> subprocess.Popen:
+def start(runs: Path, *args: str, stderr=subprocess.PIPE) -> subprocess.Popen:
     env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
     return subprocess.Popen([sys.executable, "-m", "cockpit", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+                            stderr=stderr, text=True, cwd=REPO, env=env)
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -109,7 +109,8 @@ def test_the_demo_hang_mode_and_cockpit_stacks_on_a_live_run(tmp_path):
 
 def test_a_sigstopped_rank_is_reported_at_once(tmp_path):
     path = job(tmp_path, "sigstop", args=["--steps", "100000", "--step-ms", "20"])
-    proc = start(tmp_path, "run", str(path), "-q")
+    err_path = tmp_path / "client.err"
+    proc = start(tmp_path, "run", str(path), "-q", stderr=open(err_path, "w"))  # noqa: SIM115
     try:
         run_dir, _ = the_run(tmp_path)
         pid = wait_for(lambda: _pid(run_dir, 1), 60, "rank 1's pid")
@@ -124,9 +125,11 @@ def test_a_sigstopped_rank_is_reported_at_once(tmp_path):
         assert "stopped:1" in ps.stdout
         os.kill(pid, signal.SIGCONT)
         wait_for(lambda: not read_status(run_dir).findings, 15, "the finding to clear after SIGCONT")
+        wait_for(lambda: "cleared" in err_path.read_text(), 15, "the client to say so")  # before the stop below
     finally:
         cockpit(tmp_path, "stop", "last", "--grace", "2")
-        out, err = proc.communicate(timeout=60)
+        proc.communicate(timeout=60)
+    err = err_path.read_text()
     assert "STOPPED: " in err and "cleared" in err
     assert procs.run_pids(read_status(run_dir).run_id) == []
 
