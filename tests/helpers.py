@@ -4,6 +4,7 @@ processes; nothing here mocks a service."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,14 @@ def require_tool(name: str) -> str:
     if path is None:
         pytest.fail(f"{name} is not installed: run the README's test command, which installs it")
     return path
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
+    """``predicate()``'s first truthy value, polled every ``every`` s; the test fails after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")

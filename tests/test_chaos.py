@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, wait_for
 
 from cockpit import procs
 from cockpit.launch import local
@@ -71,15 +71,6 @@ class Client:
             self.proc.kill()
         self.proc.wait(10)
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def started(runs: Path) -> Path:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, wait_for
 
 from cockpit import procs
 from cockpit.runs import list_runs, rank_files, read_status
@@ -42,15 +42,6 @@ def start(runs: Path, *args: str, stderr=subprocess.PIPE) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "cockpit", *args], stdout=subprocess.PIPE,
                             stderr=stderr, text=True, cwd=REPO, env=env)
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def the_run(runs: Path):
