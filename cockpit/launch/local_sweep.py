@@ -12,11 +12,13 @@ fixed plan, so every trial's script is written up front and `commands/` shows ex
                                 metrics/, checkpoints/ (a local run; `cockpit logs <run>/trial-I` reads it)
 
 Trials are independent, as Slurm array tasks are: one failing does not stop the others; the sweep fails if any
-trial did. The supervisor (cockpit.launch.supervisor) polls one ``TrialNode`` per trial.
+trial did. The supervisor (cockpit.launch.supervisor) polls one ``TrialNode`` per trial; ``LocalSweepLauncher``
+is the local launcher's sweep variant in cockpit.launch.registry.
 """
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import time
@@ -24,10 +26,47 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from cockpit import procs
+from cockpit.launch.local import LocalLauncher, free_port, new_run
 from cockpit.launch.plan import LaunchError, facts_for
+from cockpit.launch.protocol import LaunchOptions
 from cockpit.render import render
 from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_private, write_status
 from cockpit.spec import JobSpec
+
+
+class LocalSweepLauncher(LocalLauncher):
+    """Trials side by side on disjoint GPU sets; stopped and recovered as any local run."""
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        run_id, run_dir = new_run(spec, job_path, runs_dir)
+        try:
+            write_status(run_dir, prepare(spec, job_path, run_dir, run_id, extra_args, free_port))
+        except LaunchError:
+            shutil.rmtree(run_dir)
+            raise
+        return run_dir
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        return make_trial_nodes(status, run_dir, 10.0 if grace is None else grace)
+
+    def watched(self, status: RunStatus) -> bool:
+        return False  # a sweep's trials are runs of their own
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        """How the trials ended, and which failed first (status.nodes brought up to date on the way)."""
+        trials = [n for n in nodes if hasattr(n, "trial")]
+        if not trials:
+            return None
+        status.nodes = [node.describe() for node in nodes]
+        note = summarize(status)
+        failed = [t for t in trials if t.info.get("state") == "failed"]
+        if failed:
+            first = min(failed, key=lambda t: (t.status.ended or 0) if t.status else 0)
+            ff = (first.status.first_failure if first.status else None) or {}
+            why = f" (rank {ff['rank']} on {ff['host']}: {ff['describe']})" if ff.get("describe") else ""
+            note += f"; first to fail: trial {first.trial}{why}"
+        return note
 
 
 def trial_dir(run_dir: Path, trial: int) -> Path:

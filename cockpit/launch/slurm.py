@@ -28,6 +28,8 @@ from pathlib import Path
 from cockpit import contract
 from cockpit.launch.local import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
+from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.registry import is_sweep
 from cockpit.launch.slurm_query import JobView, Runner, SlurmError, query_jobs, run_command
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
@@ -35,6 +37,52 @@ from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, re
 from cockpit.spec import JobSpec
 
 SCRIPT = Path("commands") / "sbatch.sh"
+
+
+class SlurmLauncher:
+    """sbatch at launch; the supervisor follows the job (cockpit.launch.protocol)."""
+
+    name = "slurm"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        return prepare(spec, job_path, runs_dir, extra_args)
+
+    def schedule(self, run_dir: Path) -> None:
+        """sbatch here, not in the supervisor: its refusal reaches the user at once."""
+        submit(run_dir)
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        from cockpit.launch.slurm_node import make_slurm_nodes
+
+        return make_slurm_nodes(status, run_dir)
+
+    def watched(self, status: RunStatus) -> bool:
+        return not is_sweep(status)  # a sweep's array tasks are runs of their own
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        return None
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        try:
+            cancel(job_ids(status))
+        except SlurmError as exc:
+            raise LaunchError(str(exc)) from None
+        return f"cancelled with scancel by {by} (no supervisor)"
+
+    def survey(self, statuses: Iterable[RunStatus], warn: Warn) -> dict[str, JobView]:
+        """Slurm's view of every unfinished Slurm run, in one batched query (see ``job_views``)."""
+        statuses = list(statuses)
+        if not any(s.launcher == "slurm" and not s.final for s in statuses):
+            return {}
+        try:
+            return job_views(statuses)
+        except SlurmError as exc:
+            warn(f"could not ask Slurm about its jobs: {exc}")
+            return {}
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        return reconcile(run_dir, status, survey or {})
 
 
 def trial_dir(run_dir: Path, trial: int) -> Path:
