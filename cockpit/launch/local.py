@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from cockpit import contract, procs
+from cockpit import run_layout as layout
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.render import default_kind, render
@@ -62,7 +63,7 @@ class LocalLauncher:
         """Nothing to hand over: the supervisor starts torchrun itself."""
 
     def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
-        return [LocalNode(run_dir / "commands" / f"node-{n}.sh", host, n, run_dir)
+        return [LocalNode(layout.node_script(run_dir, n), host, n, run_dir)
                 for n, host in enumerate(status.hosts)]
 
     def watched(self, status: RunStatus) -> bool:
@@ -86,7 +87,7 @@ class LocalNode:
     """One node's script run as a child process of the supervisor."""
 
     def __init__(self, script: Path, host: str, node_rank: int, run_dir: Path):
-        log = open(run_dir / "logs" / f"agent.{host}.log", "ab")  # noqa: SIM115 (kept open for the child)
+        log = open(layout.agent_log(run_dir, host), "ab")  # noqa: SIM115 (kept open for the child)
         self.proc = subprocess.Popen(["bash", str(script)], stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True, cwd=run_dir)
         log.close()
@@ -120,7 +121,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     run_id, run_dir = new_run(spec, job_path, runs_dir)
     facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
                       extra_args)
-    script = run_dir / "commands" / "node-0.sh"
+    script = layout.node_script(run_dir, 0)
     write_private(script, render(spec, facts, default_kind(spec), 0 if default_kind(spec) != "dp" else None))
     status = RunStatus(run_id=run_id, name=spec.name, launcher=spec.launcher,
                        job_file=str(Path(job_path).resolve()), hosts=list(facts.node_names),
@@ -137,7 +138,7 @@ def start(run_dir: Path, grace: float = 10.0) -> int:
     re-parented to init. A child would stay a zombie after dying until we reaped it, and to everyone else
     (cockpit ps, attach) a zombie's pid still looks taken."""
     env = {k: v for k, v in os.environ.items() if k not in contract.ALL}
-    fd = os.open(run_dir / "logs" / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(run_dir / layout.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with open(fd, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "cockpit.launch.supervisor", str(run_dir),
                                  "--grace", str(grace), "--detach"], stdin=subprocess.DEVNULL,
@@ -150,7 +151,7 @@ def start(run_dir: Path, grace: float = 10.0) -> int:
     words = out.split()
     if proc.returncode != 0 or not words or not words[0].isdigit():
         raise LaunchError(f"the supervisor did not start (exit {proc.returncode}): see "
-                          f"{run_dir / 'logs' / 'supervisor.log'}")
+                          f"{run_dir / layout.SUPERVISOR_LOG}")
     return int(words[0])
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cockpit import contract
+from cockpit import run_layout as layout
 from cockpit.launch.local import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
@@ -36,7 +37,7 @@ from cockpit.render.sbatch import BATCH_HOST
 from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_private, write_status
 from cockpit.spec import JobSpec
 
-SCRIPT = Path("commands") / "sbatch.sh"
+SCRIPT = Path(layout.SBATCH_SCRIPT)
 
 
 class SlurmLauncher:
@@ -85,10 +86,6 @@ class SlurmLauncher:
         return reconcile(run_dir, status, survey or {})
 
 
-def trial_dir(run_dir: Path, trial: int) -> Path:
-    return run_dir / f"trial-{trial}"
-
-
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the batch script and a `starting` status (not submitted)."""
     run_id = new_run_id(spec.name)
@@ -103,11 +100,11 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
                        hosts=[], world_size=None if trials else spec.world_size,
                        stall_after=spec.stall_after, on_stall=spec.on_stall)
     for i, args in enumerate(trials):
-        tdir = trial_dir(run_dir, i)
-        (tdir / "logs").mkdir(mode=0o700, parents=True)
+        tdir = layout.trial_dir(run_dir, i)
+        (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
         tdir.chmod(0o700)
         install_hook(tdir)
-        status.nodes.append({"host": f"trial-{i}", "node_rank": i, "trial": i, "args": list(args),
+        status.nodes.append({"host": layout.trial_name(i), "node_rank": i, "trial": i, "args": list(args),
                              "run_dir": str(tdir), "job_id": None})
         write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
                                      job_file=status.job_file, hosts=[], world_size=spec.world_size,
@@ -201,7 +198,7 @@ def requeue(run_dir: Path, runner: Runner = run_command) -> str:
     ids = job_ids(status)
     if not ids or status.final:
         raise SlurmError(f"run {status.run_id} is {status.state}: nothing to requeue")
-    script = run_dir / "commands" / "sbatch.sh"
+    script = run_dir / SCRIPT
     text = script.read_text(encoding="utf-8") if script.exists() else ""
     if "#SBATCH --requeue" in text and "trap forward_usr1 USR1" in text:
         argv = ["scancel", "--batch", "--signal=USR1", *ids]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit import preflight
+from cockpit import run_layout as layout
 from cockpit.launch import local
 from cockpit.launch.plan import LaunchError, facts_for, interpreter, with_shell_env
 from cockpit.launch.protocol import LaunchOptions, Warn
@@ -32,7 +33,7 @@ from cockpit.remote import RemotePool, SSHOptions
 from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec import JobSpec
 
-PREFLIGHT_FILE = "preflight.json"
+PREFLIGHT_FILE = layout.PREFLIGHT
 
 
 class PreflightFailed(LaunchError):
@@ -195,7 +196,7 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
                    nproc=nproc, ssh=options, timing=launch.timing)
     base = facts_for(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
     for rank, text in node_scripts(spec, base, plan).items():
-        write_private(run_dir / "commands" / f"node-{rank}.sh", text)
+        write_private(layout.node_script(run_dir, rank), text)
     write_atomic(run_dir / PLAN_FILE, plan.to_json())
     note = None if launch.preflight or not preflight.failed(checks) else \
         "launched with --no-preflight although checks failed: " + "; ".join(

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from cockpit import procs
+from cockpit import run_layout as layout
 from cockpit.launch import registry
 from cockpit.launch.plan import LaunchError
 from cockpit.runs import (
@@ -197,7 +198,7 @@ class Supervisor:
             s.note = own_note
         elif s.state == "failed" and s.first_failure is None:
             bad = next(node for node, c in zip(self.nodes, codes, strict=True) if c != 0) if s.exit_code else None
-            where = f"logs/agent.{bad.host}.log" if bad else "the logs"
+            where = f"{layout.LOGS}/{layout.agent_log_name(bad.host)}" if bad else "the logs"
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
             s.note = f"{s.note}; {why}" if s.note else why
         if leftover:
@@ -223,7 +224,7 @@ def _log(text: str) -> None:
 def disk_trouble(run_dir: Path) -> str | None:
     """What a full disk did to the run's records, if it looks like it did: little room left in the run
     directory (the reserve not counted), exit records the ranks' wrappers could not write."""
-    empty = sorted(p.name for p in (run_dir / "logs").glob("*.exit") if _size(p) == 0)
+    empty = [p.name for p in layout.exit_records(run_dir) if _size(p) == 0]
     try:
         st = os.statvfs(run_dir)
         free = st.f_bavail * st.f_frsize - (RESERVE_BYTES if (run_dir / RESERVE).exists() else 0)
