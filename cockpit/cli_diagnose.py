@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.paths import default_runs_dir
 from cockpit.rundiag import hang_findings, run_findings, run_sources
 from cockpit.runs import RunNotFound, resolve_run
@@ -20,7 +21,7 @@ def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | N
     path = Path(arg)
     if path.is_file():
         return [(arg, None, None)]
-    if path.is_dir() and not (path / "status.json").exists():
+    if path.is_dir() and not (path / layout.STATUS).exists():
         raise DiagnoseInputError(f"{arg}: a directory, not a log file or a run directory "
                                  "(hint: give the log files, e.g. logs/*.log)")
     try:

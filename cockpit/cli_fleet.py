@@ -76,7 +76,7 @@ def _hosts(args, cluster) -> list[str]:
     from cockpit import fleet
 
     if args.nodes:
-        return fleet.expand_hostlist(args.nodes)
+        return fleet.expand_hostlist(args.nodes, fleet.scontrol_hostnames())
     if args.job:
         from cockpit.cli import _load
 

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.console import Painter, summary, use_color
 from cockpit.launch import local
 from cockpit.runs import STOP_FILE, RunStatus, read_status
@@ -149,7 +150,7 @@ class SupervisorWatch:
         if not self.told:
             self.told = True
             notice(f"the supervisor (pid {status.supervisor['pid']}) died; following the run from its ranks' "
-                   f"exit records (see {self.run_dir / 'logs' / 'supervisor.log'})")
+                   f"exit records (see {self.run_dir / layout.SUPERVISOR_LOG})")
         from cockpit.launch.control import reconcile_runs
 
         return reconcile_runs([(self.run_dir, status)], notice)[0][1]

@@ -9,6 +9,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from cockpit import launch
+from cockpit import run_layout as layout
 from cockpit.cli_follow import follow, notice
 from cockpit.console import Painter, last_lines, ps_table, summary, use_color
 from cockpit.launch import local
@@ -74,7 +75,7 @@ def cmd_run(args, spec, job_path: str) -> int:
 
 def _failed_preflight(run_dir) -> list[dict]:
     """The failed checks an ssh launch recorded in <run>/preflight.json (none for other launchers)."""
-    path = run_dir / "preflight.json"
+    path = run_dir / layout.PREFLIGHT
     if not path.exists():
         return []
     return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == "FAIL"]
@@ -175,7 +176,7 @@ def cmd_stacks(args) -> int:
     if status is None:
         raise CommandError(f"{run_dir}: no readable status.json")
     if status.final:
-        kept = sorted((run_dir / "logs").glob("stacks.*.txt"))
+        kept = layout.stacks_reports(run_dir)
         where = f" (the stacks gathered when it stalled: {kept[-1]})" if kept else ""
         raise CommandError(f"{run_dir.name} has ended ({status.state}): no process left to ask{where}")
     ranks = set(args.rank) if args.rank else None

@@ -23,6 +23,16 @@ HOST = "COCKPIT_HOST"  # the node's name as cockpit knows it (names the per-rank
 
 ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST)
 
+# The values of PRECISION, and the rule both sides check: the job file (cockpit.spec, before a launch) and the
+# rank (cockpit.train.config, where torch says whether CUDA is there). Here, since both import this module
+# and neither may import the other (spec runs without torch; the rank without PyYAML).
+PRECISIONS = ("fp32", "fp16", "bf16")
+CUDA_ONLY_PRECISIONS = ("fp16",)  # autocast + GradScaler: no fp16 autocast on CPU
+
+
+def precision_needs_cuda(precision: str) -> bool:
+    return precision in CUDA_ONLY_PRECISIONS
+
 # torchrun's and Slurm's own variables, read by the runtime (listed here so the README table has one source).
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 SLURM_VARS = (

@@ -19,11 +19,16 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit import hostlist, probe
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, SSHOptions, Timeout, Unreachable
+
+if TYPE_CHECKING:
+    from cockpit.launch.slurm_query import Runner
 
 # Every state a node can be in, with what it means (the faces show these words).
 STATES = {
@@ -235,17 +240,27 @@ class NodesError(ValueError):
     """Node names that cannot be worked out: one clear line for the user."""
 
 
-def expand_hostlist(text: str, scontrol: str | None = None) -> list[str]:
-    """Host names of a hostlist: ``scontrol show hostnames`` where Slurm is installed and answers, else (or
-    when that fails: Slurm installed but not configured here) cockpit.hostlist's expansion."""
-    scontrol = shutil.which("scontrol") if scontrol is None else scontrol
-    hosts = _scontrol_hostnames(scontrol, text) if scontrol else None
+Hostnames = Callable[[str], "list[str] | None"]  # hostlist -> names, None: cannot answer
+
+
+def expand_hostlist(text: str, slurm: Hostnames | None = None) -> list[str]:
+    """Host names of a hostlist: ``slurm``'s answer when given and it answers (``scontrol_hostnames()``),
+    else (or when that fails: Slurm installed but not configured here) cockpit.hostlist's expansion. No IO
+    of its own: a caller that wants Slurm's word passes it."""
+    hosts = slurm(text) if slurm is not None else None
     if hosts:
         return hosts
     try:
         return hostlist.expand(text)
     except hostlist.HostlistError as exc:
         raise NodesError(str(exc)) from None
+
+
+def scontrol_hostnames(scontrol: str | None = None) -> Hostnames | None:
+    """``scontrol show hostnames`` (``scontrol``: its path; None: the one on PATH), or None where it is not
+    installed: the expansion for expand_hostlist where Slurm's own word is wanted."""
+    path = shutil.which("scontrol") if scontrol is None else scontrol
+    return (lambda text: _scontrol_hostnames(path, text)) if path else None
 
 
 def _scontrol_hostnames(scontrol: str, text: str) -> list[str] | None:
@@ -264,7 +279,7 @@ def hosts_from_spec(spec) -> list[str]:
     if not spec.nodelist:
         raise NodesError(f"{spec.source}: Slurm picks this job's nodes when it starts (no nodelist); "
                          "give --nodes, or --cluster to look at the partition")
-    return expand_hostlist(spec.nodelist)
+    return expand_hostlist(spec.nodelist, scontrol_hostnames())
 
 
 @dataclass(frozen=True)
@@ -308,7 +323,8 @@ def load_cluster(path: str | Path | None = None) -> Cluster | None:
            or (isinstance(v, bool) and _SSH_KEYS[k] != (bool,))]
     if bad:
         raise NodesError(f"{p}: ssh: unknown or mistyped key(s) {bad} (known: {', '.join(_SSH_KEYS)})")
-    hosts = [h for text in data.get("hosts", []) for h in expand_hostlist(str(text))]
+    slurm = scontrol_hostnames()
+    hosts = [h for text in data.get("hosts", []) for h in expand_hostlist(str(text), slurm)]
     options = SSHOptions(
         user=ssh.get("user"), port=ssh.get("port"), identity=(ssh["identity"],) if "identity" in ssh else (),
         config=(str(Path(ssh["config"]).expanduser()),) if "config" in ssh else None,
@@ -339,15 +355,20 @@ def parse_sinfo(text: str) -> list[SlurmNode]:
     return list(seen.values())
 
 
-def slurm_nodes(partition: str | None = None) -> list[SlurmNode]:
-    """Slurm's nodes (of ``partition``); [] where Slurm is not installed. Raises NodesError if sinfo fails."""
-    if not shutil.which("sinfo"):
-        return []
+def slurm_nodes(partition: str | None = None, runner: Runner | None = None) -> list[SlurmNode]:
+    """Slurm's nodes (of ``partition``); [] where Slurm is not installed. Raises NodesError if sinfo fails.
+    ``runner``: the Slurm runner (cockpit.launch.slurm_query); None: the real one, if sinfo is on PATH."""
+    from cockpit.launch.slurm_query import SlurmError, run_command
+
+    if runner is None:
+        if not shutil.which("sinfo"):
+            return []
+        runner = run_command
     argv = SINFO_ARGS + ([f"--partition={partition}"] if partition else [])
     hint = f"(hint: list the nodes in {cluster_path()}, e.g. hosts: [gpu[01-04]], or pass --nodes)"
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        r = runner(argv)
+    except (OSError, subprocess.TimeoutExpired, SlurmError) as exc:
         raise NodesError(f"cannot ask Slurm for its nodes: sinfo: {exc} {hint}") from None
     if r.returncode != 0:
         # sinfo explains itself over several lines ending in `sinfo: fatal: ...`; the last one says it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.runs import rank_files
 
 
@@ -24,8 +25,7 @@ def run_sources(run_dir: Path) -> list[tuple[str, str | None, int | None]]:
     """A run's logs with what their names say: per-rank logs (host, rank), then torchrun's (host)."""
     sources: list[tuple[str, str | None, int | None]] = [
         (str(path), host, rank) for rank, (host, path) in sorted(rank_files(run_dir, "log").items())]
-    for path in sorted((run_dir / "logs").glob("agent.*.log")):
-        sources.append((str(path), path.name[len("agent."):-len(".log")], None))
+    sources += [(str(path), host, None) for host, path in layout.agent_logs(run_dir)]
     return sources
 
 

@@ -9,6 +9,9 @@ it, a later `cockpit attach`, the TUI — can pick it up from disk alone:
     logs/               rank-<R>.<host>.log and .exit per rank, agent.<host>.log (torchrun), supervisor.log
     metrics/            rank-<R>.jsonl, written by cockpit.train
     checkpoints/        written by cockpit.train
+
+Where each file lives is cockpit.run_layout's to say (the full list is there); this module writes and reads
+status.json and the exit records. ``rank_files`` is the layout's, kept here for the callers that read runs.
 """
 
 from __future__ import annotations
@@ -16,15 +19,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cockpit import run_layout as layout
+from cockpit.run_layout import rank_files
+
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 STATES = ("starting", "running", *FINAL_STATES)
-_RANK_FILE = re.compile(r"^rank-(\d+)\.(.+)\.(log|exit|pid|beat|stacks)$")
 
 
 @dataclass
@@ -103,7 +107,7 @@ def create_run_dir(runs_dir: Path, run_id: str) -> Path:
     runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     run_dir = runs_dir / run_id
     run_dir.mkdir(mode=0o700)
-    for sub in ("commands", "logs"):
+    for sub in (layout.COMMANDS, layout.LOGS):
         (run_dir / sub).mkdir(mode=0o700)
     install_hook(run_dir)
     return run_dir
@@ -112,10 +116,10 @@ def create_run_dir(runs_dir: Path, run_id: str) -> Path:
 def install_hook(run_dir: Path) -> None:
     """The rank-side hook (cockpit.hang.rankhook) as <run>/hook/sitecustomize.py; the rank wrapper puts it
     first on each rank's PYTHONPATH."""
-    hook = run_dir / "hook"
+    hook = layout.hook_dir(run_dir)
     hook.mkdir(mode=0o700, exist_ok=True)
     source = Path(__file__).with_name("hang") / "rankhook.py"
-    write_private(hook / "sitecustomize.py", source.read_text(encoding="utf-8"))
+    write_private(hook / layout.HOOK_FILE, source.read_text(encoding="utf-8"))
 
 
 def write_private(path: Path, text: str) -> None:
@@ -146,10 +150,10 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_status(run_dir: Path, status: RunStatus) -> None:
-    write_atomic(run_dir / "status.json", status.to_json())
+    write_atomic(run_dir / layout.STATUS, status.to_json())
 
 
-STOP_FILE = "stop.json"  # a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
+STOP_FILE = layout.STOP  # a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
 
 
 def request_stop(run_dir: Path, grace: float, by: str = "cockpit stop") -> None:
@@ -214,7 +218,7 @@ _REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
 def load_status(run_dir: Path) -> RunStatus:
     """The run's status.json, checked field by field. Raises FileNotFoundError / NotADirectoryError when there
     is none, StatusError (with the reason) when it is there but unusable."""
-    path = run_dir / "status.json"
+    path = run_dir / layout.STATUS
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_STATUS_BYTES + 1)
@@ -274,7 +278,7 @@ class RunNotFound(LookupError):
 def resolve_run(runs_dir: Path, ref: str) -> Path:
     """A run directory from a run id, a unique prefix of one, `last`, or a path to a run directory."""
     as_path = Path(ref)
-    if (as_path / "status.json").exists():
+    if (as_path / layout.STATUS).exists():
         return as_path
     runs = list_runs(runs_dir)
     if ref in ("last", "latest"):
@@ -288,19 +292,6 @@ def resolve_run(runs_dir: Path, ref: str) -> Path:
         raise RunNotFound(f"no run {ref!r} in {runs_dir} (hint: cockpit ps lists them)")
     names = ", ".join(m.name for m in matches[:5])
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs: {names} (hint: give more of the id)")
-
-
-def rank_files(run_dir: Path, suffix: str) -> dict[int, tuple[str, Path]]:
-    """rank -> (host, path) for logs/rank-<R>.<host>.<suffix>."""
-    out: dict[int, tuple[str, Path]] = {}
-    logs = run_dir / "logs"
-    if not logs.is_dir():
-        return out
-    for path in logs.iterdir():
-        m = _RANK_FILE.match(path.name)
-        if m and m.group(3) == suffix:
-            out[int(m.group(1))] = (m.group(2), path)
-    return out
 
 
 def rank_exits(run_dir: Path) -> dict[int, RankExit]:

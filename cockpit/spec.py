@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cockpit import jobfile, yamlpos
+from cockpit import contract, jobfile, yamlpos
 from cockpit.spec_fields import MAX_GPUS, MAX_PROCS, MAX_SEED, MAX_TRIALS, Checker
 from cockpit.spec_nodes import gpus, node_env, nodes
 from cockpit.yamlpos import Problem
@@ -22,7 +22,7 @@ from cockpit.yamlpos import Problem
 LAUNCHERS = ("local", "ssh", "slurm")
 BACKENDS = ("ddp", "dp")
 PG_BACKENDS = ("auto", "nccl", "gloo")
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = contract.PRECISIONS
 CPU_PROCS_DEFAULT = 2
 
 
@@ -283,7 +283,7 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if spec.pg_backend == "nccl" and not spec.uses_gpus:
         check.problem(("pg_backend",), "nccl needs GPUs and this job uses none",
                       "use pg_backend: gloo (or auto), or pick gpus:")
-    if spec.precision == "fp16" and not spec.uses_gpus:
+    if contract.precision_needs_cuda(spec.precision) and not spec.uses_gpus:
         check.problem(("precision",), "fp16 autocast is not supported on CPU",
                       "use precision: bf16 on CPU, or pick gpus:")
     if spec.gpus_per_node and spec.procs_per_node and spec.procs_per_node > spec.gpus_per_node:

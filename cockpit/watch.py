@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.logs.tail import Batch, Tailer
 from cockpit.runs import RunStatus, rank_files, read_status
 
@@ -19,8 +20,8 @@ def discover(run_dir: Path) -> dict[tuple[str, int | str], Path]:
     found: dict[tuple[str, int | str], Path] = {}
     for rank, (host, path) in rank_files(run_dir, "log").items():
         found[(host, rank)] = path
-    for path in (run_dir / "logs").glob("agent.*.log"):
-        found[(path.name[len("agent."):-len(".log")], "agent")] = path
+    for host, path in layout.agent_logs(run_dir):
+        found[(host, "agent")] = path
     return found
 
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import FlightRecord, RankStack, last_dump, marker, parse_dump, parse_flight_record
 from cockpit.runs import RunStatus, rank_exits, rank_files
@@ -93,7 +94,7 @@ def samples(run_dir: Path, status: RunStatus) -> list[RankSample]:
             size, mtime = st.st_size, st.st_mtime
         except OSError:
             size = mtime = None
-        metrics = last_json_line(run_dir / "metrics" / f"rank-{rank}.jsonl")
+        metrics = last_json_line(layout.metrics_file(run_dir, rank))
         step = metrics.get("step") if metrics else None
         state = None
         if rank in exits:
@@ -120,18 +121,18 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
 
         return remote_stacks.collect(run_dir, status, ranks, timeout)
     request = new_request()
-    logs = run_dir / "logs"
+    logs = run_dir / layout.LOGS
     targets = {r: hp for r, hp in rank_files(run_dir, "log").items() if ranks is None or r in ranks}
     exits = rank_exits(run_dir)
     targets = {r: hp for r, hp in targets.items() if r not in exits}
     offsets = {}
     for rank, (host, _path) in targets.items():
-        stacks = logs / f"rank-{rank}.{host}.stacks"
+        stacks = layout.rank_file(run_dir, rank, host, "stacks")
         with open(stacks, "a", encoding="utf-8") as f:
             f.write(marker(request, time.time()))
         offsets[rank] = stacks.stat().st_size
-    (logs / "dump.req.tmp").write_text(request + "\n")
-    os.replace(logs / "dump.req.tmp", logs / "dump.req")
+    (logs / f"{layout.DUMP_REQUEST}.tmp").write_text(request + "\n")
+    os.replace(logs / f"{layout.DUMP_REQUEST}.tmp", logs / layout.DUMP_REQUEST)
     (signal_ranks or _signaller(run_dir, status, set(targets)))(request)
     deadline = time.monotonic() + timeout
     answered: dict[int, Evidence] = {}
@@ -145,7 +146,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
 
 
 def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evidence:
-    base = logs / f"rank-{rank}.{host}"
+    base = layout.rank_base(logs.parent, rank, host)
     try:
         with open(f"{base}.stacks", encoding="utf-8", errors="replace") as f:
             f.seek(offset)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.hang import finding, gather
 from cockpit.hang.progress import Monitor
 from cockpit.runs import RunStatus, request_stop
@@ -73,7 +74,7 @@ class Watchdog:
     def _write(self, evidence: dict) -> str | None:
         if not evidence:
             return None
-        path = self.run_dir / "logs" / f"stacks.{time.strftime('%Y%m%d-%H%M%S')}.txt"
+        path = layout.stacks_report(self.run_dir, time.strftime('%Y%m%d-%H%M%S'))
         try:
             path.write_text(finding.stacks_report(evidence), encoding="utf-8")
         except OSError:
@@ -83,7 +84,7 @@ class Watchdog:
 
 def _pg_backend(run_dir: Path) -> str | None:
     """nccl | gloo, from the node script's environment (for the finding's debug advice)."""
-    for script in sorted((run_dir / "commands").glob("*.sh")):
+    for script in sorted((run_dir / layout.COMMANDS).glob("*.sh")):
         text = script.read_text(errors="replace")
         for backend in ("nccl", "gloo"):
             if f"COCKPIT_PG_BACKEND={backend}" in text:

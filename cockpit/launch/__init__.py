@@ -5,18 +5,21 @@ Every launcher has the same two steps, so `cockpit run`, the TUI and tests treat
     run_dir = prepare(spec, job_path, runs_dir, extra_args)   # run directory, rendered commands, status
     start(run_dir)                                            # the detached supervisor (launch.supervisor)
 
-The supervisor builds one "node" per unit of work (a local torchrun, a Slurm job, ...) with poll() /
-terminate() / describe(); see ``launch.supervisor.make_nodes``.
+Each launcher (local and its sweep variant, ssh, slurm) implements cockpit.launch.protocol.Launcher and is
+found through cockpit.launch.registry; nothing else tests a launcher's name. The supervisor asks the run's
+launcher for one "node" per unit of work (a local torchrun, a Slurm job, ...) with poll() / terminate() /
+describe().
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
+from cockpit.launch import registry
 from cockpit.launch.plan import LaunchError
+from cockpit.launch.protocol import LaunchOptions
 from cockpit.spec import JobSpec
 
 __all__ = ["LaunchError", "prepare", "start"]
@@ -24,29 +27,15 @@ __all__ = ["LaunchError", "prepare", "start"]
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (), *,
             preflight: bool = True, trust_new_hosts: bool = False) -> Path:
-    """Create the run directory for ``spec``; raises LaunchError with a hint when it cannot run.
-    ``preflight`` / ``trust_new_hosts`` concern the ssh launcher only (`cockpit run --no-preflight`,
-    `--trust-new-hosts`)."""
+    """Create the run directory for ``spec`` and hand it to its scheduler if it has one (sbatch); raises
+    LaunchError with a hint when it cannot run. ``preflight`` / ``trust_new_hosts`` concern the ssh launcher
+    only (`cockpit run --no-preflight`, `--trust-new-hosts`)."""
     check_runs_dir(runs_dir)
-    if spec.launcher == "local":
-        from cockpit.launch import local
-
-        return local.prepare(spec, job_path, runs_dir, extra_args)
-    if spec.launcher == "slurm":
-        from cockpit.launch import slurm
-
-        run_dir = slurm.prepare(spec, job_path, runs_dir, extra_args)
-        slurm.submit(run_dir)  # here, not in the supervisor: sbatch's refusal reaches the user at once
-        return run_dir
-    if spec.launcher == "ssh":
-        from cockpit.launch import ssh
-
-        launch = ssh.SSHLaunch(preflight=preflight)
-        if trust_new_hosts:
-            launch = ssh.SSHLaunch(preflight=preflight, ssh=replace(ssh.ssh_options(launch), trust_new_hosts=True))
-        return ssh.prepare(spec, job_path, runs_dir, extra_args, launch)  # asks the nodes; refuses a failed preflight
-    raise LaunchError(f"launcher {spec.launcher} is not available in this version "
-                      "(hint: cockpit render shows the commands it would run)")
+    launcher = registry.for_spec(spec)
+    run_dir = launcher.prepare(spec, job_path, runs_dir, extra_args,
+                               LaunchOptions(preflight=preflight, trust_new_hosts=trust_new_hosts))
+    launcher.schedule(run_dir)
+    return run_dir
 
 
 def check_runs_dir(runs_dir: Path) -> None:

@@ -1,10 +1,12 @@
 """The local launcher: one machine, GPUs or CPU. Prepares the run directory, then hands the run to a
-detached supervisor (cockpit.launch.supervisor) and returns; watching is the caller's business."""
+detached supervisor (cockpit.launch.supervisor) and returns; watching is the caller's business.
+
+``LocalLauncher`` is its side of cockpit.launch.protocol; a job with ``sweep:`` goes to the local sweep
+variant (cockpit.launch.local_sweep), which stops and recovers like this one."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,7 +15,9 @@ import time
 from pathlib import Path
 
 from cockpit import contract, procs
+from cockpit import run_layout as layout
 from cockpit.launch.plan import LaunchError, facts_for
+from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.render import default_kind, render
 from cockpit.runs import (
     RunStatus,
@@ -46,26 +50,78 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
-    """Create the run directory with the job copy, the rendered node script and a `starting` status."""
+class LocalLauncher:
+    """One torchrun on this machine, a child of the supervisor (cockpit.launch.protocol)."""
+
+    name = "local"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        return prepare(spec, job_path, runs_dir, extra_args)
+
+    def schedule(self, run_dir: Path) -> None:
+        """Nothing to hand over: the supervisor starts torchrun itself."""
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        return [LocalNode(layout.node_script(run_dir, n), host, n, run_dir)
+                for n, host in enumerate(status.hosts)]
+
+    def watched(self, status: RunStatus) -> bool:
+        return True
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        return None
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        killed = procs.kill_run(status.run_id, grace=grace)
+        return f"stopped by {by} without a supervisor ({killed} needed SIGKILL)"
+
+    def survey(self, statuses, warn: Warn) -> None:
+        return None  # every local run is worked out from its own directory
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        return reconcile(run_dir, status)
+
+
+class LocalNode:
+    """One node's script run as a child process of the supervisor."""
+
+    def __init__(self, script: Path, host: str, node_rank: int, run_dir: Path):
+        log = open(layout.agent_log(run_dir, host), "ab")  # noqa: SIM115 (kept open for the child)
+        self.proc = subprocess.Popen(["bash", str(script)], stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=run_dir)
+        log.close()
+        self.host, self.node_rank = host, node_rank
+
+    def poll(self) -> int | None:
+        rc = self.proc.poll()
+        return None if rc is None else (128 - rc if rc < 0 else rc)
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def describe(self) -> dict:
+        return {"host": self.host, "node_rank": self.node_rank, "pid": self.proc.pid, "exit_code": self.poll()}
+
+
+def new_run(spec: JobSpec, job_path: str, runs_dir: Path) -> tuple[str, Path]:
+    """The run id and a new run directory holding the job copy; what every local run starts with."""
     if spec.master_port is not None and not port_is_free(spec.master_port):
         raise LaunchError(f"master_port {spec.master_port} is already in use on this machine "
                           "(hint: master_port: auto, or stop what listens there)")
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
     write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
-    if spec.sweep is not None:  # trials side by side on disjoint GPU sets (cockpit.launch.local_sweep)
-        from cockpit.launch import local_sweep
+    return run_id, run_dir
 
-        try:
-            write_status(run_dir, local_sweep.prepare(spec, job_path, run_dir, run_id, extra_args, free_port))
-        except LaunchError:
-            shutil.rmtree(run_dir)
-            raise
-        return run_dir
+
+def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
+    """Create the run directory with the job copy, the rendered node script and a `starting` status."""
+    run_id, run_dir = new_run(spec, job_path, runs_dir)
     facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
                       extra_args)
-    script = run_dir / "commands" / "node-0.sh"
+    script = layout.node_script(run_dir, 0)
     write_private(script, render(spec, facts, default_kind(spec), 0 if default_kind(spec) != "dp" else None))
     status = RunStatus(run_id=run_id, name=spec.name, launcher=spec.launcher,
                        job_file=str(Path(job_path).resolve()), hosts=list(facts.node_names),
@@ -82,7 +138,7 @@ def start(run_dir: Path, grace: float = 10.0) -> int:
     re-parented to init. A child would stay a zombie after dying until we reaped it, and to everyone else
     (cockpit ps, attach) a zombie's pid still looks taken."""
     env = {k: v for k, v in os.environ.items() if k not in contract.ALL}
-    fd = os.open(run_dir / "logs" / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(run_dir / layout.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with open(fd, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "cockpit.launch.supervisor", str(run_dir),
                                  "--grace", str(grace), "--detach"], stdin=subprocess.DEVNULL,
@@ -95,7 +151,7 @@ def start(run_dir: Path, grace: float = 10.0) -> int:
     words = out.split()
     if proc.returncode != 0 or not words or not words[0].isdigit():
         raise LaunchError(f"the supervisor did not start (exit {proc.returncode}): see "
-                          f"{run_dir / 'logs' / 'supervisor.log'}")
+                          f"{run_dir / layout.SUPERVISOR_LOG}")
     return int(words[0])
 
 

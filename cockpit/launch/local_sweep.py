@@ -12,11 +12,13 @@ fixed plan, so every trial's script is written up front and `commands/` shows ex
                                 metrics/, checkpoints/ (a local run; `cockpit logs <run>/trial-I` reads it)
 
 Trials are independent, as Slurm array tasks are: one failing does not stop the others; the sweep fails if any
-trial did. The supervisor (cockpit.launch.supervisor) polls one ``TrialNode`` per trial.
+trial did. The supervisor (cockpit.launch.supervisor) polls one ``TrialNode`` per trial; ``LocalSweepLauncher``
+is the local launcher's sweep variant in cockpit.launch.registry.
 """
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import time
@@ -24,14 +26,48 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from cockpit import procs
+from cockpit import run_layout as layout
+from cockpit.launch.local import LocalLauncher, free_port, new_run
 from cockpit.launch.plan import LaunchError, facts_for
+from cockpit.launch.protocol import LaunchOptions
 from cockpit.render import render
 from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_private, write_status
 from cockpit.spec import JobSpec
 
 
-def trial_dir(run_dir: Path, trial: int) -> Path:
-    return run_dir / f"trial-{trial}"
+class LocalSweepLauncher(LocalLauncher):
+    """Trials side by side on disjoint GPU sets; stopped and recovered as any local run."""
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        run_id, run_dir = new_run(spec, job_path, runs_dir)
+        try:
+            write_status(run_dir, prepare(spec, job_path, run_dir, run_id, extra_args, free_port))
+        except LaunchError:
+            shutil.rmtree(run_dir)
+            raise
+        return run_dir
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        return make_trial_nodes(status, run_dir, 10.0 if grace is None else grace)
+
+    def watched(self, status: RunStatus) -> bool:
+        return False  # a sweep's trials are runs of their own
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        """How the trials ended, and which failed first (status.nodes brought up to date on the way)."""
+        trials = [n for n in nodes if hasattr(n, "trial")]
+        if not trials:
+            return None
+        status.nodes = [node.describe() for node in nodes]
+        note = summarize(status)
+        failed = [t for t in trials if t.info.get("state") == "failed"]
+        if failed:
+            first = min(failed, key=lambda t: (t.status.ended or 0) if t.status else 0)
+            ff = (first.status.first_failure if first.status else None) or {}
+            why = f" (rank {ff['rank']} on {ff['host']}: {ff['describe']})" if ff.get("describe") else ""
+            note += f"; first to fail: trial {first.trial}{why}"
+        return note
 
 
 def gpu_pool(spec: JobSpec) -> list[int]:
@@ -81,18 +117,18 @@ def prepare(spec: JobSpec, job_path: str, run_dir: Path, run_id: str, extra_args
         while port in ports and not spec.master_port:
             port = free_port()
         ports.add(port)
-        tdir = trial_dir(run_dir, i)
-        (tdir / "commands").mkdir(mode=0o700, parents=True)
-        (tdir / "logs").mkdir(mode=0o700)
+        tdir = layout.trial_dir(run_dir, i)
+        (tdir / layout.COMMANDS).mkdir(mode=0o700, parents=True)
+        (tdir / layout.LOGS).mkdir(mode=0o700)
         install_hook(tdir)
         tdir.chmod(0o700)
         trun = f"{run_id}.trial-{i}"
         facts = facts_for(tspec, job_path, str(tdir.resolve()), trun, port, extra_args)
-        write_private(tdir / "commands" / "node-0.sh", render(tspec, facts, "torchrun", 0))
+        write_private(layout.node_script(tdir, 0), render(tspec, facts, "torchrun", 0))
         write_status(tdir, RunStatus(run_id=trun, name=spec.name, launcher="local", job_file=status.job_file,
                                      hosts=list(facts.node_names), world_size=tspec.world_size,
                                      note=f"trial {i} of {len(trials)}: {' '.join(args)}"))
-        status.nodes.append({"host": f"trial-{i}", "node_rank": i, "trial": i, "args": list(args),
+        status.nodes.append({"host": layout.trial_name(i), "node_rank": i, "trial": i, "args": list(args),
                              "gpus": list(gpus), "slot": slot, "run_dir": str(tdir), "state": "pending"})
     status.note = describe_plan(len(trials), gpu_sets)
     return status
@@ -149,12 +185,12 @@ class TrialNode:
 
     # -- inside ------------------------------------------------------------------------------------------------
     def _start(self) -> None:
-        log = open(self.run_dir / "logs" / f"agent.trial-{self.trial}.log", "ab")  # noqa: SIM115
+        log = open(layout.agent_log(self.run_dir, layout.trial_name(self.trial)), "ab")  # noqa: SIM115
         log.write(f"cockpit: trial {self.trial}: {' '.join(self.info['args'])}".encode()
                   + (f" (GPUs {','.join(map(str, self.info['gpus']))})" if self.info["gpus"] else "").encode()
                   + b"\n")
         log.flush()
-        self.proc = subprocess.Popen(["bash", str(self.dir / "commands" / "node-0.sh")], stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(["bash", str(layout.node_script(self.dir, 0))], stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         log.close()
         self.info["state"] = "running"

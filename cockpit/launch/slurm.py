@@ -26,19 +26,64 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cockpit import contract
+from cockpit import run_layout as layout
 from cockpit.launch.local import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
+from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.registry import is_sweep
 from cockpit.launch.slurm_query import JobView, Runner, SlurmError, query_jobs, run_command
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
 from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_private, write_status
 from cockpit.spec import JobSpec
 
-SCRIPT = Path("commands") / "sbatch.sh"
+SCRIPT = Path(layout.SBATCH_SCRIPT)
 
 
-def trial_dir(run_dir: Path, trial: int) -> Path:
-    return run_dir / f"trial-{trial}"
+class SlurmLauncher:
+    """sbatch at launch; the supervisor follows the job (cockpit.launch.protocol)."""
+
+    name = "slurm"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        return prepare(spec, job_path, runs_dir, extra_args)
+
+    def schedule(self, run_dir: Path) -> None:
+        """sbatch here, not in the supervisor: its refusal reaches the user at once."""
+        submit(run_dir)
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        from cockpit.launch.slurm_node import make_slurm_nodes
+
+        return make_slurm_nodes(status, run_dir)
+
+    def watched(self, status: RunStatus) -> bool:
+        return not is_sweep(status)  # a sweep's array tasks are runs of their own
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        return None
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        try:
+            cancel(job_ids(status))
+        except SlurmError as exc:
+            raise LaunchError(str(exc)) from None
+        return f"cancelled with scancel by {by} (no supervisor)"
+
+    def survey(self, statuses: Iterable[RunStatus], warn: Warn) -> dict[str, JobView]:
+        """Slurm's view of every unfinished Slurm run, in one batched query (see ``job_views``)."""
+        statuses = list(statuses)
+        if not any(s.launcher == "slurm" and not s.final for s in statuses):
+            return {}
+        try:
+            return job_views(statuses)
+        except SlurmError as exc:
+            warn(f"could not ask Slurm about its jobs: {exc}")
+            return {}
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        return reconcile(run_dir, status, survey or {})
 
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
@@ -55,11 +100,11 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
                        hosts=[], world_size=None if trials else spec.world_size,
                        stall_after=spec.stall_after, on_stall=spec.on_stall)
     for i, args in enumerate(trials):
-        tdir = trial_dir(run_dir, i)
-        (tdir / "logs").mkdir(mode=0o700, parents=True)
+        tdir = layout.trial_dir(run_dir, i)
+        (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
         tdir.chmod(0o700)
         install_hook(tdir)
-        status.nodes.append({"host": f"trial-{i}", "node_rank": i, "trial": i, "args": list(args),
+        status.nodes.append({"host": layout.trial_name(i), "node_rank": i, "trial": i, "args": list(args),
                              "run_dir": str(tdir), "job_id": None})
         write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
                                      job_file=status.job_file, hosts=[], world_size=spec.world_size,
@@ -153,7 +198,7 @@ def requeue(run_dir: Path, runner: Runner = run_command) -> str:
     ids = job_ids(status)
     if not ids or status.final:
         raise SlurmError(f"run {status.run_id} is {status.state}: nothing to requeue")
-    script = run_dir / "commands" / "sbatch.sh"
+    script = run_dir / SCRIPT
     text = script.read_text(encoding="utf-8") if script.exists() else ""
     if "#SBATCH --requeue" in text and "trap forward_usr1 USR1" in text:
         argv = ["scancel", "--batch", "--signal=USR1", *ids]

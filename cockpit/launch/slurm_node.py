@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from cockpit import hostlist
+from cockpit import run_layout as layout
 from cockpit.launch import slurm_attempts
 from cockpit.launch.slurm import cancel
 from cockpit.launch.slurm_query import JobTracker, JobView, Runner, SlurmError, run_command
@@ -43,8 +44,8 @@ class SlurmJobNode:
         self.run_dir = Path(entry["run_dir"]) if self.trial is not None else book.run_dir
         own = read_status(self.run_dir) if self.trial is not None else book.status
         self.world_size = own.world_size if own is not None else None
-        self.attempts = slurm_attempts.AttemptLog(book.run_dir / "logs" / f"agent.{self.host}.log",
-                                                  self.run_dir / "logs")
+        self.attempts = slurm_attempts.AttemptLog(layout.agent_log(book.run_dir, self.host),
+                                                  self.run_dir / layout.LOGS)
         self.view: JobView | None = None
         self.misses = 0
         self.generation = 0
@@ -56,7 +57,7 @@ class SlurmJobNode:
         # A job that requeues itself passes through an end state (FAILED, CANCELLED "due to job requeue")
         # on its way back to PENDING; squeue or accounting can show that moment. Such a job's end is only
         # believed when it still holds REQUEUE_SETTLE seconds later with no new restart.
-        script = book.run_dir / "commands" / "sbatch.sh"
+        script = book.run_dir / layout.SBATCH_SCRIPT
         self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
                                                                                      errors="replace")
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
@@ -81,7 +82,7 @@ class SlurmJobNode:
 
     # -- following Slurm ----------------------------------------------------------------------------------
     def _look(self) -> None:
-        exits = _exit_count(self.run_dir / "logs")
+        exits = _exit_count(self.run_dir / layout.LOGS)
         if exits != self.exits_seen:  # a rank ended: the job may be ending, ask Slurm now
             self.exits_seen = exits
             self.book.tracker.hurry()

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit import preflight
+from cockpit import run_layout as layout
+from cockpit.launch import local
 from cockpit.launch.plan import LaunchError, facts_for, interpreter, with_shell_env
+from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.ssh_facts import gather
 from cockpit.launch.ssh_plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.paths import job_workdir
@@ -30,7 +33,7 @@ from cockpit.remote import RemotePool, SSHOptions
 from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec import JobSpec
 
-PREFLIGHT_FILE = "preflight.json"
+PREFLIGHT_FILE = layout.PREFLIGHT
 
 
 class PreflightFailed(LaunchError):
@@ -52,6 +55,64 @@ class SSHLaunch:
     timeout: float = 20.0  # seconds per node for each question
     remote_runs_dir: str | None = None  # run directories on nodes that do not share the filesystem
     timing: Timing = field(default_factory=Timing)
+
+
+class SSHLauncher:
+    """One torchrun per node over SSH, supervised from this machine (cockpit.launch.protocol)."""
+
+    name = "ssh"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        """Asks the nodes; refuses a failed preflight (PreflightFailed) unless ``options.preflight`` is off."""
+        launch = SSHLaunch(preflight=options.preflight)
+        if options.trust_new_hosts:
+            launch = SSHLaunch(preflight=options.preflight, ssh=replace(ssh_options(launch), trust_new_hosts=True))
+        return prepare(spec, job_path, runs_dir, extra_args, launch)
+
+    def schedule(self, run_dir: Path) -> None:
+        """Nothing to hand over: the supervisor starts every node's script over SSH."""
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        from cockpit.launch.ssh_node import make_ssh_nodes
+
+        return make_ssh_nodes(status, run_dir, grace)
+
+    def watched(self, status: RunStatus) -> bool:
+        return True
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        return None
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        """The run's processes are on the nodes: stop them there."""
+        from cockpit.launch import ssh_node
+
+        try:
+            stopped = ssh_node.stop_nodes(run_dir, grace)
+        except (OSError, ValueError, KeyError) as exc:
+            raise LaunchError(f"cannot read the ssh plan: {exc}") from None
+        left = ssh_node.left_behind(stopped)
+        for host in left:
+            warn(f"{run_dir.name}: {host}: {stopped[host]}")
+        return f"stopped by {by} without a supervisor, on every node over SSH: " + "; ".join(
+            f"{h}: {t}" for h, t in stopped.items()) + (
+            f" (processes of the run may still be running on {', '.join(left)})" if left else "")
+
+    def survey(self, statuses, warn: Warn) -> None:
+        return None  # each run's nodes are asked in recover
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        """A run whose supervisor died: its nodes ran on without it, so ask them; else as a local run."""
+        if not (status.supervisor and not status.final and not local.supervisor_alive(status)):
+            return local.reconcile(run_dir, status)
+        from cockpit.launch import ssh_node
+
+        try:
+            return ssh_node.recover(run_dir, status)
+        except (OSError, ValueError, KeyError) as exc:
+            warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
+            return status
 
 
 def ssh_options(launch: SSHLaunch) -> SSHOptions:
@@ -135,7 +196,7 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
                    nproc=nproc, ssh=options, timing=launch.timing)
     base = facts_for(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
     for rank, text in node_scripts(spec, base, plan).items():
-        write_private(run_dir / "commands" / f"node-{rank}.sh", text)
+        write_private(layout.node_script(run_dir, rank), text)
     write_atomic(run_dir / PLAN_FILE, plan.to_json())
     note = None if launch.preflight or not preflight.failed(checks) else \
         "launched with --no-preflight although checks failed: " + "; ".join(

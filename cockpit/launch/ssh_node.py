@@ -32,6 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit.launch.ssh_facts import node_python
 from cockpit.launch.ssh_plan import NodePlan, SSHPlan, read_plan, stop_grace
 from cockpit.launch.ssh_shell import agent_command, agent_exit_file, parse_started, start_script, stop_script
@@ -90,7 +91,7 @@ class SSHNode:
         return self.exit_code is not None
 
     async def start(self) -> None:
-        local = self.run.run_dir / "commands" / f"node-{self.node_rank}.sh"
+        local = layout.node_script(self.run.run_dir, self.node_rank)
         text = None if self.plan.shared else local.read_text(encoding="utf-8")
         script = start_script(self.plan.run_dir, self.host, self.node_rank, text)
         try:
@@ -382,7 +383,7 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
     plan = read_plan(run_dir)
     known = {n.get("host"): n for n in status.nodes or ()}
     offsets = {f"{p.parent.name}/{p.name}": p.stat().st_size
-               for sub in ("logs", "metrics") if (run_dir / sub).is_dir() for p in (run_dir / sub).iterdir()
+               for sub in (layout.LOGS, layout.METRICS) if (run_dir / sub).is_dir() for p in (run_dir / sub).iterdir()
                if p.is_file()}
 
     run = SSHRun.__new__(SSHRun)  # only for its file writing: no loop, no thread

@@ -10,13 +10,14 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from cockpit import run_layout as layout
 from cockpit import runs
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
 from cockpit.render.facts import Facts
 from cockpit.spec import JobSpec
 
-PLAN_FILE = "commands/ssh.json"
+PLAN_FILE = layout.SSH_PLAN
 
 
 @dataclass(frozen=True)

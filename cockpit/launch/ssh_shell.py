@@ -21,11 +21,12 @@ import shlex
 from pathlib import Path
 
 from cockpit import contract
+from cockpit import run_layout as layout
 from cockpit.render.facts import log_safe
 
 
 def agent_exit_file(run_dir: str, host: str) -> str:
-    return f"{run_dir}/logs/agent.{log_safe(host)}.exit"
+    return f"{run_dir}/{layout.LOGS}/{layout.agent_exit_name(log_safe(host))}"
 
 
 def start_script(run_dir: str, host: str, node_rank: int, script_text: str | None) -> str:
@@ -37,16 +38,18 @@ def start_script(run_dir: str, host: str, node_rank: int, script_text: str | Non
     run directory, the script and everything the run writes there are its owner's only."""
     q = shlex.quote
     safe = log_safe(host)
-    script = f"commands/node-{node_rank}.sh"
-    lines = ["set -e", "umask 077", f"mkdir -p {q(run_dir)}/logs {q(run_dir)}/commands", f"cd {q(run_dir)}"]
+    script = layout.node_script_name(node_rank)
+    log, end = f"{layout.LOGS}/{layout.agent_log_name(safe)}", f"{layout.LOGS}/{layout.agent_exit_name(safe)}"
+    lines = ["set -e", "umask 077", f"mkdir -p {q(run_dir)}/{layout.LOGS} {q(run_dir)}/{layout.COMMANDS}",
+             f"cd {q(run_dir)}"]
     if script_text is not None:  # not shared: the node script, and the rank hook it puts on PYTHONPATH
         blob = base64.b64encode(script_text.encode()).decode()
         lines.append(f"printf '%s' {blob} | base64 -d > {script}")
         hook = base64.b64encode((Path(__file__).parents[1] / "hang" / "rankhook.py").read_bytes()).decode()
-        lines += ["mkdir -p hook", f"printf '%s' {hook} | base64 -d > hook/sitecustomize.py"]
-    launch = (f"bash {script}; s=$?; printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > logs/agent.{safe}.exit")
-    lines += [f"rm -f logs/agent.{safe}.exit",
-              f"setsid sh -c {q(launch)} > logs/agent.{safe}.log 2>&1 < /dev/null &",
+        lines += [f"mkdir -p {layout.HOOK}", f"printf '%s' {hook} | base64 -d > {layout.HOOK}/{layout.HOOK_FILE}"]
+    launch = (f"bash {script}; s=$?; printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > {end}")
+    lines += [f"rm -f {end}",
+              f"setsid sh -c {q(launch)} > {log} 2>&1 < /dev/null &",
               "pid=$!",
               'echo "$pid $(cut -d" " -f22 /proc/$pid/stat 2>/dev/null || echo -)"']
     return "\n".join(lines)

@@ -26,12 +26,14 @@ import contextlib
 import errno
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cockpit import procs
+from cockpit import run_layout as layout
+from cockpit.launch import registry
+from cockpit.launch.plan import LaunchError
 from cockpit.runs import (
     RunStatus,
     failure_record,
@@ -48,47 +50,17 @@ RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), 
 RESERVE_BYTES = 64 << 10
 
 
-class LocalNode:
-    """One node's script run as a child process of the supervisor."""
-
-    def __init__(self, script: Path, host: str, node_rank: int, run_dir: Path):
-        log = open(run_dir / "logs" / f"agent.{host}.log", "ab")  # noqa: SIM115 (kept open for the child)
-        self.proc = subprocess.Popen(["bash", str(script)], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=run_dir)
-        log.close()
-        self.host, self.node_rank = host, node_rank
-
-    def poll(self) -> int | None:
-        rc = self.proc.poll()
-        return None if rc is None else (128 - rc if rc < 0 else rc)
-
-    def terminate(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def describe(self) -> dict:
-        return {"host": self.host, "node_rank": self.node_rank, "pid": self.proc.pid, "exit_code": self.poll()}
-
-
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
-    """The units of work of a run, by launcher. Each has poll() -> exit code or None, terminate(),
-    describe() -> dict for status.json."""
-    if status.launcher == "local" and any("trial" in n for n in status.nodes):
-        from cockpit.launch.local_sweep import make_trial_nodes
+    """The units of work of a run, started, by its launcher (cockpit.launch.registry). Each has poll() ->
+    exit code or None, terminate(), describe() -> dict for status.json."""
+    return launcher_of(status).start(status, run_dir, grace)
 
-        return make_trial_nodes(status, run_dir, 10.0 if grace is None else grace)
-    if status.launcher == "local":
-        return [LocalNode(run_dir / "commands" / f"node-{n}.sh", host, n, run_dir)
-                for n, host in enumerate(status.hosts)]
-    if status.launcher == "slurm":
-        from cockpit.launch.slurm_node import make_slurm_nodes
 
-        return make_slurm_nodes(status, run_dir)
-    if status.launcher == "ssh":
-        from cockpit.launch.ssh_node import make_ssh_nodes
-
-        return make_ssh_nodes(status, run_dir, grace)
-    raise SystemExit(f"cockpit supervisor: launcher {status.launcher!r} has no supervisor support")
+def launcher_of(status: RunStatus):
+    try:
+        return registry.for_run(status)
+    except LaunchError:
+        raise SystemExit(f"cockpit supervisor: launcher {status.launcher!r} has no supervisor support") from None
 
 
 class Supervisor:
@@ -106,6 +78,7 @@ class Supervisor:
         self.stop_grace = grace
         self.write_error: str | None = None  # why status.json could not be written (the run then fails)
         self.watchdog = None  # cockpit.hang: progress, stalls, stragglers
+        self.launcher = launcher_of(status)
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -136,9 +109,9 @@ class Supervisor:
     def start(self) -> None:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
-        self.nodes = make_nodes(s, self.run_dir, self.grace)
+        self.nodes = self.launcher.start(s, self.run_dir, self.grace)
         s.nodes = [node.describe() for node in self.nodes]
-        if not any("trial" in n for n in s.nodes):  # a sweep's trials are runs of their own
+        if self.launcher.watched(s):
             from cockpit.hang.watchdog import Watchdog
 
             self.watchdog = Watchdog(self.run_dir, s, grace=self.grace)
@@ -220,21 +193,12 @@ class Supervisor:
             s.state = "stopped"
         else:
             s.state = "succeeded" if s.exit_code == 0 and s.first_failure is None else "failed"
-        trials = [n for n in self.nodes if s.launcher == "local" and hasattr(n, "trial")]
-        if trials:  # a local sweep: say how its trials ended, and which failed first
-            from cockpit.launch.local_sweep import summarize
-
-            s.nodes = [node.describe() for node in self.nodes]
-            s.note = summarize(s)
-            failed = [t for t in trials if t.info.get("state") == "failed"]
-            if failed:
-                first = min(failed, key=lambda t: (t.status.ended or 0) if t.status else 0)
-                ff = (first.status.first_failure if first.status else None) or {}
-                why = f" (rank {ff['rank']} on {ff['host']}: {ff['describe']})" if ff.get("describe") else ""
-                s.note += f"; first to fail: trial {first.trial}{why}"
+        own_note = self.launcher.summarize(s, self.nodes)  # a sweep: how its trials ended
+        if own_note is not None:
+            s.note = own_note
         elif s.state == "failed" and s.first_failure is None:
             bad = next(node for node, c in zip(self.nodes, codes, strict=True) if c != 0) if s.exit_code else None
-            where = f"logs/agent.{bad.host}.log" if bad else "the logs"
+            where = f"{layout.LOGS}/{layout.agent_log_name(bad.host)}" if bad else "the logs"
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
             s.note = f"{s.note}; {why}" if s.note else why
         if leftover:
@@ -260,7 +224,7 @@ def _log(text: str) -> None:
 def disk_trouble(run_dir: Path) -> str | None:
     """What a full disk did to the run's records, if it looks like it did: little room left in the run
     directory (the reserve not counted), exit records the ranks' wrappers could not write."""
-    empty = sorted(p.name for p in (run_dir / "logs").glob("*.exit") if _size(p) == 0)
+    empty = [p.name for p in layout.exit_records(run_dir) if _size(p) == 0]
     try:
         st = os.statvfs(run_dir)
         free = st.f_bavail * st.f_frsize - (RESERVE_BYTES if (run_dir / RESERVE).exists() else 0)

@@ -16,6 +16,7 @@ the current attempt's; the rank logs are appended to across attempts.
 
 from __future__ import annotations
 
+from cockpit import run_layout as layout
 from cockpit.render.env import contract_env, program_words
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import WRAPPER
@@ -38,7 +39,7 @@ _PORT_FROM_JOB_ID = "$(( 12000 + SLURM_JOB_ID % 20000 ))"
 
 def batch_log(run_dir: str, array: bool) -> str:
     """Where the batch shell's output goes (sbatch --output); %a is the array task id."""
-    return f"{run_dir}/logs/agent.trial-%a.log" if array else f"{run_dir}/logs/agent.{BATCH_HOST}.log"
+    return f"{run_dir}/{layout.LOGS}/{layout.agent_log_name('trial-%a' if array else BATCH_HOST)}"
 
 
 def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]:

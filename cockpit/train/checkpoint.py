@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from cockpit import run_layout as layout
+
 FORMAT = 1
 LATEST = "latest.pt"
 
@@ -38,7 +40,7 @@ class Position:
 
 def checkpoint_dir(run_dir: Path) -> Path:
     """``<run_dir>/checkpoints``."""
-    return run_dir / "checkpoints"
+    return run_dir / layout.CHECKPOINTS
 
 
 def rng_state() -> dict[str, Any]:

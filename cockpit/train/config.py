@@ -25,7 +25,7 @@ from cockpit import contract
 
 BACKENDS = ("ddp", "dp")
 PG_BACKENDS = ("nccl", "gloo")
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = contract.PRECISIONS
 LAUNCHERS = ("torchrun", "slurm", "single")
 
 
@@ -141,7 +141,7 @@ def check(cfg: RuntimeConfig, *, cuda_available: bool) -> None:
             f"{contract.PG_BACKEND}=nccl but this torch sees no CUDA device; "
             "hint: use gloo on CPU, or check CUDA_VISIBLE_DEVICES and the torch build (torch.version.cuda)"
         )
-    if cfg.precision == "fp16" and not cuda_available:
+    if contract.precision_needs_cuda(cfg.precision) and not cuda_available:
         raise ConfigError(
             f"{contract.PRECISION}=fp16 needs CUDA (autocast + GradScaler); hint: use bf16 on CPU"
         )

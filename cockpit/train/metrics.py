@@ -18,12 +18,14 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from cockpit import run_layout as layout
+
 PREFIX = "[cockpit]"
 
 
 def metrics_path(run_dir: Path, rank: int) -> Path:
     """``<run_dir>/metrics/rank-<rank>.jsonl``."""
-    return run_dir / "metrics" / f"rank-{rank}.jsonl"
+    return layout.metrics_file(run_dir, rank)
 
 
 class Throughput:

@@ -177,7 +177,7 @@ def build_context(args: argparse.Namespace) -> Context:
     run = resolve_run(runs_dir, args.run) if args.run else None
     cluster = fleet.load_cluster()
     if args.nodes:
-        hosts = fleet.expand_hostlist(args.nodes)
+        hosts = fleet.expand_hostlist(args.nodes, fleet.scontrol_hostnames())
     else:
         hosts = list(cluster.hosts) if cluster and cluster.hosts else ["localhost"]
     pool = RemotePool(cluster.ssh if cluster else SSHOptions())

@@ -12,6 +12,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from cockpit import run_layout as layout
+
 _NAME = re.compile(r"^rank-(\d+)\.jsonl$")
 
 
@@ -25,7 +27,7 @@ class Series:
 
 class MetricsReader:
     def __init__(self, run_dir: Path, keep: int = 200):
-        self.dir = Path(run_dir) / "metrics"
+        self.dir = Path(run_dir) / layout.METRICS
         self.keep = keep
         self._offsets: dict[int, int] = {}
         self._partial: dict[int, bytes] = {}

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -203,14 +204,26 @@ def test_expand_hostlist_prefers_scontrol(tmp_path):
     fake = tmp_path / "scontrol"
     fake.write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && echo "from-scontrol-1\nfrom-scontrol-2"\n')
     fake.chmod(0o755)
-    assert fleet.expand_hostlist("n[1-2]", scontrol=str(fake)) == ["from-scontrol-1", "from-scontrol-2"]
-    assert fleet.expand_hostlist("n[1-2]", scontrol="") == ["n1", "n2"]
+    assert fleet.expand_hostlist("n[1-2]", fleet.scontrol_hostnames(str(fake))) == ["from-scontrol-1",
+                                                                                   "from-scontrol-2"]
+    assert fleet.scontrol_hostnames("") is None
     broken = tmp_path / "broken-scontrol"  # Slurm installed without a configured cluster: scontrol fails
     broken.write_text("#!/bin/sh\necho 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1\n")
     broken.chmod(0o755)
-    assert fleet.expand_hostlist("n[1-2]", scontrol=str(broken)) == ["n1", "n2"]
+    assert fleet.expand_hostlist("n[1-2]", fleet.scontrol_hostnames(str(broken))) == ["n1", "n2"]
     with pytest.raises(fleet.NodesError):
-        fleet.expand_hostlist("n[2-1]", scontrol="")
+        fleet.expand_hostlist("n[2-1]")
+
+
+def test_expand_hostlist_asks_nothing_unless_told(tmp_path):
+    """Pure by default: an scontrol on PATH is not run unless the caller passes it (scontrol_hostnames())."""
+    (tmp_path / "scontrol").write_text('#!/bin/sh\necho from-scontrol\n')
+    (tmp_path / "scontrol").chmod(0o755)
+    code = ("from cockpit import fleet; print(fleet.expand_hostlist('n[1-2]'), "
+            "fleet.expand_hostlist('n[1-2]', fleet.scontrol_hostnames()))")
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert r.stdout.split("] ") == ["['n1', 'n2'", "['from-scontrol']\n"]
 
 
 def test_cluster_file(tmp_path):
@@ -245,3 +258,25 @@ def test_parse_sinfo():
     nodes = fleet.parse_sinfo(text)
     assert [(n.name, n.gres, n.state, n.partition) for n in nodes] == [
         ("gpu01", "gpu:a100:4", "mix", "gpu"), ("gpu02", "gpu:a100:4", "idle", "gpu"), ("cpu01", None, "down*", "cpu")]
+
+
+def test_slurm_nodes_go_through_the_injected_runner():
+    """sinfo through the Slurm runner (cockpit.launch.slurm_query's shape): argv in, its answer parsed, a
+    refusal one NodesError line with sinfo's last word."""
+    asked = []
+
+    def sinfo(argv):
+        asked.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "n1|gpu:a100:4|idle|gpu*\nn1|gpu:a100:4|idle|debug\n"
+                                           "n2|(null)|down*|cpu\n", "")
+
+    nodes = fleet.slurm_nodes("gpu", runner=sinfo)
+    assert asked == [[*fleet.SINFO_ARGS, "--partition=gpu"]]
+    assert [(n.name, n.gres, n.state, n.partition) for n in nodes] == [("n1", "gpu:a100:4", "idle", "gpu"),
+                                                                       ("n2", None, "down*", "cpu")]
+
+    def refused(argv):
+        return subprocess.CompletedProcess(argv, 1, "", "sinfo: error: x\nsinfo: fatal: no config\n")
+
+    with pytest.raises(fleet.NodesError, match="sinfo: fatal: no config"):
+        fleet.slurm_nodes(runner=refused)

@@ -171,4 +171,4 @@ def test_nodes_and_gres_come_from_fleet_slurm_nodes(slurm_cluster, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     nodes = fleet.slurm_nodes()
     assert [(n.name, n.gres, n.partition) for n in nodes] == [("n1", "gpu:a100:4", "gpu"), ("n2", "gpu:a100:4", "gpu")]
-    assert fleet.expand_hostlist("n[1-2]") == ["n1", "n2"]  # scontrol show hostnames
+    assert fleet.expand_hostlist("n[1-2]", fleet.scontrol_hostnames()) == ["n1", "n2"]  # scontrol show hostnames

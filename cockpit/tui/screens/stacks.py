@@ -12,6 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from cockpit import run_layout as layout
+
 
 class StacksScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "close", "Close"), Binding("r", "refresh", "Ask again")]
@@ -44,7 +46,7 @@ class StacksScreen(ModalScreen[None]):
 
         status = read_status(self.run_dir)
         if status is None or status.final:
-            kept = sorted((self.run_dir / "logs").glob("stacks.*.txt"))
+            kept = layout.stacks_reports(self.run_dir)
             text = (kept[-1].read_text(errors="replace") if kept else
                     "the run has ended: no process left to ask")
         else:

@@ -1,0 +1,83 @@
+"""The Launcher protocol: what every launcher (local, its sweep variant, ssh, Slurm) does, so that `cockpit run`,
+the supervisor, `cockpit ps` / `stop` and the TUI dispatch through cockpit.launch.registry and never test a
+launcher's name themselves. Adding a launcher is one class and one registry line.
+
+The life of a run, as torchx splits ``submit = submit_dryrun + schedule``:
+
+    run_dir = launcher.prepare(spec, job_path, runs_dir, extra_args, options)  # the dry run, as a value
+    launcher.schedule(run_dir)                          # hand it to a scheduler (sbatch); nothing for most
+    nodes = launcher.start(status, run_dir, grace)      # in the supervisor: the units of work, started;
+                                                        # each node's poll()/describe() is the run's status
+    note = launcher.stop(run_dir, status, grace, by, warn)          # no supervisor left: stop it ourselves
+    status = launcher.recover(run_dir, status, launcher.survey(statuses, warn))  # the supervisor died
+
+``prepare`` writes the whole run directory (the job, the rendered scripts, status.json "starting") and starts
+nothing, so what will run can be read and tested before anything does. ``survey`` is one batched look for
+many runs at once (one squeue for every Slurm run of `cockpit ps`), handed to each run's ``recover``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from cockpit.runs import RunStatus
+    from cockpit.spec import JobSpec
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What the user may ask of a launch beyond the job file (`cockpit run` flags). Launchers ignore what
+    does not concern them: today both concern the ssh launcher only."""
+
+    preflight: bool = True  # False: --no-preflight, launch although checks failed
+    trust_new_hosts: bool = False  # --trust-new-hosts: accept and remember unknown ssh host keys
+
+
+class Node(Protocol):
+    """One unit of work as the supervisor polls it (a local torchrun, a sweep's trial, a Slurm job, an ssh
+    node). Started when the launcher's ``start`` returns it."""
+
+    def poll(self) -> int | None:
+        """The exit code once it has ended, else None."""
+
+    def terminate(self) -> None:
+        """Ask it to stop (SIGTERM, scancel, the stop script); the supervisor escalates after the grace."""
+
+    def describe(self) -> dict:
+        """Its entry in status.json's ``nodes``."""
+
+
+class Launcher(Protocol):
+    name: str  # status.json's "launcher"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        """Write the run directory and return it; nothing started. LaunchError (with a hint) if it cannot run."""
+
+    def schedule(self, run_dir: Path) -> None:
+        """Hand the prepared run to an outside scheduler, before the supervisor starts (LaunchError)."""
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None) -> list[Node]:
+        """In the supervisor: the run's units of work, started."""
+
+    def watched(self, status: RunStatus) -> bool:
+        """Whether the supervisor's hang watchdog follows the run (not a sweep's: its trials are runs of
+        their own)."""
+
+    def summarize(self, status: RunStatus, nodes: list[Node]) -> str | None:
+        """The run's note at its end when the launcher knows better than the supervisor; None otherwise."""
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        """Stop a run that has no supervisor; returns the note saying how. LaunchError if it cannot."""
+
+    def survey(self, statuses: Iterable[RunStatus], warn: Warn) -> object:
+        """One batched look at the unfinished runs of this launcher among ``statuses``, for ``recover``."""
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        """The state of a run whose supervisor may have died, worked out again (and written back)."""

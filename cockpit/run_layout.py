@@ -1,0 +1,145 @@
+"""Where every file of a run lives: the one answer to "where is X of this run", for the launchers that write
+a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis that read it back.
+
+    job.yaml                     the job file as given
+    status.json                  the run's state (cockpit.runs.RunStatus), written atomically
+    stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
+    preflight.json               ssh runs: the checks and facts the launch was decided on
+    commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
+    hook/sitecustomize.py        the rank-side hook (cockpit.hang.rankhook), first on each rank's PYTHONPATH
+    logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json
+    logs/agent.<host>.log        torchrun's (or the batch shell's, a trial's) own output; .exit for ssh nodes
+    logs/supervisor.log          the supervisor's own output
+    logs/dump.req                a stack / Flight Recorder dump asked of the ranks (cockpit.hang)
+    logs/stacks.<stamp>.txt      the stacks gathered when the run stalled
+    logs/attempt-<N>/            Slurm: the exit records of attempt N, set aside at a requeue
+    metrics/rank-<R>.jsonl       written by cockpit.train
+    checkpoints/                 written by cockpit.train
+    trial-<I>/                   sweeps: one run directory per trial, laid out the same
+
+Only names and path arithmetic here, plus the two listings that read a ``logs/`` directory back (rank files,
+agent logs); nothing is written. Shell text that runs elsewhere (the rank wrapper, the node agent, the
+sbatch script) spells the same names; cockpit.render builds its paths from the names here. The node side
+(cockpit.hang.rankhook, cockpit.launch.ssh_agent) runs as copied source without cockpit, so it spells them
+itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+JOB = "job.yaml"
+STATUS = "status.json"
+STOP = "stop.json"
+PREFLIGHT = "preflight.json"
+COMMANDS = "commands"
+LOGS = "logs"
+METRICS = "metrics"
+CHECKPOINTS = "checkpoints"
+HOOK = "hook"
+HOOK_FILE = "sitecustomize.py"
+SSH_PLAN = f"{COMMANDS}/ssh.json"
+SBATCH_SCRIPT = f"{COMMANDS}/sbatch.sh"
+SUPERVISOR_LOG = f"{LOGS}/supervisor.log"
+DUMP_REQUEST = "dump.req"  # in logs/
+
+RANK_KINDS = ("log", "exit", "pid", "beat", "stacks")
+_RANK_FILE = re.compile(r"^rank-(\d+)\.(.+)\.(log|exit|pid|beat|stacks)$")
+_AGENT_LOG = re.compile(r"^agent\.(.+)\.log$")
+
+
+def node_script_name(node_rank: int) -> str:
+    """commands/node-<N>.sh, relative to the run directory (a node's shell cds there first)."""
+    return f"{COMMANDS}/node-{node_rank}.sh"
+
+
+def node_script(run_dir: Path, node_rank: int) -> Path:
+    return run_dir / node_script_name(node_rank)
+
+
+def agent_log_name(host: str) -> str:
+    """The file name of a node's (or a trial's, or the batch shell's) own output in logs/."""
+    return f"agent.{host}.log"
+
+
+def agent_exit_name(host: str) -> str:
+    """An ssh node's torchrun end record ("status time") in logs/."""
+    return f"agent.{host}.exit"
+
+
+def agent_log(run_dir: Path, host: str) -> Path:
+    return run_dir / LOGS / agent_log_name(host)
+
+
+def agent_host(name: str) -> str | None:
+    """The host an agent log is named after (a trial's "trial-I", Slurm's "sbatch"); None: not an agent log."""
+    m = _AGENT_LOG.match(name)
+    return m.group(1) if m else None
+
+
+def agent_logs(run_dir: Path) -> list[tuple[str, Path]]:
+    """(host, path) of every agent log of the run that exists now, by file name."""
+    return [(host, path) for path in sorted((run_dir / LOGS).glob("agent.*.log"))
+            if (host := agent_host(path.name)) is not None]
+
+
+def rank_base(run_dir: Path, rank: int, host: str) -> Path:
+    """logs/rank-<R>.<host>: add ".log", ".exit", ".pid", ".beat", ".stacks" or ".fr.json"."""
+    return run_dir / LOGS / f"rank-{rank}.{host}"
+
+
+def rank_file(run_dir: Path, rank: int, host: str, kind: str) -> Path:
+    return run_dir / LOGS / f"rank-{rank}.{host}.{kind}"
+
+
+def parse_rank_file(name: str) -> tuple[int, str, str] | None:
+    """(rank, host, kind) of a file name in logs/, None for anything else."""
+    m = _RANK_FILE.match(name)
+    return (int(m.group(1)), m.group(2), m.group(3)) if m else None
+
+
+def rank_files(run_dir: Path, kind: str) -> dict[int, tuple[str, Path]]:
+    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>."""
+    out: dict[int, tuple[str, Path]] = {}
+    logs = run_dir / LOGS
+    if not logs.is_dir():
+        return out
+    for path in logs.iterdir():
+        parsed = parse_rank_file(path.name)
+        if parsed and parsed[2] == kind:
+            out[parsed[0]] = (parsed[1], path)
+    return out
+
+
+def exit_records(run_dir: Path) -> list[Path]:
+    """Every exit record in logs/ (ranks' and ssh nodes' agents'), by name."""
+    return sorted((run_dir / LOGS).glob("*.exit"))
+
+
+def stacks_report(run_dir: Path, stamp: str) -> Path:
+    """Where the watchdog keeps the stacks it gathered at a stall (stamp: %Y%m%d-%H%M%S)."""
+    return run_dir / LOGS / f"stacks.{stamp}.txt"
+
+
+def stacks_reports(run_dir: Path) -> list[Path]:
+    """The kept stall stacks of the run, oldest first."""
+    return sorted((run_dir / LOGS).glob("stacks.*.txt"))
+
+
+def metrics_file(run_dir: Path, rank: int) -> Path:
+    return run_dir / METRICS / f"rank-{rank}.jsonl"
+
+
+def hook_dir(run_dir: Path) -> Path:
+    return run_dir / HOOK
+
+
+def trial_name(trial: int) -> str:
+    """A sweep trial's name: its directory's, and the host its agent log and status node are named after."""
+    return f"trial-{trial}"
+
+
+def trial_dir(run_dir: Path, trial: int) -> Path:
+    """A sweep trial's own run directory."""
+    return run_dir / trial_name(trial)
