@@ -9,18 +9,19 @@ from hypothesis import strategies as st
 from cockpit import ifadvice
 from cockpit.ifadvice import GLOO, NCCL
 from cockpit.launch.ssh_facts import pick_master_addr
+from cockpit.nodereport import Interface
 from cockpit.spec import parse_spec
 
 
-def iface(name: str, *ipv4: str, up: bool = True, speed: int | None = None) -> dict:
-    return {"name": name, "up": up, "loopback": name == "lo", "ipv4": list(ipv4), "speed_mbps": speed}
+def iface(name: str, *ipv4: str, up: bool = True, speed: int | None = None) -> Interface:
+    return Interface(name, up, name == "lo", speed_mbps=speed, ipv4=ipv4)
 
 
 LO = iface("lo", "127.0.0.1/8")
 
 
-def names(var: str, value: str | None, ifaces: list[dict]) -> list[str]:
-    return [i["name"] for i in ifadvice.selected(var, value, ifaces)]
+def names(var: str, value: str | None, ifaces: list[Interface]) -> list[str]:
+    return [i.name for i in ifadvice.selected(var, value, ifaces)]
 
 
 def test_nccl_syntax_prefix_exact_exclude_and_lists():
