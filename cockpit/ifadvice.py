@@ -26,7 +26,11 @@ from cockpit.nodereport import Interface
 NCCL, GLOO = "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"
 NCCL_DEFAULT = "^docker,lo"
 Nodes = Mapping[str, Sequence[Interface]]  # host -> its interfaces
-_VIRTUAL = ("docker", "virbr", "br-", "veth", "cni", "flannel", "cali", "tun", "tap", "vxlan")
+# Names of software interfaces that never carry traffic between nodes (container and VM bridges, overlays,
+# VPNs, loopback): the fallback where the node did not say (Interface.virtual None), and the tie-break among
+# interfaces that are all virtual (inside a container, even eth0 is a veth).
+_VIRTUAL = ("docker", "virbr", "br-", "veth", "cni", "flannel", "cali", "tun", "tap", "vxlan", "tailscale", "lo",
+            "podman", "lxcbr", "lxdbr", "cilium")
 
 
 @dataclass(frozen=True)
@@ -91,26 +95,28 @@ class Attachment:
     ifname: str
     address: str
     speed_mbps: int | None = None
+    virtual: bool | None = None  # Interface.virtual: the node's own word on it
 
 
 def common_subnets(nodes: Nodes) -> dict[str, dict[str, Attachment]]:
     """IPv4 subnets (non-loopback, up) that every node has an address in, each a different one (two nodes
     with the same address are on private networks of their own, e.g. docker0): subnet -> host ->
-    attachment. Ordered best first: no virtual bridge, fastest slowest link, then by name."""
+    attachment. Ordered best first: a NIC before a bridge or tunnel (``virtual_rank``), fastest slowest link,
+    then by name."""
     per_host: dict[str, dict[str, Attachment]] = {}
     for host, ifaces in nodes.items():
         for iface in filter(usable, ifaces):
             for net in networks(iface):
                 key = str(net.network)
                 per_host.setdefault(key, {}).setdefault(
-                    host, Attachment(iface.name, str(net.ip), iface.speed_mbps))
+                    host, Attachment(iface.name, str(net.ip), iface.speed_mbps, iface.virtual))
     # an address every node has the same of (docker0's 172.17.0.1) is each node's private network, not one
     common = {k: v for k, v in per_host.items()
               if len(v) == len(nodes) and nodes and len({a.address for a in v.values()}) == len(v)}
 
     def rank(item):
         _, hosts = item
-        virtual = any(is_virtual(a.ifname) for a in hosts.values())
+        virtual = max(virtual_rank(a.ifname, a.virtual) for a in hosts.values())
         speed = min((a.speed_mbps or 0) for a in hosts.values())
         return (virtual, -speed, sorted(a.ifname for a in hosts.values()))
     return dict(sorted(common.items(), key=rank))
@@ -180,9 +186,10 @@ def advise(nodes: Nodes) -> Advice:
     return Advice(subnet, values, per_node, dict(hosts), f"subnet {subnet} is on every node, under {same}")
 
 
-def is_virtual(ifname: str) -> bool:
-    """A virtual bridge or tunnel (docker0, virbr0, veth…, br-…): never how other nodes reach a node."""
-    return ifname.startswith(_VIRTUAL)
+def virtual_rank(ifname: str, virtual: bool | None = None) -> tuple[bool, bool]:
+    """Sort key, best first: a NIC; then a software interface of an unknown kind (a container's veth eth0,
+    a bridge over the NIC); last one named as a container/VM bridge, overlay or VPN (docker0, tailscale0)."""
+    return ifname.startswith(_VIRTUAL), bool(virtual)
 
 
 def node_address(host: str, nodes: Nodes, env: dict[str, str] | None = None) -> str | None:
@@ -191,7 +198,8 @@ def node_address(host: str, nodes: Nodes, env: dict[str, str] | None = None) -> 
     there, never one on a virtual bridge; None when there is none (the caller keeps the host name)."""
     if host not in nodes:
         return None
-    subnets = [hosts[host] for hosts in common_subnets(nodes).values() if not is_virtual(hosts[host].ifname)]
+    subnets = [hosts[host] for hosts in common_subnets(nodes).values()
+               if not hosts[host].ifname.startswith(_VIRTUAL)]
     env = env or {}
     for var in (GLOO, NCCL):
         if env.get(var):

@@ -30,7 +30,9 @@ REACHABLE = ("ok", "no_driver", "driver_error")  # the node answered: its probe 
 
 @dataclass(frozen=True)
 class Interface:
-    """One network interface as the probe lists it (`ip -j addr`, else sysfs). ``ipv4``: "a.b.c.d/prefix"."""
+    """One network interface as the probe lists it (`ip -j addr`, else sysfs). ``ipv4``: "a.b.c.d/prefix".
+    ``virtual``: no device behind it in /sys/class/net/X (a bridge, veth, tunnel, loopback: docker0, virbr0,
+    tailscale0), False for a NIC; None where the node did not say (an older probe, the node agent)."""
 
     name: str | None
     up: bool = False
@@ -40,15 +42,19 @@ class Interface:
     speed_mbps: int | None = None
     ipv4: tuple[str, ...] = ()
     ipv6: tuple[str, ...] = ()
+    virtual: bool | None = None
 
     @classmethod
     def from_dict(cls, d: dict) -> Interface:
         return cls(d.get("name"), bool(d.get("up")), bool(d.get("loopback")), d.get("mtu"), d.get("mac"),
-                   d.get("speed_mbps"), tuple(d.get("ipv4") or ()), tuple(d.get("ipv6") or ()))
+                   d.get("speed_mbps"), tuple(d.get("ipv4") or ()), tuple(d.get("ipv6") or ()), d.get("virtual"))
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "up": self.up, "loopback": self.loopback, "mtu": self.mtu, "mac": self.mac,
-                "speed_mbps": self.speed_mbps, "ipv4": list(self.ipv4), "ipv6": list(self.ipv6)}
+        out = {"name": self.name, "up": self.up, "loopback": self.loopback, "mtu": self.mtu, "mac": self.mac,
+               "speed_mbps": self.speed_mbps, "ipv4": list(self.ipv4), "ipv6": list(self.ipv6)}
+        if self.virtual is not None:  # only where the node said: an older probe's JSON reads as it did
+            out["virtual"] = self.virtual
+        return out
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ check but ``reachable`` is a warning reading "unknown (no node answered)".
 
 from __future__ import annotations
 
+from cockpit.ifadvice import virtual_rank
 from cockpit.nodereport import NodeReport
 from cockpit.preflight import FAIL, OK, WARN, Check
 
@@ -65,11 +66,13 @@ def _same(up: list[NodeReport], name: str, get) -> Check:
 
 
 def _interfaces(up: list[NodeReport]) -> Check:
-    """An interface name that is up with an IPv4 address on every node: what NCCL/GLOO_SOCKET_IFNAME can be."""
+    """An interface name that is up with an IPv4 address on every node: what NCCL/GLOO_SOCKET_IFNAME can be.
+    A NIC is proposed before a bridge or tunnel (docker0 sorts before eth0, but never carries a job)."""
     per_node = [{i.name for i in n.interfaces if i.up and i.ipv4 and not i.loopback} for n in up if n.interfaces]
     if not per_node:
         return Check("network interface", WARN, "unknown (no node reported its interfaces)")
-    common = sorted(set.intersection(*per_node))
+    virtual = {i.name for n in up for i in n.interfaces or () if i.virtual}  # virtual on any node
+    common = sorted(set.intersection(*per_node), key=lambda name: (virtual_rank(name, name in virtual), name))
     if common:
         return Check("network interface", OK, f"{', '.join(common)} on every node (NCCL_SOCKET_IFNAME={common[0]})")
     return Check("network interface", WARN,

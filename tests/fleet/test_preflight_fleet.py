@@ -7,7 +7,7 @@ from dataclasses import replace
 from fleet.nodedata import node_from_fixture
 
 from cockpit import cli_fleet
-from cockpit.nodereport import NodeReport, Versions
+from cockpit.nodereport import Interface, NodeReport, Versions
 from cockpit.preflight import Check
 from cockpit.preflight_fleet import fleet_checks
 
@@ -48,3 +48,21 @@ def test_checks_say_unknown_when_no_node_reported_a_version():
     checks = {c.name: c for c in fleet_checks([node])}
     assert checks["python version"] == Check("python version", "warn", "unknown (no node reported it)")
     assert Versions.from_dict({}) is None  # an empty answer is no answer
+
+
+def test_doctor_proposes_the_nic_not_docker0_or_a_bridge():
+    """docker0 + eth0 in a namespace, and a test bridge next to eth0 on the host (the layout recorded in
+    tests/fixtures/sysnet/): both sort before eth0 by name, neither carries a job between nodes."""
+    def node(host: str, *ifaces: Interface) -> NodeReport:
+        return NodeReport(host, "no_driver", interfaces=ifaces, versions=Versions("3.11.7"))
+
+    lo = Interface("lo", True, True, ipv4=("127.0.0.1/8",), virtual=True)
+    named = [node(h, lo, Interface("docker0", True, ipv4=("172.17.0.1/16",)), Interface("eth0", True, ipv4=(ip,)))
+             for h, ip in (("a", "10.0.0.1/24"), ("b", "10.0.0.2/24"))]  # an older probe: no virtual facts
+    [check] = [c for c in fleet_checks(named) if c.name == "network interface"]
+    assert check.detail == "eth0, docker0 on every node (NCCL_SOCKET_IFNAME=eth0)"
+    bridged = [node(h, lo, Interface("cpmn1854", True, ipv4=(br,), virtual=True),
+                    Interface("eth0", True, ipv4=(ip,), virtual=False))
+               for h, br, ip in (("a", "10.233.74.1/24", "192.0.2.2/24"), ("b", "10.233.74.2/24", "192.0.2.3/24"))]
+    [check] = [c for c in fleet_checks(bridged) if c.name == "network interface"]
+    assert check.detail == "eth0, cpmn1854 on every node (NCCL_SOCKET_IFNAME=eth0)"

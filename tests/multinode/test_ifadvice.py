@@ -144,3 +144,20 @@ def test_an_address_every_node_has_is_no_shared_network_and_bridges_are_never_th
     spec = parse_spec("name: t\nscript: t.py\nlauncher: ssh\nnodes: [a, b]\ngpus: none\n")
     assert pick_master_addr(spec, nodes) == "10.0.0.1"
     assert pick_master_addr(spec, bridged) == "a"
+
+
+def test_a_bridge_the_node_calls_virtual_is_never_advised_while_a_nic_is_there():
+    """The host layout of tests/fixtures/sysnet/: a test bridge (no device) with its own subnet, which every
+    node has, next to the NIC eth0. Only where the bridge is the sole network is it advised."""
+    def node(br: str, ip: str) -> list[Interface]:
+        return [LO, Interface("cpmn1854", True, ipv4=(br,), virtual=True),
+                Interface("eth0", True, ipv4=(ip,), virtual=False)]
+
+    nodes = {"a": node("10.233.74.1/24", "192.0.2.2/24"), "b": node("10.233.74.2/24", "192.0.2.3/24")}
+    advice = ifadvice.advise(nodes)
+    assert advice.subnet == "192.0.2.0/24" and advice.values == {NCCL: "eth0", GLOO: "eth0"}
+    only = {h: [i for i in ifaces if i.name != "eth0"] for h, ifaces in nodes.items()}
+    assert ifadvice.advise(only).values[NCCL] == "cpmn1854"
+    docker = {h: [LO, iface("docker0", f"172.17.0.{n}/16"), iface("eth0", f"10.0.0.{n}/24")]
+              for n, h in ((2, "a"), (3, "b"))}  # docker0 on one subnet with different addresses: still not it
+    assert ifadvice.advise(docker).values[NCCL] == "eth0"
