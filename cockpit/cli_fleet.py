@@ -249,6 +249,8 @@ def doctor_job(args: argparse.Namespace) -> int:
     from cockpit.launch.plan import with_shell_env
 
     spec = with_shell_env(_load(args.job_file))  # what `cockpit run` would check
+    if spec.launcher == "local":
+        return _doctor_local(spec, args)
     if spec.launcher == "slurm":
         raise UsageError(f"{args.job_file}: Slurm picks the nodes at run time; check them with "
                          f"`cockpit doctor --job {args.job_file}` (with a nodelist) or --cluster")
@@ -265,6 +267,22 @@ def doctor_job(args: argparse.Namespace) -> int:
         print("\n".join(c.line() for c in checks))
         print(render_interfaces(facts.nodes))
     return EXIT_FAILED if any(c.level == FAIL for c in checks) else EXIT_OK
+
+
+def _doctor_local(spec, args: argparse.Namespace) -> int:
+    """A local job: the checks `cockpit run` makes before it starts the ranks (cockpit.preflight_local)."""
+    from cockpit.launch import local_facts
+    from cockpit.preflight import failed
+    from cockpit.preflight_local import local_checks
+
+    facts = local_facts.probe(local_facts.files(spec, args.job_file), args.timeout)
+    checks = local_checks(spec, facts)
+    if args.json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks],
+                          "nodes": [facts.node.to_dict()] if facts.node else []}, indent=2))
+    else:
+        print("\n".join(c.line() for c in checks))
+    return EXIT_FAILED if failed(checks) else EXIT_OK
 
 
 def render_interfaces(nodes: list[NodeReport]) -> str:

@@ -25,12 +25,14 @@ __all__ = ["LaunchError", "prepare", "start"]
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (), *,
             preflight: bool = True, trust_new_hosts: bool = False) -> Path:
     """Create the run directory for ``spec``; raises LaunchError with a hint when it cannot run.
-    ``preflight`` / ``trust_new_hosts`` concern the ssh launcher only (`cockpit run --no-preflight`,
-    `--trust-new-hosts`)."""
+    ``preflight`` False launches although checks fail (`cockpit run --no-preflight`); ``trust_new_hosts``
+    concerns the ssh launcher only (`--trust-new-hosts`)."""
     check_runs_dir(runs_dir)
     if spec.launcher == "local":
         from cockpit.launch import local
 
+        if preflight:
+            check_local(spec, job_path)
         return local.prepare(spec, job_path, runs_dir, extra_args)
     if spec.launcher == "slurm":
         from cockpit.launch import slurm
@@ -47,6 +49,22 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         return ssh.prepare(spec, job_path, runs_dir, extra_args, launch)  # asks the nodes; refuses a failed preflight
     raise LaunchError(f"launcher {spec.launcher} is not available in this version "
                       "(hint: cockpit render shows the commands it would run)")
+
+
+def check_local(spec: JobSpec, job_path: str) -> list:
+    """The local preflight (cockpit.preflight_local): the files first, at once, then this machine through the
+    job's python; raises PreflightFailed with doctor's lines. Returns the checks."""
+    from cockpit import preflight, preflight_local
+    from cockpit.launch import local_facts
+    from cockpit.launch.plan import PreflightFailed
+
+    facts = local_facts.files(spec, job_path)
+    checks = preflight_local.file_checks(spec, facts)
+    if not preflight.failed(checks):
+        checks = preflight_local.local_checks(spec, local_facts.probe(facts))
+    if preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    return checks
 
 
 def check_runs_dir(runs_dir: Path) -> None:

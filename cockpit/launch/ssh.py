@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit import preflight
-from cockpit.launch.plan import LaunchError, facts_for, interpreter, with_shell_env
+from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, interpreter, with_shell_env
 from cockpit.launch.ssh_facts import gather
 from cockpit.launch.ssh_plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.nodereport import NodeReport
@@ -32,16 +32,6 @@ from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, wr
 from cockpit.spec import JobSpec
 
 PREFLIGHT_FILE = "preflight.json"
-
-
-class PreflightFailed(LaunchError):
-    """A preflight check failed: the launch is refused. ``checks`` are all of them."""
-
-    def __init__(self, job_path: str, checks: list[preflight.Check]):
-        self.checks = checks
-        lines = [c.line() for c in preflight.failed(checks)]
-        super().__init__(f"preflight failed, not launching (cockpit doctor {job_path} shows every check; "
-                         "--no-preflight launches anyway):\n  " + "\n  ".join(lines))
 
 
 @dataclass(frozen=True)
