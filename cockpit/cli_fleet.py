@@ -33,8 +33,9 @@ def add_fleet_commands(sub) -> None:
     p = sub.add_parser("doctor", help="check that the nodes can run a job together: reachable, same GPU "
                        "count, same versions, a common network interface, a free master port")
     p.add_argument("job_file", nargs="?", metavar="JOB.yaml",
-                   help="the preflight of this job (what `cockpit run` checks before an ssh launch): its nodes "
-                   "reachable, GPUs, versions, its *_SOCKET_IFNAME on every node, master port and address")
+                   help="the preflight of this job (what `cockpit run` checks before it launches; ssh: its nodes "
+                   "reachable, GPUs, versions, its *_SOCKET_IFNAME on every node, master port and address; local: "
+                   "script, GPUs, torch, port; slurm: script, partition and gres from sinfo)")
     _add_target_options(p)
     p.add_argument("--json", action="store_true", help='one JSON object: {"checks": [...], "nodes": [...]}')
     p.set_defaults(func=cmd_doctor)
@@ -252,8 +253,7 @@ def doctor_job(args: argparse.Namespace) -> int:
     if spec.launcher == "local":
         return _doctor_local(spec, args)
     if spec.launcher == "slurm":
-        raise UsageError(f"{args.job_file}: Slurm picks the nodes at run time; check them with "
-                         f"`cockpit doctor --job {args.job_file}` (with a nodelist) or --cluster")
+        return _doctor_slurm(spec, args)
     try:
         cluster = fleet.load_cluster()
     except fleet.NodesError as exc:
@@ -272,14 +272,30 @@ def doctor_job(args: argparse.Namespace) -> int:
 def _doctor_local(spec, args: argparse.Namespace) -> int:
     """A local job: the checks `cockpit run` makes before it starts the ranks (cockpit.preflight_local)."""
     from cockpit.launch import local_facts
-    from cockpit.preflight import failed
     from cockpit.preflight_local import local_checks
 
     facts = local_facts.probe(local_facts.files(spec, args.job_file), args.timeout)
-    checks = local_checks(spec, facts)
-    if args.json:
-        print(json.dumps({"checks": [c.to_dict() for c in checks],
-                          "nodes": [facts.node.to_dict()] if facts.node else []}, indent=2))
+    return _print_checks(local_checks(spec, facts), args.json, {"nodes": [facts.node.to_dict()] if facts.node else []})
+
+
+def _doctor_slurm(spec, args: argparse.Namespace) -> int:
+    """A Slurm job: what `cockpit run` checks before sbatch (cockpit.preflight_slurm, over sinfo's nodes).
+    Slurm picks the nodes at run time: `doctor --job JOB` (with a nodelist) or --cluster probes them."""
+    import subprocess
+
+    from cockpit.launch import slurm_facts
+    from cockpit.preflight_slurm import slurm_checks
+
+    return _print_checks(slurm_checks(spec, slurm_facts.gather(spec, args.job_file, subprocess.run, args.timeout)),
+                         args.json)
+
+
+def _print_checks(checks: list, as_json: bool, extra: dict | None = None) -> int:
+    """A job's checks as `run` would refuse them: their lines, or JSON; exit 1 when one failed."""
+    from cockpit.preflight import failed
+
+    if as_json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks], **(extra or {})}, indent=2))
     else:
         print("\n".join(c.line() for c in checks))
     return EXIT_FAILED if failed(checks) else EXIT_OK

@@ -37,6 +37,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     if spec.launcher == "slurm":
         from cockpit.launch import slurm
 
+        if preflight:
+            check_slurm(spec, job_path)
         run_dir = slurm.prepare(spec, job_path, runs_dir, extra_args)
         slurm.submit(run_dir)  # here, not in the supervisor: sbatch's refusal reaches the user at once
         return run_dir
@@ -62,6 +64,22 @@ def check_local(spec: JobSpec, job_path: str) -> list:
     checks = preflight_local.file_checks(spec, facts)
     if not preflight.failed(checks):
         checks = preflight_local.local_checks(spec, local_facts.probe(facts))
+    if preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    return checks
+
+
+def check_slurm(spec: JobSpec, job_path: str, run=None) -> list:
+    """The Slurm preflight (cockpit.preflight_slurm) over sinfo's answer (``run``: subprocess.run's shape);
+    raises PreflightFailed with doctor's lines, before anything waits in the queue. Returns the checks."""
+    import subprocess
+
+    from cockpit import preflight
+    from cockpit.launch import slurm_facts
+    from cockpit.launch.plan import PreflightFailed
+    from cockpit.preflight_slurm import slurm_checks
+
+    checks = slurm_checks(spec, slurm_facts.gather(spec, job_path, run or subprocess.run))
     if preflight.failed(checks):
         raise PreflightFailed(job_path, checks)
     return checks
