@@ -124,8 +124,8 @@ def _add_run_commands(sub) -> None:
     p.add_argument("job", metavar="JOB.yaml")
     p.epilog = "Arguments after -- are appended to the script's, e.g. -- --fail-rank 1 --fail-step 5"
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
-    p.add_argument("--no-preflight", action="store_true", help="ssh launcher: launch even when a preflight check "
-                   "fails (the nodes must still answer; cockpit doctor JOB.yaml shows the checks)")
+    p.add_argument("--no-preflight", action="store_true", help="launch even when a preflight check fails (local: "
+                   "skip the checks; ssh: the nodes must still answer; cockpit doctor JOB.yaml shows them)")
     p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
                    "known_hosts (trust on first use) instead of refusing them; a changed key is always refused")
     p.add_argument("--stall-after", type=_seconds, metavar="S", help="call the run stalled when no rank made "

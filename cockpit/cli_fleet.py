@@ -12,6 +12,11 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.nodereport import NodeReport
+    from cockpit.nvml import Gpu
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -28,8 +33,9 @@ def add_fleet_commands(sub) -> None:
     p = sub.add_parser("doctor", help="check that the nodes can run a job together: reachable, same GPU "
                        "count, same versions, a common network interface, a free master port")
     p.add_argument("job_file", nargs="?", metavar="JOB.yaml",
-                   help="the preflight of this job (what `cockpit run` checks before an ssh launch): its nodes "
-                   "reachable, GPUs, versions, its *_SOCKET_IFNAME on every node, master port and address")
+                   help="the preflight of this job (what `cockpit run` checks before it launches; ssh: its nodes "
+                   "reachable, GPUs, versions, its *_SOCKET_IFNAME on every node, master port and address; local: "
+                   "script, GPUs, torch, port; slurm: script, partition and gres from sinfo)")
     _add_target_options(p)
     p.add_argument("--json", action="store_true", help='one JSON object: {"checks": [...], "nodes": [...]}')
     p.set_defaults(func=cmd_doctor)
@@ -116,18 +122,19 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     if args.watch is not None:
         return asyncio.run(_watch(fl, args.watch, args.json))
     nodes = asyncio.run(_refresh(fl))
-    print(json.dumps({"nodes": nodes}, indent=2) if args.json else render_table(nodes), flush=True)
-    if any(n["state"] == "ok" for n in nodes):
+    print(json.dumps({"nodes": [n.to_dict() for n in nodes]}, indent=2) if args.json else render_table(nodes),
+          flush=True)
+    if any(n.state == "ok" for n in nodes):
         return EXIT_OK
     print(f"cockpit: {no_gpus_reason(nodes)}", file=sys.stderr)
     return EXIT_FAILED
 
 
-def no_gpus_reason(nodes: list[dict]) -> str:
+def no_gpus_reason(nodes: list[NodeReport]) -> str:
     """Why no node reported GPUs, and what to do, in one line."""
-    states = [n["state"] for n in nodes]
+    states = [n.state for n in nodes]
     if all(s == "no_driver" for s in states):
-        where = "this machine" if [n["host"] for n in nodes] == ["localhost"] else f"any of the {len(nodes)} nodes"
+        where = "this machine" if [n.host for n in nodes] == ["localhost"] else f"any of the {len(nodes)} nodes"
         return (f"no NVIDIA driver on {where}, so no GPUs to show (hint: install the NVIDIA driver, or run on CPU: "
                 "gpus: none in the job file)")
     counts = ", ".join(f"{states.count(s)} {s.replace('_', ' ')}" for s in dict.fromkeys(states))
@@ -135,9 +142,9 @@ def no_gpus_reason(nodes: list[dict]) -> str:
             "or give --timeout, --python, --user)")
 
 
-async def _refresh(fl) -> list[dict]:
+async def _refresh(fl) -> list[NodeReport]:
     try:
-        return [n.to_dict() for n in await fl.refresh()]
+        return [n.node_report() for n in await fl.refresh()]
     finally:
         await fl.pool.close()
 
@@ -150,9 +157,9 @@ async def _watch(fl, interval: float, as_json: bool) -> int:
     try:
         await fl.refresh_now(min(fl.timeout, 5.0))
         while True:
-            nodes = [n.to_dict() for n in fl.statuses()]
+            nodes = [n.node_report() for n in fl.statuses()]
             if as_json:
-                print(json.dumps({"time": time.time(), "nodes": nodes}), flush=True)
+                print(json.dumps({"time": time.time(), "nodes": [n.to_dict() for n in nodes]}), flush=True)
             else:
                 print(("\033[H\033[2J" if clear else "") + render_table(nodes) + ("" if clear else "\n"), flush=True)
             await asyncio.sleep(interval)
@@ -160,33 +167,33 @@ async def _watch(fl, interval: float, as_json: bool) -> int:
         await fl.stop()
 
 
-def render_table(nodes: list[dict]) -> str:
+def render_table(nodes: list[NodeReport]) -> str:
     """Per node: a header line (state, driver), then its GPUs in nvidia-smi order and their processes."""
     out = []
     for n in nodes:
         out.append(_node_line(n))
-        if n["gpus"]:
+        if n.gpus:
             out.append(f"  {'GPU':>3}  {'NAME':<24} {'UTIL':>4}  {'MEMORY':>19}  {'TEMP':>4}  {'POWER':>11}  PROCS")
-        for g in n["gpus"]:
-            out.append(f"  {g['index']:>3}  {_s(g['name'])[:24]:<24} {_pct(g['utilization_gpu']):>4}  "
-                       f"{_memory(g):>19}  {_temp(g['temperature_c']):>4}  {_power(g):>11}  {len(g['processes'])}")
-            for p in g["processes"]:
-                mem = f"{p['used_memory_mib']} MiB" if p["used_memory_mib"] is not None else "? MiB"
-                out.append(f"       pid {p['pid']:<8} {_s(p['user'])[:12]:<12} {mem:>10}  {_s(p['command'])[:60]}")
-        for w in n.get("warnings") or ():
+        for g in n.gpus:
+            out.append(f"  {g.index:>3}  {_s(g.name)[:24]:<24} {_pct(g.utilization_gpu):>4}  "
+                       f"{_memory(g):>19}  {_temp(g.temperature_c):>4}  {_power(g):>11}  {len(g.processes)}")
+            for p in g.processes:
+                mem = f"{p.used_memory_mib} MiB" if p.used_memory_mib is not None else "? MiB"
+                out.append(f"       pid {p.pid:<8} {_s(p.user)[:12]:<12} {mem:>10}  {_s(p.command)[:60]}")
+        for w in n.warnings or ():
             out.append(f"  warning: {w}")
     return "\n".join(out)
 
 
-def _node_line(n: dict) -> str:
-    if n["state"] == "ok":
-        facts = [f"driver {n['driver_version']}" if n.get("driver_version") else None,
-                 f"CUDA {n['cuda_version']}" if n.get("cuda_version") else None,
-                 f"{len(n['gpus'])} GPU" + ("s" if len(n["gpus"]) != 1 else "")]
-        name = f" ({n['hostname']})" if n.get("hostname") and n["hostname"] != n["host"] else ""
-        return f"{n['host']}{name}: ok, " + ", ".join(f for f in facts if f)
-    hint = f" (hint: {n['hint']})" if n.get("hint") else ""
-    return f"{n['host']}: {n['state'].replace('_', ' ')}: {n['reason'] or 'no reason given'}{hint}"
+def _node_line(n: NodeReport) -> str:
+    if n.state == "ok":
+        facts = [f"driver {n.driver_version}" if n.driver_version else None,
+                 f"CUDA {n.cuda_version}" if n.cuda_version else None,
+                 f"{len(n.gpus)} GPU" + ("s" if len(n.gpus) != 1 else "")]
+        name = f" ({n.hostname})" if n.hostname and n.hostname != n.host else ""
+        return f"{n.host}{name}: ok, " + ", ".join(f for f in facts if f)
+    hint = f" (hint: {n.hint})" if n.hint else ""
+    return f"{n.host}: {n.state.replace('_', ' ')}: {n.reason or 'no reason given'}{hint}"
 
 
 def _s(value) -> str:
@@ -201,13 +208,13 @@ def _temp(value) -> str:
     return "-" if value is None else f"{value}C"
 
 
-def _memory(g: dict) -> str:
-    used, total = g["memory_used_mib"], g["memory_total_mib"]
+def _memory(g: Gpu) -> str:
+    used, total = g.memory_used_mib, g.memory_total_mib
     return "-" if used is None and total is None else f"{_s(used)} / {_s(total)} MiB"
 
 
-def _power(g: dict) -> str:
-    draw, limit = g["power_draw_w"], g["power_limit_w"]
+def _power(g: Gpu) -> str:
+    draw, limit = g.power_draw_w, g.power_limit_w
     if draw is None and limit is None:
         return "-"
     return f"{'?' if draw is None else round(draw)} / {'?' if limit is None else round(limit)} W"
@@ -218,85 +225,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     if getattr(args, "job_file", None):
         return doctor_job(args)
+    from cockpit.preflight import failed
+    from cockpit.preflight_fleet import fleet_checks
+
     nodes = asyncio.run(_refresh(_targets(args)))
-    checks = run_checks(nodes)
-    if args.json:
-        print(json.dumps({"checks": checks, "nodes": nodes}, indent=2))
+    checks = fleet_checks(nodes)
+    if args.json:  # these checks carry no where/hint: their detail says it (the shape scripts read)
+        print(json.dumps({"checks": [{"name": c.name, "level": c.level, "detail": c.detail} for c in checks],
+                          "nodes": [n.to_dict() for n in nodes]}, indent=2))
     else:
-        for c in checks:
-            print(f"{c['level']:<4}  {c['name']}: {c['detail']}")
-    return EXIT_FAILED if any(c["level"] == "FAIL" for c in checks) else EXIT_OK
-
-
-def run_checks(nodes: list[dict]) -> list[dict]:
-    """Doctor's checks over `cockpit gpus --json` nodes. Each: {"name", "level": ok|warn|FAIL, "detail"}."""
-    up = [n for n in nodes if n["state"] in ("ok", "no_driver", "driver_error")]
-    down = [n for n in nodes if n not in up]
-    checks = [_check("reachable", not down, f"{len(up)}/{len(nodes)} nodes",
-                     "; ".join(f"{n['host']}: {n['state']} ({n['reason']})" for n in down))]
-    if not up:  # nothing is known about the nodes: no check may say ok
-        names = ("GPU count", *(name for name, _ in _VERSIONS), "network interface", "GPUs idle", "master port free")
-        return checks + [{"name": name, "level": "warn", "detail": "unknown (no node answered)"} for name in names]
-    drivers = {n["host"]: n["state"] for n in up}
-    if any(s != "ok" for s in drivers.values()):
-        bad = ", ".join(f"{h}: {s}" for h, s in drivers.items() if s != "ok")
-        level = "FAIL" if any(s == "ok" for s in drivers.values()) or "driver_error" in drivers.values() else "warn"
-        checks.append({"name": "NVIDIA driver", "level": level, "detail": f"{bad} (CPU-only nodes can run gloo)"})
-    counts = {n["host"]: len(n["gpus"]) for n in up}
-    checks.append(_check("GPU count", len(set(counts.values())) <= 1,
-                         f"{next(iter(counts.values()), 0)} per node", _spread(counts),
-                         "every node must have the same number of GPUs"))
-    checks += [_same(up, name, get) for name, get in _VERSIONS]
-    checks.append(_interfaces(up))
-    busy = [f"{n['host']} GPU {g['index']}: {len(g['processes'])} process(es)" for n in up for g in n["gpus"]
-            if g["processes"]]
-    checks.append({"name": "GPUs idle", "level": "warn" if busy else "ok", "detail": "; ".join(busy) or "yes"})
-    port_busy = [f"{n['host']}: {p}" for n in up for p, free in (n.get("ports") or {}).items() if not free]
-    checks.append({"name": "master port free", "level": "warn" if port_busy else "ok",
-                   "detail": "in use on " + ", ".join(port_busy) if port_busy else "yes"})
-    order = sorted({w for n in up for w in n.get("warnings") or ()})
-    checks += [{"name": "GPU order", "level": "warn", "detail": w} for w in order]
-    return checks
-
-
-_VERSIONS = (("driver version", lambda n: n.get("driver_version")),
-             ("CUDA (driver) version", lambda n: n.get("cuda_version")),
-             ("python version", lambda n: (n.get("versions") or {}).get("python")),
-             ("torch version", lambda n: (n.get("versions") or {}).get("torch")),
-             ("NCCL version", lambda n: (n.get("versions") or {}).get("nccl")))
-
-
-def _check(name: str, ok: bool, good: str, bad: str, hint: str = "") -> dict:
-    detail = good if ok else bad + (f" ({hint})" if hint else "")
-    return {"name": name, "level": "ok" if ok else "FAIL", "detail": detail}
-
-
-def _spread(values: dict) -> str:
-    return ", ".join(f"{h}: {v}" for h, v in values.items())
-
-
-def _same(up: list[dict], name: str, get) -> dict:
-    values = {n["host"]: get(n) for n in up if get(n) is not None}
-    if not values:
-        return {"name": name, "level": "warn", "detail": "unknown (no node reported it)"}
-    if len(set(values.values())) == 1:
-        return {"name": name, "level": "ok", "detail": next(iter(values.values()))}
-    level = "FAIL" if name.startswith(("torch", "NCCL")) else "warn"
-    return {"name": name, "level": level, "detail": "differs: " + _spread(values)}
-
-
-def _interfaces(up: list[dict]) -> dict:
-    """An interface name that is up with an IPv4 address on every node: what NCCL/GLOO_SOCKET_IFNAME can be."""
-    per_node = [{i["name"] for i in n["interfaces"] if i["up"] and i["ipv4"] and not i["loopback"]}
-                for n in up if n.get("interfaces")]
-    if not per_node:
-        return {"name": "network interface", "level": "warn", "detail": "unknown (no node reported its interfaces)"}
-    common = sorted(set.intersection(*per_node))
-    if common:
-        return {"name": "network interface", "level": "ok",
-                "detail": f"{', '.join(common)} on every node (NCCL_SOCKET_IFNAME={common[0]})"}
-    return {"name": "network interface", "level": "warn",
-            "detail": "no interface name is up with IPv4 on every node: set NCCL_SOCKET_IFNAME per node"}
+        print("\n".join(c.line() for c in checks))
+    return EXIT_FAILED if failed(checks) else EXIT_OK
 
 
 def doctor_job(args: argparse.Namespace) -> int:
@@ -311,16 +250,17 @@ def doctor_job(args: argparse.Namespace) -> int:
     from cockpit.launch.plan import with_shell_env
 
     spec = with_shell_env(_load(args.job_file))  # what `cockpit run` would check
+    if spec.launcher == "local":
+        return _doctor_local(spec, args)
     if spec.launcher == "slurm":
-        raise UsageError(f"{args.job_file}: Slurm picks the nodes at run time; check them with "
-                         f"`cockpit doctor --job {args.job_file}` (with a nodelist) or --cluster")
+        return _doctor_slurm(spec, args)
     try:
         cluster = fleet.load_cluster()
     except fleet.NodesError as exc:
         raise UsageError(str(exc)) from None
     checks, facts = check_job(spec, args.job_file, _ssh_options(args, cluster), args.timeout, python=args.python)
     if args.json:
-        print(json.dumps({"checks": [c.to_dict() for c in checks], "nodes": facts.nodes,
+        print(json.dumps({"checks": [c.to_dict() for c in checks], "nodes": [n.to_dict() for n in facts.nodes],
                           "master": {"address": facts.master_addr, "port": facts.master_port,
                                      "port_free": facts.port_free}, "node_checks": facts.node_checks}, indent=2))
     else:
@@ -329,9 +269,41 @@ def doctor_job(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(c.level == FAIL for c in checks) else EXIT_OK
 
 
-def render_interfaces(nodes: list[dict]) -> str:
+def _doctor_local(spec, args: argparse.Namespace) -> int:
+    """A local job: the checks `cockpit run` makes before it starts the ranks (cockpit.preflight_local)."""
+    from cockpit.launch import local_facts
+    from cockpit.preflight_local import local_checks
+
+    facts = local_facts.probe(local_facts.files(spec, args.job_file), args.timeout)
+    return _print_checks(local_checks(spec, facts), args.json, {"nodes": [facts.node.to_dict()] if facts.node else []})
+
+
+def _doctor_slurm(spec, args: argparse.Namespace) -> int:
+    """A Slurm job: what `cockpit run` checks before sbatch (cockpit.preflight_slurm, over sinfo's nodes).
+    Slurm picks the nodes at run time: `doctor --job JOB` (with a nodelist) or --cluster probes them."""
+    import subprocess
+
+    from cockpit.launch import slurm_facts
+    from cockpit.preflight_slurm import slurm_checks
+
+    return _print_checks(slurm_checks(spec, slurm_facts.gather(spec, args.job_file, subprocess.run, args.timeout)),
+                         args.json)
+
+
+def _print_checks(checks: list, as_json: bool, extra: dict | None = None) -> int:
+    """A job's checks as `run` would refuse them: their lines, or JSON; exit 1 when one failed."""
+    from cockpit.preflight import failed
+
+    if as_json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks], **(extra or {})}, indent=2))
+    else:
+        print("\n".join(c.line() for c in checks))
+    return EXIT_FAILED if failed(checks) else EXIT_OK
+
+
+def render_interfaces(nodes: list[NodeReport]) -> str:
     """Each reachable node's interfaces and subnets (what NCCL/GLOO_SOCKET_IFNAME choose from)."""
     from cockpit.ifadvice import describe_node
 
-    lines = [f"  {n['host']}: {describe_node(n['interfaces'])}" for n in nodes if n.get("interfaces")]
+    lines = [f"  {n.host}: {describe_node(n.interfaces)}" for n in nodes if n.interfaces]
     return "interfaces:\n" + "\n".join(lines) if lines else ""

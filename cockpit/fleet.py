@@ -25,30 +25,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit import hostlist, probe
+from cockpit.nodereport import REACHABLE, NodeReport
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, SSHOptions, Timeout, Unreachable
 
 if TYPE_CHECKING:
     from cockpit.launch.slurm_query import Runner
 
-# Every state a node can be in, with what it means (the faces show these words).
-STATES = {
-    "ok": "probe answered; GPUs readable",
-    "connecting": "no answer yet",
-    "unreachable": "connection refused, no route, or the connection was lost",
-    "auth_failed": "SSH authentication failed",
-    "host_key_unknown": "the host key is not in known_hosts (refused)",
-    "host_key_changed": "the host key differs from known_hosts (refused)",
-    "timeout": "no answer within the timeout",
-    "no_driver": "reachable, but no NVIDIA driver (or no GPU library) on the node",
-    "driver_error": "the NVIDIA driver is there but failing (e.g. driver/library version mismatch)",
-    "error": "the probe failed on the node",
-}
-REACHABLE = ("ok", "no_driver", "driver_error")
-
 
 @dataclass
 class NodeStatus:
-    """One node as last seen. ``report`` is its last probe report (kept while it is down: last known)."""
+    """One node as last seen, updated in place by the fleet; readers take the frozen ``node_report()``.
+    ``report`` is its last probe report, merged from the JSON lines (kept while it is down: last known)."""
 
     host: str
     state: str = "connecting"
@@ -58,13 +45,13 @@ class NodeStatus:
     updated: float | None = None  # time.time() of the last report
     since: float = field(default_factory=time.time)  # when the state last changed
 
+    def node_report(self) -> NodeReport:
+        """The typed record of this node as it stands (probe fields only while it is reachable)."""
+        return NodeReport.from_probe(self.host, self.state, self.reason, self.hint, self.updated, self.report)
+
     def to_dict(self) -> dict:
-        """The JSON shape of `cockpit gpus --json`: probe fields only while the node is reachable."""
-        live = self.report if self.state in REACHABLE and self.report else {}
-        keys = ("hostname", "source", "driver_version", "cuda_version", "nvml_version", "warnings",
-                "interfaces", "versions", "ports")
-        return {"host": self.host, "state": self.state, "reason": self.reason, "hint": self.hint,
-                "updated": self.updated, "gpus": live.get("gpus", []), **{k: live.get(k) for k in keys}}
+        """The JSON shape of `cockpit gpus --json`."""
+        return self.node_report().to_dict()
 
 
 class Fleet:

@@ -1,5 +1,5 @@
 """Which network interface NCCL and gloo should use across the nodes of a job: pure functions over the
-interfaces the probe reports (``cockpit.probe.interfaces``: name, up, loopback, ipv4 ["a.b.c.d/p"], speed).
+interfaces the probe reports (``cockpit.nodereport.Interface``: name, up, loopback, ipv4 ["a.b.c.d/p"], speed).
 
 The two libraries read their variables differently, so one value may work for NCCL and not for gloo:
 
@@ -18,11 +18,19 @@ subnet. When no single value can (gloo with differing names), the advice is one 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from cockpit.nodereport import Interface
 
 NCCL, GLOO = "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"
 NCCL_DEFAULT = "^docker,lo"
-_VIRTUAL = ("docker", "virbr", "br-", "veth", "cni", "flannel", "cali", "tun", "tap", "vxlan")
+Nodes = Mapping[str, Sequence[Interface]]  # host -> its interfaces
+# Names of software interfaces that never carry traffic between nodes (container and VM bridges, overlays,
+# VPNs, loopback): the fallback where the node did not say (Interface.virtual None), and the tie-break among
+# interfaces that are all virtual (inside a container, even eth0 is a veth).
+_VIRTUAL = ("docker", "virbr", "br-", "veth", "cni", "flannel", "cali", "tun", "tap", "vxlan", "tailscale", "lo",
+            "podman", "lxcbr", "lxdbr", "cilium")
 
 
 @dataclass(frozen=True)
@@ -50,25 +58,25 @@ def parse(var: str, value: str) -> Selector:
     return Selector(tuple(n.strip() for n in text.split(",") if n.strip()), exclude, exact)
 
 
-def selected(var: str, value: str | None, interfaces: list[dict]) -> list[dict]:
+def selected(var: str, value: str | None, interfaces: Sequence[Interface]) -> list[Interface]:
     """The interfaces of one node that the library would use for ``value`` (None: unset)."""
     if value is None:
         if var != NCCL:
             return []  # gloo goes by the hostname's address, not by an interface name
         value = NCCL_DEFAULT
     sel = parse(var, value)
-    return [i for i in interfaces if i.get("name") and sel.matches(i["name"])]
+    return [i for i in interfaces if i.name and sel.matches(i.name)]
 
 
-def missing_gloo_names(value: str, interfaces: list[dict]) -> list[str]:
+def missing_gloo_names(value: str, interfaces: Sequence[Interface]) -> list[str]:
     """GLOO_SOCKET_IFNAME names absent on the node (gloo fails to start on any)."""
-    have = {i.get("name") for i in interfaces}
+    have = {i.name for i in interfaces}
     return [n for n in parse(GLOO, value).names if n not in have]
 
 
-def networks(iface: dict) -> list[ipaddress.IPv4Interface]:
+def networks(iface: Interface) -> list[ipaddress.IPv4Interface]:
     out = []
-    for text in iface.get("ipv4") or ():
+    for text in iface.ipv4:
         try:
             out.append(ipaddress.IPv4Interface(text))
         except ValueError:
@@ -76,8 +84,8 @@ def networks(iface: dict) -> list[ipaddress.IPv4Interface]:
     return out
 
 
-def usable(iface: dict) -> bool:
-    return bool(iface.get("up")) and not iface.get("loopback") and bool(networks(iface))
+def usable(iface: Interface) -> bool:
+    return iface.up and not iface.loopback and bool(networks(iface))
 
 
 @dataclass(frozen=True)
@@ -87,32 +95,34 @@ class Attachment:
     ifname: str
     address: str
     speed_mbps: int | None = None
+    virtual: bool | None = None  # Interface.virtual: the node's own word on it
 
 
-def common_subnets(nodes: dict[str, list[dict]]) -> dict[str, dict[str, Attachment]]:
+def common_subnets(nodes: Nodes) -> dict[str, dict[str, Attachment]]:
     """IPv4 subnets (non-loopback, up) that every node has an address in, each a different one (two nodes
     with the same address are on private networks of their own, e.g. docker0): subnet -> host ->
-    attachment. Ordered best first: no virtual bridge, fastest slowest link, then by name."""
+    attachment. Ordered best first: a NIC before a bridge or tunnel (``virtual_rank``), fastest slowest link,
+    then by name."""
     per_host: dict[str, dict[str, Attachment]] = {}
     for host, ifaces in nodes.items():
         for iface in filter(usable, ifaces):
             for net in networks(iface):
                 key = str(net.network)
                 per_host.setdefault(key, {}).setdefault(
-                    host, Attachment(iface["name"], str(net.ip), iface.get("speed_mbps")))
+                    host, Attachment(iface.name, str(net.ip), iface.speed_mbps, iface.virtual))
     # an address every node has the same of (docker0's 172.17.0.1) is each node's private network, not one
     common = {k: v for k, v in per_host.items()
               if len(v) == len(nodes) and nodes and len({a.address for a in v.values()}) == len(v)}
 
     def rank(item):
         _, hosts = item
-        virtual = any(is_virtual(a.ifname) for a in hosts.values())
+        virtual = max(virtual_rank(a.ifname, a.virtual) for a in hosts.values())
         speed = min((a.speed_mbps or 0) for a in hosts.values())
         return (virtual, -speed, sorted(a.ifname for a in hosts.values()))
     return dict(sorted(common.items(), key=rank))
 
 
-def works(var: str, value: str, nodes: dict[str, list[dict]], subnet: str) -> bool:
+def works(var: str, value: str, nodes: Nodes, subnet: str) -> bool:
     """Whether ``value`` selects, on every node, only up interfaces with an address on ``subnet``."""
     net = ipaddress.IPv4Network(subnet)
     for ifaces in nodes.values():
@@ -143,13 +153,13 @@ class Advice:
         return "; ".join(parts)
 
 
-def _nccl_candidates(names: list[str], nodes: dict[str, list[dict]], attached: set[str]) -> list[str]:
+def _nccl_candidates(names: list[str], nodes: Nodes, attached: set[str]) -> list[str]:
     uniq = list(dict.fromkeys(names))  # node order reads best
-    others = sorted({i["name"] for ifaces in nodes.values() for i in ifaces if i.get("name")} - attached)
+    others = sorted({i.name for ifaces in nodes.values() for i in ifaces if i.name} - attached)
     return [",".join(uniq), "=" + ",".join(uniq), "^" + ",".join(others), "^=" + ",".join(others)]
 
 
-def advise(nodes: dict[str, list[dict]]) -> Advice:
+def advise(nodes: Nodes) -> Advice:
     """Propose NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME values that work on every node of ``nodes``."""
     if len(nodes) < 2:
         return Advice(None, reason="one node: the ranks talk over loopback; nothing to set")
@@ -176,32 +186,34 @@ def advise(nodes: dict[str, list[dict]]) -> Advice:
     return Advice(subnet, values, per_node, dict(hosts), f"subnet {subnet} is on every node, under {same}")
 
 
-def is_virtual(ifname: str) -> bool:
-    """A virtual bridge or tunnel (docker0, virbr0, veth…, br-…): never how other nodes reach a node."""
-    return ifname.startswith(_VIRTUAL)
+def virtual_rank(ifname: str, virtual: bool | None = None) -> tuple[bool, bool]:
+    """Sort key, best first: a NIC; then a software interface of an unknown kind (a container's veth eth0,
+    a bridge over the NIC); last one named as a container/VM bridge, overlay or VPN (docker0, tailscale0)."""
+    return ifname.startswith(_VIRTUAL), bool(virtual)
 
 
-def node_address(host: str, nodes: dict[str, list[dict]], env: dict[str, str] | None = None) -> str | None:
+def node_address(host: str, nodes: Nodes, env: dict[str, str] | None = None) -> str | None:
     """``host``'s IPv4 address on a subnet every node shares (how the others should reach it: the master
     address, torchrun's --local-addr), preferring the interface the job's GLOO/NCCL_SOCKET_IFNAME selects
     there, never one on a virtual bridge; None when there is none (the caller keeps the host name)."""
     if host not in nodes:
         return None
-    subnets = [hosts[host] for hosts in common_subnets(nodes).values() if not is_virtual(hosts[host].ifname)]
+    subnets = [hosts[host] for hosts in common_subnets(nodes).values()
+               if not hosts[host].ifname.startswith(_VIRTUAL)]
     env = env or {}
     for var in (GLOO, NCCL):
         if env.get(var):
-            wanted = {i["name"] for i in selected(var, env[var], nodes[host])}
+            wanted = {i.name for i in selected(var, env[var], nodes[host])}
             for att in subnets:
                 if att.ifname in wanted:
                     return att.address
     return subnets[0].address if subnets else None
 
 
-def describe_node(interfaces: list[dict]) -> str:
+def describe_node(interfaces: Sequence[Interface]) -> str:
     """`eth0 10.0.0.2/24, ib0 10.1.0.2/16 (down)` for messages."""
     parts = []
     for i in interfaces:
-        addrs = " ".join(i.get("ipv4") or ()) or "no IPv4"
-        parts.append(f"{i.get('name')} {addrs}" + ("" if i.get("up") else " (down)"))
+        addrs = " ".join(i.ipv4) or "no IPv4"
+        parts.append(f"{i.name} {addrs}" + ("" if i.up else " (down)"))
     return ", ".join(parts) or "no interfaces"

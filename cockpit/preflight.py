@@ -11,10 +11,10 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from cockpit import ifadvice
+from cockpit.nodereport import REACHABLE, Interface, NodeReport
 from cockpit.spec import JobSpec
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
-REACHABLE = ("ok", "no_driver", "driver_error")
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
 
@@ -37,10 +37,10 @@ class Check:
 
 @dataclass
 class JobFacts:
-    """What the nodes said. ``nodes``: fleet node dicts (`cockpit gpus --json`), in node-rank order;
+    """What the nodes said. ``nodes``: the fleet's reports, in node-rank order;
     ``node_checks``: host -> the node agent's `check` answer, or {"agent_error": why it could not run}."""
 
-    nodes: list[dict]
+    nodes: list[NodeReport]
     master_addr: str | None = None
     master_port: int | None = None
     port_free: bool | None = None  # binding it on the master worked (None: not tried)
@@ -48,8 +48,8 @@ class JobFacts:
     node_checks: dict[str, dict] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)  # host -> its address on a subnet all share
 
-    def up(self) -> list[dict]:
-        return [n for n in self.nodes if n["state"] in REACHABLE]
+    def up(self) -> list[NodeReport]:
+        return [n for n in self.nodes if n.reachable]
 
 
 def failed(checks: list[Check]) -> list[Check]:
@@ -80,19 +80,19 @@ def job_checks(spec: JobSpec, facts: JobFacts) -> list[Check]:
 
 
 def reachable(facts: JobFacts) -> Check:
-    down = [n for n in facts.nodes if n["state"] not in REACHABLE]
+    down = [n for n in facts.nodes if n.state not in REACHABLE]
     if not down:
         return Check("reachable", OK, f"{len(facts.nodes)}/{len(facts.nodes)} nodes")
-    detail = "; ".join(f"{n['host']}: {n['state'].replace('_', ' ')} ({n.get('reason')})" for n in down)
-    hints = {n.get("hint") for n in down if n.get("hint")}
-    return Check("reachable", FAIL, detail, tuple(n["host"] for n in down),
+    detail = "; ".join(f"{n.host}: {n.state.replace('_', ' ')} ({n.reason})" for n in down)
+    hints = {n.hint for n in down if n.hint}
+    return Check("reachable", FAIL, detail, tuple(n.host for n in down),
                  "; ".join(sorted(hints)) or "try `ssh HOST true`")
 
 
 def node_setup(spec: JobSpec, facts: JobFacts) -> list[Check]:
     """The node agent ran (the job's python works), the working directory and script exist."""
     out = []
-    hosts = [n["host"] for n in facts.up()]
+    hosts = [n.host for n in facts.up()]
     broken = {h: facts.node_checks[h]["agent_error"] for h in hosts if "agent_error" in facts.node_checks.get(h, {})}
     if broken:
         out.append(Check("python", FAIL, "; ".join(f"{h}: {e}" for h, e in broken.items()), tuple(broken),
@@ -116,11 +116,11 @@ def gpus(spec: JobSpec, facts: JobFacts) -> list[Check]:
     up = facts.up()
     if not spec.uses_gpus:
         return [Check("GPUs", OK, f"none needed (CPU job, {spec.dist_backend})")]
-    no_gpu = [n for n in up if n["state"] != "ok" or not n["gpus"]]
+    no_gpu = [n for n in up if n.state != "ok" or not n.gpus]
     if no_gpu:
-        return [Check("GPUs", FAIL, "; ".join(f"{n['host']}: {n.get('reason') or 'no GPU'}" for n in no_gpu),
-                      tuple(n["host"] for n in no_gpu), "run on GPU nodes, or gpus: none for a CPU job")]
-    counts = {n["host"]: len(n["gpus"]) for n in up}
+        return [Check("GPUs", FAIL, "; ".join(f"{n.host}: {n.reason or 'no GPU'}" for n in no_gpu),
+                      tuple(n.host for n in no_gpu), "run on GPU nodes, or gpus: none for a CPU job")]
+    counts = {n.host: len(n.gpus) for n in up}
     out = []
     if len(set(counts.values())) > 1:
         spread = ", ".join(f"{h}: {c}" for h, c in counts.items())
@@ -144,8 +144,8 @@ def _not_installed(hosts: list[str]) -> str:
 
 
 def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
-    reported = {n["host"]: n["versions"] for n in facts.up() if n.get("versions")}
-    silent = [n["host"] for n in facts.up() if not n.get("versions")]
+    reported = {n.host: n.versions for n in facts.up() if n.versions}
+    silent = [n.host for n in facts.up() if not n.versions]
     if not reported:
         return [Check("versions", WARN, f"torch / NCCL / python versions not checked on {_not_installed(silent)}",
                       tuple(silent), "pip install cockpit into the job's python on the nodes to check them")]
@@ -153,13 +153,13 @@ def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
     if silent:
         out.append(Check("versions", WARN, f"versions not checked on {_not_installed(silent)}", tuple(silent),
                          "pip install cockpit into the job's python there to check them"))
-    no_torch = [h for h, v in reported.items() if not v.get("torch")]
+    no_torch = [h for h, v in reported.items() if not v.torch]
     if no_torch:
         out.append(Check("torch", FAIL, f"not installed for the job's python on {', '.join(no_torch)}",
                          tuple(no_torch), "install torch there, or set python: to an interpreter that has it"))
     wanted = [("torch", FAIL), ("nccl", FAIL if spec.dist_backend == "nccl" else WARN), ("python", WARN)]
     for key, level in wanted:
-        values = {h: v.get(key) for h, v in reported.items() if v.get(key)}
+        values = {h: getattr(v, key) for h, v in reported.items() if getattr(v, key)}
         if len(set(values.values())) > 1:
             out.append(Check(f"{key} version", level, "differs: " + ", ".join(f"{h}: {v}" for h, v in values.items()),
                              tuple(values), f"install the same {key} on every node"))
@@ -170,7 +170,7 @@ def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
 
 def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
     """The job's *_SOCKET_IFNAME exists on every node (not lo for several nodes); gloo's hostname fallback."""
-    nodes = {n["host"]: n["interfaces"] for n in facts.up() if n.get("interfaces") is not None}
+    nodes = {n.host: n.interfaces for n in facts.up() if n.interfaces is not None}
     multi = spec.num_nodes > 1
     advice = ifadvice.advise(nodes) if multi and len(nodes) == len(facts.up()) else None
     hint = f"set {advice.env_text()}" if advice and advice.subnet else (advice.reason if advice else None)
@@ -178,7 +178,7 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
         hint += " (per-node values go in the job's node_env:, e.g. node_env: {" + ", ".join(
             f"{h}: {{{', '.join(f'{k}: {v}' for k, v in e.items())}}}" for h, e in advice.per_node.items()) + "})"
     out = []
-    silent = [n["host"] for n in facts.up() if n.get("interfaces") is None]
+    silent = [n.host for n in facts.up() if n.interfaces is None]
     if silent:
         out.append(Check("interfaces", WARN, f"interfaces not checked on {_not_installed(silent)}; the node "
                          "agent could not list them either", tuple(silent),
@@ -206,7 +206,7 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
     return out
 
 
-def _on_shared_subnets(nodes: dict[str, list[dict]]) -> dict[str, set[str]] | None:
+def _on_shared_subnets(nodes: ifadvice.Nodes) -> dict[str, set[str]] | None:
     """host -> its interfaces on a subnet every node shares; None when there is none (a routed network)."""
     subnets = ifadvice.common_subnets(nodes)
     if not subnets:
@@ -218,7 +218,7 @@ def _on_shared_subnets(nodes: dict[str, list[dict]]) -> dict[str, set[str]] | No
     return out
 
 
-def _named_interface(var: str, value: str, nodes: dict[str, list[dict]], multi: bool, hint: str | None,
+def _named_interface(var: str, value: str, nodes: ifadvice.Nodes, multi: bool, hint: str | None,
                      shared: dict[str, set[str]] | None = None) -> list[Check]:
     """GLOO: every name exists, up with IPv4. NCCL (prefixes, ``^`` excludes): of what the value selects,
     interfaces that are down or have no IPv4 are skipped, as NCCL skips them ("^docker,lo" on a node with
@@ -236,15 +236,15 @@ def _named_interface(var: str, value: str, nodes: dict[str, list[dict]], multi: 
         elif missing or not chosen:
             what = f"names {', '.join(missing)}, missing" if missing else "matches no interface"
             out.append(Check("interface", FAIL, f"{var}={value} {what} on {host} (it has {has})", (host,), hint))
-        elif multi and any(i.get("loopback") for i in (live if var == ifadvice.NCCL else chosen)):
+        elif multi and any(i.loopback for i in (live if var == ifadvice.NCCL else chosen)):
             out.append(Check("interface", FAIL, f"{var}={value} selects the loopback interface on {host}: the other "
                              "nodes cannot reach it there", (host,), hint))
         elif var == ifadvice.GLOO and len(live) < len(chosen):
-            names = ", ".join(i["name"] for i in chosen if not _live(i))
+            names = ", ".join(i.name for i in chosen if not _live(i))
             out.append(Check("interface", FAIL, f"{var}={value} selects {names} on {host}, which is down or has "
                              "no IPv4 address", (host,), hint))
-        elif var == ifadvice.NCCL and multi and shared is not None and not any(i["name"] in shared[host] for i in live):
-            names = ", ".join(i["name"] for i in live)
+        elif var == ifadvice.NCCL and multi and shared is not None and not any(i.name in shared[host] for i in live):
+            names = ", ".join(i.name for i in live)
             out.append(Check("interface", FAIL, f"{var}={value} selects {names} on {host}, on no subnet that every "
                              f"node shares (it has {has})", (host,), hint))
     if not out and nodes:
@@ -252,8 +252,8 @@ def _named_interface(var: str, value: str, nodes: dict[str, list[dict]], multi: 
     return out
 
 
-def _live(iface: dict) -> bool:
-    return bool(iface.get("up")) and bool(ifadvice.networks(iface))
+def _live(iface: Interface) -> bool:
+    return iface.up and bool(ifadvice.networks(iface))
 
 
 def master(spec: JobSpec, facts: JobFacts) -> list[Check]:

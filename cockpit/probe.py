@@ -180,7 +180,7 @@ class GpuReader:
 
 def interfaces() -> list[dict]:
     """Network interfaces: name, up, mtu, mac, speed, IPv4/IPv6 addresses with prefix (from `ip -j addr`;
-    without iproute2, sysfs + the primary IPv4 address by ioctl)."""
+    without iproute2, sysfs + the primary IPv4 address by ioctl), and whether each is virtual (sysfs)."""
     try:
         out = subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, timeout=5)
         data = json.loads(out.stdout) if out.returncode == 0 else None
@@ -192,7 +192,8 @@ def interfaces() -> list[dict]:
              "loopback": "LOOPBACK" in d.get("flags", ()), "mtu": d.get("mtu"), "mac": d.get("address"),
              "speed_mbps": _speed(d.get("ifname")),
              "ipv4": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ()) if a.get("family") == "inet"],
-             "ipv6": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ()) if a.get("family") == "inet6"]}
+             "ipv6": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ()) if a.get("family") == "inet6"],
+             "virtual": is_virtual(d.get("ifname"))}
             for d in data]
 
 
@@ -212,7 +213,7 @@ def _sysfs_interfaces() -> list[dict]:
             ipv4 = []
         out.append({"name": name, "up": bool(flags & 1), "loopback": bool(flags & 8),
                     "mtu": _num(_read(base / "mtu")), "mac": _read(base / "address"), "speed_mbps": _speed(name),
-                    "ipv4": ipv4, "ipv6": []})
+                    "ipv4": ipv4, "ipv6": [], "virtual": is_virtual(name)})
     return out
 
 
@@ -221,6 +222,15 @@ def _read(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+def is_virtual(name: str | None, sys_net: Path = Path("/sys/class/net")) -> bool | None:
+    """Whether ``name`` is a software interface (bridge, veth, tunnel, loopback): a NIC has a ``device`` link
+    under /sys/class/net/NAME. None where sysfs does not list it (not Linux, another namespace's sysfs)."""
+    base = sys_net / str(name)
+    if not name or not base.exists():
+        return None
+    return not (base / "device").exists()
 
 
 def _speed(name: str | None) -> int | None:

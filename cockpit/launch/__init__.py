@@ -28,14 +28,46 @@ __all__ = ["LaunchError", "prepare", "start"]
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (), *,
             preflight: bool = True, trust_new_hosts: bool = False) -> Path:
     """Create the run directory for ``spec`` and hand it to its scheduler if it has one (sbatch); raises
-    LaunchError with a hint when it cannot run. ``preflight`` / ``trust_new_hosts`` concern the ssh launcher
-    only (`cockpit run --no-preflight`, `--trust-new-hosts`)."""
+    LaunchError with a hint when it cannot run. ``preflight`` False launches although checks fail
+    (`cockpit run --no-preflight`); ``trust_new_hosts`` concerns the ssh launcher only (`--trust-new-hosts`)."""
     check_runs_dir(runs_dir)
     launcher = registry.for_spec(spec)
     run_dir = launcher.prepare(spec, job_path, runs_dir, extra_args,
                                LaunchOptions(preflight=preflight, trust_new_hosts=trust_new_hosts))
     launcher.schedule(run_dir)
     return run_dir
+
+
+def check_local(spec: JobSpec, job_path: str) -> list:
+    """The local preflight (cockpit.preflight_local): the files first, at once, then this machine through the
+    job's python; raises PreflightFailed with doctor's lines. Returns the checks."""
+    from cockpit import preflight, preflight_local
+    from cockpit.launch import local_facts
+    from cockpit.launch.plan import PreflightFailed
+
+    facts = local_facts.files(spec, job_path)
+    checks = preflight_local.file_checks(spec, facts)
+    if not preflight.failed(checks):
+        checks = preflight_local.local_checks(spec, local_facts.probe(facts))
+    if preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    return checks
+
+
+def check_slurm(spec: JobSpec, job_path: str, run=None) -> list:
+    """The Slurm preflight (cockpit.preflight_slurm) over sinfo's answer (``run``: subprocess.run's shape);
+    raises PreflightFailed with doctor's lines, before anything waits in the queue. Returns the checks."""
+    import subprocess
+
+    from cockpit import preflight
+    from cockpit.launch import slurm_facts
+    from cockpit.launch.plan import PreflightFailed
+    from cockpit.preflight_slurm import slurm_checks
+
+    checks = slurm_checks(spec, slurm_facts.gather(spec, job_path, run or subprocess.run))
+    if preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    return checks
 
 
 def check_runs_dir(runs_dir: Path) -> None:

@@ -24,6 +24,17 @@ DRY_RUN_ID = "dry-run"
 class LaunchError(Exception):
     """The job cannot be launched as asked; the message says why and what to do."""
 
+
+class PreflightFailed(LaunchError):
+    """A preflight check failed: the launch is refused with the lines `cockpit doctor JOB` prints for the
+    failed checks. ``checks`` are all of them (cockpit.preflight.Check)."""
+
+    def __init__(self, job_path: str, checks: list):
+        self.checks = checks
+        lines = [c.line() for c in checks if c.level == "FAIL"]
+        super().__init__(f"preflight failed, not launching (cockpit doctor {job_path} shows every check; "
+                         "--no-preflight launches anyway):\n  " + "\n  ".join(lines))
+
 DEFAULT_MASTER_PORT = 29500
 
 

@@ -47,6 +47,10 @@ class SlurmLauncher:
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
+        if options.preflight:
+            from cockpit.launch import check_slurm
+
+            check_slurm(spec, job_path)
         return prepare(spec, job_path, runs_dir, extra_args)
 
     def schedule(self, run_dir: Path) -> None:

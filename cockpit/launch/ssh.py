@@ -24,26 +24,17 @@ from pathlib import Path
 from cockpit import preflight
 from cockpit import run_layout as layout
 from cockpit.launch import local
-from cockpit.launch.plan import LaunchError, facts_for, interpreter, with_shell_env
+from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, interpreter, with_shell_env
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.ssh_facts import gather
 from cockpit.launch.ssh_plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
+from cockpit.nodereport import NodeReport
 from cockpit.paths import job_workdir
 from cockpit.remote import RemotePool, SSHOptions
 from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec import JobSpec
 
 PREFLIGHT_FILE = layout.PREFLIGHT
-
-
-class PreflightFailed(LaunchError):
-    """A preflight check failed: the launch is refused. ``checks`` are all of them."""
-
-    def __init__(self, job_path: str, checks: list[preflight.Check]):
-        self.checks = checks
-        lines = [c.line() for c in preflight.failed(checks)]
-        super().__init__(f"preflight failed, not launching (cockpit doctor {job_path} shows every check; "
-                         "--no-preflight launches anyway):\n  " + "\n  ".join(lines))
 
 
 @dataclass(frozen=True)
@@ -209,13 +200,16 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
     return run_dir
 
 
-def recorded_nodes(nodes: list[dict]) -> list[dict]:
+def recorded_nodes(nodes: list[NodeReport]) -> list[dict]:
     """The probe answers as preflight.json keeps them: without the processes on each GPU, whose users and
     full command lines (other people's, secrets in arguments) do not belong in a run directory."""
-    return [{**n, "gpus": [{k: v for k, v in g.items() if k != "processes"} for g in n.get("gpus") or ()]}
-            for n in nodes]
+    out = []
+    for n in nodes:
+        d = n.to_dict()
+        out.append({**d, "gpus": [{k: v for k, v in g.items() if k != "processes"} for g in d["gpus"]]})
+    return out
 
 
 def _gpu_count(facts: preflight.JobFacts) -> int | None:
-    counts = {len(n["gpus"]) for n in facts.up()}
+    counts = {len(n.gpus) for n in facts.up()}
     return counts.pop() if len(counts) == 1 and 0 not in counts else None

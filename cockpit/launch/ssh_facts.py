@@ -17,11 +17,13 @@ import ipaddress
 import json
 import shlex
 import sys
+from dataclasses import replace
 
 from cockpit import ifadvice
 from cockpit.fleet import Fleet
 from cockpit.launch.ssh_shell import agent_command
-from cockpit.preflight import REACHABLE, JobFacts, is_loopback
+from cockpit.nodereport import Interface
+from cockpit.preflight import JobFacts, is_loopback
 from cockpit.remote import LocalRemote, RemoteError, RemotePool
 from cockpit.spec import JobSpec
 
@@ -48,7 +50,7 @@ def node_python(pool: RemotePool, host: str, python: str) -> str:
     return sys.executable if isinstance(pool.get(host), LocalRemote) and python == "python3" else python
 
 
-def pick_master_addr(spec: JobSpec, interfaces: dict[str, list[dict]]) -> str:
+def pick_master_addr(spec: JobSpec, interfaces: ifadvice.Nodes) -> str:
     """How the other nodes should reach node 0: an address of it on a subnet all share, else its name."""
     master = spec.hosts[0]
     if spec.num_nodes < 2:
@@ -62,7 +64,7 @@ def pick_master_addr(spec: JobSpec, interfaces: dict[str, list[dict]]) -> str:
     return master
 
 
-def node_addresses(spec: JobSpec, interfaces: dict[str, list[dict]]) -> dict[str, str]:
+def node_addresses(spec: JobSpec, interfaces: ifadvice.Nodes) -> dict[str, str]:
     """Each node's address on a subnet all share (for torchrun's --local-addr), where known."""
     if spec.num_nodes < 2 or len(interfaces) != spec.num_nodes:
         return {}
@@ -109,12 +111,12 @@ async def gather(spec: JobSpec, pool: RemotePool, python: str, timeout: float = 
     directory; ``workdir``: the ranks' working directory as the nodes should see it."""
     hosts = list(spec.hosts)
     fleet = _JobFleet(hosts, pool, python, timeout, spec.master_port)
-    nodes = [n.to_dict() for n in await fleet.refresh()]
-    up = [n["host"] for n in nodes if n["state"] in REACHABLE]
+    nodes = [n.node_report() for n in await fleet.refresh()]
+    up = [n.host for n in nodes if n.reachable]
     facts = JobFacts(nodes=nodes)
     if not up:
         return facts
-    ifaces = {n["host"]: n["interfaces"] for n in nodes if n["host"] in up and n.get("interfaces") is not None}
+    ifaces = {n.host: n.interfaces for n in nodes if n.reachable and n.interfaces is not None}
     facts.master_addr = pick_master_addr(spec, ifaces)
     facts.addresses = node_addresses(spec, ifaces)
     listener, answer = (None, {"port": spec.master_port, "free": None, "error": "the master is unreachable"})
@@ -131,8 +133,14 @@ async def gather(spec: JobSpec, pool: RemotePool, python: str, timeout: float = 
         if listener is not None:
             await listener.close()
     facts.node_checks = dict(zip(up, answers, strict=True))
-    for node in nodes:  # cockpit is not installed there (the probe fell back to nvidia-smi): the agent's view
-        found = facts.node_checks.get(node["host"], {}).get("interfaces")
-        if node["host"] in up and node.get("interfaces") is None and found is not None:
-            node["interfaces"], node["interfaces_from"] = found, "the node agent (ip -j -4 addr or /sys/class/net)"
+    facts.nodes = [_agent_interfaces(n, facts.node_checks.get(n.host, {})) for n in nodes]
     return facts
+
+
+def _agent_interfaces(node, answer: dict):
+    """Where cockpit is not installed (the probe fell back to nvidia-smi), the interfaces the node agent saw."""
+    found = answer.get("interfaces")
+    if not node.reachable or node.interfaces is not None or found is None:
+        return node
+    return replace(node, interfaces=tuple(Interface.from_dict(i) for i in found),
+                   interfaces_from="the node agent (ip -j -4 addr or /sys/class/net)")

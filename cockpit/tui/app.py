@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.signal import Signal
 from textual.worker import Worker
 
+from cockpit.nodereport import NodeReport
 from cockpit.tui import fleetview
 from cockpit.tui.context import Context
 from cockpit.tui.messages import FleetUpdated
@@ -50,7 +51,7 @@ class CockpitApp(App):
     def __init__(self, ctx: Context) -> None:
         super().__init__()
         self.ctx = ctx
-        self.nodes: list[dict] = []
+        self.nodes: list[NodeReport] = []
         self.history = fleetview.History()
         self.selection = fleetview.Selection()
         self.fleet_changed: Signal[None] = Signal(self, "fleet-changed")
@@ -102,7 +103,7 @@ class CockpitApp(App):
 
     @work(exclusive=True, group="fleet", exit_on_error=False)
     async def follow_fleet(self) -> None:
-        def publish(nodes: list[dict]) -> None:
+        def publish(nodes: list[NodeReport]) -> None:
             self.history.record(nodes)  # every reading; only redraws coalesce
             self.post_message(FleetUpdated(nodes))
 

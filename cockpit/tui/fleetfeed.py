@@ -1,5 +1,5 @@
 """Where the fleet screen's data comes from. A feed is an async ``run(publish)`` that calls ``publish(nodes)``
-with every node as a dict in the `cockpit gpus --json` shape, plus "cpus" where known. No textual.
+with every node as a cockpit.nodereport.NodeReport ("cpus" filled in for this machine). No textual.
 
 ``LiveFleet`` keeps cockpit.fleet's probe stream per node open (one persistent connection each; a refresh is a
 line on it) and publishes a snapshot every interval and whenever a node changes state. ``FixedFleet`` replays
@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable
+from dataclasses import replace
 
 from cockpit.fleet import Fleet, NodeStatus
+from cockpit.nodereport import NodeReport
 from cockpit.remote import LocalRemote, RemotePool
 
-Publish = Callable[[list[dict]], None]
+Publish = Callable[[list[NodeReport]], None]
 
 
 class LiveFleet:
@@ -49,19 +51,17 @@ class LiveFleet:
         if self._fleet is not None:
             self._fleet.poke()
 
-    def _node(self, node: NodeStatus) -> dict:
-        out = node.to_dict()
-        cpus = (node.report or {}).get("cpus")
-        if cpus is None and isinstance(self.pool.get(node.host), LocalRemote):
-            cpus = os.cpu_count()  # this machine: the probe does not report cores (yet)
-        out["cpus"] = cpus
-        return out
+    def _node(self, node: NodeStatus) -> NodeReport:
+        report = node.node_report()
+        if report.cpus is None and isinstance(self.pool.get(node.host), LocalRemote):
+            report = replace(report, cpus=os.cpu_count())  # this machine: the probe does not report cores (yet)
+        return report
 
 
 class FixedFleet:
     """Publishes the given snapshots in order, then stays quiet (tests, snapshots, demos)."""
 
-    def __init__(self, snapshots: list[list[dict]], local_names: tuple[str, ...] = ("localhost",)):
+    def __init__(self, snapshots: list[list[NodeReport]], local_names: tuple[str, ...] = ("localhost",)):
         self.snapshots = snapshots
         self.local_names = local_names
 

@@ -1,4 +1,4 @@
-"""The fleet as the TUI shows it: node dicts in the `cockpit gpus --json` shape -> table rows, a short history per
+"""The fleet as the TUI shows it: the fleet's NodeReports -> table rows, a short history per
 GPU for sparklines, and the user's selection of GPUs and whole nodes. Pure: no textual, no IO, no clock, so
 the same nodes always give the same rows (snapshots depend on it)."""
 
@@ -8,7 +8,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cockpit.fleet import STATES
+from cockpit.nodereport import STATES, NodeReport
+from cockpit.nvml import Gpu
 
 SPARK = "▁▂▃▄▅▆▇█"
 COLUMNS = ("", "NODE/GPU", "NAME", "UTIL", "MEMORY", "TEMP", "PROCS")
@@ -28,8 +29,8 @@ def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH, maximum:
     return "".join(out).rjust(width)
 
 
-def memory_percent(gpu: dict) -> float | None:
-    used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+def memory_percent(gpu: Gpu) -> float | None:
+    used, total = gpu.memory_used_mib, gpu.memory_total_mib
     return None if used is None or not total else 100.0 * used / total
 
 
@@ -41,11 +42,11 @@ class History:
         self._util: dict[tuple[str, int], deque] = {}
         self._mem: dict[tuple[str, int], deque] = {}
 
-    def record(self, nodes: list[dict]) -> None:
+    def record(self, nodes: list[NodeReport]) -> None:
         for node in nodes:
-            for gpu in node.get("gpus") or ():
-                key = (node["host"], gpu["index"])
-                self._util.setdefault(key, deque(maxlen=self.keep)).append(gpu.get("utilization_gpu"))
+            for gpu in node.gpus:
+                key = (node.host, gpu.index)
+                self._util.setdefault(key, deque(maxlen=self.keep)).append(gpu.utilization_gpu)
                 self._mem.setdefault(key, deque(maxlen=self.keep)).append(memory_percent(gpu))
 
     def util(self, host: str, index: int) -> list[float | None]:
@@ -66,21 +67,21 @@ class Selection:
         key = (host, index)
         return Selection(self.gpus ^ {key}, self.nodes)
 
-    def toggle_node(self, node: dict) -> Selection:
+    def toggle_node(self, node: NodeReport) -> Selection:
         """A node with GPUs: all of them on (or off when all were on); a CPU-only node: the node itself."""
-        host, ids = node["host"], [g["index"] for g in node.get("gpus") or ()]
+        host, ids = node.host, [g.index for g in node.gpus]
         if not ids:
             return Selection(self.gpus, self.nodes ^ {host})
         mine = {(host, i) for i in ids}
         gpus = self.gpus - mine if mine <= self.gpus else self.gpus | mine
         return Selection(frozenset(gpus), self.nodes)
 
-    def mark(self, node: dict, index: int | None = None) -> str:
+    def mark(self, node: NodeReport, index: int | None = None) -> str:
         """'●' selected, '◐' some of the node's GPUs, '○' not."""
-        host = node["host"]
+        host = node.host
         if index is not None:
             return "●" if (host, index) in self.gpus else "○"
-        ids = [g["index"] for g in node.get("gpus") or ()]
+        ids = [g.index for g in node.gpus]
         if not ids:
             return "●" if host in self.nodes else "○"
         picked = sum((host, i) in self.gpus for i in ids)
@@ -116,82 +117,79 @@ def short_name(name: str | None) -> str:
     return "?" if name is None else name.removeprefix("NVIDIA ").strip()
 
 
-def node_summary(node: dict) -> tuple[str, str]:
+def node_summary(node: NodeReport) -> tuple[str, str]:
     """(kind, words) for a node's row."""
-    state, gpus = node.get("state"), node.get("gpus") or []
+    state, gpus = node.state, node.gpus
     if state == "ok" and gpus:
         return "node-ok", f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
     if state in ("ok", "no_driver"):
-        cores = node.get("cpus")
+        cores = node.cpus
         return "node-cpu", "CPU" + (f" · {cores} cores" if cores else " only")
     return "node-error", (state or "unknown").replace("_", " ")
 
 
-def rows(nodes: list[dict], history: History, selection: Selection) -> list[Row]:
+def rows(nodes: list[NodeReport], history: History, selection: Selection) -> list[Row]:
     """Every node, then its GPUs in nvidia-smi order (index = PCI bus order)."""
     out = []
     for node in nodes:
-        host = node["host"]
+        host = node.host
         kind, words = node_summary(node)
         out.append(Row(row_key(host), host, None, kind, (selection.mark(node), host, words, "", "", "", "")))
-        for g in node.get("gpus") or ():
-            i = g["index"]
-            util = g.get("utilization_gpu")
+        for g in node.gpus:
+            i = g.index
+            util = g.utilization_gpu
             util_text = ("  - " if util is None else f"{util:>3}%") + " " + sparkline(history.util(host, i))
             out.append(Row(row_key(host, i), host, i, "gpu", (
-                selection.mark(node, i), f"  {i}", short_name(g.get("name"))[:16], util_text,
+                selection.mark(node, i), f"  {i}", short_name(g.name)[:16], util_text,
                 f"{_memory(g):>7} {sparkline(history.memory(host, i))}",
-                "-" if g.get("temperature_c") is None else f"{g['temperature_c']}C",
-                str(len(g.get("processes") or ())))))
+                "-" if g.temperature_c is None else f"{g.temperature_c}C", str(len(g.processes)))))
     return out
 
 
-def _memory(gpu: dict) -> str:
-    used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+def _memory(gpu: Gpu) -> str:
+    used, total = gpu.memory_used_mib, gpu.memory_total_mib
     if used is None and total is None:
         return "-"
     gib = lambda mib: "?" if mib is None else f"{mib / 1024:.0f}" if mib >= 10240 else f"{mib / 1024:.1f}"  # noqa: E731
     return f"{gib(used)}/{gib(total)}G"
 
 
-def details(node: dict, gpu_index: int | None) -> list[str]:
+def details(node: NodeReport, gpu_index: int | None) -> list[str]:
     """Lines for the detail panel under the table: the node's state and facts, or one GPU and its processes."""
     if gpu_index is None:
         return _node_details(node)
-    gpu = next((g for g in node.get("gpus") or () if g["index"] == gpu_index), None)
+    gpu = next((g for g in node.gpus if g.index == gpu_index), None)
     if gpu is None:
-        return [f"{node['host']}: GPU {gpu_index} is gone"]
-    power = gpu.get("power_draw_w"), gpu.get("power_limit_w")
-    lines = [f"{node['host']} GPU {gpu_index}: {gpu.get('name') or '?'}  bus {gpu.get('pci_bus_id') or '?'}",
-             f"util {_pct(gpu.get('utilization_gpu'))}  memory {_s(gpu.get('memory_used_mib'))} / "
-             f"{_s(gpu.get('memory_total_mib'))} MiB  temp {_s(gpu.get('temperature_c'))}C  power "
-             f"{_watts(power[0])} / {_watts(power[1])} W"]
-    procs = gpu.get("processes") or ()
+        return [f"{node.host}: GPU {gpu_index} is gone"]
+    lines = [f"{node.host} GPU {gpu_index}: {gpu.name or '?'}  bus {gpu.pci_bus_id or '?'}",
+             f"util {_pct(gpu.utilization_gpu)}  memory {_s(gpu.memory_used_mib)} / "
+             f"{_s(gpu.memory_total_mib)} MiB  temp {_s(gpu.temperature_c)}C  power "
+             f"{_watts(gpu.power_draw_w)} / {_watts(gpu.power_limit_w)} W"]
+    procs = gpu.processes
     lines.append(f"{len(procs)} process{'es' if len(procs) != 1 else ''}" + (":" if procs else ""))
     for p in procs:
-        mem = "?" if p.get("used_memory_mib") is None else f"{p['used_memory_mib']} MiB"
-        lines.append(f"  pid {p['pid']:<8} {_s(p.get('user'))[:10]:<10} {mem:>10}  {_s(p.get('command'))}")
+        mem = "?" if p.used_memory_mib is None else f"{p.used_memory_mib} MiB"
+        lines.append(f"  pid {p.pid:<8} {_s(p.user)[:10]:<10} {mem:>10}  {_s(p.command)}")
     return lines
 
 
-def _node_details(node: dict) -> list[str]:
-    state = node.get("state") or "unknown"
-    name = f" ({node['hostname']})" if node.get("hostname") and node["hostname"] != node["host"] else ""
-    lines = [f"{node['host']}{name}: {state.replace('_', ' ')} — {STATES.get(state, 'unknown state')}"]
-    if node.get("reason"):
-        lines.append(f"reason: {node['reason']}")
-    if node.get("hint"):
-        lines.append(f"hint: {node['hint']}")
-    facts = [f"driver {node['driver_version']}" if node.get("driver_version") else "",
-             f"CUDA {node['cuda_version']}" if node.get("cuda_version") else "",
-             f"{node['cpus']} CPU cores" if node.get("cpus") else ""]
+def _node_details(node: NodeReport) -> list[str]:
+    state = node.state or "unknown"
+    name = f" ({node.hostname})" if node.hostname and node.hostname != node.host else ""
+    lines = [f"{node.host}{name}: {state.replace('_', ' ')} — {STATES.get(state, 'unknown state')}"]
+    if node.reason:
+        lines.append(f"reason: {node.reason}")
+    if node.hint:
+        lines.append(f"hint: {node.hint}")
+    facts = [f"driver {node.driver_version}" if node.driver_version else "",
+             f"CUDA {node.cuda_version}" if node.cuda_version else "",
+             f"{node.cpus} CPU cores" if node.cpus else ""]
     if any(facts):
         lines.append("  ".join(f for f in facts if f))
-    ifaces = [f"{i['name']} {i['ipv4'][0]}" for i in node.get("interfaces") or ()
-              if i.get("up") and i.get("ipv4") and not i.get("loopback")]
+    ifaces = [f"{i.name} {i.ipv4[0]}" for i in node.interfaces or () if i.up and i.ipv4 and not i.loopback]
     if ifaces:
         lines.append("interfaces: " + ", ".join(ifaces))
-    lines += [f"warning: {w}" for w in node.get("warnings") or ()]
+    lines += [f"warning: {w}" for w in node.warnings or ()]
     return lines
 
 
@@ -217,9 +215,9 @@ class JobChoice:
     notes: list[str] = field(default_factory=list)
 
 
-def job_choice(selection: Selection, nodes: list[dict], local_names: Sequence[str]) -> JobChoice | None:
+def job_choice(selection: Selection, nodes: list[NodeReport], local_names: Sequence[str]) -> JobChoice | None:
     """The job form's launcher / nodes / gpus for a selection; None when nothing is selected."""
-    order = [n["host"] for n in nodes]
+    order = [n.host for n in nodes]
     hosts = selection.hosts(order)
     if not hosts:
         return None

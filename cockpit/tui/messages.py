@@ -9,13 +9,14 @@ from pathlib import Path
 from textual.message import Message
 
 from cockpit.logs.diagnose_model import Report
+from cockpit.nodereport import NodeReport
 from cockpit.runs import RunStatus
 from cockpit.tui.form import Checked
 from cockpit.tui.metrics import Series
 
 
 class FleetUpdated(Message):
-    def __init__(self, nodes: list[dict]) -> None:
+    def __init__(self, nodes: list[NodeReport]) -> None:
         super().__init__()
         self.nodes = nodes
 

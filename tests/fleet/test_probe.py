@@ -168,3 +168,34 @@ def test_fallback_script_watch_form_repeats_the_block():
     finally:
         proc.kill()
         proc.wait()
+
+
+def sysfs_from_recording(root, name: str):
+    """/sys/class/net rebuilt from a recorded layout (tests/fixtures/sysnet/): links into devices/, with
+    device / bridge / brport where the real one had them."""
+    net = root / "class" / "net"
+    net.mkdir(parents=True)
+    for line in (REPO / "tests" / "fixtures" / "sysnet" / name).read_text().splitlines():
+        ifname, target, *flags = line.split()
+        real = root / target.replace("../../", "")
+        real.mkdir(parents=True)
+        for flag in flags:
+            key, value = flag.split("=")
+            if value == "1":
+                (real / key).mkdir()
+        (net / ifname).symlink_to(real)
+    return net
+
+
+def test_virtual_interfaces_are_told_by_sysfs_not_by_name(tmp_path):
+    """A NIC has a device under /sys/class/net/X; a bridge (cpmn1854), its veth ports, ifb and lo do not."""
+    net = sysfs_from_recording(tmp_path, "host-bridge-over-eth0.txt")
+    assert probe.is_virtual("eth0", net) is False
+    assert [probe.is_virtual(n, net) for n in ("cpmn1854", "cpmn1854v0", "ifb0", "lo")] == [True] * 4
+    assert probe.is_virtual("ib0", net) is None  # not listed: unknown, not a guess
+
+
+def test_the_probe_says_which_interfaces_are_virtual():
+    ifaces = {i["name"]: i for i in probe.interfaces()}
+    assert ifaces["lo"]["virtual"] is True
+    assert all(isinstance(i["virtual"], bool) for i in ifaces.values())

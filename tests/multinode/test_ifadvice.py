@@ -9,18 +9,19 @@ from hypothesis import strategies as st
 from cockpit import ifadvice
 from cockpit.ifadvice import GLOO, NCCL
 from cockpit.launch.ssh_facts import pick_master_addr
+from cockpit.nodereport import Interface
 from cockpit.spec import parse_spec
 
 
-def iface(name: str, *ipv4: str, up: bool = True, speed: int | None = None) -> dict:
-    return {"name": name, "up": up, "loopback": name == "lo", "ipv4": list(ipv4), "speed_mbps": speed}
+def iface(name: str, *ipv4: str, up: bool = True, speed: int | None = None) -> Interface:
+    return Interface(name, up, name == "lo", speed_mbps=speed, ipv4=ipv4)
 
 
 LO = iface("lo", "127.0.0.1/8")
 
 
-def names(var: str, value: str | None, ifaces: list[dict]) -> list[str]:
-    return [i["name"] for i in ifadvice.selected(var, value, ifaces)]
+def names(var: str, value: str | None, ifaces: list[Interface]) -> list[str]:
+    return [i.name for i in ifadvice.selected(var, value, ifaces)]
 
 
 def test_nccl_syntax_prefix_exact_exclude_and_lists():
@@ -143,3 +144,20 @@ def test_an_address_every_node_has_is_no_shared_network_and_bridges_are_never_th
     spec = parse_spec("name: t\nscript: t.py\nlauncher: ssh\nnodes: [a, b]\ngpus: none\n")
     assert pick_master_addr(spec, nodes) == "10.0.0.1"
     assert pick_master_addr(spec, bridged) == "a"
+
+
+def test_a_bridge_the_node_calls_virtual_is_never_advised_while_a_nic_is_there():
+    """The host layout of tests/fixtures/sysnet/: a test bridge (no device) with its own subnet, which every
+    node has, next to the NIC eth0. Only where the bridge is the sole network is it advised."""
+    def node(br: str, ip: str) -> list[Interface]:
+        return [LO, Interface("cpmn1854", True, ipv4=(br,), virtual=True),
+                Interface("eth0", True, ipv4=(ip,), virtual=False)]
+
+    nodes = {"a": node("10.233.74.1/24", "192.0.2.2/24"), "b": node("10.233.74.2/24", "192.0.2.3/24")}
+    advice = ifadvice.advise(nodes)
+    assert advice.subnet == "192.0.2.0/24" and advice.values == {NCCL: "eth0", GLOO: "eth0"}
+    only = {h: [i for i in ifaces if i.name != "eth0"] for h, ifaces in nodes.items()}
+    assert ifadvice.advise(only).values[NCCL] == "cpmn1854"
+    docker = {h: [LO, iface("docker0", f"172.17.0.{n}/16"), iface("eth0", f"10.0.0.{n}/24")]
+              for n, h in ((2, "a"), (3, "b"))}  # docker0 on one subnet with different addresses: still not it
+    assert ifadvice.advise(docker).values[NCCL] == "eth0"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from cockpit import preflight
 from cockpit.launch import ssh
 from cockpit.launch.plan import LaunchError
+from cockpit.nodereport import Interface, NodeReport
+from cockpit.nvml import GpuProcess
 from cockpit.preflight import FAIL, OK, JobFacts
 from cockpit.spec import parse_spec
 
@@ -20,12 +23,13 @@ def job(text: str = "", nodes: str = "[n1, n2]"):
 
 
 def node(host: str, ip: str | None = None, ifname: str = "eth0", state: str = "no_driver", gpus: int = 0,
-         versions: dict | None = None) -> dict:
+         versions: dict | None = None) -> NodeReport:
     ifaces = [{"name": "lo", "up": True, "loopback": True, "ipv4": ["127.0.0.1/8"]}]
     if ip:
         ifaces.append({"name": ifname, "up": True, "loopback": False, "ipv4": [f"{ip}/24"]})
-    return {"host": host, "state": state, "reason": None, "hint": None, "interfaces": ifaces,
-            "gpus": [{"index": i, "processes": []} for i in range(gpus)], "versions": versions or VERSIONS}
+    return NodeReport.from_dict({"host": host, "state": state, "reason": None, "hint": None, "interfaces": ifaces,
+                                 "gpus": [{"index": i, "processes": []} for i in range(gpus)],
+                                 "versions": versions or VERSIONS})
 
 
 def check(host: str, **extra) -> dict:
@@ -33,8 +37,8 @@ def check(host: str, **extra) -> dict:
             "resolved": "10.0.0.1", "reached": True, "reach_error": None, **extra}
 
 
-def facts(*nodes: dict, **kw) -> JobFacts:
-    checks = {n["host"]: check(n["host"]) for n in nodes if n["state"] != "unreachable"}
+def facts(*nodes: NodeReport, **kw) -> JobFacts:
+    checks = {n.host: check(n.host) for n in nodes if n.state != "unreachable"}
     base = {"master_addr": "10.0.0.1", "master_port": 29500, "port_free": True, "node_checks": checks}
     return JobFacts(list(nodes), **{**base, **kw})
 
@@ -95,8 +99,7 @@ def test_gloo_without_ifname_and_a_hostname_on_loopback_fails():
 
 
 def test_unreachable_node_is_reported_once_with_its_hint():
-    down = {"host": "n2", "state": "unreachable", "reason": "connection refused on port 22",
-            "hint": "is sshd running there?", "interfaces": None, "gpus": [], "versions": None}
+    down = NodeReport("n2", "unreachable", "connection refused on port 22", "is sshd running there?")
     checks = preflight.job_checks(job("env:\n  GLOO_SOCKET_IFNAME: eth0\n"), facts(node("n1", "10.0.0.1"), down))
     [bad] = preflight.failed(checks)
     assert bad.line() == ("FAIL  reachable: n2: unreachable (connection refused on port 22) "
@@ -144,8 +147,8 @@ def test_nccls_exclude_default_skips_an_unused_nic_but_gloo_names_must_be_up():
     """"^docker,lo" (NCCL's default, jobs/ssh-2node.yaml) on nodes with a NIC that is down or has no
     address: NCCL skips those, so does the check; it still needs one interface on the shared subnet."""
     f = facts(node("n1", "10.0.0.1"), node("n2", "10.0.0.2"))
-    f.nodes[1]["interfaces"] += [{"name": "eth1", "up": False, "loopback": False, "ipv4": []},
-                                 {"name": "ib0", "up": True, "loopback": False, "ipv4": []}]
+    f.nodes[1] = replace(f.nodes[1], interfaces=(*f.nodes[1].interfaces, Interface("eth1", up=False),
+                                                 Interface("ib0", up=True)))
     checks = preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: '^docker,lo'\n  GLOO_SOCKET_IFNAME: eth0\n"), f)
     assert preflight.failed(checks) == []
     [_, bad] = preflight.failed(preflight.job_checks(job("env:\n  GLOO_SOCKET_IFNAME: eth0,eth1\n"), f))
@@ -153,7 +156,7 @@ def test_nccls_exclude_default_skips_an_unused_nic_but_gloo_names_must_be_up():
     [_, bad] = preflight.failed(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: ib,eth1\n"), f))
     assert bad.where == ("n2",) and "selects only interfaces that are down or have no IPv4" in bad.detail
     for n, ip in ((0, "192.168.8.1/24"), (1, "192.168.9.2/24")):  # up, IPv4, but on subnets of their own
-        f.nodes[n]["interfaces"].append({"name": "ens9", "up": True, "loopback": False, "ipv4": [ip]})
+        f.nodes[n] = replace(f.nodes[n], interfaces=(*f.nodes[n].interfaces, Interface("ens9", True, ipv4=(ip,))))
     assert preflight.failed(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: ens9,eth0\n"), f)) == []
     bad = preflight.failed(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: ens9\n"), f))
     assert [c.where for c in bad] == [("n1",), ("n2",)]
@@ -173,13 +176,13 @@ def test_routed_nodes_without_a_shared_subnet_warn_and_the_master_check_decides(
 
 def test_preflight_json_keeps_no_gpu_process_of_anyone():
     """What ssh.prepare writes to <run>/preflight.json: GPUs yes, other users' command lines no."""
-    secret = {"pid": 7, "user": "alice", "command": "python train.py --wandb-key=s3cr3t", "used_memory_mib": 10}
+    secret = GpuProcess(7, 10, "alice", "python train.py --wandb-key=s3cr3t")
     n1 = node("n1", "10.0.0.1", state="ok", gpus=2)
-    n1["gpus"][1]["processes"] = [secret]
+    n1 = replace(n1, gpus=(n1.gpus[0], replace(n1.gpus[1], processes=(secret,))))
     kept = ssh.recorded_nodes([n1, node("n2", "10.0.0.2")])
-    assert [g["index"] for g in kept[0]["gpus"]] == [0, 1] and kept[0]["interfaces"] == n1["interfaces"]
+    assert [g["index"] for g in kept[0]["gpus"]] == [0, 1] and kept[0]["interfaces"] == n1.to_dict()["interfaces"]
     assert "s3cr3t" not in json.dumps(kept) and "alice" not in json.dumps(kept)
-    assert n1["gpus"][1]["processes"] == [secret]  # the facts themselves are untouched
+    assert n1.gpus[1].processes == (secret,)  # the facts themselves are untouched
 
 
 def test_a_node_whose_agent_failed_is_named_when_launching_without_preflight(tmp_path):
@@ -194,7 +197,7 @@ def test_a_node_whose_agent_failed_is_named_when_launching_without_preflight(tmp
 
 def test_a_node_without_cockpit_is_not_passed_silently():
     """The fleet's nvidia-smi fallback reports no interfaces or versions: say what was not checked, where."""
-    bare = {**node("n2", "10.0.0.2"), "interfaces": None, "versions": None}
+    bare = replace(node("n2", "10.0.0.2"), interfaces=None, versions=None)
     checks = by_name(preflight.job_checks(job("env:\n  NCCL_SOCKET_IFNAME: lo\n"), facts(node("n1", "10.0.0.1"), bare)))
     [ifaces] = checks["interfaces"]
     assert ifaces.level == preflight.WARN and ifaces.where == ("n2",)

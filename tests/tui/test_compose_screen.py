@@ -9,6 +9,7 @@ from pathlib import Path
 from helpers import REPO
 from tui.tuidata import until
 
+from cockpit.nodereport import Interface, NodeReport
 from cockpit.spec import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen, interface_advice
@@ -36,8 +37,7 @@ def test_interface_advice_from_the_probed_interfaces():
     spec = dataclasses.replace(load_spec(DEMO), launcher="ssh", hosts=("a", "b"))
 
     def node(host, *ifaces):
-        return {"host": host, "interfaces": [{"name": n, "up": True, "loopback": n == "lo", "ipv4": [ip]}
-                                             for n, ip in ifaces]}
+        return NodeReport(host, "ok", interfaces=tuple(Interface(n, True, n == "lo", ipv4=(ip,)) for n, ip in ifaces))
 
     nodes = [node("a", ("lo", "127.0.0.1/8"), ("eth0", "10.1.0.1/24")),
              node("b", ("lo", "127.0.0.1/8"), ("eth0", "10.1.0.2/24"))]

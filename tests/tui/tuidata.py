@@ -13,14 +13,15 @@ from pathlib import Path
 from helpers import REPO
 
 from cockpit import nvml
+from cockpit.nodereport import NodeReport
 from cockpit.runs import RunStatus, create_run_dir, write_status
 
 NVML = REPO / "tests" / "fixtures" / "nvml"
 NOW = 1_800_000_000.0  # the fixed clock of every snapshot
 
 
-def node_from_recording(host: str, name: str, util_shift: int = 0) -> dict:
-    """A fleet node dict (`cockpit gpus --json` shape) from a recorded NVML fixture."""
+def node_from_recording(host: str, name: str, util_shift: int = 0) -> NodeReport:
+    """A fleet node from a recorded NVML fixture (through the `cockpit gpus --json` shape, as a node sends it)."""
     rec = json.loads((NVML / f"{name}.json").read_text())
     report = nvml.read(nvml.RecordedSource(rec), env=rec.get("env", {})).to_dict()
     for gpu in report["gpus"]:
@@ -28,24 +29,23 @@ def node_from_recording(host: str, name: str, util_shift: int = 0) -> dict:
             gpu["utilization_gpu"] = max(0, min(100, gpu["utilization_gpu"] - util_shift))
     state = report.pop("state")
     reason = report.pop("reason")
-    return {"host": host, "state": state, "reason": reason, "hint": None, "updated": None, "hostname": host,
-            "interfaces": [{"name": "eth0", "up": True, "loopback": False, "ipv4": ["10.0.0.7/24"]}],
-            "versions": None, "ports": None, "cpus": 64 if report["gpus"] else 2, **report}
+    return NodeReport.from_dict({
+        "host": host, "state": state, "reason": reason, "hint": None, "updated": None, "hostname": host,
+        "interfaces": [{"name": "eth0", "up": True, "loopback": False, "ipv4": ["10.0.0.7/24"]}],
+        "versions": None, "ports": None, "cpus": 64 if report["gpus"] else 2, **report})
 
 
-def fleet_snapshot(util_shift: int = 0) -> list[dict]:
+def fleet_snapshot(util_shift: int = 0) -> list[NodeReport]:
     nodes = [node_from_recording("localhost", "no-driver"),
              node_from_recording("gpu-h100", "h100-80gb-hbm3-load", util_shift),
              node_from_recording("gpu-a5000", "dual-rtx-a5000", util_shift),
              node_from_recording("gpu-a100", "a100-sxm4-80gb-mig", util_shift)]
-    nodes[0]["cpus"] = 2
-    nodes.append({"host": "gpu-down", "state": "unreachable", "reason": "connection refused (port 22)",
-                  "hint": "is sshd running on the node? is the host name right?", "updated": None, "gpus": [],
-                  "hostname": None, "cpus": None})
+    nodes.append(NodeReport("gpu-down", "unreachable", "connection refused (port 22)",
+                            "is sshd running on the node? is the host name right?"))
     return nodes
 
 
-def fleet_history() -> list[list[dict]]:
+def fleet_history() -> list[list[NodeReport]]:
     """Several snapshots, so the sparklines have a history."""
     return [fleet_snapshot(shift) for shift in (60, 40, 80, 20, 0, 10)]
 

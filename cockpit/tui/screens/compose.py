@@ -17,6 +17,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Checkbox, Footer, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 from textual.worker import get_current_worker
 
+from cockpit.nodereport import NodeReport
 from cockpit.spec import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec, SpecError
 from cockpit.tui import form as jobform
 from cockpit.tui.fleetview import job_choice
@@ -333,7 +334,7 @@ class ComposeScreen(CockpitScreen):
         self.app.open_run(run_dir)
 
 
-def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[dict]) -> str:
+def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[NodeReport]) -> str:
     """What to put in NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for an ssh job over several nodes, from the
     interfaces the fleet's probes reported (cockpit.ifadvice); and whether the value typed selects anything on
     each node. Empty where there is nothing to say."""
@@ -341,7 +342,7 @@ def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[dict]) -
         return ""
     from cockpit import ifadvice
 
-    seen = {n.get("host"): n.get("interfaces") for n in nodes}
+    seen = {n.host: n.interfaces for n in nodes}
     unknown = [h for h in spec.hosts if not seen.get(h)]
     if unknown:
         return (f"interface advice: no interfaces known for {', '.join(unknown)} (hint: show these nodes in "

@@ -42,7 +42,7 @@ class FleetScreen(CockpitScreen):
         nodes = app.nodes
         table = self.query_one(GpuTable)
         table.show(fleetview.rows(nodes, app.history, app.selection))
-        gpus = sum(len(n.get("gpus") or ()) for n in nodes)
+        gpus = sum(len(n.gpus) for n in nodes)
         bad = sum(fleetview.node_summary(n)[0] == "node-error" for n in nodes)
         picked = len(app.selection.gpus) + len(app.selection.nodes)
         if nodes:
@@ -65,7 +65,7 @@ class FleetScreen(CockpitScreen):
         if key is None:
             return None
         host = key.split("\x1f")[1]
-        return next((n for n in self.app.nodes if n["host"] == host), None)
+        return next((n for n in self.app.nodes if n.host == host), None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -76,7 +76,7 @@ class FleetScreen(CockpitScreen):
             return
         parts = event.key.split("\x1f")
         sel = self.app.selection
-        sel = sel.toggle_gpu(node["host"], int(parts[2])) if parts[0] == "gpu" else sel.toggle_node(node)
+        sel = sel.toggle_gpu(node.host, int(parts[2])) if parts[0] == "gpu" else sel.toggle_node(node)
         self.app.set_selection(sel)
 
     def action_clear_selection(self) -> None:

@@ -1,0 +1,39 @@
+"""The Slurm preflight against the real test cluster: its sinfo answer is the recorded fixture
+(tests/fixtures/sinfo/test-cluster.txt), a job it can run passes, and one asking an unknown partition or
+more GPUs than a node has is refused before sbatch, with doctor's lines."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from helpers import REPO
+
+from cockpit import launch
+from cockpit.launch.plan import PreflightFailed
+from cockpit.preflight import failed
+from cockpit.preflight_slurm import SINFO_ARGS, parse_sinfo
+from cockpit.spec import load_spec
+
+RECORDED = REPO / "tests" / "fixtures" / "sinfo" / "test-cluster.txt"
+
+
+def test_sinfo_answers_what_the_fixture_recorded(slurm_cluster):
+    live = slurm_cluster.run(*SINFO_ARGS).stdout
+
+    def without_state(text):  # other tests' jobs may hold the nodes: idle, mix, alloc
+        return [(n.name, n.gpus, n.partition, n.default) for n in parse_sinfo(text)]
+    assert without_state(live) == without_state(RECORDED.read_text()), f"re-record {RECORDED}:\n{live}"
+
+
+def test_a_job_the_cluster_can_run_passes_and_a_wrong_one_is_refused(slurm_cluster, tmp_path):
+    def run(argv, **kw):
+        return subprocess.run(argv, env=slurm_cluster.env, **kw)
+
+    job = REPO / "jobs" / "slurm.yaml"
+    assert failed(launch.check_slurm(load_spec(job), str(job), run)) == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(job.read_text().replace("partition: gpu", "partition: nope"))
+    (tmp_path / "demo.py").write_text("")
+    with pytest.raises(PreflightFailed, match="nope is not a partition of this cluster"):
+        launch.check_slurm(load_spec(bad), str(bad), run)
