@@ -23,7 +23,7 @@ HOST = "COCKPIT_HOST"  # the node's name as cockpit knows it (names the per-rank
 
 ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST)
 
-# The values of PRECISION, and the rule both sides check: the job file (cockpit.spec, before a launch) and the
+# The values of PRECISION, and the rule both sides check: the job file (cockpit.spec.model, before a launch) and the
 # rank (cockpit.train.config, where torch says whether CUDA is there). Here, since both import this module
 # and neither may import the other (spec runs without torch; the rank without PyYAML).
 PRECISIONS = ("fp32", "fp16", "bf16")

@@ -6,7 +6,7 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
-    hook/sitecustomize.py        the rank-side hook (cockpit.hang.rankhook), first on each rank's PYTHONPATH
+    hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH
     logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json
     logs/agent.<host>.log        torchrun's (or the batch shell's, a trial's) own output; .exit for ssh nodes
     logs/supervisor.log          the supervisor's own output
@@ -20,7 +20,7 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
 Only names and path arithmetic here, plus the two listings that read a ``logs/`` directory back (rank files,
 agent logs); nothing is written. Shell text that runs elsewhere (the rank wrapper, the node agent, the
 sbatch script) spells the same names; cockpit.render builds its paths from the names here. The node side
-(cockpit.hang.rankhook, cockpit.launch.ssh_agent) runs as copied source without cockpit, so it spells them
+(cockpit.node.rankhook, cockpit.node.agent) runs as copied source without cockpit, so it spells them
 itself.
 """
 

@@ -19,7 +19,7 @@ import pytest
 from helpers import REPO, wait_for
 
 from cockpit import procs
-from cockpit.launch import local
+from cockpit.launch.local import launcher as local
 from cockpit.runs import list_runs, read_status
 
 pytestmark = pytest.mark.slow

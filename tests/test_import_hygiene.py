@@ -14,7 +14,7 @@ from helpers import REPO
 HEAVY = ("torch", "textual", "asyncssh", "pynvml")
 PROBE = """
 import json, sys
-from cockpit.cli import main
+from cockpit.cli.main import main
 try:
     main({argv!r})
 except SystemExit:

@@ -6,7 +6,7 @@ import pytest
 
 from cockpit.launch import LaunchError, registry
 from cockpit.runs import RunStatus
-from cockpit.spec import parse_spec
+from cockpit.spec.model import parse_spec
 
 
 def _status(launcher: str, nodes: list[dict]) -> RunStatus:

@@ -1,4 +1,4 @@
-"""Local sweeps (cockpit.launch.local_sweep): trials side by side on disjoint GPU sets, or a few at a time on
+"""Local sweeps (cockpit.launch.local.sweep): trials side by side on disjoint GPU sets, or a few at a time on
 CPU, each a real torchrun + gloo run of the demo with its own run directory."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from helpers import REPO
 from test_runs_e2e import cockpit, env_for, only_run, wait_for
 
 from cockpit import procs
-from cockpit.launch import local_sweep
-from cockpit.launch.local import free_port
+from cockpit.launch.local import sweep as local_sweep
+from cockpit.launch.local.launcher import free_port
 from cockpit.launch.plan import LaunchError
 from cockpit.runs import read_status
-from cockpit.spec import SpecError, load_spec
+from cockpit.spec.model import SpecError, load_spec
 
 SMALL = ["--epochs", "1", "--steps-per-epoch", "10", "--hidden", "32", "--layers", "1", "--batch-size", "16"]
 

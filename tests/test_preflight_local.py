@@ -1,4 +1,4 @@
-"""The local preflight (cockpit.preflight_local): `cockpit run` refuses what `cockpit doctor JOB` predicts,
+"""The local preflight (cockpit.preflight.local): `cockpit run` refuses what `cockpit doctor JOB` predicts,
 with the same lines, before any rank starts; --no-preflight overrides. Real `cockpit` processes, the real
 probe under the job's python; the pure checks on facts."""
 
@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from helpers import REPO, wait_for
 
-from cockpit import nvml, preflight
-from cockpit.launch import local_facts
-from cockpit.nodereport import NodeReport
-from cockpit.preflight_local import LocalFacts, local_checks
+from cockpit import nvml
+from cockpit.fleet.report import NodeReport
+from cockpit.launch.local import facts as local_facts
+from cockpit.preflight import checks as preflight
+from cockpit.preflight.local import LocalFacts, local_checks
 from cockpit.runs import list_runs
-from cockpit.spec import load_spec, parse_spec
+from cockpit.spec.model import load_spec, parse_spec
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The Slurm preflight (cockpit.preflight_slurm) over sinfo's answer: the test cluster's nodes
+"""The Slurm preflight (cockpit.preflight.slurm) over sinfo's answer: the test cluster's nodes
 (tests/fixtures/sinfo/), and a real `cockpit run` of a Slurm job whose script is missing, refused here
 before sbatch (no Slurm needed: sinfo's absence is a warning, the files are still checked)."""
 
@@ -11,10 +11,10 @@ import sys
 
 from helpers import REPO
 
-from cockpit import preflight
-from cockpit.preflight_local import LocalFacts
-from cockpit.preflight_slurm import PartitionNode, SlurmFacts, parse_sinfo, slurm_checks
-from cockpit.spec import parse_spec
+from cockpit.preflight import checks as preflight
+from cockpit.preflight.local import LocalFacts
+from cockpit.preflight.slurm import PartitionNode, SlurmFacts, parse_sinfo, slurm_checks
+from cockpit.spec.model import parse_spec
 
 SINFO = (REPO / "tests" / "fixtures" / "sinfo" / "test-cluster.txt").read_text()
 FILES = LocalFacts("/shared/jobs", True, True, "python3")

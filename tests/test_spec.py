@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from helpers import JOBS
 
-from cockpit.spec import JobSpec, SpecError, load_spec, parse_spec
-from cockpit.spec_fields import hostlist_count
+from cockpit.spec.fields import hostlist_count
+from cockpit.spec.model import JobSpec, SpecError, load_spec, parse_spec
 
 BASE = "name: t\nscript: train.py\n"
 

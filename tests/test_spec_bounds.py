@@ -12,12 +12,12 @@ import time
 import pytest
 from helpers import require_tool
 
-from cockpit import jobfile
-from cockpit.hostlist import HostlistError, expand
 from cockpit.render import Facts, render
 from cockpit.render.shell import comment, header
-from cockpit.spec import SpecError, load_spec, parse_spec
-from cockpit.yamlpos import MAX_ALIASES, MAX_DEPTH, MAX_VALUES
+from cockpit.slurm.hostlist import HostlistError, expand
+from cockpit.spec import jobfile
+from cockpit.spec.model import SpecError, load_spec, parse_spec
+from cockpit.spec.yamlpos import MAX_ALIASES, MAX_DEPTH, MAX_VALUES
 
 BASE = "name: t\nscript: train.py\n"
 

@@ -15,8 +15,8 @@ from helpers import JOBS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.cli import main
-from cockpit.spec import JobSpec, SpecError, parse_spec
+from cockpit.cli.main import main
+from cockpit.spec.model import JobSpec, SpecError, parse_spec
 
 KEYS = ["name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
         "pg_backend", "precision", "seed", "env", "master_port", "rdzv", "max_restarts", "workdir", "python",
@@ -85,7 +85,7 @@ def test_cli_exit_codes(tmp_path_factory, example, at, insert):
 CAPPED = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from cockpit.cli import main
+from cockpit.cli.main import main
 sys.exit(main(["validate", sys.argv[1]]))
 """
 

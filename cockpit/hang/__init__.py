@@ -1,7 +1,6 @@
-"""Hangs and stragglers: what every rank is doing, seen from outside it.
+"""Hangs and stragglers: what every rank is doing, seen from outside it. What runs inside each rank (stacks
+on SIGURG, collective timing, a beat every second, Flight Recorder dumps) is cockpit.node.rankhook.
 
-    rankhook.py       runs INSIDE each rank (stdlib only, installed as its sitecustomize): stacks on SIGURG,
-                      collective timing and a beat every second, Flight Recorder dumps on request
     progress.py       pure: per-rank progress from the files the ranks write; stall and straggler verdicts
     stacks.py         pure: faulthandler dumps and Flight Recorder traces -> where a rank is, what it waits in
     finding.py        pure: evidence -> the finding (culprit, victims, collective) and the stacks report

@@ -165,7 +165,7 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evid
 
 def _signaller(run_dir: Path, status: RunStatus, ranks: set[int]):
     if status.launcher == "slurm":
-        from cockpit.launch import slurm
+        from cockpit.launch.slurm import launcher as slurm
 
         def by_slurm(_request: str) -> None:
             ids = slurm.job_ids(status)

@@ -14,9 +14,9 @@ from cockpit.runs import RunStatus
 
 
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: float) -> dict[int, Evidence]:
-    from cockpit.launch.ssh_facts import node_python
-    from cockpit.launch.ssh_plan import read_plan
-    from cockpit.launch.ssh_shell import agent_command
+    from cockpit.launch.ssh.facts import node_python
+    from cockpit.launch.ssh.plan import read_plan
+    from cockpit.launch.ssh.shell import agent_command
     from cockpit.remote import RemoteError, RemotePool
     from cockpit.render.facts import log_safe
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from cockpit.launch import registry
 from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import LaunchOptions
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
 __all__ = ["LaunchError", "prepare", "start"]
 
@@ -39,11 +39,12 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
 
 
 def check_local(spec: JobSpec, job_path: str) -> list:
-    """The local preflight (cockpit.preflight_local): the files first, at once, then this machine through the
+    """The local preflight (cockpit.preflight.local): the files first, at once, then this machine through the
     job's python; raises PreflightFailed with doctor's lines. Returns the checks."""
-    from cockpit import preflight, preflight_local
-    from cockpit.launch import local_facts
+    from cockpit.launch.local import facts as local_facts
     from cockpit.launch.plan import PreflightFailed
+    from cockpit.preflight import checks as preflight
+    from cockpit.preflight import local as preflight_local
 
     facts = local_facts.files(spec, job_path)
     checks = preflight_local.file_checks(spec, facts)
@@ -55,14 +56,14 @@ def check_local(spec: JobSpec, job_path: str) -> list:
 
 
 def check_slurm(spec: JobSpec, job_path: str, run=None) -> list:
-    """The Slurm preflight (cockpit.preflight_slurm) over sinfo's answer (``run``: subprocess.run's shape);
+    """The Slurm preflight (cockpit.preflight.slurm) over sinfo's answer (``run``: subprocess.run's shape);
     raises PreflightFailed with doctor's lines, before anything waits in the queue. Returns the checks."""
     import subprocess
 
-    from cockpit import preflight
-    from cockpit.launch import slurm_facts
     from cockpit.launch.plan import PreflightFailed
-    from cockpit.preflight_slurm import slurm_checks
+    from cockpit.preflight import checks as preflight
+    from cockpit.preflight.slurm import slurm_checks
+    from cockpit.slurm import facts as slurm_facts
 
     checks = slurm_checks(spec, slurm_facts.gather(spec, job_path, run or subprocess.run))
     if preflight.failed(checks):
@@ -86,6 +87,6 @@ def check_runs_dir(runs_dir: Path) -> None:
 
 def start(run_dir: Path, grace: float = 10.0) -> int:
     """Start the run's detached supervisor; returns its pid."""
-    from cockpit.launch import local
+    from cockpit.launch.local import launcher as local
 
     return local.start(run_dir, grace)

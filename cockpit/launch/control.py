@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from cockpit import runs
-from cockpit.launch import local, registry
+from cockpit.launch import registry
+from cockpit.launch.local import launcher as local
 from cockpit.launch.protocol import Warn
 from cockpit.runs import UNREADABLE, RunStatus, write_status
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cockpit.paths import default_runs_dir, job_workdir
 from cockpit.render.facts import Facts
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
 DRY_RUN_ID = "dry-run"
 
@@ -27,7 +27,7 @@ class LaunchError(Exception):
 
 class PreflightFailed(LaunchError):
     """A preflight check failed: the launch is refused with the lines `cockpit doctor JOB` prints for the
-    failed checks. ``checks`` are all of them (cockpit.preflight.Check)."""
+    failed checks. ``checks`` are all of them (cockpit.preflight.checks.Check)."""
 
     def __init__(self, job_path: str, checks: list):
         self.checks = checks

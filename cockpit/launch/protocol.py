@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cockpit.runs import RunStatus
-    from cockpit.spec import JobSpec
+    from cockpit.spec.model import JobSpec
 
 Warn = Callable[[str], None]
 

@@ -13,29 +13,29 @@ from collections.abc import Callable
 from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import Launcher
 from cockpit.runs import RunStatus
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
 
 def _local() -> Launcher:
-    from cockpit.launch.local import LocalLauncher
+    from cockpit.launch.local.launcher import LocalLauncher
 
     return LocalLauncher()
 
 
 def _local_sweep() -> Launcher:
-    from cockpit.launch.local_sweep import LocalSweepLauncher
+    from cockpit.launch.local.sweep import LocalSweepLauncher
 
     return LocalSweepLauncher()
 
 
 def _slurm() -> Launcher:
-    from cockpit.launch.slurm import SlurmLauncher
+    from cockpit.launch.slurm.launcher import SlurmLauncher
 
     return SlurmLauncher()
 
 
 def _ssh() -> Launcher:
-    from cockpit.launch.ssh import SSHLauncher
+    from cockpit.launch.ssh.launcher import SSHLauncher
 
     return SSHLauncher()
 

@@ -9,7 +9,7 @@ from cockpit.render.facts import Facts
 from cockpit.render.sbatch import sbatch_script
 from cockpit.render.shell import comment
 from cockpit.render.torchrun import dp_script, launch_script, torchrun_script
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
 KINDS = ("sbatch", "torchrun", "launch", "dp")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cockpit import contract
 from cockpit.render.facts import Facts, log_safe
 from cockpit.render.shell import export
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
 
 def contract_env(spec: JobSpec, facts: Facts, host: str) -> list[tuple[str, str]]:

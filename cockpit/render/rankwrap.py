@@ -4,7 +4,7 @@ It gives every rank its own log file named by global rank and host (torchrun's -
 local rank and changes between torch versions), passes signals on to the rank, and records how the rank
 ended (exit status and time) next to its log, so cockpit can name the first failing rank even when it was
 not watching. It records the rank's pid (for stacks and process state) and puts cockpit's rank-side hook
-(cockpit.hang.rankhook, installed as <run>/hook/sitecustomize.py) first on the rank's PYTHONPATH.
+(cockpit.node.rankhook, installed as <run>/hook/sitecustomize.py) first on the rank's PYTHONPATH.
 The node script writes it into the run directory with a quoted heredoc (nothing expands).
 """
 

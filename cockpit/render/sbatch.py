@@ -21,9 +21,9 @@ from cockpit.render.env import contract_env, program_words
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import WRAPPER
 from cockpit.render.shell import command, export, quote
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
-START_MARK = "cockpit: start restart="  # the line each attempt prints; cockpit.launch.slurm_node reads it
+START_MARK = "cockpit: start restart="  # the line each attempt prints; cockpit.launch.slurm.node reads it
 BATCH_HOST = "sbatch"  # logs/agent.sbatch.log: the batch shell's output, shown as [sbatch:agent]
 _WRAPPER_FILE = '"$COCKPIT_RUN_DIR/rank-wrapper.sh"'
 # Per task: map Slurm's variables onto torchrun's, name the node, then run the rank's program under the wrapper.

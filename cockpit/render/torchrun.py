@@ -12,7 +12,7 @@ from cockpit.render.env import node_env_lines, program_words
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import WRAPPER_PATH, write_wrapper_lines
 from cockpit.render.shell import command, header, quote
-from cockpit.spec import JobSpec
+from cockpit.spec.model import JobSpec
 
 
 def _rank_program(spec: JobSpec, facts: Facts) -> list[str]:

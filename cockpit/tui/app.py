@@ -1,7 +1,7 @@
 """The cockpit TUI: `cockpit` with no command (``run_tui``), or `python -m cockpit.tui`.
 
 Three modes (fleet, compose, runs), each a screen stack; the run view is pushed on top of runs. The app owns
-what several screens share: the fleet's nodes and history (fed by one async worker over cockpit.fleet), the
+what several screens share: the fleet's nodes and history (fed by one async worker over cockpit.fleet.nodes), the
 GPU selection (Fleet writes it, Compose reads it), and the theme (themes/*.yaml, remembered in the user
 config). Screens subscribe to the app's signals; workers post messages; nothing does IO in a handler.
 """
@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.signal import Signal
 from textual.worker import Worker
 
-from cockpit.nodereport import NodeReport
+from cockpit.fleet.report import NodeReport
 from cockpit.tui import fleetview
 from cockpit.tui.context import Context
 from cockpit.tui.messages import FleetUpdated
@@ -167,7 +167,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def build_context(args: argparse.Namespace) -> Context:
-    from cockpit import fleet
+    from cockpit.fleet import nodes as fleet
     from cockpit.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions
     from cockpit.runs import resolve_run
@@ -189,7 +189,7 @@ def build_context(args: argparse.Namespace) -> Context:
 
 def run_tui(argv: list[str] | None = None) -> int:
     """Open the TUI; returns the exit code (2 for a bad cluster file, node list or run)."""
-    from cockpit.fleet import NodesError
+    from cockpit.fleet.nodes import NodesError
     from cockpit.runs import RunNotFound
 
     args = parse_args(list(sys.argv[1:] if argv is None else argv))

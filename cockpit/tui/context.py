@@ -18,20 +18,20 @@ def _same(facts: Facts) -> Facts:
 
 
 def default_requeue() -> Callable[[Path], object] | None:
-    """The Slurm launcher's requeue (cockpit.launch.slurm.requeue) where Slurm's clients are installed;
+    """The Slurm launcher's requeue (cockpit.launch.slurm.launcher.requeue) where Slurm's clients are installed;
     None elsewhere, and the run view's requeue action stays hidden."""
     import shutil
 
     if shutil.which("scancel") is None or shutil.which("scontrol") is None:
         return None
-    from cockpit.launch import slurm
+    from cockpit.launch.slurm import launcher as slurm
 
     return slurm.requeue
 
 
 def default_partitions() -> list[str]:
     """Slurm's partitions where sinfo is installed and answers; [] elsewhere."""
-    from cockpit.fleet import NodesError, slurm_nodes
+    from cockpit.fleet.nodes import NodesError, slurm_nodes
 
     try:
         return sorted({n.partition for n in slurm_nodes()})

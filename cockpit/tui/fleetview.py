@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cockpit.nodereport import STATES, NodeReport
+from cockpit.fleet.report import STATES, NodeReport
 from cockpit.nvml import Gpu
 
 SPARK = "▁▂▃▄▅▆▇█"

@@ -1,4 +1,4 @@
-"""The job form as data: the text the user typed in each field <-> job YAML, validated by cockpit.spec.
+"""The job form as data: the text the user typed in each field <-> job YAML, validated by cockpit.spec.model.
 
 Why it is shaped so: the form never re-implements validation. It turns its fields into YAML text (typed values
 where a field parses, the raw text where it does not, so that ``parse_spec`` says what is wrong in its own
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 
 import yaml
 
-from cockpit.spec import JobSpec, SpecError, parse_spec
-from cockpit.yamlpos import Problem
+from cockpit.spec.model import JobSpec, SpecError, parse_spec
+from cockpit.spec.yamlpos import Problem
 
 NCCL_DEBUG_LEVELS = ("", "VERSION", "WARN", "INFO", "TRACE")
 SLURM_FIELDS = ("partition", "time", "account", "qos", "mem", "cpus_per_task", "gres_type")

@@ -19,7 +19,7 @@ import yaml
 from cockpit import launch
 from cockpit.paths import job_workdir
 from cockpit.runs import write_atomic
-from cockpit.spec import JobSpec, SpecError, load_spec, parse_spec
+from cockpit.spec.model import JobSpec, SpecError, load_spec, parse_spec
 
 STAGE_DIR = ".compose"
 

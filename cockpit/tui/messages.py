@@ -8,8 +8,8 @@ from pathlib import Path
 
 from textual.message import Message
 
+from cockpit.fleet.report import NodeReport
 from cockpit.logs.diagnose_model import Report
-from cockpit.nodereport import NodeReport
 from cockpit.runs import RunStatus
 from cockpit.tui.form import Checked
 from cockpit.tui.metrics import Series

@@ -8,7 +8,7 @@ import json
 from helpers import REPO
 
 from cockpit import nvml
-from cockpit.nodereport import NodeReport
+from cockpit.fleet.report import NodeReport
 
 
 def node_from_fixture(host: str, name: str, **extra) -> NodeReport:

@@ -85,7 +85,7 @@ class World:
 
     @property
     def probe_python(self) -> str:
-        """What cockpit should run as the node's python (the probe runs as ``<this> -m cockpit.probe``)."""
+        """What cockpit should run as the node's python (the probe runs as ``<this> -m cockpit.node.probe``)."""
         return f"PYTHONPATH={self.lib} {self.python}"
 
     def trust(self, address: str, port: int, key_line: str) -> None:
@@ -139,7 +139,7 @@ def _user_python(lib: Path) -> str:
         if not candidate:
             continue
         try:  # as the user would over SSH: its own uid, gid and no extra groups
-            r = subprocess.run([candidate, "-c", "import cockpit.probe"], user=USER, group=USER, extra_groups=[],
+            r = subprocess.run([candidate, "-c", "import cockpit.node.probe"], user=USER, group=USER, extra_groups=[],
                                capture_output=True, env={"PYTHONPATH": str(lib), "PATH": "/usr/bin:/bin"}, cwd="/")
         except PermissionError:
             continue

@@ -1,5 +1,5 @@
-"""`cockpit gpus` and `cockpit doctor` (cockpit.cli_fleet), driven through their argparse registration exactly as
-cockpit.cli wires them, against this machine and the loopback SSH nodes."""
+"""`cockpit gpus` and `cockpit doctor` (cockpit.cli.fleet), driven through their argparse registration exactly as
+cockpit.cli.main wires them, against this machine and the loopback SSH nodes."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from fleet.conftest import NODES, REFUSED
 from fleet.nodedata import node_from_fixture
 from helpers import REPO
 
-from cockpit import cli_fleet
-from cockpit.cli import UsageError
-from cockpit.nodereport import NodeReport
+from cockpit.cli import fleet as cli_fleet
+from cockpit.cli.main import UsageError
+from cockpit.fleet.report import NodeReport
 
 HARNESS = """
 import argparse, json, sys
-from cockpit.cli_fleet import add_fleet_commands
+from cockpit.cli.fleet import add_fleet_commands
 parser = argparse.ArgumentParser(prog="cockpit")
 add_fleet_commands(parser.add_subparsers(dest="command"))
 args = parser.parse_args(sys.argv[1:])

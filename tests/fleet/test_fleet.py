@@ -1,4 +1,4 @@
-"""cockpit.fleet over real SSH: many nodes, nodes in every error state, a link dropped mid-watch."""
+"""cockpit.fleet.nodes over real SSH: many nodes, nodes in every error state, a link dropped mid-watch."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from fleet.conftest import BAD_KEY, CHANGED_KEY, DROPPY, NODES, REFUSED, SILENT, UNKNOWN_KEY
 from fleet.sshd import USER
 
-from cockpit import fleet
+from cockpit.fleet import nodes as fleet
 from cockpit.remote import RemotePool
-from cockpit.spec import parse_spec
+from cockpit.spec.model import parse_spec
 
 
 def make_fleet(lab, hosts, **kw) -> fleet.Fleet:
@@ -36,7 +36,7 @@ async def until(predicate, timeout: float, step: float = 0.05) -> bool:
 
 def probes_left(marker: str) -> list[str]:
     out = subprocess.run(["ps", "-u", USER, "-o", "args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "cockpit.probe" in line and marker in line]
+    return [line for line in out.splitlines() if "cockpit.node.probe" in line and marker in line]
 
 
 def test_eight_nodes_report_no_driver_interfaces_and_hostname(lab):
@@ -219,7 +219,7 @@ def test_expand_hostlist_asks_nothing_unless_told(tmp_path):
     """Pure by default: an scontrol on PATH is not run unless the caller passes it (scontrol_hostnames())."""
     (tmp_path / "scontrol").write_text('#!/bin/sh\necho from-scontrol\n')
     (tmp_path / "scontrol").chmod(0o755)
-    code = ("from cockpit import fleet; print(fleet.expand_hostlist('n[1-2]'), "
+    code = ("from cockpit.fleet import nodes as fleet; print(fleet.expand_hostlist('n[1-2]'), "
             "fleet.expand_hostlist('n[1-2]', fleet.scontrol_hostnames()))")
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
@@ -261,7 +261,7 @@ def test_parse_sinfo():
 
 
 def test_slurm_nodes_go_through_the_injected_runner():
-    """sinfo through the Slurm runner (cockpit.launch.slurm_query's shape): argv in, its answer parsed, a
+    """sinfo through the Slurm runner (cockpit.slurm.query's shape): argv in, its answer parsed, a
     refusal one NodesError line with sinfo's last word."""
     asked = []
 

@@ -1,4 +1,4 @@
-"""cockpit.hostlist: Slurm hostlist expansion, checked against spec_fields.hostlist_count on generated lists."""
+"""cockpit.slurm.hostlist: Slurm hostlist expansion, checked against spec_fields.hostlist_count on generated lists."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.hostlist import MAX_HOSTS, HostlistError, expand
-from cockpit.spec_fields import hostlist_count
+from cockpit.slurm.hostlist import MAX_HOSTS, HostlistError, expand
+from cockpit.spec.fields import hostlist_count
 
 
 @pytest.mark.parametrize("text,hosts", [

@@ -1,4 +1,4 @@
-"""`cockpit doctor` without a job (cockpit.preflight_fleet): the checks across nodes, on recorded GPU readings."""
+"""`cockpit doctor` without a job (cockpit.preflight.fleet): the checks across nodes, on recorded GPU readings."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from dataclasses import replace
 
 from fleet.nodedata import node_from_fixture
 
-from cockpit import cli_fleet
-from cockpit.nodereport import Interface, NodeReport, Versions
-from cockpit.preflight import Check
-from cockpit.preflight_fleet import fleet_checks
+from cockpit.cli import fleet as cli_fleet
+from cockpit.fleet.report import Interface, NodeReport, Versions
+from cockpit.preflight.checks import Check
+from cockpit.preflight.fleet import fleet_checks
 
 
 def test_checks_flag_a_gpu_count_mismatch_and_version_drift():

@@ -1,4 +1,4 @@
-"""cockpit.probe: the JSON it prints, --watch streaming and poking, and the nvidia-smi fallback parsed on real
+"""cockpit.node.probe: the JSON it prints, --watch streaming and poking, and the nvidia-smi fallback parsed on real
 nvidia-smi output (tests/fixtures/nvidia-smi/, sources in its README.md)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import time
 import pytest
 from helpers import REPO
 
-from cockpit import probe
+from cockpit.node import probe
 
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
 
 
 def run_probe(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cockpit.probe", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cockpit.node.probe", *args], capture_output=True, text=True,
                           timeout=60, cwd=REPO, **kw)
 
 
@@ -38,13 +38,13 @@ def test_one_shot_report():
 def test_the_probe_never_imports_torch():
     wrapper = ("import atexit, runpy, sys\n"
                "atexit.register(lambda: print('TORCH', 'torch' in sys.modules, file=sys.stderr))\n"
-               "sys.argv = ['probe']\nrunpy.run_module('cockpit.probe', run_name='__main__')\n")
+               "sys.argv = ['probe']\nrunpy.run_module('cockpit.node.probe', run_name='__main__')\n")
     r = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert "TORCH False" in r.stderr
 
 
 def test_watch_streams_and_answers_a_poke_at_once():
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit.probe", "--watch", "30"], cwd=REPO, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit.node.probe", "--watch", "30"], cwd=REPO, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         first = json.loads(proc.stdout.readline())
@@ -63,7 +63,7 @@ def test_watch_streams_and_answers_a_poke_at_once():
 
 
 def test_watch_interval_and_exit_when_stdout_closes():
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit.probe", "--watch", "0.2"], cwd=REPO, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit.node.probe", "--watch", "0.2"], cwd=REPO, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     times = [json.loads(proc.stdout.readline())["time"] for _ in range(4)]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
@@ -73,7 +73,7 @@ def test_watch_interval_and_exit_when_stdout_closes():
 
 
 def test_watch_ends_at_once_when_stdin_closes_whatever_the_interval():
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit.probe", "--watch", "3600"], cwd=REPO, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit.node.probe", "--watch", "3600"], cwd=REPO, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     json.loads(proc.stdout.readline())
     t0 = time.monotonic()

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIELDS = ["index", "pci.bus_id", "uuid", "name", "memory.used", "memory.total", "utilization.gpu", "temperature.gpu"]
 HARNESS = """
 import argparse, sys
-from cockpit.cli_fleet import add_fleet_commands
+from cockpit.cli.fleet import add_fleet_commands
 parser = argparse.ArgumentParser(prog="cockpit")
 add_fleet_commands(parser.add_subparsers(dest="command"))
 args = parser.parse_args(sys.argv[1:])
@@ -41,7 +41,7 @@ def nvidia_smi() -> list[dict[str, str]]:
 def cockpit() -> list[dict]:
     argv = [sys.executable, "-m", "cockpit", "gpus", "--json"]
     r = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
-    if r.returncode != 0:  # `gpus` not wired into cockpit.cli yet: call cockpit.cli_fleet directly
+    if r.returncode != 0:  # `gpus` not wired into cockpit.cli.main yet: call cockpit.cli.fleet directly
         r = subprocess.run([sys.executable, "-c", HARNESS, "gpus", "--json"], capture_output=True, text=True,
                            cwd=REPO, check=True)
     (node,) = json.loads(r.stdout)["nodes"]

@@ -123,7 +123,7 @@ def test_off_with_cockpit_hook_0_and_in_processes_the_wrapper_did_not_start(tmp_
 
 
 def test_importing_the_module_does_nothing():
-    code = ("import sys, cockpit.hang.rankhook as h; "
+    code = ("import sys, cockpit.node.rankhook as h; "
             "print(any(type(f).__name__ == '_TorchFinder' for f in sys.meta_path))")
     env = {**os.environ, "COCKPIT_RUN_DIR": "/nonexistent", "COCKPIT_HOST": "h"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)

@@ -86,10 +86,10 @@ def test_an_unreachable_node(lab):
 
 
 def test_no_preflight_is_refused_too_when_a_node_cannot_be_asked(lab):
-    """What --no-preflight (cockpit.launch.ssh.SSHLaunch(preflight=False)) still cannot skip."""
+    """What --no-preflight (cockpit.launch.ssh.launcher.SSHLaunch(preflight=False)) still cannot skip."""
     from cockpit.launch import LaunchError
-    from cockpit.launch.ssh import SSHLaunch, prepare
-    from cockpit.spec import load_spec
+    from cockpit.launch.ssh.launcher import SSHLaunch, prepare
+    from cockpit.spec.model import load_spec
 
     job = lab.job("down2", ["node1", "node9"])
     with pytest.raises(LaunchError, match="could not all be asked"):

@@ -1,16 +1,16 @@
-"""cockpit.ifadvice: NCCL/GLOO_SOCKET_IFNAME syntax, common subnets, and the advice, on plain probe data
-(the shape `python -m cockpit.probe` reports: name, up, loopback, ipv4 with prefix)."""
+"""cockpit.preflight.ifadvice: NCCL/GLOO_SOCKET_IFNAME syntax, common subnets, and the advice, on plain probe data
+(the shape `python -m cockpit.node.probe` reports: name, up, loopback, ipv4 with prefix)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit import ifadvice
-from cockpit.ifadvice import GLOO, NCCL
-from cockpit.launch.ssh_facts import pick_master_addr
-from cockpit.nodereport import Interface
-from cockpit.spec import parse_spec
+from cockpit.fleet.report import Interface
+from cockpit.launch.ssh.facts import pick_master_addr
+from cockpit.preflight import ifadvice
+from cockpit.preflight.ifadvice import GLOO, NCCL
+from cockpit.spec.model import parse_spec
 
 
 def iface(name: str, *ipv4: str, up: bool = True, speed: int | None = None) -> Interface:

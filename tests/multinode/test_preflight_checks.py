@@ -1,4 +1,4 @@
-"""cockpit.preflight's checks on plain facts: every rule says what, where and a hint."""
+"""cockpit.preflight.checks's checks on plain facts: every rule says what, where and a hint."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from cockpit import preflight
-from cockpit.launch import ssh
+from cockpit.fleet.report import Interface, NodeReport
 from cockpit.launch.plan import LaunchError
-from cockpit.nodereport import Interface, NodeReport
+from cockpit.launch.ssh import launcher as ssh
 from cockpit.nvml import GpuProcess
-from cockpit.preflight import FAIL, OK, JobFacts
-from cockpit.spec import parse_spec
+from cockpit.preflight import checks as preflight
+from cockpit.preflight.checks import FAIL, OK, JobFacts
+from cockpit.spec.model import parse_spec
 
 VERSIONS = {"python": "3.11.7", "torch": "2.5.1", "torch_cuda": "12.1", "nccl": "2.21.5"}
 

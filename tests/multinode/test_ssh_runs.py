@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-from cockpit.launch import local
-from cockpit.launch.ssh_shell import list_script
+from cockpit.launch.local import launcher as local
+from cockpit.launch.ssh.shell import list_script
 from cockpit.remote import RemotePool
 from cockpit.runs import list_runs, read_status
 

@@ -18,8 +18,8 @@ import types
 from helpers import require_tool
 
 from cockpit import procs
-from cockpit.launch.ssh_plan import NodePlan, SSHPlan, Timing
-from cockpit.launch.ssh_shell import agent_command, list_script, parse_started, start_script, stop_script
+from cockpit.launch.ssh.plan import NodePlan, SSHPlan, Timing
+from cockpit.launch.ssh.shell import agent_command, list_script, parse_started, start_script, stop_script
 from cockpit.remote import LocalRemote, SSHOptions
 
 
@@ -139,12 +139,12 @@ def test_plan_round_trips_through_json():
 
 def test_the_probe_command_quotes_the_jobs_python():
     """python: from the job goes into a shell command line on the node: a path with a space or a `;` stays one word."""
-    from cockpit.launch.ssh_facts import _JobFleet
+    from cockpit.launch.ssh.facts import _JobFleet
     from cockpit.remote import RemotePool
 
     for python in ("/opt/my env/bin/python", "/opt/py;touch /tmp/pwned"):
         cmd = _JobFleet(["n1"], RemotePool(), python, 5.0, None).probe_command("n1")
-        assert shlex.split(cmd)[:3] == [python, "-m", "cockpit.probe"]
+        assert shlex.split(cmd)[:3] == [python, "-m", "cockpit.node.probe"]
 
 
 def test_stop_names_what_survives_sigkill(tmp_path):
@@ -165,7 +165,7 @@ def test_stop_names_what_survives_sigkill(tmp_path):
 
 def test_a_node_whose_processes_survive_sigkill_is_given_up_on_after_a_few_sweeps(tmp_path):
     """Without a cap the run would stay "running" forever, sweeping a process stuck in the kernel."""
-    from cockpit.launch.ssh_node import SWEEP_TRIES, SSHRun
+    from cockpit.launch.ssh.node import SWEEP_TRIES, SSHRun
     from cockpit.runs import RunStatus, read_status
 
     class Stuck:
@@ -193,8 +193,8 @@ def test_a_node_whose_processes_survive_sigkill_is_given_up_on_after_a_few_sweep
 
 
 def test_the_stop_grace_comes_from_cockpit_stop_then_cockpit_run_then_the_plan(tmp_path):
-    from cockpit.launch.ssh_node import SSHRun
-    from cockpit.launch.ssh_plan import request_stop
+    from cockpit.launch.ssh.node import SSHRun
+    from cockpit.launch.ssh.plan import request_stop
     from cockpit.runs import RunStatus
 
     plan = SSHPlan("r-1", "/opt/py", "10.0.0.1", 29500, (NodePlan("a", 0, str(tmp_path), True),), 1)

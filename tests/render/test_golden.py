@@ -12,7 +12,7 @@ import pytest
 from helpers import JOBS, REPO, require_tool
 
 from cockpit.render import KINDS, Facts, RenderError, check_kind, render
-from cockpit.spec import JobSpec, load_spec
+from cockpit.spec.model import JobSpec, load_spec
 
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit.render import Facts, render
-from cockpit.spec import parse_spec
+from cockpit.spec.model import parse_spec
 
 MARK = "MARKER"
 PAYLOADS = [f"$(touch {MARK})", f"`touch {MARK}`", f"; touch {MARK}", f"' ; touch {MARK} ; '",

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cockpit.launch import LaunchError, slurm, slurm_attempts
-from cockpit.launch.slurm_query import JobView
+from cockpit.launch import LaunchError
+from cockpit.launch.slurm import attempts as slurm_attempts
+from cockpit.launch.slurm import launcher as slurm
 from cockpit.runs import read_status
-from cockpit.spec import load_spec
+from cockpit.slurm.query import JobView
+from cockpit.spec.model import load_spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -11,9 +11,9 @@ from helpers import REPO
 
 from cockpit import launch
 from cockpit.launch.plan import PreflightFailed
-from cockpit.preflight import failed
-from cockpit.preflight_slurm import SINFO_ARGS, parse_sinfo
-from cockpit.spec import load_spec
+from cockpit.preflight.checks import failed
+from cockpit.preflight.slurm import SINFO_ARGS, parse_sinfo
+from cockpit.spec.model import load_spec
 
 RECORDED = REPO / "tests" / "fixtures" / "sinfo" / "test-cluster.txt"
 

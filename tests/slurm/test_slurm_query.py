@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cockpit import fleet
-from cockpit.launch import slurm_query as q
-from cockpit.launch.slurm_states import TABLE, UNKNOWN, cockpit_state, lookup, normalise
+from cockpit.fleet import nodes as fleet
 from cockpit.runs import STATES
+from cockpit.slurm import query as q
+from cockpit.slurm.states import TABLE, UNKNOWN, cockpit_state, lookup, normalise
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

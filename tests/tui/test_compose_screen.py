@@ -9,8 +9,8 @@ from pathlib import Path
 from helpers import REPO
 from tui.tuidata import until
 
-from cockpit.nodereport import Interface, NodeReport
-from cockpit.spec import load_spec
+from cockpit.fleet.report import Interface, NodeReport
+from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen, interface_advice
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen

@@ -12,7 +12,7 @@ from tui.tuidata import until
 
 from cockpit import launch, procs
 from cockpit.runs import read_status
-from cockpit.spec import load_spec
+from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.context import Context
 from cockpit.tui.fleetfeed import FixedFleet

@@ -14,7 +14,7 @@ import pytest
 from helpers import JOBS, REPO
 from tui.tuidata import fleet_snapshot
 
-from cockpit.spec import load_spec, parse_spec
+from cockpit.spec.model import load_spec, parse_spec
 from cockpit.tui import fleetview, form
 from cockpit.tui.config import load_config, save_config
 from cockpit.tui.launching import STAGE_DIR, job_file_for

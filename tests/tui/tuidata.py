@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import REPO
 
 from cockpit import nvml
-from cockpit.nodereport import NodeReport
+from cockpit.fleet.report import NodeReport
 from cockpit.runs import RunStatus, create_run_dir, write_status
 
 NVML = REPO / "tests" / "fixtures" / "nvml"

@@ -1,4 +1,4 @@
-"""Compose: the job form, validated live by cockpit.spec, with a preview of exactly what would run.
+"""Compose: the job form, validated live by cockpit.spec.model, with a preview of exactly what would run.
 
 Every change re-checks the form in an exclusive worker (a newer check cancels an older one, whose result is
 dropped); problems appear under the field they belong to and, positioned, next to the job's YAML. Save,
@@ -17,8 +17,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Checkbox, Footer, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 from textual.worker import get_current_worker
 
-from cockpit.nodereport import NodeReport
-from cockpit.spec import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec, SpecError
+from cockpit.fleet.report import NodeReport
+from cockpit.spec.model import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec, SpecError
 from cockpit.tui import form as jobform
 from cockpit.tui.fleetview import job_choice
 from cockpit.tui.messages import Validated
@@ -336,11 +336,11 @@ class ComposeScreen(CockpitScreen):
 
 def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[NodeReport]) -> str:
     """What to put in NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for an ssh job over several nodes, from the
-    interfaces the fleet's probes reported (cockpit.ifadvice); and whether the value typed selects anything on
+    interfaces the fleet's probes reported (cockpit.preflight.ifadvice); and whether the value typed selects anything on
     each node. Empty where there is nothing to say."""
     if spec is None or spec.launcher != "ssh" or len(spec.hosts) < 2:
         return ""
-    from cockpit import ifadvice
+    from cockpit.preflight import ifadvice
 
     seen = {n.host: n.interfaces for n in nodes}
     unknown = [h for h in spec.hosts if not seen.get(h)]

@@ -1,0 +1,281 @@
+"""Following a run on a terminal: `cockpit run` (which owns the run it started), `cockpit attach` and
+`cockpit logs -f` (viewers). Rank lines on stdout, cockpit's notices on stderr.
+
+Ctrl-C. A viewer detaches, like `tail -f` or `docker logs -f`: the run goes on untouched. `cockpit run`
+follows srun: one Ctrl-C prints where the run is and goes on; a second within ``CONFIRM_S`` asks the
+supervisor to stop it (SIGTERM to the ranks, SIGKILL after --grace), and the summary follows (exit 130);
+one more after that stops waiting.
+
+Neither a closed stdout (`cockpit run job.yaml | head -2`) nor a dead supervisor ends the following early:
+the lines stop, the exit code stays the job's; a supervisor that died is noticed within seconds and the
+run's end is worked out from the ranks' exit records (cockpit.launch.control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from cockpit import run_layout as layout
+from cockpit.cli.console import Painter, summary, use_color
+from cockpit.launch.local import launcher as local
+from cockpit.runs import STOP_FILE, RunStatus, read_status
+
+CONFIRM_S = 1.0  # a second Ctrl-C within this many seconds stops the run (srun's convention)
+LOOK_EVERY = {"local": 1.0}  # seconds between looks at the supervisor; others (asks nodes, Slurm): 5
+
+
+def notice(text: str) -> None:
+    # Nobody reads stderr any more: the run goes on, and the exit code stays the job's.
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        print(f"cockpit: {text}", file=sys.stderr, flush=True)
+
+
+class Output:
+    """stdout that a reader may close (`| head`): after EPIPE nothing more is written (and nothing is
+    raised), so the run is still followed to its end and its exit code kept."""
+
+    def __init__(self, stream=sys.stdout):
+        self.stream, self.closed = stream, False
+
+    def write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except BrokenPipeError:
+            self.closed = True
+            # The interpreter's last flush at exit must not fail on it either: stdout becomes /dev/null.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.stream.fileno())
+                os.close(devnull)
+            notice("stdout was closed: no more lines, following the run to its end for its exit code")
+
+
+class LiveFindings:
+    """The diagnose parser on the live stream: the first occurrence of each failure kind per rank is
+    announced on stderr as it appears (the full diagnosis comes with the summary). Once a stop was asked
+    for, the teardown's messages (torchrun's worker_failed, the ranks' SIGTERMs) are that stop, not news."""
+
+    def __init__(self, painter: Painter, run_dir: Path):
+        from cockpit.logs.parse import LineParser
+
+        self.painter, self.stop_file = painter, run_dir / STOP_FILE
+        self.parsers: dict = {}
+        self.seen: set = set()
+        self.stopping = False
+        self._new_parser = LineParser
+
+    def feed(self, source: tuple, text: str) -> None:
+        parser = self.parsers.get(source)
+        if parser is None:
+            parser = self.parsers[source] = self._new_parser()
+        host, rank = source
+        for event in parser.feed(text, host=host, rank=None if rank == "agent" else rank):
+            if event.is_failure and not self.stopping:  # a stop writes stop.json before any signal
+                self.stopping = self.stop_file.exists()
+            if event.is_failure and (source, event.kind) not in self.seen and not self.stopping:
+                self.seen.add((source, event.kind))
+                notice(f"{self.painter.prefix(source)} {self.painter.paint(event.kind, '1;31')}: "
+                       f"{event.text.strip()[:200]}")
+
+
+class Behind:
+    """Says on stderr, at most every few seconds, how far the shown lines are behind the files (they are
+    never dropped: the files keep the backlog, cockpit.logs.tail's lossless mode)."""
+
+    EVERY = 5.0
+    THRESHOLD = 1 << 20
+
+    def __init__(self) -> None:
+        self.said_at, self.was_behind = 0.0, False
+
+    def note(self, behind_bytes: int) -> None:
+        now = time.monotonic()
+        if behind_bytes >= self.THRESHOLD and now - self.said_at >= self.EVERY:
+            notice(f"the lines shown are {behind_bytes / (1 << 20):.1f} MiB behind the rank logs "
+                   "(nothing is lost: every line is in the files and will be shown)")
+            self.said_at, self.was_behind = now, True
+        elif behind_bytes == 0 and self.was_behind:
+            notice("caught up with the rank logs")
+            self.was_behind = False
+
+
+class LiveHang:
+    """Announces the watchdog's findings (cockpit.hang) on stderr as status.json gains them, once each, and
+    when a stall clears."""
+
+    def __init__(self, painter: Painter):
+        self.painter, self.shown = painter, set()
+
+    def on_status(self, status) -> None:
+        keys = set()
+        for f in status.findings:
+            key = (f["kind"], f.get("rank"))
+            keys.add(key)
+            if key not in self.shown:
+                colour = "1;31" if f["severity"] == "error" else "1;33"
+                nxt = f"\n         next: {f['next']}" if f.get("next") else ""
+                notice(f"{self.painter.paint(f['kind'].upper(), colour)}: {f['text']}\n"
+                       f"         hint: {f['hint']}{nxt}")
+        for kind, rank in self.shown - keys:
+            if not status.final and not status.stop_requested:  # a stop ends an episode; it clears nothing
+                notice(f"{kind} cleared" + (f" (rank {rank})" if rank is not None else "")
+                       + ": the ranks make progress again")
+        self.shown = keys
+
+
+class SupervisorWatch:
+    """Notices a supervisor that died (SIGKILL, OOM killer, full disk) while the run is followed, says so
+    once, and works the run out again now and then (cockpit.launch.control): local runs end when their
+    ranks have, from the ranks' exit records."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.next_look, self.told = run_dir, 0.0, False
+
+    def check(self, status: RunStatus) -> RunStatus:
+        now = time.monotonic()
+        if status.final or not status.supervisor or now < self.next_look:
+            return status
+        self.next_look = now + LOOK_EVERY.get(status.launcher, 5.0)
+        if local.supervisor_alive(status):
+            return status
+        if not self.told:
+            self.told = True
+            notice(f"the supervisor (pid {status.supervisor['pid']}) died; following the run from its ranks' "
+                   f"exit records (see {self.run_dir / layout.SUPERVISOR_LOG})")
+        from cockpit.launch.control import reconcile_runs
+
+        return reconcile_runs([(self.run_dir, status)], notice)[0][1]
+
+
+def run_report(status: RunStatus | None) -> str:
+    """One line on where a run is: its state and each rank's last step, or how it ended."""
+    if status is None:
+        return "no readable status.json"
+    ranks = []
+    for rank in range(status.world_size or 0):
+        end, rec = status.ranks.get(str(rank)), status.progress.get(str(rank)) or {}
+        if end is not None:
+            ranks.append(f"{rank}: ended ({'ok' if end['status'] == 0 else end['status']})")
+        elif rec.get("step") is not None:
+            ranks.append(f"{rank}: step {rec['step']}" + (f" ({rec['flag']})" if rec.get("flag") else ""))
+        else:
+            ranks.append(f"{rank}: {rec.get('state') or 'starting'}")
+    return f"{status.run_id} is {status.state}" + (f"; ranks {', '.join(ranks)}" if ranks else "")
+
+
+class Detach(Exception):
+    """Ctrl-C on a viewer (or a third one on `cockpit run`): stop following; the run goes on."""
+
+
+def diagnosis(run_dir: Path, painter: Painter) -> str:
+    from cockpit.logs.report import diagnose_sources, render_findings
+    from cockpit.rundiag import run_findings, run_sources
+
+    text = render_findings(run_findings(run_dir, diagnose_sources(run_sources(run_dir))), color=painter.color)
+    return f"diagnosis:\n{text}" if text else ""
+
+
+def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None) -> int:
+    """Stream the run's lines until it ends, then summarise; exit with the job's code (130 after a stop
+    by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module)."""
+    from cockpit.cli.runs import selector
+
+    painter = Painter(use_color())
+    out = Output()
+    live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
+    presses: list[float] = []  # when the last lone Ctrl-C was answered
+    stopping: list[float] = []
+    detached: list[float] = []
+    following: list[asyncio.Task] = []
+
+    def on_batch(batch) -> None:
+        for line in batch.lines:
+            live.feed(line.source, line.text)
+        if args.quiet or out.closed:
+            return
+        text = [f"{painter.prefix(line.source)} {line.text}\n" for line in batch.lines]
+        text += [f"{painter.prefix(source)} ... {n} lines not shown (the log file has them all)\n"
+                 for source, n in batch.dropped.items()]
+        out.write("".join(text))
+        behind.note(batch.behind_bytes)
+
+    behind = Behind()
+
+    def on_status(status: RunStatus) -> RunStatus:
+        live.stopping = live.stopping or status.stop_requested
+        hang.on_status(status)
+        return sup.check(status)
+
+    def on_interrupt() -> None:
+        if not owner or stopping:  # an exception raised here would only be logged by the loop: cancel instead
+            detached.append(time.monotonic())
+            following[0].cancel()
+            return
+        now = time.monotonic()
+        if presses and now - presses[-1] <= CONFIRM_S:
+            stopping.append(now)
+            live.stopping = True
+            _stop(run_dir, args.grace)
+            return
+        notice(f"{run_report(read_status(run_dir))}\n"
+               f"cockpit: Ctrl-C again within {CONFIRM_S:.0f} s stops the run (else it goes on)")
+        presses.append(time.monotonic())  # the window opens once the question is on the screen
+
+    async def main():
+        from cockpit.watch import follow_run
+
+        following.append(asyncio.current_task())
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
+        if banner:  # once Ctrl-C means what it should
+            notice(banner)
+        try:
+            return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
+                                    on_status=on_status, lossless=True)
+        except asyncio.CancelledError:
+            if detached:
+                raise Detach from None
+            raise
+
+    try:
+        status = asyncio.run(main())
+    except KeyboardInterrupt:  # Ctrl-C before the loop's handler was in place: a viewer detaches all the same
+        notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
+        return 130
+    except Detach:
+        if stopping:
+            notice(f"stopped waiting; the run is being stopped (cockpit attach {run_dir.name} shows its end)")
+        else:
+            notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
+        return 130
+    if status is None:
+        return 1
+    out.write(summary(run_dir, status, painter) + "\n")
+    if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
+        out.write(found + "\n")
+    return 130 if stopping else (status.exit_code or 0)
+
+
+def _stop(run_dir: Path, grace: float) -> None:
+    from cockpit.launch import control
+    from cockpit.launch.plan import LaunchError
+
+    status = read_status(run_dir)
+    if status is None or status.final:
+        return
+    if control.request_stop(run_dir, status, grace, by="Ctrl-C in cockpit run"):
+        notice(f"stopping the run (SIGTERM to the ranks, SIGKILL after {grace:g} s); Ctrl-C again to stop "
+               "waiting")
+        return
+    try:  # its supervisor is gone: stop what is left ourselves
+        control.stop_orphan(run_dir, status, grace, by="Ctrl-C", warn=notice)
+    except (LaunchError, OSError) as exc:
+        notice(f"could not stop {run_dir.name}: {exc}")

@@ -1,0 +1,243 @@
+"""The headless face: `cockpit <command>`. stdout carries data, stderr diagnostics.
+
+Exit codes: 0 ok; 1 the job or check failed; 2 bad input (job file, arguments); a run exits with the
+job's own code (130 after Ctrl-C). Heavy modules (torch, textual, asyncssh, pynvml) are imported inside the
+commands that need them, so `cockpit --help`, `validate` and `render` start fast on a login node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cockpit import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one clear line, exit 2."""
+
+
+def _read_job(path: str):
+    """(spec, []) or (None, the lines that say why not), for one job file."""
+    from cockpit.spec.model import SpecError, load_spec
+
+    try:
+        return load_spec(path), []
+    except FileNotFoundError:
+        return None, [f"cockpit: {path}: no such job file (hint: try jobs/demo.yaml)"]
+    except IsADirectoryError:
+        return None, [f"cockpit: {path}: is a directory, not a job file"]
+    except OSError as exc:  # a symlink loop, no permission, an I/O error: the path, not the job, is wrong
+        return None, [f"cockpit: {path}: cannot open it: {exc.strerror or exc} (hint: check the path and its "
+                      "permissions)"]
+    except SpecError as exc:
+        return None, exc.lines()
+
+
+def _load(path: str):
+    """The job at ``path``; otherwise its problems go to stderr and the command exits 2."""
+    spec, problems = _read_job(path)
+    if spec is None:
+        for line in problems:
+            print(line, file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    return spec
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Every file is checked, like a linter: `ok` per good file, every problem of every bad one."""
+    bad = 0
+    for path in args.jobs:
+        spec, problems = _read_job(path)
+        if spec is None:
+            bad += 1
+            for line in problems:
+                print(line, file=sys.stderr, flush=True)
+            continue
+        trials = spec.sweep.count() if spec.sweep else 1
+        extra = f" ({trials} trials)" if trials > 1 else ""
+        print(f"{path}: ok{extra}", flush=True)
+    return EXIT_USAGE if bad else EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from cockpit.launch.plan import dry_run_facts, with_shell_env
+    from cockpit.render import RenderError, default_kind, render
+
+    spec = with_shell_env(_load(args.job))
+    kind = args.form or default_kind(spec)
+    try:
+        text = render(spec, dry_run_facts(spec, args.job, args.runs_dir), kind, args.node_rank,
+                      for_display=not args.show_secrets)
+    except RenderError as exc:
+        raise UsageError(f"{args.job}: {exc}") from None
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _runs(name: str):
+    """Dispatch to cockpit.cli.runs, imported only when a run command is used."""
+    def call(args: argparse.Namespace) -> int:
+        from cockpit.cli import runs as cli_runs
+
+        try:
+            if name == "run":
+                return cli_runs.cmd_run(args, _load(args.job), args.job)
+            return getattr(cli_runs, f"cmd_{name}")(args)
+        except cli_runs.CommandError as exc:
+            raise UsageError(str(exc)) from None
+    return call
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole seconds, got {text!r}") from None
+    if not 0 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{value} is out of range 0..604800")
+    return value
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0.5 <= value <= 300:
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range 0.5..300")
+    return value
+
+
+def _add_follow_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--host", action="append", help="only this host (repeatable)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no log lines, only the summary")
+    p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "
+                   "$XDG_STATE_HOME/cockpit/runs)")
+
+
+def _add_run_commands(sub) -> None:
+    p = sub.add_parser("run", help="launch a job, stream every rank's log, exit with the job's code")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.epilog = "Arguments after -- are appended to the script's, e.g. -- --fail-rank 1 --fail-step 5"
+    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
+    p.add_argument("--no-preflight", action="store_true", help="launch even when a preflight check fails (local: "
+                   "skip the checks; ssh: the nodes must still answer; cockpit doctor JOB.yaml shows them)")
+    p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
+                   "known_hosts (trust on first use) instead of refusing them; a changed key is always refused")
+    p.add_argument("--stall-after", type=_seconds, metavar="S", help="call the run stalled when no rank made "
+                   "progress for S seconds (default: the job's stall_after, 600; 0 turns it off)")
+    _add_follow_options(p)
+    p.set_defaults(func=_runs("run"))
+
+    p = sub.add_parser("attach", help="follow a running job again (or show how it ended)")
+    p.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or last")
+    p.add_argument("--from-start", action="store_true", help="replay the logs from their start")
+    _add_follow_options(p)
+    p.set_defaults(func=_runs("attach"))
+
+    p = sub.add_parser("logs", help="print a run's per-rank logs")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("-f", "--follow", action="store_true", help="keep following until the run ends")
+    p.add_argument("-n", "--lines", type=int, help="only the last N lines of each rank")
+    _add_follow_options(p)
+    p.set_defaults(func=_runs("logs"))
+
+    p = sub.add_parser("ps", help="list runs and their states")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_runs("ps"))
+
+    p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--timeout", type=_timeout, default=5.0, help="seconds to wait for the ranks' answers "
+                   "(0.5-300, default 5)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_runs("stacks"))
+
+    p = sub.add_parser("stop", help="stop a run: SIGTERM to its ranks, SIGKILL after --grace")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--grace", type=float, default=10.0)
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_runs("stop"))
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    from cockpit.cli import diagnose as cli_diagnose
+
+    try:
+        return cli_diagnose.cmd_diagnose(args)
+    except cli_diagnose.DiagnoseInputError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
+        "(local, SSH, Slurm). With no command, opens the terminal UI.")
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check job files; print ok or every problem (file:line:col)")
+    p.add_argument("jobs", nargs="+", metavar="JOB.yaml")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("render", help="print what cockpit would run (a dry run): sbatch script or "
+                       "per-node torchrun / torch.distributed.launch / DataParallel scripts")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.add_argument("--as", dest="form", choices=("sbatch", "torchrun", "launch", "dp"),
+                   help="form to print (default: what the job's launcher runs)")
+    p.add_argument("--node-rank", type=int, help="only this node's script")
+    p.add_argument("--show-secrets", action="store_true", help="print secret env values (names with KEY, TOKEN, "
+                   "SECRET, PASSWORD, or listed in secret_env:) as they are, not as ***")
+    p.add_argument("--runs-dir", help="runs directory to show in paths (default: $COCKPIT_RUNS_DIR or "
+                   "$XDG_STATE_HOME/cockpit/runs)")
+    p.set_defaults(func=cmd_render)
+    _add_run_commands(sub)
+    from cockpit.cli.fleet import add_fleet_commands
+
+    add_fleet_commands(sub)
+
+    sub.add_parser("tui", help="the terminal UI (the default with no command): fleet, compose, runs, logs; "
+                   "cockpit tui --help for its options", add_help=False)
+    p = sub.add_parser("diagnose", help="say what broke in NCCL / torch / torchrun / Slurm logs, where, "
+                       "and what to try (exit 1 when an error is found)")
+    p.add_argument("inputs", nargs="+", metavar="PATH|RUN", help="log files, run directories or run ids")
+    p.add_argument("--json", action="store_true", help="exactly one JSON object on stdout")
+    p.add_argument("--runs-dir")
+    p.set_defaults(func=_diagnose)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `cockpit run job.yaml [options] -- ARGS`: everything after the first -- belongs to the script.
+    script_args: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, script_args = argv[:at], argv[at + 1:]
+    if not argv or argv[0] == "tui":
+        # `cockpit` alone opens the terminal UI; `cockpit tui --help` lists its options. Textual is imported
+        # only here, so every other command starts without it.
+        from cockpit.tui.app import run_tui
+
+        return run_tui(argv[1:])
+    args = parser.parse_args(argv)
+    args.script_args = script_args
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"cockpit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `cockpit render ... | head`: the reader left; not an error worth a traceback.
+        sys.stderr.close()
+        return EXIT_OK

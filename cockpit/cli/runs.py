@@ -1,0 +1,202 @@
+"""`cockpit run | attach | logs | ps | stop`: the headless run commands over cockpit.launch and the run
+directories. Output: rank lines and summaries on stdout, cockpit's own notices on stderr."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from cockpit import launch
+from cockpit import run_layout as layout
+from cockpit.cli.console import Painter, last_lines, ps_table, summary, use_color
+from cockpit.cli.follow import follow, notice
+from cockpit.launch.local import launcher as local
+from cockpit.paths import default_runs_dir
+from cockpit.runs import RunNotFound, StatusError, list_runs, load_status, rank_files, read_status, resolve_run
+
+
+class CommandError(Exception):
+    """Bad input for a run command: one clear line, exit 2."""
+
+
+def runs_dir_of(args) -> Path:
+    return Path(args.runs_dir) if getattr(args, "runs_dir", None) else default_runs_dir()
+
+
+def find(args) -> Path:
+    try:
+        return resolve_run(runs_dir_of(args), args.run)
+    except RunNotFound as exc:
+        raise CommandError(str(exc)) from None
+
+
+def status_of(run_dir: Path):
+    """The run's status, or a CommandError saying why there is none to use (exit 2)."""
+    try:
+        return load_status(run_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        raise CommandError(f"run {run_dir.name} has no status.json (hint: it is still being created, or "
+                           f"{run_dir} is not a run directory)") from None
+    except StatusError as exc:
+        raise CommandError(f"{exc} (hint: run {run_dir.name} cannot be followed without it; its logs are in "
+                           f"{run_dir / 'logs'}, and cockpit ps lists the other runs)") from None
+
+
+def selector(args):
+    ranks = set(args.rank or ())
+    hosts = set(args.host or ())
+
+    def include(source: tuple) -> bool:
+        host, rank = source
+        if rank == "agent":
+            return not ranks and (not hosts or host in hosts) and not getattr(args, "no_agent", False)
+        return (not ranks or rank in ranks) and (not hosts or host in hosts)
+    return include
+
+
+def cmd_run(args, spec, job_path: str) -> int:
+    extra = tuple(args.script_args)
+    if args.stall_after is not None:
+        spec = replace(spec, stall_after=args.stall_after)
+    try:
+        run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
+                                 trust_new_hosts=args.trust_new_hosts)
+    except launch.LaunchError as exc:
+        raise CommandError(f"{job_path}: {exc}") from None
+    if args.no_preflight:
+        for check in _failed_preflight(run_dir):
+            notice(f"preflight (ignored: --no-preflight): {check['name']}: {check['detail']}")
+    pid = launch.start(run_dir, grace=args.grace)
+    notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
+    return follow(run_dir, args, skip_existing=False, owner=True)
+
+
+def _failed_preflight(run_dir) -> list[dict]:
+    """The failed checks an ssh launch recorded in <run>/preflight.json (none for other launchers)."""
+    path = run_dir / layout.PREFLIGHT
+    if not path.exists():
+        return []
+    return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == "FAIL"]
+
+
+def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
+    """Runs whose supervisor died, worked out again (cockpit.launch.control); problems go to stderr."""
+    from cockpit.launch.control import reconcile_runs
+
+    return reconcile_runs(rows, notice)
+
+
+def cmd_attach(args) -> int:
+    run_dir = find(args)
+    status = refresh([(run_dir, status_of(run_dir))])[0][1]
+    if status.final:
+        print(summary(run_dir, status, Painter(use_color())))
+        return status.exit_code or 0
+    if status.launcher == "ssh" and status.supervisor and not local.supervisor_alive(status):
+        notice(f"{run_dir.name} is {status.state} but its supervisor is gone, so nothing follows it: "
+               f"{status.note} (cockpit attach later shows its end; cockpit stop ends it)")
+        return 1
+    return follow(run_dir, args, skip_existing=not args.from_start,
+                  banner=f"attached to {run_dir.name} ({status.state}); new lines follow")
+
+
+def cmd_logs(args) -> int:
+    run_dir = find(args)
+    status = status_of(run_dir)
+    files = sorted(rank_files(run_dir, "log").items())
+    _check_ranks(run_dir, status, [rank for rank, _ in files], args.rank or ())
+    if args.follow:
+        return follow(run_dir, args, skip_existing=False)
+    painter = Painter(use_color())
+    include = selector(args)
+    single = args.rank and len(args.rank) == 1
+    for rank, (host, path) in files:
+        if include((host, rank)):
+            for line in last_lines(path, args.lines) if args.lines else path.read_text(errors="replace").splitlines():
+                print(line if single else f"{painter.prefix((host, rank))} {line}")
+    return 0
+
+
+def _check_ranks(run_dir: Path, status, found: list[int], wanted) -> None:
+    """A --rank the run does not have is a mistake to say, not an empty output."""
+    size = status.world_size
+    if size is None and status.final and found:  # e.g. gpus: all: the size was known only on the node
+        size = max(found) + 1
+    bad = sorted(r for r in set(wanted) if size is not None and not 0 <= r < size)
+    if not bad:
+        return
+    has = f"ranks 0-{size - 1}" if size > 1 else "rank 0 only"
+    raise CommandError(f"run {run_dir.name} has {has}, not rank {', '.join(map(str, bad))} "
+                       "(hint: leave out --rank to see every rank)")
+
+
+def cmd_ps(args) -> int:
+    rows = refresh(list_runs(runs_dir_of(args)))
+    if args.json:
+        print(json.dumps({"runs": [{**asdict(s), "run_dir": str(d)} for d, s in rows]}, indent=2))
+    elif rows:
+        print(ps_table(rows))
+    else:
+        notice(f"no runs in {runs_dir_of(args)} (start one: cockpit run jobs/demo.yaml)")
+    return 0
+
+
+def cmd_stop(args) -> int:
+    run_dir = find(args)
+    status = status_of(run_dir)
+    if status.final:
+        notice(f"{run_dir.name} already ended: {status.state}")
+        return 0
+    from cockpit.launch import control
+
+    if control.request_stop(run_dir, status, args.grace):
+        deadline = time.time() + args.grace + 30
+        while time.time() < deadline:
+            status = read_status(run_dir)
+            if status is not None and status.final:
+                break
+            time.sleep(0.2)
+    else:  # no supervisor: stop the job ourselves and record it
+        try:
+            status = control.stop_orphan(run_dir, status, args.grace, warn=notice)
+        except launch.LaunchError as exc:
+            raise CommandError(f"{run_dir.name}: {exc}") from None
+    notice(f"{run_dir.name}: {status.state}")
+    return 0 if status.final else 1
+
+
+def cmd_stacks(args) -> int:
+    """Every rank's Python stack (all threads), grouped by host and rank; the run goes on untouched."""
+    from cockpit.hang import finding, gather
+
+    run_dir = find(args)
+    status = read_status(run_dir)
+    if status is None:
+        raise CommandError(f"{run_dir}: no readable status.json")
+    if status.final:
+        kept = layout.stacks_reports(run_dir)
+        where = f" (the stacks gathered when it stalled: {kept[-1]})" if kept else ""
+        raise CommandError(f"{run_dir.name} has ended ({status.state}): no process left to ask{where}")
+    ranks = set(args.rank) if args.rank else None
+    try:
+        evidence = gather.collect(run_dir, status, ranks, timeout=args.timeout)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CommandError(f"{run_dir.name}: could not ask the ranks: {exc}") from None
+    if not evidence:
+        among = f" among ranks {', '.join(map(str, sorted(ranks)))}" if ranks else ""
+        raise CommandError(f"{run_dir.name}: no running rank to ask{among}")
+    if args.json:
+        print(json.dumps({"run": status.run_id, "ranks": [
+            {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,
+             "where": e.stack.user_frame.where() if e.stack.user_frame else None,
+             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": e.text}
+            for _, e in sorted(evidence.items())]}, indent=2))
+    else:
+        print(finding.stacks_report(evidence), end="")
+    silent = [r for r, e in evidence.items() if not e.text]
+    if silent:
+        notice(f"no stack from rank(s) {', '.join(map(str, sorted(silent)))} within {args.timeout:.0f} s: "
+               "stopped (state T), frozen, or started without the hook (COCKPIT_HOOK=0)")
+    return 0 if len(silent) < len(evidence) else 1

@@ -1,0 +1,242 @@
+"""The Slurm launcher: render the batch script into a run directory, submit it with ``sbatch --parsable``,
+record the job id; the run's supervisor then follows the job (cockpit.launch.slurm.node).
+
+Run directory of a Slurm run (see cockpit.runs for the common part):
+
+    commands/sbatch.sh      the batch script as submitted (`cockpit render` prints the same text)
+    logs/agent.sbatch.log   the batch shell's output: srun's own errors, USR1 forwarding, attempt lines
+    logs/rank-R.NODE.log    each task's output through the rank wrapper, .exit when it ends
+    logs/srun-T.HOST.out    srun's per-task files: what the wrapper could not capture
+    logs/attempt-N/         rank exit records of attempt N, set aside when the job was requeued
+    trial-<i>/              sweeps: one run directory per array task (its own logs/, checkpoints/, status.json)
+
+The job id is kept in status.json: ``nodes`` has one entry per Slurm job or array task
+({"host", "job_id", ...}; "trial" and "run_dir" for sweeps).
+
+Every Slurm command inherits this process's environment, so SLURM_CONF (another cluster, a test cluster)
+is honoured throughout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from cockpit import contract
+from cockpit import run_layout as layout
+from cockpit.launch.local.launcher import supervisor_alive
+from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
+from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.registry import is_sweep
+from cockpit.render import render
+from cockpit.render.sbatch import BATCH_HOST
+from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_private, write_status
+from cockpit.slurm.query import JobView, Runner, SlurmError, query_jobs, run_command
+from cockpit.spec.model import JobSpec
+
+SCRIPT = Path(layout.SBATCH_SCRIPT)
+
+
+class SlurmLauncher:
+    """sbatch at launch; the supervisor follows the job (cockpit.launch.protocol)."""
+
+    name = "slurm"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        if options.preflight:
+            from cockpit.launch import check_slurm
+
+            check_slurm(spec, job_path)
+        return prepare(spec, job_path, runs_dir, extra_args)
+
+    def schedule(self, run_dir: Path) -> None:
+        """sbatch here, not in the supervisor: its refusal reaches the user at once."""
+        submit(run_dir)
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        from cockpit.launch.slurm.node import make_slurm_nodes
+
+        return make_slurm_nodes(status, run_dir)
+
+    def watched(self, status: RunStatus) -> bool:
+        return not is_sweep(status)  # a sweep's array tasks are runs of their own
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        return None
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        try:
+            cancel(job_ids(status))
+        except SlurmError as exc:
+            raise LaunchError(str(exc)) from None
+        return f"cancelled with scancel by {by} (no supervisor)"
+
+    def survey(self, statuses: Iterable[RunStatus], warn: Warn) -> dict[str, JobView]:
+        """Slurm's view of every unfinished Slurm run, in one batched query (see ``job_views``)."""
+        statuses = list(statuses)
+        if not any(s.launcher == "slurm" and not s.final for s in statuses):
+            return {}
+        try:
+            return job_views(statuses)
+        except SlurmError as exc:
+            warn(f"could not ask Slurm about its jobs: {exc}")
+            return {}
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        return reconcile(run_dir, status, survey or {})
+
+
+def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
+    """Create the run directory with the job copy, the batch script and a `starting` status (not submitted)."""
+    run_id = new_run_id(spec.name)
+    run_dir = create_run_dir(runs_dir, run_id)
+    write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
+    facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or DEFAULT_MASTER_PORT,
+                      extra_args)
+    write_private(run_dir / SCRIPT, render(spec, facts, "sbatch"))
+    trials = spec.sweep.trials() if spec.sweep else []
+    # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
+    status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
+                       hosts=[], world_size=None if trials else spec.world_size,
+                       stall_after=spec.stall_after, on_stall=spec.on_stall)
+    for i, args in enumerate(trials):
+        tdir = layout.trial_dir(run_dir, i)
+        (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
+        tdir.chmod(0o700)
+        install_hook(tdir)
+        status.nodes.append({"host": layout.trial_name(i), "node_rank": i, "trial": i, "args": list(args),
+                             "run_dir": str(tdir), "job_id": None})
+        write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
+                                     job_file=status.job_file, hosts=[], world_size=spec.world_size,
+                                     note=f"trial {i} of {len(trials)}: {' '.join(args)}"))
+    if not trials:
+        status.nodes.append({"host": BATCH_HOST, "node_rank": 0, "job_id": None})
+    write_status(run_dir, status)
+    return run_dir
+
+
+def submit_env() -> dict[str, str]:
+    """This environment without cockpit's contract variables: sbatch copies the submitter's environment
+    into the job (--export=ALL), and the script sets those itself."""
+    return {k: v for k, v in os.environ.items() if k not in contract.ALL}
+
+
+def parse_job_id(stdout: str) -> str:
+    """``sbatch --parsable`` prints "<job id>" or "<job id>;<cluster>"."""
+    job_id = stdout.strip().splitlines()[-1].split(";")[0].strip() if stdout.strip() else ""
+    if not job_id.isdigit():
+        raise LaunchError(f"sbatch answered {stdout.strip()!r}, not a job id (hint: is `sbatch` Slurm's?)")
+    return job_id
+
+
+def submit(run_dir: Path, sbatch: str = "sbatch") -> str:
+    """Submit the run's batch script; record and return the job id. On refusal the run is marked failed
+    with sbatch's message and LaunchError carries it."""
+    status = read_status(run_dir)
+    if status is None:
+        raise LaunchError(f"{run_dir}: no readable status.json")
+    argv = [sbatch, "--parsable", str((run_dir / SCRIPT).resolve())]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=run_dir, env=submit_env())
+    except FileNotFoundError:
+        _refused(run_dir, status, "sbatch is not installed here")
+        raise LaunchError("sbatch is not installed here (hint: run cockpit on a login node of the cluster, "
+                          "or `cockpit render JOB` to see the script)") from None
+    except subprocess.TimeoutExpired:
+        _refused(run_dir, status, "sbatch gave no answer within 120 s")
+        raise LaunchError("sbatch gave no answer within 120 s (hint: `scontrol ping`; the job may have "
+                          "been queued anyway: check squeue)") from None
+    if r.returncode != 0:
+        message = (r.stderr or r.stdout).strip().replace("\n", "; ")
+        _refused(run_dir, status, f"sbatch refused the job: {message}")
+        raise LaunchError(f"sbatch refused the job: {message} (hint: the script is {run_dir / SCRIPT}; "
+                          "check partition, account, gres and time against `sinfo`)")
+    job_id = parse_job_id(r.stdout)
+    for node in status.nodes:
+        if "trial" in node:
+            node["job_id"], node["array_job_id"] = f"{job_id}_{node['trial']}", job_id
+        else:
+            node["job_id"] = job_id
+    status.note = f"submitted as Slurm job {job_id}"
+    write_status(run_dir, status)
+    return job_id
+
+
+def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
+    status.state, status.exit_code, status.note = "failed", 1, why
+    write_status(run_dir, status)
+
+
+def job_ids(status: RunStatus) -> list[str]:
+    """The Slurm job (or array task) ids of a run, from its status.json."""
+    return [n["job_id"] for n in status.nodes if n.get("job_id")]
+
+
+def cancel(ids: list[str], runner: Runner = run_command) -> None:
+    """``scancel`` the jobs (array tasks as "<array>_<task>", or the array as a whole by its id)."""
+    if not ids:
+        return
+    r = runner(["scancel", *ids])
+    if r.returncode != 0:
+        raise SlurmError(f"scancel {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
+
+
+def signal_steps(ids: list[str], sig: str, runner: Runner = run_command) -> None:
+    """``scancel --signal=SIG``: slurmstepd delivers it to every process of the jobs' steps (not the batch
+    shell). Raises SlurmError."""
+    r = runner(["scancel", f"--signal={sig}", *ids])
+    if r.returncode != 0:
+        raise SlurmError(f"scancel --signal={sig} {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
+
+
+def requeue(run_dir: Path, runner: Runner = run_command) -> str:
+    """Requeue a Slurm run now (the TUI's requeue); returns the command that did it. A job written with
+    ``slurm.requeue: true`` traps USR1 in its batch shell: it gets USR1 exactly as before its time limit, so
+    the ranks checkpoint, the job requeues itself and resumes where it stopped. Any other job is requeued by
+    ``scontrol requeue`` (it starts over, from its last checkpoint if the script keeps one). Raises SlurmError."""
+    status = read_status(run_dir)
+    ids = job_ids(status)
+    if not ids or status.final:
+        raise SlurmError(f"run {status.run_id} is {status.state}: nothing to requeue")
+    script = run_dir / SCRIPT
+    text = script.read_text(encoding="utf-8") if script.exists() else ""
+    if "#SBATCH --requeue" in text and "trap forward_usr1 USR1" in text:
+        argv = ["scancel", "--batch", "--signal=USR1", *ids]
+    else:
+        argv = ["scontrol", "requeue", *ids]
+    r = runner(argv)
+    if r.returncode != 0:
+        raise SlurmError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}")
+    return " ".join(argv)
+
+
+def job_views(statuses: Iterable[RunStatus], runner: Runner = run_command) -> dict[str, JobView]:
+    """Slurm's view of every unfinished Slurm run among ``statuses``, in ONE squeue call (plus accounting or
+    the job-completion file for jobs that left the queue): what `cockpit ps` needs for many runs at once.
+    Keyed by job id (array tasks as "<array>_<task>"). Raises SlurmError when squeue fails."""
+    ids = [j for s in statuses if s.launcher == "slurm" and not s.final for j in job_ids(s)]
+    return query_jobs(ids, runner) if ids else {}
+
+
+def reconcile(run_dir: Path, status: RunStatus, views: dict[str, JobView]) -> RunStatus:
+    """Fix the state of a Slurm run whose supervisor died, from ``views`` (see ``job_views``); written back
+    once the job is over. A run with a live supervisor, or one Slurm says nothing about, is left alone."""
+    mine = [views[j] for j in job_ids(status) if j in views]
+    if status.final or supervisor_alive(status) or not mine:
+        return status
+    if not all(v.final for v in mine):
+        status.state = "running" if any(v.state == "running" for v in mine) else "starting"
+        status.note = "the supervisor is gone; Slurm still has the job (cockpit stop cancels it)"
+        return status
+    states = {v.state for v in mine}
+    status.state = "stopped" if states == {"stopped"} else ("succeeded" if states == {"succeeded"} else "failed")
+    status.exit_code = next((v.exit_status or 1 for v in mine if v.state != "succeeded"), 0)
+    status.ended = status.ended or time.time()
+    status.note = ("the supervisor died; state from Slurm: "
+                   + ", ".join(f"job {v.job_id} {v.slurm_state}" for v in mine))
+    write_status(run_dir, status)
+    return status

@@ -1,0 +1,291 @@
+"""Supervisor nodes for Slurm runs: one per Slurm job, or one per array task of a sweep.
+
+The supervisor (cockpit.launch.supervisor) treats them like local torchruns: ``poll()`` gives the exit code
+once Slurm says the job is over, ``terminate()`` is ``scancel``, ``describe()`` goes into status.json. All the
+nodes of a run share one JobTracker, so a sweep of 100 trials costs one squeue call per refresh, and
+refreshes back off while nothing changes (a rank's exit record makes the next one come at once).
+
+The supervisor writes status.json when ranks end; Slurm's side (pending reason, allocation, requeues)
+changes without any rank ending, so the shared ``SlurmBook`` writes it when that changes: state
+``starting`` while Slurm has the job queued, ``running`` once it runs, the pending reason and the attempts
+in ``note``, the job's view in ``nodes``. For a sweep it also keeps each trial's own status.json
+(trial-<i>/status.json: state, ranks, first failure), so `cockpit logs RUN/trial-1` works like any run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from cockpit import run_layout as layout
+from cockpit.launch.slurm import attempts as slurm_attempts
+from cockpit.launch.slurm.launcher import cancel
+from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
+from cockpit.slurm import hostlist
+from cockpit.slurm.query import JobTracker, JobView, Runner, SlurmError, run_command
+from cockpit.slurm.states import UNKNOWN, lookup
+
+MISSES_BEFORE_LOST = 3  # successful refreshes that found the job nowhere before cockpit stops waiting
+GIVE_UP_AFTER_STOP = 600.0  # seconds without an answer from Slurm after a stop request before giving up
+REQUEUE_SETTLE = 5.0  # a job that may requeue itself is over only when Slurm still says so this much later
+
+
+class SlurmJobNode:
+    """One Slurm job (or array task) of a run, as a supervisor node."""
+
+    def __init__(self, entry: dict, book: SlurmBook):
+        self.entry = dict(entry)
+        self.book = book
+        self.job_id: str = entry["job_id"]
+        self.host: str = entry["host"]  # "sbatch", or "trial-<i>": names logs/agent.<host>.log
+        self.node_rank: int = entry.get("node_rank", 0)
+        self.trial: int | None = entry.get("trial")
+        self.run_dir = Path(entry["run_dir"]) if self.trial is not None else book.run_dir
+        own = read_status(self.run_dir) if self.trial is not None else book.status
+        self.world_size = own.world_size if own is not None else None
+        self.attempts = slurm_attempts.AttemptLog(layout.agent_log(book.run_dir, self.host),
+                                                  self.run_dir / layout.LOGS)
+        self.view: JobView | None = None
+        self.misses = 0
+        self.generation = 0
+        self.error: str | None = None  # the tracker's last error, as this node last reported it
+        self.exits_seen = 0
+        self.exit_code: int | None = None
+        self.note: str | None = None
+        self.history: list[slurm_attempts.Attempt] = []
+        # A job that requeues itself passes through an end state (FAILED, CANCELLED "due to job requeue")
+        # on its way back to PENDING; squeue or accounting can show that moment. Such a job's end is only
+        # believed when it still holds REQUEUE_SETTLE seconds later with no new restart.
+        script = book.run_dir / layout.SBATCH_SCRIPT
+        self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
+                                                                                     errors="replace")
+        self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
+
+    # -- the supervisor's interface ---------------------------------------------------------------------
+    def poll(self) -> int | None:
+        """The job's exit code once Slurm reports it over, else None (queries Slurm only when due)."""
+        if self.exit_code is None:
+            self._look()
+        return self.exit_code
+
+    def terminate(self) -> None:
+        self.book.cancel()
+
+    def describe(self) -> dict:
+        v = self.view
+        return {**self.entry, "slurm_state": v.slurm_state if v else None, "reason": v.reason if v else None,
+                "state": v.state if v else None, "nodes": v.nodes if v else None, "source": v.source if v else None,
+                "restarts": max([a.restart for a in self.history] + [v.restarts or 0 if v else 0]),
+                "resumed_steps": [a.resumed_step for a in self.history if a.restart > 0],
+                "exit_code": self.exit_code}
+
+    # -- following Slurm ----------------------------------------------------------------------------------
+    def _look(self) -> None:
+        exits = _exit_count(self.run_dir / layout.LOGS)
+        if exits != self.exits_seen:  # a rank ended: the job may be ending, ask Slurm now
+            self.exits_seen = exits
+            self.book.tracker.hurry()
+        tracker = self.book.tracker
+        view = tracker.poll().get(self.job_id)
+        if tracker.generation == self.generation:
+            return  # nothing new was asked since the last look
+        self.generation = tracker.generation
+        if self.book.cancel_wanted and not self.book.cancelled:
+            self.book.cancel()
+        if self.book.stop_unanswered(tracker):
+            self.exit_code = 1
+            self.note = (f"stopped waiting: no answer from Slurm for {GIVE_UP_AFTER_STOP:.0f} s after the stop "
+                         f"request ({tracker.error}); job {self.job_id} may still be queued: check squeue")
+            self.book.changed()
+            return
+        self.history = self.attempts.read()
+        if tracker.error != self.error:
+            self.error = tracker.error
+            self.book.changed()
+        if view is None and self.job_id in tracker.unseen:
+            self.misses += 1
+            if self.misses >= MISSES_BEFORE_LOST:
+                self._lost()
+        elif view is not None:
+            self.misses = 0
+            if view.final and self.requeue and not self._settled(view):
+                return
+            if not view.final:
+                self.final_seen = None
+            if view != self.view:
+                self.view = view
+                if view.final:
+                    self._ended(view)
+                self.book.changed()
+
+    def _settled(self, view: JobView) -> bool:
+        """True once an end state has held REQUEUE_SETTLE seconds with no new restart (see __init__)."""
+        now, restarts = self.book.tracker.clock(), view.restarts or 0
+        if self.final_seen is None or self.final_seen[1] != restarts:
+            self.final_seen = (now, restarts)
+        if now - self.final_seen[0] < REQUEUE_SETTLE:
+            self.book.tracker.doubt(self.job_id)
+            return False
+        return True
+
+    def _ended(self, view: JobView) -> None:
+        row = lookup(view.slurm_state)
+        code = view.exit_status
+        self.exit_code = code if row.state == "succeeded" else (code or 1)
+        self.note = f"Slurm job {self.job_id} {view.slurm_state} ({row.meaning})"
+        if view.reason:
+            self.note += f", reason {view.reason}"
+        requeues = slurm_attempts.describe(self.history)
+        if requeues:
+            self.note += f"; {requeues}"
+
+    def _lost(self) -> None:
+        exits = rank_exits(self.run_dir)
+        ok = self.world_size is not None and len(exits) >= self.world_size and first_failure(exits) is None
+        self.exit_code = 0 if ok else 1
+        self.note = (f"Slurm no longer reports job {self.job_id} and keeps no record of it (no accounting): "
+                     "state worked out from the ranks' exit records")
+        self.book.changed()
+
+    def trial_status(self, parent: RunStatus) -> RunStatus:
+        """This trial's own status.json (sweeps)."""
+        old = read_status(self.run_dir)
+        s = old or RunStatus(run_id=f"{parent.run_id}.trial-{self.trial}", name=parent.name, launcher="slurm",
+                             job_file=parent.job_file, hosts=[], world_size=parent.world_size)
+        exits = rank_exits(self.run_dir)
+        s.ranks = {str(r): {"rank": e.rank, "host": e.host, "status": e.status, "signal": e.signal,
+                            "time": e.time} for r, e in sorted(exits.items())}
+        first = first_failure(exits)
+        s.first_failure = None if first is None else {
+            "rank": first.rank, "host": first.host, "status": first.status, "signal": first.signal,
+            "time": first.time, "describe": first.describe()}
+        s.supervisor, s.nodes = parent.supervisor, [self.describe()]
+        s.hosts = _hosts(self.view) or s.hosts
+        v = self.view
+        if self.exit_code is not None:
+            ended_as = v.state if v is not None and v.final and v.state != "succeeded" else None
+            s.state = ended_as or ("succeeded" if self.exit_code == 0 else "failed")
+            s.exit_code, s.ended = self.exit_code, s.ended or time.time()
+        elif v is not None and v.state in ("starting", "running"):
+            s.state = v.state
+            if v.state == "running" and s.started is None:
+                s.started = time.time()
+        s.note = self.note or _pending_note(self)
+        return s
+
+
+class SlurmBook:
+    """What the nodes of one Slurm run share: the tracker, the run's status (the supervisor's object) and
+    the knowledge of when to write it."""
+
+    def __init__(self, status: RunStatus, run_dir: Path, runner: Runner = run_command, **tracker_args):
+        self.status, self.run_dir, self.runner = status, run_dir, runner
+        self.nodes: list[SlurmJobNode] = []
+        self.tracker = JobTracker((), runner, **tracker_args)
+        self.cancel_wanted = self.cancelled = False
+        self.cancel_asked_at = 0.0
+
+    def add(self, node: SlurmJobNode) -> SlurmJobNode:
+        self.nodes.append(node)
+        self.tracker.ids.add(node.job_id)
+        return node
+
+    def cancel(self) -> None:
+        """scancel every unfinished job of the run once (a sweep: its array job, all tasks at once). If
+        scancel fails, the nodes try again at each refresh until it works or the jobs end."""
+        if not self.cancel_wanted:
+            self.cancel_wanted, self.cancel_asked_at = True, self.tracker.clock()
+        if self.cancelled:
+            return
+        ids = sorted({n.entry.get("array_job_id") or n.job_id for n in self.nodes if n.exit_code is None})
+        try:
+            cancel(ids, self.runner)
+        except SlurmError as exc:
+            self.status.note = f"could not cancel yet (retrying): {exc}"
+            write_status(self.run_dir, self.status)
+        else:
+            self.cancelled = True
+
+    def stop_unanswered(self, tracker: JobTracker) -> bool:
+        """A stop was asked for long ago and Slurm has not answered since (controller down, cluster gone):
+        the supervisor should not wait forever."""
+        since = max(self.cancel_asked_at, tracker.last_ok or 0.0)
+        return self.cancel_wanted and tracker.error is not None and tracker.clock() - since > GIVE_UP_AFTER_STOP
+
+    def changed(self) -> None:
+        """Something Slurm reports changed: update and write the run's status (and the trials')."""
+        s = self.status
+        views = [n.view for n in self.nodes if n.view is not None]
+        live = [v for v in views if not v.final]
+        if not s.final and live:
+            s.state = "running" if any(v.state == "running" for v in live) else "starting"
+        if any(n.trial is not None for n in self.nodes):
+            for node in self.nodes:
+                write_status(node.run_dir, node.trial_status(s))
+            s.note = _sweep_note(self.nodes)
+            s.hosts = list(dict.fromkeys(h for n in self.nodes for h in _hosts(n.view)))
+        else:
+            node = self.nodes[0]
+            s.hosts = _hosts(node.view) or s.hosts
+            s.note = node.note or _pending_note(node)
+            if node.view is not None and node.view.slurm_state == "CANCELLED" and not s.stop_requested:
+                s.stop_requested = True  # cancelled outside cockpit: the run ends "stopped", as Slurm says
+        s.nodes = [n.describe() for n in self.nodes]
+        write_status(self.run_dir, s)
+
+
+def make_slurm_nodes(status: RunStatus, run_dir: Path, runner: Runner = run_command,
+                     **tracker_args) -> list[SlurmJobNode]:
+    """The supervisor's nodes for a submitted Slurm run (its status.json has the job ids); ``tracker_args``
+    go to the shared JobTracker (min_interval, max_interval, clock)."""
+    missing = [n for n in status.nodes if not n.get("job_id")]
+    if missing or not status.nodes:
+        raise SystemExit(f"cockpit supervisor: {run_dir} was never submitted (no Slurm job id in status.json)")
+    book = SlurmBook(status, run_dir, runner, **tracker_args)
+    return [book.add(SlurmJobNode(entry, book)) for entry in status.nodes]
+
+
+def _exit_count(logs: Path) -> int:
+    try:
+        return sum(1 for e in os.scandir(logs) if e.name.endswith(".exit"))
+    except OSError:
+        return 0
+
+
+def _hosts(view: JobView | None) -> list[str]:
+    if view is None or not view.nodes:
+        return []
+    try:
+        return hostlist.expand(view.nodes)
+    except hostlist.HostlistError:
+        return [view.nodes]
+
+
+def _pending_note(node: SlurmJobNode) -> str | None:
+    v = node.view
+    if node.error:
+        return f"cannot ask Slurm about job {node.job_id} (retrying): {node.error}"
+    if v is None:
+        return f"Slurm job {node.job_id}: not seen in squeue yet"
+    row = lookup(v.slurm_state)
+    text = f"Slurm job {node.job_id} {v.slurm_state}"
+    if row.state == UNKNOWN:
+        text += " (a Slurm state cockpit does not know; the run's state is left as it was)"
+    elif v.reason and v.state == "starting":
+        text += f" ({row.meaning}; reason {v.reason})"
+    elif v.nodes:
+        text += f" on {v.nodes}"
+    requeues = slurm_attempts.describe(node.history)
+    return f"{text}; {requeues}" if requeues else text
+
+
+def _sweep_note(nodes: list[SlurmJobNode]) -> str:
+    counts: dict[str, int] = {}
+    for n in nodes:
+        state = "succeeded" if n.exit_code == 0 else ("failed" if n.exit_code else
+                                                      (n.view.state if n.view else "submitted"))
+        counts[state] = counts.get(state, 0) + 1
+    array = nodes[0].entry.get("array_job_id", "?")
+    return f"sweep of {len(nodes)} trials, Slurm array job {array}: " + ", ".join(
+        f"{k} {v}" for k, v in sorted(counts.items()))

@@ -1,0 +1,4 @@
+"""The ssh launcher: torchrun on each node over SSH, no scheduler. launcher (the protocol),
+plan (what each node runs), shell (the start script), facts (asking the nodes), node (the
+supervisor's view of one node).
+"""

@@ -1,0 +1,215 @@
+"""The ssh launcher: one torchrun per node, started over SSH, supervised from this machine.
+
+``prepare`` asks the nodes (cockpit.launch.ssh.facts), refuses a job whose preflight fails
+(cockpit.preflight.checks), picks the master port on the master and the master address the other nodes can
+reach, finds out which nodes share this machine's filesystem (a marker file in the runs directory), then
+writes the run directory: the job, each node's rendered script (its own --node-rank; the node's run
+directory), the plan (commands/ssh.json) and status.json. The detached supervisor does the rest
+(cockpit.launch.ssh.node): starts the scripts detached, follows the logs back, tears every node down when
+one fails, stops them on `cockpit stop`.
+
+A node that does not share the filesystem gets its run directory under its own runs directory
+($COCKPIT_RUNS_DIR, else $XDG_STATE_HOME/cockpit/runs, else ~/.local/state/cockpit/runs there), unless
+``SSHLaunch.remote_runs_dir`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cockpit import run_layout as layout
+from cockpit.fleet.report import NodeReport
+from cockpit.launch.local import launcher as local
+from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, interpreter, with_shell_env
+from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.ssh.facts import gather
+from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
+from cockpit.paths import job_workdir
+from cockpit.preflight import checks as preflight
+from cockpit.remote import RemotePool, SSHOptions
+from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
+from cockpit.spec.model import JobSpec
+
+PREFLIGHT_FILE = layout.PREFLIGHT
+
+
+@dataclass(frozen=True)
+class SSHLaunch:
+    """How to launch. ``ssh`` None: the cluster file's settings (cockpit.fleet.nodes.load_cluster), else defaults."""
+
+    ssh: SSHOptions | None = None
+    preflight: bool = True
+    timeout: float = 20.0  # seconds per node for each question
+    remote_runs_dir: str | None = None  # run directories on nodes that do not share the filesystem
+    timing: Timing = field(default_factory=Timing)
+
+
+class SSHLauncher:
+    """One torchrun per node over SSH, supervised from this machine (cockpit.launch.protocol)."""
+
+    name = "ssh"
+
+    def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
+                options: LaunchOptions) -> Path:
+        """Asks the nodes; refuses a failed preflight (PreflightFailed) unless ``options.preflight`` is off."""
+        launch = SSHLaunch(preflight=options.preflight)
+        if options.trust_new_hosts:
+            launch = SSHLaunch(preflight=options.preflight, ssh=replace(ssh_options(launch), trust_new_hosts=True))
+        return prepare(spec, job_path, runs_dir, extra_args, launch)
+
+    def schedule(self, run_dir: Path) -> None:
+        """Nothing to hand over: the supervisor starts every node's script over SSH."""
+
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
+        from cockpit.launch.ssh.node import make_ssh_nodes
+
+        return make_ssh_nodes(status, run_dir, grace)
+
+    def watched(self, status: RunStatus) -> bool:
+        return True
+
+    def summarize(self, status: RunStatus, nodes: list) -> str | None:
+        return None
+
+    def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        """The run's processes are on the nodes: stop them there."""
+        from cockpit.launch.ssh import node as ssh_node
+
+        try:
+            stopped = ssh_node.stop_nodes(run_dir, grace)
+        except (OSError, ValueError, KeyError) as exc:
+            raise LaunchError(f"cannot read the ssh plan: {exc}") from None
+        left = ssh_node.left_behind(stopped)
+        for host in left:
+            warn(f"{run_dir.name}: {host}: {stopped[host]}")
+        return f"stopped by {by} without a supervisor, on every node over SSH: " + "; ".join(
+            f"{h}: {t}" for h, t in stopped.items()) + (
+            f" (processes of the run may still be running on {', '.join(left)})" if left else "")
+
+    def survey(self, statuses, warn: Warn) -> None:
+        return None  # each run's nodes are asked in recover
+
+    def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        """A run whose supervisor died: its nodes ran on without it, so ask them; else as a local run."""
+        if not (status.supervisor and not status.final and not local.supervisor_alive(status)):
+            return local.reconcile(run_dir, status)
+        from cockpit.launch.ssh import node as ssh_node
+
+        try:
+            return ssh_node.recover(run_dir, status)
+        except (OSError, ValueError, KeyError) as exc:
+            warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
+            return status
+
+
+def ssh_options(launch: SSHLaunch) -> SSHOptions:
+    if launch.ssh is not None:
+        return launch.ssh
+    from cockpit.fleet.nodes import NodesError, load_cluster
+
+    try:
+        cluster = load_cluster()
+    except NodesError as exc:
+        raise LaunchError(f"cannot read the cluster file: {exc}") from None
+    return cluster.ssh if cluster else SSHOptions()
+
+
+def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (),
+            launch: SSHLaunch | None = None) -> Path:
+    """Ask the nodes, check, and write the run directory; raises LaunchError (PreflightFailed)."""
+    launch = launch or SSHLaunch()
+    spec = with_shell_env(spec)  # NCCL_*/GLOO_*/... of this shell: checked by the preflight, exported on the nodes
+    if spec.sweep is not None:
+        raise LaunchError("sweeps run as Slurm job arrays (hint: drop sweep:, or launcher: slurm)")
+    options = ssh_options(launch)
+    runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker = runs_dir / f".cockpit-shared-{secrets.token_hex(8)}"
+    token = secrets.token_hex(16)
+    marker.write_text(token + "\n", encoding="utf-8")
+    marker.chmod(0o644)
+    try:
+        checks, facts = check_job(spec, job_path, options, launch.timeout, (str(marker.resolve()), token))
+    finally:
+        marker.unlink(missing_ok=True)
+    if launch.preflight and preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    if facts.master_port is None or len(facts.node_checks) != spec.num_nodes:
+        raise LaunchError("the nodes could not all be asked (hint: cockpit doctor " + job_path + ")")
+    return _write_run(spec, job_path, runs_dir, extra_args, launch, options, facts, checks)
+
+
+def check_job(spec: JobSpec, job_path: str, options: SSHOptions, timeout: float = 20.0,
+              marker: tuple[str, str] | None = None, python: str | None = None):
+    """The preflight: (checks, facts) for ``spec`` on its nodes (`cockpit doctor JOB` prints them)."""
+    async def go():
+        pool = RemotePool(options)
+        try:
+            return await gather(spec, pool, python or interpreter(spec), timeout, marker,
+                                job_workdir(job_path, spec.workdir))
+        finally:
+            await pool.close()
+    facts = asyncio.run(go())
+    return preflight.job_checks(spec, facts), facts
+
+
+def plan_nodes(spec: JobSpec, run_dir: Path, facts: preflight.JobFacts, remote_runs_dir: str | None) -> tuple:
+    """Each node's run directory: this one where the node sees it, else one under the node's runs dir."""
+    out = []
+    for rank, host in enumerate(spec.hosts):
+        answer = facts.node_checks[host]
+        shared = bool(answer.get("shared"))
+        base = remote_runs_dir or answer.get("runs_dir")
+        if not shared and not base:
+            why = answer.get("agent_error") or "it did not say where its runs directory is"
+            raise LaunchError(f"cannot launch on {host}: the node agent could not run there ({why}) (hint: "
+                              f"cockpit doctor JOB; set python: to an interpreter that exists on {host})")
+        where = str(run_dir.resolve()) if shared else f"{base.rstrip('/')}/{run_dir.name}"
+        out.append(NodePlan(host, rank, where, shared, facts.addresses.get(host)))
+    return tuple(out)
+
+
+def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options, facts, checks) -> Path:
+    run_id = new_run_id(spec.name)
+    run_dir = create_run_dir(runs_dir, run_id)
+    write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
+    write_atomic(run_dir / PREFLIGHT_FILE, json.dumps({"checks": [c.to_dict() for c in checks],
+                                                       "nodes": recorded_nodes(facts.nodes),
+                                                       "node_checks": facts.node_checks}, indent=2) + "\n")
+    nproc = spec.nprocs if spec.nprocs is not None else _gpu_count(facts)
+    if nproc is not None and spec.nprocs is None:
+        spec = replace(spec, procs_per_node=nproc)  # gpus: all -> the count the nodes reported
+    plan = SSHPlan(run_id=run_id, python=interpreter(spec), master_addr=facts.master_addr or spec.hosts[0],
+                   master_port=facts.master_port, nodes=plan_nodes(spec, run_dir, facts, launch.remote_runs_dir),
+                   nproc=nproc, ssh=options, timing=launch.timing)
+    base = facts_for(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
+    for rank, text in node_scripts(spec, base, plan).items():
+        write_private(layout.node_script(run_dir, rank), text)
+    write_atomic(run_dir / PLAN_FILE, plan.to_json())
+    note = None if launch.preflight or not preflight.failed(checks) else \
+        "launched with --no-preflight although checks failed: " + "; ".join(
+            c.line() for c in preflight.failed(checks))
+    status = RunStatus(run_id=run_id, name=spec.name, launcher="ssh", job_file=str(Path(job_path).resolve()),
+                       hosts=list(spec.hosts), world_size=None if nproc is None else nproc * spec.num_nodes,
+                       note=note,
+                       stall_after=spec.stall_after, on_stall=spec.on_stall)
+    write_status(run_dir, status)
+    return run_dir
+
+
+def recorded_nodes(nodes: list[NodeReport]) -> list[dict]:
+    """The probe answers as preflight.json keeps them: without the processes on each GPU, whose users and
+    full command lines (other people's, secrets in arguments) do not belong in a run directory."""
+    out = []
+    for n in nodes:
+        d = n.to_dict()
+        out.append({**d, "gpus": [{k: v for k, v in g.items() if k != "processes"} for g in d["gpus"]]})
+    return out
+
+
+def _gpu_count(facts: preflight.JobFacts) -> int | None:
+    counts = {len(n.gpus) for n in facts.up()}
+    return counts.pop() if len(counts) == 1 and 0 not in counts else None

@@ -1,0 +1,95 @@
+"""The shell the ssh launcher runs on nodes, as pure functions of their inputs (so they can be read, tested
+and shellchecked): start a node's script detached, stop a run's processes, run the node agent.
+
+Why the start looks like this: a torchrun started over SSH dies with the connection (without a PTY of
+BrokenPipe at its next print, with one of SIGHUP), so the node script runs under ``setsid`` with its output
+in a file and stdin from /dev/null. A small launch shell around it writes the script's exit status and
+time to ``logs/agent.HOST.exit`` (torchrun has no other record of how it ended); that shell does not carry
+COCKPIT_RUN_ID (the script exports it), so stopping the run's processes leaves it to write the record.
+
+Why the stop looks like this: torchrun starts each worker in a session of its own and a torchrun waiting
+in its exit barrier ignores SIGTERM for 300 s, so neither a process group nor torchrun alone is enough.
+Every process of the run carries COCKPIT_RUN_ID in its environment: one grep over /proc/*/environ finds
+them all (no cockpit needed on the node), SIGTERM, and SIGKILL for what is left after the grace period.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from pathlib import Path
+
+from cockpit import contract
+from cockpit import run_layout as layout
+from cockpit.render.facts import log_safe
+
+
+def agent_exit_file(run_dir: str, host: str) -> str:
+    return f"{run_dir}/{layout.LOGS}/{layout.agent_exit_name(log_safe(host))}"
+
+
+def start_script(run_dir: str, host: str, node_rank: int, script_text: str | None) -> str:
+    """Make the run directory, write the node script (unless it is already there: ``script_text`` None,
+    a shared filesystem), start it detached, print "PID START_TICKS".
+
+    Run it as `sh -s` with this text on stdin (remote.run's ``input``), never in an argument list: the node
+    script holds the job's env values (API keys), and any user's `ps` shows arguments. ``umask 077``: the
+    run directory, the script and everything the run writes there are its owner's only."""
+    q = shlex.quote
+    safe = log_safe(host)
+    script = layout.node_script_name(node_rank)
+    log, end = f"{layout.LOGS}/{layout.agent_log_name(safe)}", f"{layout.LOGS}/{layout.agent_exit_name(safe)}"
+    lines = ["set -e", "umask 077", f"mkdir -p {q(run_dir)}/{layout.LOGS} {q(run_dir)}/{layout.COMMANDS}",
+             f"cd {q(run_dir)}"]
+    if script_text is not None:  # not shared: the node script, and the rank hook it puts on PYTHONPATH
+        blob = base64.b64encode(script_text.encode()).decode()
+        lines.append(f"printf '%s' {blob} | base64 -d > {script}")
+        hook = base64.b64encode((Path(__file__).parents[2] / "node" / "rankhook.py").read_bytes()).decode()
+        lines += [f"mkdir -p {layout.HOOK}", f"printf '%s' {hook} | base64 -d > {layout.HOOK}/{layout.HOOK_FILE}"]
+    launch = (f"bash {script}; s=$?; printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > {end}")
+    lines += [f"rm -f {end}",
+              f"setsid sh -c {q(launch)} > {log} 2>&1 < /dev/null &",
+              "pid=$!",
+              'echo "$pid $(cut -d" " -f22 /proc/$pid/stat 2>/dev/null || echo -)"']
+    return "\n".join(lines)
+
+
+def parse_started(stdout: str) -> tuple[int, str | None]:
+    """`PID START_TICKS` -> (pid, start ticks or None)."""
+    words = stdout.strip().split()
+    if not words or not words[0].isdigit():
+        raise ValueError(f"expected 'PID START' from the start script, got {stdout.strip()[:200]!r}")
+    start = words[1] if len(words) > 1 and words[1].isdigit() else None
+    return int(words[0]), start
+
+
+def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
+    """Signal every process of the run on this node, SIGKILL what is left after ``grace`` seconds.
+    Prints "FOUND KILLED LEFT [PID:NAME ...]" (processes found, needing SIGKILL, still there at the end,
+    and which those are)."""
+    needle = shlex.quote(f"{contract.RUN_ID}={run_id}")
+    ticks = max(0, int(grace * 10))
+    return "\n".join([
+        f"pids() {{ grep -lxzF {needle} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | grep -vx \"$$\"; }}",
+        "found=$(pids); n=$(echo $found | wc -w); killed=0",
+        f'[ -n "$found" ] && kill -{signal} $found 2>/dev/null',
+        "left=$found; t=0",
+        f'while [ -n "$left" ] && [ "$t" -lt {ticks} ]; do sleep 0.1; t=$((t+1)); left=$(pids); done',
+        'if [ -n "$left" ]; then killed=$(echo $left | wc -w); kill -KILL $left 2>/dev/null; sleep 0.2; fi',
+        'left=$(pids); names=""',
+        'for p in $left; do names="$names $p:$(tr -c \'[:alnum:]._\\n-\' _ < /proc/"$p"/comm 2>/dev/null)"; done',
+        'echo "$n $killed $(echo $left | wc -w)$names"',
+    ])
+
+
+def list_script(run_id: str) -> str:
+    """Print the pids of the run's live processes on this node, one a line."""
+    needle = shlex.quote(f"{contract.RUN_ID}={run_id}")
+    return f"grep -lxzF {needle} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | grep -vx \"$$\" || true"
+
+
+def agent_command(python: str, command: str, args: dict) -> str:
+    """`PYTHON -c AGENT_SOURCE COMMAND JSON`, the interpreter quoted as the node script quotes it."""
+    source = (Path(__file__).parents[2] / "node" / "agent.py").read_text(encoding="utf-8")
+    return f"{shlex.quote(python)} -c {shlex.quote(source)} {command} {shlex.quote(json.dumps(args))}"

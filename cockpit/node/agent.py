@@ -1,0 +1,293 @@
+"""What the ssh launcher runs ON a node, sent as source (``python3 -c SOURCE COMMAND JSON``): the node may
+not have cockpit installed, only the job's Python. Stdlib only, one JSON object per output line.
+
+    check JSON   facts for the preflight and the launch: can this node resolve and reach the master's
+                 port, does the workdir / script exist, does its hostname resolve to loopback, does it
+                 see the marker cockpit wrote in the local runs directory (a shared filesystem), and
+                 where its own runs directory would be otherwise.
+    listen JSON  bind the master port (0: any free one), print it (or why not), accept connections until
+                 stdin closes: the other nodes' `check` connects to it, which proves the port is reachable.
+    watch JSON   follow a started node: new bytes of the run directory's logs/ and metrics/ files (base64,
+                 from given offsets, so a reconnect resumes), then how the node's torchrun ended, read
+                 from the exit record its launch shell writes, or "gone" if that shell vanished without one.
+                 Ends after reporting the end, or when stdin closes (cockpit's side went away); with
+                 "once", after one round, reporting {"running": true} if the node's torchrun still runs.
+    stacks JSON  ask this node's ranks of a run for their stacks (cockpit.hang.gather): a marker into each
+                 rank's .stacks file, a dump request, SIGURG to each rank's pid; then, per rank, the text
+                 after the marker, its last beat and a digest of its Flight Recorder dump.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import socket
+import sys
+import time
+
+CHUNK = 16384  # bytes per message: a base64 line stays well under asyncio's 64 KiB line limit
+FOLLOWED = ("logs", "metrics")
+
+
+def emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def stdin_closed(timeout: float) -> bool:
+    """Wait up to ``timeout`` for stdin; True when it reached EOF (the reader is gone)."""
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    except (OSError, ValueError):
+        time.sleep(timeout)
+        return False
+    return bool(ready) and not os.read(sys.stdin.fileno(), 4096)
+
+
+def check(args: dict) -> dict:
+    out: dict = {"hostname": socket.gethostname(), "home": os.path.expanduser("~")}
+    try:
+        out["hostname_addr"] = socket.gethostbyname(out["hostname"])
+    except OSError as exc:
+        out["hostname_addr"], out["hostname_error"] = None, str(exc)
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(out["home"], ".local", "state")
+    out["runs_dir"] = os.environ.get("COCKPIT_RUNS_DIR") or os.path.join(state, "cockpit", "runs")
+    out["workdir"] = os.path.isdir(args["workdir"])
+    script = args.get("script")
+    out["script"] = None if script is None else os.path.isfile(os.path.join(args["workdir"], script))
+    try:
+        with open(args["marker"], encoding="utf-8") as f:
+            out["shared"] = f.read().strip() == args["token"]
+    except OSError:
+        out["shared"] = False
+    if args.get("master"):
+        out.update(reach(args["master"], args["port"], args.get("timeout", 5.0)))
+    out["interfaces"] = interfaces()
+    return out
+
+
+def interfaces() -> list[dict] | None:
+    """The node's interfaces as cockpit.node.probe reports them (name, up, loopback, ipv4), for nodes without
+    cockpit: from `ip -j -4 addr`, else /sys/class/net (names and state, no addresses); None if neither."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, timeout=5)
+        data = json.loads(out.stdout) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        data = None
+    if data is not None:
+        return [{"name": d.get("ifname"), "up": "UP" in d.get("flags", ()) and d.get("operstate") != "DOWN",
+                 "loopback": "LOOPBACK" in d.get("flags", ()), "speed_mbps": None,
+                 "ipv4": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ())
+                          if a.get("family") == "inet"]} for d in data]
+    try:
+        names = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        return None
+    found = []
+    for name in names:
+        try:
+            with open(f"/sys/class/net/{name}/flags", encoding="utf-8") as f:
+                flags = int(f.read().strip(), 16)
+        except (OSError, ValueError):
+            flags = 0
+        found.append({"name": name, "up": bool(flags & 1), "loopback": bool(flags & 8), "speed_mbps": None,
+                      "ipv4": []})
+    return found
+
+
+def reach(host: str, port: int, timeout: float) -> dict:
+    try:
+        addr = socket.gethostbyname(host)
+    except OSError as exc:
+        return {"resolved": None, "reached": False, "reach_error": f"cannot resolve {host}: {exc}"}
+    try:
+        with socket.create_connection((addr, port), timeout=timeout):
+            return {"resolved": addr, "reached": True, "reach_error": None}
+    except OSError as exc:
+        return {"resolved": addr, "reached": False, "reach_error": f"{addr}:{port}: {exc.strerror or exc}"}
+
+
+def listen(args: dict) -> int:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore binds
+    try:
+        s.bind(("", int(args["port"])))
+        s.listen(128)
+    except OSError as exc:
+        emit({"port": int(args["port"]), "free": False, "error": exc.strerror or str(exc)})
+        return 0
+    emit({"port": s.getsockname()[1], "free": True, "error": None})
+    deadline = time.monotonic() + float(args.get("max_seconds", 120))
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([s, sys.stdin], [], [], 1.0)
+        if s in ready:
+            conn, _ = s.accept()
+            conn.close()
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 4096):
+            break
+    s.close()
+    return 0
+
+
+def alive(pid: int, start: str | None) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != b"Z" and (start is None or fields[19].decode() == start)
+
+
+def copy_new(run_dir: str, offsets: dict[str, int]) -> None:
+    """Emit every new byte of the followed files since ``offsets`` (updated in place)."""
+    for sub in FOLLOWED:
+        try:
+            names = sorted(os.listdir(os.path.join(run_dir, sub)))
+        except OSError:
+            continue
+        for name in names:
+            rel = f"{sub}/{name}"
+            path = os.path.join(run_dir, rel)
+            try:
+                size = os.path.getsize(path)
+                if not os.path.isfile(path):
+                    continue
+                if size < offsets.get(rel, 0):
+                    offsets[rel] = 0
+                    emit({"path": rel, "truncate": True})
+                if size == offsets.get(rel, 0):
+                    continue
+                with open(path, "rb") as f:
+                    f.seek(offsets.get(rel, 0))
+                    while True:
+                        data = f.read(CHUNK)
+                        if not data:
+                            break
+                        emit({"path": rel, "offset": offsets.get(rel, 0), "data": base64.b64encode(data).decode()})
+                        offsets[rel] = offsets.get(rel, 0) + len(data)
+            except OSError:
+                continue  # appeared or vanished while we looked: the next round sees it
+
+
+def read_exit(path: str) -> tuple[int, float] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        status, when = text.split()[:2]
+        return int(status), float(when)
+    except (OSError, ValueError):
+        return None  # not there yet, or being written
+
+
+def watch(args: dict) -> int:
+    run_dir, exit_path = args["run_dir"], args["exit_file"]
+    pid, start, copy = int(args["pid"]), args.get("start"), bool(args.get("copy"))
+    offsets = {k: int(v) for k, v in (args.get("offsets") or {}).items()}
+    interval = float(args.get("interval", 0.3))
+    emit({"hello": True, "alive": alive(pid, start)})
+    while True:
+        if copy:
+            copy_new(run_dir, offsets)
+        ended = read_exit(exit_path)
+        if ended is None and not alive(pid, start):
+            time.sleep(0.2)  # the launch shell may be writing its record right now
+            ended = read_exit(exit_path)
+            if ended is None:
+                if copy:
+                    copy_new(run_dir, offsets)
+                emit({"gone": True, "time": time.time()})
+                return 0
+        if ended is not None:
+            if copy:
+                copy_new(run_dir, offsets)
+            emit({"exit": ended[0], "time": ended[1]})
+            return 0
+        if args.get("once"):  # one look (cockpit without a supervisor): the files so far, and "still running"
+            emit({"running": True, "time": time.time()})
+            return 0
+        if stdin_closed(interval):
+            return 0
+
+
+def stacks(args: dict) -> int:
+    logs, host, request = os.path.join(args["run_dir"], "logs"), args["host"], args["request"]
+    wanted = set(args.get("ranks") or ())
+    targets = {}
+    for name in sorted(os.listdir(logs)):
+        parts = name.split(".")
+        if not (name.startswith("rank-") and name.endswith(f".{host}.pid")) or os.path.exists(
+                os.path.join(logs, name[:-4] + ".exit")):
+            continue
+        rank = int(parts[0][5:])
+        if wanted and rank not in wanted:
+            continue
+        base = os.path.join(logs, name[:-4])
+        with open(base + ".stacks", "a", encoding="utf-8") as f:
+            f.write(args["marker"])
+        targets[rank] = (base, os.path.getsize(base + ".stacks"))
+    with open(os.path.join(logs, "dump.req.tmp"), "w") as f:
+        f.write(request + "\n")
+    os.replace(os.path.join(logs, "dump.req.tmp"), os.path.join(logs, "dump.req"))
+    for base, _ in targets.values():
+        try:
+            with open(base + ".pid") as f:
+                os.kill(int(f.read().split()[0]), 23)  # SIGURG
+        except (OSError, ValueError, IndexError):
+            continue
+    deadline = time.monotonic() + float(args.get("timeout", 5.0))
+    while True:
+        answers = {rank: _answer(base, offset, request) for rank, (base, offset) in targets.items()}
+        if time.monotonic() >= deadline or all(a["text"] and (a["beat"] or {}).get("req") == request
+                                                for a in answers.values()):
+            break
+        time.sleep(0.1)
+    for rank, answer in sorted(answers.items()):
+        emit({"rank": rank, "host": host, **answer})
+    return 0
+
+
+def _answer(base: str, offset: int, request: str) -> dict:
+    out: dict = {"text": "", "beat": None, "fr": None}
+    try:
+        with open(base + ".stacks", encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            out["text"] = f.read()[-200000:]
+        with open(base + ".beat", encoding="utf-8", errors="replace") as f:
+            lines = f.read()[-4096:].splitlines()
+        out["beat"] = json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        pass  # not written yet: the caller shows what came
+    if (out["beat"] or {}).get("req") == request:
+        try:
+            with open(base + ".fr.json", encoding="utf-8", errors="replace") as f:
+                fr = json.load(f)
+            entries = [e for e in fr.get("entries") or () if isinstance(e, dict) and not e.get("is_p2p")]
+            out["fr"] = json.dumps({"pg_status": fr.get("pg_status"), "entries": entries[-1:]})
+        except (OSError, ValueError, AttributeError):
+            pass  # no Flight Recorder dump (an old torch, FR off)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    command, args = argv[0], json.loads(argv[1])
+    if command == "check":
+        emit(check(args))
+        return 0
+    if command == "listen":
+        return listen(args)
+    if command == "stacks":
+        return stacks(args)
+    if command == "watch":
+        try:
+            return watch(args)
+        except BrokenPipeError:
+            return 0  # cockpit's side went away
+    raise SystemExit(f"cockpit ssh agent: unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

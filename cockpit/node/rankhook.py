@@ -1,0 +1,262 @@
+"""cockpit's rank-side hook. Installed as ``<run>/hook/sitecustomize.py``; the rank wrapper puts that folder
+first on the rank's PYTHONPATH, so it runs at interpreter start in the rank's own Python, whatever script
+the rank runs. Stdlib only; nothing here imports torch.
+
+What it does, and what it costs until asked (one daemon thread that wakes once a second):
+
+- SIGURG (ignored by default, so a stray one harms no process) makes faulthandler write every thread's
+  Python stack to ``logs/rank-R.HOST.stacks``. faulthandler's handler is C: it works while the main thread
+  is blocked inside a collective, and even while some thread holds the GIL forever.
+- Once torch is imported, the torch.distributed collectives (and backward under DDP, where DDP's
+  all-reduces happen) are timed: how often and how long this rank waited in them, and which one it is in
+  right now. Every second a line goes to ``logs/rank-R.HOST.beat``: the straggler and stall evidence. A
+  beat that stops coming means the process is stopped or frozen.
+- A dump request (``logs/dump.req`` holding a number) makes it write torch's Flight Recorder trace
+  (``logs/rank-R.HOST.fr.json``): which collectives this rank enqueued and completed, by sequence number.
+  gloo does not dump on a timeout by itself; NCCL's watchdog is told to (TORCH_NCCL_DUMP_ON_TIMEOUT).
+
+It chains to the sitecustomize it hides, never replaces a handler the user installed (the user's own
+signal.signal(SIGURG) wins), stays out of processes the rank forks or spawns (only the wrapper's own child
+is hooked), writes only into the run directory, and is off with COCKPIT_HOOK=0.
+"""
+
+import os
+import sys
+
+BEAT_SECONDS = 1.0
+BEAT_ROLL_BYTES = 256 * 1024  # the beat file starts over past this: readers need only its last line
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
+               "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "gather", "scatter",
+               "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "send", "recv")
+
+
+def _chain() -> None:
+    """Run the sitecustomize this file hides (the next one on sys.path), as Python would have."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - as site.py does: report and go on
+        sys.stderr.write(f"Error in sitecustomize (chained by cockpit's hook): {exc!r}\n")
+
+
+class _Hook:
+    def __init__(self, base: str):
+        self.base = base  # <run>/logs/rank-R.HOST
+        self.logs = os.path.dirname(base)
+        self.pid = os.getpid()
+        self.sync_seconds = 0.0
+        self.sync_calls = 0
+        self.ddp = False  # backward waits for DDP's gradient all-reduces once a DDP model exists
+        self.current: str | None = None
+        self.since = 0.0
+        self.handled = None  # the last dump request answered
+        self.fr = False
+        self.compiling = lambda: False
+        self.replaced = False  # the script replaced the SIGURG handler
+
+    # -- at start ----------------------------------------------------------------------------------------------
+    def install(self) -> None:
+        import faulthandler
+        import signal
+        import threading
+
+        self.stacks = open(self.base + ".stacks", "a")  # noqa: SIM115 - kept open for faulthandler
+        faulthandler.register(signal.SIGURG, file=self.stacks, all_threads=True, chain=False)
+        os.register_at_fork(after_in_child=self._forked)
+        prefix = f"{self.logs}/frdump.{os.path.basename(self.base)[5:]}.rank_"
+        for name, value in (("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"), ("TORCH_FR_DUMP_TEMP_FILE", prefix)):
+            os.environ.setdefault(name, value)
+        if "TORCH_NCCL_TRACE_BUFFER_SIZE" not in os.environ:
+            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
+        sys.meta_path.insert(0, _TorchFinder(self))
+        threading.Thread(target=self._beat_loop, name="cockpit-hook", daemon=True).start()
+
+    def _forked(self) -> None:
+        """A forked child (a DataLoader worker) is not the rank: no stacks into the rank's file."""
+        import faulthandler
+        import signal
+
+        faulthandler.unregister(signal.SIGURG)
+
+    # -- torch -------------------------------------------------------------------------------------------------
+    def patch_torch(self, torch) -> None:
+        dist = getattr(torch, "distributed", None)
+        if dist is None or not dist.is_available():
+            return
+        for name in COLLECTIVES:
+            fn = getattr(dist, name, None)
+            if callable(fn):
+                setattr(dist, name, self._timed(name, fn))
+        import functools
+
+        backward = torch.autograd.backward
+        synced = self._timed("backward", backward)
+        hook = self
+
+        @functools.wraps(backward)
+        def timed_backward(*args, **kwargs):
+            return (synced if hook.ddp else backward)(*args, **kwargs)
+
+        torch.autograd.backward = timed_backward
+        ddp = torch.nn.parallel.DistributedDataParallel
+        init = ddp.__init__
+
+        @functools.wraps(init)  # libraries read DDP's signature to filter their keyword arguments
+        def ddp_init(model, *args, **kwargs):
+            init(model, *args, **kwargs)
+            hook.ddp = True
+
+        ddp.__init__ = ddp_init
+        compiler = getattr(torch, "compiler", None)
+        self.compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+        self.fr = True
+
+    def _timed(self, name: str, fn):
+        import functools
+        import time
+
+        hook = self
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            # nested, returning before the wait, or traced by torch.compile (which must see torch's own call)
+            if hook.current is not None or kwargs.get("async_op") or hook.compiling():
+                return fn(*args, **kwargs)
+            hook.current, hook.since = name, time.time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                hook.sync_seconds += time.time() - hook.since
+                hook.sync_calls += 1
+                hook.current = None
+
+        return timed
+
+    # -- the beat ----------------------------------------------------------------------------------------------
+    def _beat_loop(self) -> None:
+        import time
+
+        while True:
+            time.sleep(BEAT_SECONDS)
+            try:
+                self._answer_request()
+                self._beat(time.time())
+            except Exception:  # noqa: BLE001, S110 - a full disk, a removed run directory: never disturb
+                pass  # training and never print into the rank's log; the next beat retries
+
+    def _beat(self, now: float) -> None:
+        import json
+
+        current, since = self.current, self.since
+        record = {"t": round(now, 3), "pid": self.pid, "sync": round(self.sync_seconds, 4), "n": self.sync_calls,
+                  "in": current, "since": round(since, 3) if current else None, "ddp": self.ddp,
+                  "req": self.handled, "urg": "replaced" if self.replaced else "hook"}
+        path = self.base + ".beat"
+        try:
+            roll = os.path.getsize(path) > BEAT_ROLL_BYTES
+        except OSError:
+            roll = False
+        with open(path, "w" if roll else "a") as f:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def _answer_request(self) -> None:
+        try:
+            with open(os.path.join(self.logs, "dump.req")) as f:
+                request = f.read().strip()
+        except OSError:
+            return
+        if not request or request == self.handled:
+            return
+        self.handled = request
+        self._stacks_if_replaced()
+        text = self._flight_recorder()
+        if text is not None:
+            tmp = f"{self.base}.fr.json.tmp"
+            with open(tmp, "wb" if isinstance(text, bytes) else "w") as f:
+                f.write(text)
+            os.replace(tmp, self.base + ".fr.json")
+
+    def _stacks_if_replaced(self) -> None:
+        """The script installed its own SIGURG handler (signal.signal replaces faulthandler's): the request's
+        SIGURG went to it, so dump from this thread instead (it needs the GIL, which a rank blocked in a
+        collective or a sleep releases), and say so."""
+        import faulthandler
+        import signal
+
+        handler = signal.getsignal(signal.SIGURG)
+        if handler in (signal.SIG_DFL, signal.SIG_IGN, None):
+            self.replaced = False
+            return
+        self.replaced = True
+        self.stacks.write("(cockpit: the script handles SIGURG itself; these stacks come from cockpit's thread)\n")
+        self.stacks.flush()
+        faulthandler.dump_traceback(file=self.stacks, all_threads=True)
+
+    def _flight_recorder(self) -> str | None:
+        c10d = sys.modules.get("torch._C._distributed_c10d")
+        dump = getattr(c10d, "_dump_fr_trace_json", None)
+        if dump is None:
+            return None
+        try:
+            return dump(includeCollectives=True, onlyActive=False)
+        except TypeError:
+            return dump()
+        except Exception as exc:  # noqa: BLE001 - torch says why in its own words; keep them as the evidence
+            import json
+
+            return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+
+
+class _TorchFinder:
+    """Lets `import torch` finish, then times its collectives. Finds nothing itself."""
+
+    def __init__(self, hook: _Hook):
+        self.hook = hook
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        import importlib.machinery
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module, hook = spec.loader.exec_module, self.hook
+
+        def exec_and_patch(module):
+            exec_module(module)
+            try:
+                hook.patch_torch(module)
+            except Exception as exc:  # noqa: BLE001 - a torch we do not know: train without the timing
+                sys.stderr.write(f"cockpit hook: collectives not timed ({type(exc).__name__}: {exc})\n")
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def _start() -> None:
+    run_dir, host = os.environ.get("COCKPIT_RUN_DIR"), os.environ.get("COCKPIT_HOST")
+    if os.environ.get("COCKPIT_HOOK") == "0" or not run_dir or not host:
+        return
+    if os.environ.get("COCKPIT_WRAPPER_PID") != str(os.getppid()):
+        return  # not the wrapper's own child: a process the rank spawned, or torchrun itself
+    rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
+    _Hook(f"{run_dir}/logs/rank-{rank}.{host}").install()
+
+
+if __name__ == "sitecustomize":  # as the rank's sitecustomize; importing cockpit.node.rankhook does nothing
+    _chain()
+    try:
+        _start()
+    except Exception as _exc:  # noqa: BLE001 - never stop a rank from starting because of the hook
+        sys.stderr.write(f"cockpit hook: not installed ({type(_exc).__name__}: {_exc})\n")

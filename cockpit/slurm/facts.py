@@ -1,0 +1,22 @@
+"""What the Slurm preflight (cockpit.preflight.slurm) looks at: the job's files on this submit host, and
+sinfo's nodes per partition, asked through ``run`` (subprocess.run's shape: tests and callers inject it)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from cockpit.launch.local import facts as local_facts
+from cockpit.preflight.slurm import SINFO_ARGS, SlurmFacts, parse_sinfo
+from cockpit.spec.model import JobSpec
+
+
+def gather(spec: JobSpec, job_path: str, run=subprocess.run, timeout: float = 30.0) -> SlurmFacts:
+    files = local_facts.files(spec, job_path)
+    try:
+        r = run(list(SINFO_ARGS), capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return SlurmFacts(files, None, f"sinfo: {exc}")
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        return SlurmFacts(files, None, last)
+    return SlurmFacts(files, tuple(parse_sinfo(r.stdout)))

@@ -1,0 +1,323 @@
+"""Field-level checks for job files: each reads one value, records a positioned Problem if it is wrong,
+and returns a usable default so that every other problem in the file is still found."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+
+from cockpit.spec.yamlpos import Positions, Problem, dotted
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{1,2}(:\d{1,2})?)?|\d+(:\d{1,2}(:\d{1,2})?)?|UNLIMITED|INFINITE)$")
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
+# A node as ssh takes it: [user@]host[:port], host a DNS name / ssh config alias / IPv4, or [IPv6]. Nothing
+# else: the name reaches ssh's command line, the rendered scripts and their comments.
+_HOST = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
+                   r"(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|\[[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9_.-]{1,15})?\])"
+                   r"(?::[0-9]{1,5})?$")
+# An environment-module name, e.g. cuda/12.1, gcc@12.2, python/3.11-gcc: no spaces, quotes or shell syntax.
+_MODULE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+/@:=-]{0,127}$")
+MAX_GPUS = 1024  # per node: ids 0..1023; no machine has more
+MAX_PROCS = 1024  # ranks per node
+MAX_NODES = MAX_HOSTS = 100_000  # nodes of a job, hosts of a hostlist: a typo like n[0-99999999] must fail
+MAX_TRIALS = 10_000  # sweep trials (the product of the grid's value counts)
+MAX_SEED = 2**32 - 1  # numpy's seed range; torch's is wider
+# Variables cockpit sets itself: a user value would silently break ranks, GPU pinning or the contract.
+_OWNED_ENV = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
+_OWNED_HINT = {"CUDA_VISIBLE_DEVICES": "pick GPUs with gpus: [0, 1]", "MASTER_PORT": "use master_port:",
+               "CUDA_DEVICE_ORDER": "cockpit always sets PCI_BUS_ID, the nvidia-smi order"}
+
+
+class Checker:
+    """Collects problems while reading values out of the loaded YAML."""
+
+    def __init__(self, positions: Positions):
+        self.positions = positions
+        self.problems: list[Problem] = []
+
+    def problem(self, path: tuple, message: str, hint: str | None = None) -> None:
+        line, col = self.positions.of(path)
+        self.problems.append(Problem(line, col, dotted(path), message, hint))
+
+    def mapping(self, value: object, path: tuple, known: tuple[str, ...]) -> bool:
+        """True if ``value`` is a mapping; unknown keys are reported with a did-you-mean."""
+        if not isinstance(value, dict):
+            self.problem(path, "expected a mapping of key: value lines", f"keys: {', '.join(known)}")
+            return False
+        for key in value:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+                self.problem((*path, key), f"unknown key {key!r}", hint)
+        return True
+
+    def string(self, data: dict, path: tuple) -> str | None:
+        value = data.get(path[-1])
+        if value is None:
+            return None
+        if isinstance(value, (dict, list, bool)):
+            self.problem(path, f"expected a string, got {_kind(value)}")
+            return None
+        text = str(value)
+        if not text.strip() or "\n" in text or "\0" in text:
+            self.problem(path, "must be one non-empty line")
+            return None
+        return text
+
+    def name(self, data: dict, path: tuple) -> str:
+        value = data.get(path[-1])
+        if value is None:
+            self.problem(path, "every job needs a name", "name: my-job")
+            return "job"
+        text = str(value)
+        if not _NAME.match(text):
+            self.problem(path, f"{text!r} is not a usable job name",
+                         "letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit")
+            return "job"
+        return text
+
+    def str_list(self, data: dict, path: tuple, split_hint: str | None = None) -> tuple[str, ...]:
+        """A list of plain values. A single value is a one-item list (YAML users write it both ways), unless
+        ``split_hint`` is given and the value has spaces: `args: "--epochs 1"` would pass ONE argument."""
+        value = data.get(path[-1])
+        if value is None:
+            return ()
+        if split_hint is not None and isinstance(value, str) and len(value.split()) > 1:
+            self.problem(path, f"{value!r} is one string, so the script would get it as a single argument",
+                         split_hint.format(items=", ".join(_flow_item(w) for w in value.split())))
+            return ()
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list):
+            self.problem(path, f"expected a list, got {_kind(value)}", "write [a, b] or one '- item' per line")
+            return ()
+        out = []
+        for i, item in enumerate(value):
+            if isinstance(item, (dict, list)) or item is None:
+                self.problem((*path, i), f"expected a plain value, got {_kind(item)}",
+                             "quote it if it contains ': ' or starts with '{' or '['")
+                continue
+            if "\0" in str(item):
+                self.problem((*path, i), "contains a NUL character")
+                continue
+            out.append(_plain(item))
+        return tuple(out)
+
+    def choice(self, data: dict, path: tuple, choices: tuple[str, ...], default: str) -> str:
+        value = data.get(path[-1])
+        if value is None:
+            return default
+        if str(value) not in choices:
+            close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}?" if close else f"one of: {' | '.join(choices)}"
+            self.problem(path, f"{value!r} is not one of {' | '.join(choices)}", hint)
+            return default
+        return str(value)
+
+    def integer(self, data: dict, path: tuple, default: int, minimum: int | None = None,
+                maximum: int | None = None) -> int:
+        value = data.get(path[-1])
+        if value is None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.problem(path, f"expected a whole number, got {value!r}")
+            return default
+        if minimum is not None and value < minimum:
+            self.problem(path, f"must be at least {minimum}, got {value}")
+            return default
+        if maximum is not None and value > maximum:
+            self.problem(path, f"must be at most {maximum}, got {value}")
+            return default
+        return value
+
+    def int_or_auto(self, data: dict, path: tuple, minimum: int = 0, maximum: int | None = None) -> int | None:
+        value = data.get(path[-1])
+        if value is None or value == "auto":
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.problem(path, f"expected a whole number or auto, got {value!r}")
+            return None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f"..{maximum}" if maximum is not None else " or more"
+            self.problem(path, f"{value} is out of range", f"use {minimum}{upper}, or auto")
+            return None
+        return value
+
+    def boolean(self, data: dict, path: tuple, default: bool) -> bool:
+        value = data.get(path[-1])
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.problem(path, f"expected true or false, got {value!r}")
+            return default
+        return value
+
+    def env(self, data: dict, path: tuple) -> tuple[tuple[str, str], ...]:
+        value = data.get(path[-1])
+        if value is None:
+            return ()
+        if not isinstance(value, dict):
+            self.problem(path, "expected a mapping of NAME: value", "env: {NCCL_DEBUG: INFO}")
+            return ()
+        out = []
+        for key, item in value.items():
+            key_path = (*path, key)
+            if not _ENV_KEY.match(key):
+                self.problem(key_path, f"{key!r} is not a valid environment variable name",
+                             "letters, digits and '_', not starting with a digit")
+            elif key in _OWNED_ENV or key.startswith("COCKPIT_"):
+                self.problem(key_path, f"{key} is set by cockpit for every rank",
+                             _OWNED_HINT.get(key, "remove it; see the environment contract in the README"))
+            elif isinstance(item, (dict, list)) or item is None or "\0" in str(item):
+                self.problem(key_path, f"expected a plain value, got {_kind(item)}", 'quote it: NAME: "value"')
+            else:
+                out.append((key, _plain(item)))
+        return tuple(out)
+
+    def env_names(self, data: dict, path: tuple) -> tuple[str, ...]:
+        """A list of environment variable names (secret_env:)."""
+        names = self.str_list(data, path)
+        for i, name in enumerate(names):
+            if not _ENV_KEY.match(name):
+                self.problem((*path, i), f"{name!r} is not a valid environment variable name",
+                             "letters, digits and '_', not starting with a digit")
+        return names
+
+    def gpu_ids(self, raw: list, path: tuple) -> tuple[int, ...]:
+        ids: list[int] = []
+        for i, item in enumerate(raw):
+            if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item < MAX_GPUS:
+                self.problem((*path, i), f"{item!r} is not a GPU id",
+                             f"ids are nvidia-smi indices: 0, 1, ... up to {MAX_GPUS - 1}")
+            elif item in ids:
+                self.problem((*path, i), f"GPU {item} is listed twice", "list each GPU once")
+            else:
+                ids.append(item)
+        return tuple(ids)
+
+    def hosts(self, data: dict, path: tuple) -> tuple[str, ...]:
+        """ssh nodes: each [user@]host[:port] or [IPv6]; refused otherwise (the names reach shell text)."""
+        hosts = self.str_list(data, path)
+        for i, host in enumerate(hosts):
+            if not _HOST.match(host) or not _port_ok(host):
+                self.problem((*path, i), f"{_shown(host)} is not a host name",
+                             "host, user@host, host:port or [IPv6]: letters, digits, '.', '_', '-'")
+        return hosts  # a bad one is a problem already, so no spec is made from them
+
+    def modules(self, data: dict, path: tuple) -> tuple[str, ...]:
+        """`module load` names: one module each, no spaces or shell syntax."""
+        modules = self.str_list(data, path)
+        for i, name in enumerate(modules):
+            if not _MODULE.match(name):
+                self.problem((*path, i), f"{_shown(name)} is not a module name",
+                             "one module per item, e.g. cuda/12.1; letters, digits and . _ + / @ : = -")
+        return modules  # a bad one is a problem already, so no spec is made from them
+
+    def slurm_time(self, data: dict, path: tuple) -> str | None:
+        text = self.string(data, path)
+        if text is not None and not _SLURM_TIME.match(text):
+            self.problem(path, f"{text!r} is not a Slurm time limit",
+                         'minutes, "HH:MM:SS" or "D-HH:MM:SS" (quote it: YAML reads 1:30 as a number)')
+            return None
+        return text
+
+    def slurm_mem(self, data: dict, path: tuple) -> str | None:
+        text = self.string(data, path)
+        if text is not None and not _SLURM_MEM.match(text):
+            self.problem(path, f"{text!r} is not a Slurm memory size", 'e.g. "64G" or "500M"')
+            return None
+        return text
+
+    def sbatch_options(self, data: dict, path: tuple) -> tuple[str, ...]:
+        options = self.str_list(data, path)
+        for i, opt in enumerate(options):
+            if not opt.startswith("--") or "\n" in opt:
+                self.problem((*path, i), f"{opt!r} is not an sbatch long option", 'e.g. "--exclusive"')
+        return tuple(o for o in options if o.startswith("--") and "\n" not in o)
+
+    def grid(self, data: dict, path: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        value = data.get(path[-1])
+        if not isinstance(value, dict) or not value:
+            self.problem(path, "a sweep needs a grid of argument: [values]", "grid: {lr: [0.1, 0.01]}")
+            return ()
+        out = []
+        for key in value:
+            flag = key if key.startswith("-") else f"--{key}"
+            if not re.match(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$", flag):
+                self.problem((*path, key), f"{key!r} is not an argument name", "e.g. lr or --lr")
+                continue
+            items = self.str_list(value, (*path, key))
+            if not items:
+                self.problem((*path, key), "needs at least one value", f"{key}: [a, b]")
+                continue
+            out.append((flag, items))
+        return tuple(out)
+
+
+_HOST_PART = r"[A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)*"
+_HOSTLIST = re.compile(rf"^{_HOST_PART}(?:,{_HOST_PART})*$")
+_RANGE = r"(\d{1,12})(?:-(\d{1,12}))?"  # one item of a bracket group; 12 digits is past any count we accept
+
+
+def hostlist_count(text: str) -> int | None:
+    """How many hosts a Slurm hostlist names ("n[01-04,07],login1" -> 5), or None if malformed.
+
+    Counting needs no expansion, so this stays small; expanding names is scontrol's job on a cluster.
+    """
+    if not _HOSTLIST.match(text):
+        return None
+    total = 0
+    for part in re.findall(_HOST_PART, text):
+        if not part:
+            continue
+        count = 1
+        for group in re.findall(r"\[([^\]]*)\]", part):
+            n = _range_count(group)
+            if n is None:
+                return None
+            count *= n
+        total += count
+    return total or None
+
+
+def _range_count(group: str) -> int | None:
+    count = 0
+    for item in group.split(","):
+        m = re.fullmatch(_RANGE, item)
+        if not m:
+            return None
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            return None
+        count += hi - lo + 1
+    return count
+
+
+def _flow_item(word: str) -> str:
+    """``word`` as an item of a YAML flow list: quoted unless YAML reads it as the same text."""
+    return word if re.fullmatch(r"[A-Za-z0-9_./=+-]+", word) else json.dumps(word)
+
+
+def _port_ok(host: str) -> bool:
+    port = re.search(r":([0-9]+)$", host) if not host.endswith("]") else None
+    return port is None or 1 <= int(port.group(1)) <= 65535
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` for a message: repr (so a newline shows as \\n), shortened."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit - 4] + "...'"
+
+
+def _plain(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _kind(value: object) -> str:
+    return {dict: "a mapping", list: "a list", type(None): "nothing"}.get(type(value), repr(value))

@@ -1,0 +1,313 @@
+"""JobSpec: a job file (YAML) -> a frozen, typed, validated model.
+
+The model keeps what the user asked for (``pg_backend: auto`` stays ``auto``) so that the TUI can write a job
+file back unchanged; properties give the resolved values (``dist_backend``, ``nprocs``) that renderers use.
+Every problem is collected, not just the first, and each carries ``file:line:col``, the field path and a hint;
+``cockpit validate`` prints them and exits 2.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cockpit import contract
+from cockpit.spec import jobfile, yamlpos
+from cockpit.spec.fields import MAX_GPUS, MAX_PROCS, MAX_SEED, MAX_TRIALS, Checker
+from cockpit.spec.nodes import gpus, node_env, nodes
+from cockpit.spec.yamlpos import Problem
+
+LAUNCHERS = ("local", "ssh", "slurm")
+BACKENDS = ("ddp", "dp")
+PG_BACKENDS = ("auto", "nccl", "gloo")
+PRECISIONS = contract.PRECISIONS
+CPU_PROCS_DEFAULT = 2
+
+
+@dataclass(frozen=True)
+class SlurmSpec:
+    """The `slurm:` block. Empty values mean: leave it to the cluster's defaults."""
+
+    partition: str | None = None
+    time: str | None = None  # sbatch --time syntax: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+    account: str | None = None
+    qos: str | None = None
+    mem: str | None = None  # per node, e.g. "64G"
+    cpus_per_task: int | None = None
+    gres_type: str | None = None  # e.g. "a100" -> --gres=gpu:a100:N
+    gpu_flag: str = "gres"  # "gres" (--gres=gpu:N) or "gpus-per-node" (--gpus-per-node=N)
+    modules: tuple[str, ...] = ()  # `module load` lines, in order
+    setup: tuple[str, ...] = ()  # shell lines run before srun, e.g. "conda activate env"
+    requeue: bool = False  # --requeue + --signal=B:USR1@signal_seconds; the runtime checkpoints and requeues
+    signal_seconds: int = 120
+    extra: tuple[str, ...] = ()  # extra #SBATCH options, verbatim, e.g. "--exclusive"
+    array_parallel: int | None = None  # sweeps: at most this many array tasks at once (--array=0-K%N)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A grid of script arguments; every combination is one trial (one run, or one array task)."""
+
+    grid: tuple[tuple[str, tuple[str, ...]], ...]  # (flag, values) in file order; flag includes dashes
+    max_parallel: int | None = None
+    gpus_per_trial: int | None = None  # local sweeps: each trial's share of the job's GPUs (None: all of them)
+
+    def count(self) -> int:
+        """How many trials, without building them (a grid is validated to at most MAX_TRIALS)."""
+        return math.prod(len(values) for _, values in self.grid)
+
+    def trials(self) -> list[tuple[str, ...]]:
+        """The extra arguments of each trial, in grid order (last key varies fastest)."""
+        flags = [flag for flag, _ in self.grid]
+        combos = itertools.product(*(values for _, values in self.grid))
+        return [tuple(a for flag, v in zip(flags, combo, strict=True) for a in (flag, v)) for combo in combos]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job. Invariants hold by construction: see ``load_spec``."""
+
+    name: str
+    script: str | None  # exactly one of script / module is set
+    module: str | None
+    args: tuple[str, ...] = ()
+    launcher: str = "local"
+    hosts: tuple[str, ...] = ("localhost",)  # local: localhost; ssh: the hosts; slurm: () or a nodelist
+    num_nodes: int = 1
+    nodelist: str | None = None  # slurm only: a hostlist such as "node[01-04]"
+    gpus_per_node: int | None = 0  # 0: CPU; None: all GPUs of the node (count known only on the node)
+    gpu_ids: tuple[int, ...] | None = None  # nvidia-smi order; None: all, or the scheduler's choice
+    procs_per_node: int | None = None  # None: one per GPU (2 on CPU)
+    backend: str = "ddp"
+    pg_backend: str = "auto"
+    precision: str = "fp32"
+    seed: int = 0
+    env: tuple[tuple[str, str], ...] = ()
+    node_env: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # ssh: per-host env over env:
+    secret_env: tuple[str, ...] = ()  # env names to mask in what cockpit shows, beyond those that look secret
+    master_port: int | None = None  # None: auto
+    rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
+    max_restarts: int = 0
+    stall_after: int = 600  # seconds without progress on any rank before the run is called stalled; 0: off
+    on_stall: str = "report"  # "report" | "stop" (after the evidence is gathered)
+    workdir: str | None = None  # where the ranks run; None: the job file's directory
+    python: str | None = None  # interpreter on the nodes; None: this one (local) or python3
+    slurm: SlurmSpec = field(default_factory=SlurmSpec)
+    sweep: SweepSpec | None = None
+    source: str = "<memory>"  # the job file it came from
+
+    @property
+    def uses_gpus(self) -> bool:
+        return self.gpus_per_node != 0
+
+    @property
+    def dist_backend(self) -> str:
+        """The resolved process-group backend: nccl with GPUs, gloo without, unless set explicitly."""
+        if self.pg_backend != "auto":
+            return self.pg_backend
+        return "nccl" if self.uses_gpus else "gloo"
+
+    @property
+    def nprocs(self) -> int | None:
+        """Processes per node; None when it is 'one per GPU' and the GPU count is not known here."""
+        if self.backend == "dp":
+            return 1
+        if self.procs_per_node is not None:
+            return self.procs_per_node
+        return CPU_PROCS_DEFAULT if self.gpus_per_node == 0 else self.gpus_per_node
+
+    @property
+    def world_size(self) -> int | None:
+        return None if self.nprocs is None else self.nprocs * self.num_nodes
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def env_for(self, host: str) -> dict[str, str]:
+        """The env: of one node: the job's env, with that node's node_env: entries over it."""
+        return {**dict(self.env), **dict(dict(self.node_env).get(host, ()))}
+
+    def is_secret(self, name: str) -> bool:
+        """An env name whose value cockpit shows as ``***``: listed in secret_env:, or looks like a secret."""
+        return name in self.secret_env or looks_secret(name)
+
+    def for_display(self) -> JobSpec:
+        """This job with its secret env values masked (cockpit render, the TUI's preview): never run it."""
+        def mask(pairs):
+            return tuple((k, MASK if self.is_secret(k) else v) for k, v in pairs)
+        return replace(self, env=mask(self.env), node_env=tuple((h, mask(e)) for h, e in self.node_env))
+
+
+MASK = "***"
+_SECRET_WORDS = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    """`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*` (any case): API keys, access tokens and the like."""
+    return _SECRET_WORDS.search(name) is not None
+
+
+class SpecError(Exception):
+    """A job file that cannot be used; ``problems`` are all the problems found, each with its position."""
+
+    def __init__(self, filename: str, problems: list[Problem]):
+        self.filename = filename
+        self.problems = problems
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        return [p.format(self.filename) for p in self.problems]
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate a job file. Raises SpecError (with every problem) or OSError (cannot open it)."""
+    try:
+        text = jobfile.read_text(path)
+    except yamlpos.LoadError as exc:
+        raise SpecError(str(path), exc.problems) from None
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
+    """Validate job text; ``filename`` is used in messages and as ``JobSpec.source``."""
+    if len(text) > jobfile.MAX_BYTES:
+        raise SpecError(filename, [jobfile.too_large(len(text.encode("utf-8", "replace")))])
+    try:
+        data, positions = yamlpos.load(text)
+    except yamlpos.LoadError as exc:
+        raise SpecError(filename, exc.problems) from None
+    if data is None:
+        raise SpecError(filename, [Problem(1, 1, "", "the job file is empty",
+                                           "start from jobs/demo.yaml")])
+    check = Checker(positions)
+    spec = _build(check, data, filename)
+    if check.problems:
+        raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
+    return spec
+
+
+_TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
+             "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
+             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env")
+_SLURM_KEYS = tuple(SlurmSpec.__dataclass_fields__)
+_SWEEP_KEYS = ("grid", "max_parallel", "gpus_per_trial")
+
+
+def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
+    if not check.mapping(data, (), _TOP_KEYS):
+        return None
+    launcher = check.choice(data, ("launcher",), LAUNCHERS, "local")
+    hosts, num_nodes, nodelist = nodes(check, data, launcher)
+    gpus_per_node, gpu_ids = gpus(check, data, launcher)
+    spec = JobSpec(
+        name=check.name(data, ("name",)),
+        script=check.string(data, ("script",)),
+        module=check.string(data, ("module",)),
+        args=check.str_list(data, ("args",), split_hint="give a list, one argument per item: [{items}]"),
+        launcher=launcher, hosts=hosts, num_nodes=num_nodes, nodelist=nodelist,
+        gpus_per_node=gpus_per_node, gpu_ids=gpu_ids,
+        procs_per_node=check.int_or_auto(data, ("procs_per_node",), minimum=1, maximum=MAX_PROCS),
+        backend=check.choice(data, ("backend",), BACKENDS, "ddp"),
+        pg_backend=check.choice(data, ("pg_backend",), PG_BACKENDS, "auto"),
+        precision=check.choice(data, ("precision",), PRECISIONS, "fp32"),
+        seed=check.integer(data, ("seed",), 0, minimum=0, maximum=MAX_SEED),
+        env=check.env(data, ("env",)),
+        node_env=node_env(check, data, launcher, hosts),
+        secret_env=check.env_names(data, ("secret_env",)),
+        master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
+        rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
+        max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),
+        stall_after=check.integer(data, ("stall_after",), 600, minimum=0, maximum=7 * 86400),
+        on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
+        workdir=check.string(data, ("workdir",)),
+        python=check.string(data, ("python",)),
+        slurm=_slurm(check, data.get("slurm")),
+        sweep=_sweep(check, data.get("sweep")),
+        source=filename,
+    )
+    _check_rules(check, spec)
+    return spec
+
+
+def _slurm(check: Checker, raw: object) -> SlurmSpec:
+    if raw is None or not check.mapping(raw, ("slurm",), _SLURM_KEYS):
+        return SlurmSpec()
+    p = ("slurm",)
+    return SlurmSpec(
+        partition=check.string(raw, (*p, "partition")),
+        time=check.slurm_time(raw, (*p, "time")),
+        account=check.string(raw, (*p, "account")),
+        qos=check.string(raw, (*p, "qos")),
+        mem=check.slurm_mem(raw, (*p, "mem")),
+        cpus_per_task=check.int_or_auto(raw, (*p, "cpus_per_task"), minimum=1, maximum=100_000),
+        gres_type=check.string(raw, (*p, "gres_type")),
+        gpu_flag=check.choice(raw, (*p, "gpu_flag"), ("gres", "gpus-per-node"), "gres"),
+        modules=check.modules(raw, (*p, "modules")),
+        setup=check.str_list(raw, (*p, "setup")),
+        requeue=check.boolean(raw, (*p, "requeue"), False),
+        signal_seconds=check.integer(raw, (*p, "signal_seconds"), 120, minimum=1, maximum=65535),  # sbatch's
+        extra=check.sbatch_options(raw, (*p, "extra")),
+        array_parallel=check.int_or_auto(raw, (*p, "array_parallel"), minimum=1, maximum=MAX_TRIALS),
+    )
+
+
+def _sweep(check: Checker, raw: object) -> SweepSpec | None:
+    if raw is None or not check.mapping(raw, ("sweep",), _SWEEP_KEYS):
+        return None
+    grid = check.grid(raw, ("sweep", "grid"))
+    sweep = SweepSpec(grid=grid,
+                      max_parallel=check.int_or_auto(raw, ("sweep", "max_parallel"), minimum=1, maximum=MAX_TRIALS),
+                      gpus_per_trial=check.int_or_auto(raw, ("sweep", "gpus_per_trial"), minimum=1, maximum=MAX_GPUS))
+    if sweep.count() > MAX_TRIALS:
+        sizes = " x ".join(str(len(values)) for _, values in grid)
+        check.problem(("sweep", "grid"), f"{sizes} = {sweep.count()} trials, more than {MAX_TRIALS}",
+                      "sweep fewer values, or split the sweep into several jobs")
+        return SweepSpec(grid=(), max_parallel=sweep.max_parallel, gpus_per_trial=sweep.gpus_per_trial)
+    return sweep
+
+
+def _check_rules(check: Checker, spec: JobSpec) -> None:
+    """Rules across fields (the seeds' and today's)."""
+    if (spec.script is None) == (spec.module is None):
+        check.problem(("script",), "give exactly one of script: or module:",
+                      "script: train.py  (or module: mypkg.train)")
+    if spec.backend == "dp" and spec.num_nodes > 1:
+        check.problem(("backend",), "dp (DataParallel) runs in one process on one node",
+                      "use backend: ddp for several nodes")
+    if spec.backend == "dp" and spec.procs_per_node not in (None, 1):
+        check.problem(("procs_per_node",), "dp runs exactly one process per node",
+                      "drop procs_per_node, or use backend: ddp")
+    if spec.pg_backend == "nccl" and not spec.uses_gpus:
+        check.problem(("pg_backend",), "nccl needs GPUs and this job uses none",
+                      "use pg_backend: gloo (or auto), or pick gpus:")
+    if contract.precision_needs_cuda(spec.precision) and not spec.uses_gpus:
+        check.problem(("precision",), "fp16 autocast is not supported on CPU",
+                      "use precision: bf16 on CPU, or pick gpus:")
+    if spec.gpus_per_node and spec.procs_per_node and spec.procs_per_node > spec.gpus_per_node:
+        check.problem(("procs_per_node",),
+                      f"{spec.procs_per_node} processes per node but only {spec.gpus_per_node} GPUs",
+                      f"procs_per_node: {spec.gpus_per_node} (one per GPU), or pick more gpus:")
+    per_trial = spec.sweep.gpus_per_trial if spec.sweep else None
+    if per_trial is not None:
+        where = ("sweep", "gpus_per_trial")
+        if spec.launcher != "local":
+            check.problem(where, "splits one machine's GPUs between trials: local sweeps only",
+                          "drop it (each Slurm array task gets the job's gpus:)")
+        elif not spec.uses_gpus:
+            check.problem(where, "the job uses no GPUs", "pick gpus:, or drop gpus_per_trial")
+        elif spec.gpu_ids is not None and per_trial > len(spec.gpu_ids):
+            check.problem(where, f"{per_trial} GPUs per trial but the job has {len(spec.gpu_ids)}",
+                          f"gpus_per_trial: {len(spec.gpu_ids)} or fewer")
+        elif spec.procs_per_node and spec.procs_per_node > per_trial:
+            check.problem(("procs_per_node",), f"{spec.procs_per_node} processes per trial but only {per_trial} "
+                          "GPUs per trial", f"procs_per_node: {per_trial}, or drop it (one per GPU)")
+    if spec.sweep is not None:
+        own = {a.split("=", 1)[0] for a in spec.args if a.startswith("-")}
+        for flag, _ in spec.sweep.grid:
+            if flag in own:
+                check.problem(("sweep", "grid", flag.lstrip("-")), f"{flag} is also in args:, so each trial "
+                              "would pass it twice", f"remove {flag} from args:")
