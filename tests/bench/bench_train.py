@@ -119,8 +119,11 @@ def measure(launch: Launcher, run_dir: Path, timeout_s: float = 300) -> dict[str
     """Run one launch to completion and return its timings (raises if it fails)."""
     plan = launch(run_dir)
     started = time.time()
+    # Its own session, like a command typed in a terminal, and like the ranks under cockpit's supervisor: with
+    # the kernel's autogroup scheduling (sched_autogroup_enabled) a session shares the CPU as one group, so
+    # ranks left in the bench's session got a smaller share than cockpit's, and bare ran 0.6x cockpit's speed.
     done = subprocess.run(plan.cmd, env=plan.env, cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
+                          timeout=timeout_s, check=False, start_new_session=True)
     wall = time.time() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(plan.cmd)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
