@@ -40,7 +40,10 @@ import os, sys, time
 go, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 rank = int(os.environ.get("RANK", "0"))
 os.write(1, f"ready rank={rank}\n".encode())
+given_up = time.monotonic() + 300  # a bench that failed before its go must not leave ranks behind
 while not os.path.exists(go):
+    if time.monotonic() > given_up:
+        sys.exit("bench_run writer: no go file after 300 s")
     time.sleep(0.005)
 tick, n = 0.01, 0
 start = time.monotonic()
@@ -114,49 +117,63 @@ def score(got: list[tuple[int, bytes]], written: dict[int, int]) -> dict:
             "p50": pick(0.5), "p99": pick(0.99), "max": lat[-1] if lat else float("nan")}
 
 
-def one_round(arm: str, a, tmp: Path, i: int) -> dict:
-    runs = tmp / f"runs-{i}"
-    go = tmp / f"go-{i}"
+def start(arm: str, a, tmp: Path, i: int, err, procs: list) -> tuple[subprocess.Popen, subprocess.Popen, list]:
+    """Start the run (and for the attach arm its viewer), then tail -F on its rank logs once they all exist.
+    Returns (the owner, the viewer whose stdout is read, the rank logs); every process started goes into procs."""
+    runs, go = tmp / f"runs-{i}", tmp / f"go-{i}"
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                                                      os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "cockpit", "run", str(tmp / "job.yaml"), "--runs-dir", str(runs),
            *(["-q"] if arm == "attach" else []), "--", str(go), str(a.rate), str(a.seconds)]
-    err = open(tmp / f"stderr-{i}.txt", "w")  # noqa: SIM115 (closed below, after the processes)
-    owner = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE if arm == "run" else subprocess.DEVNULL,
-                             stderr=err)
+    procs.append(subprocess.Popen(cmd, cwd=tmp, env=env, stderr=err,
+                                  stdout=subprocess.PIPE if arm == "run" else subprocess.DEVNULL))
     wait_for(lambda: len(list(runs.glob("*/logs/rank-*.log"))) >= a.ranks, 120, f"{a.ranks} rank log files")
     logs = sorted(runs.glob("*/logs/rank-*.log"))
-    run_id = logs[0].parents[1].name
-    viewer = owner
-    if arm == "attach":
-        viewer = subprocess.Popen([sys.executable, "-m", "cockpit", "attach", run_id, "--from-start",
-                                   "--runs-dir", str(runs)],
-                                  cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=err)
-    tail = subprocess.Popen(["tail", "-q", "-n", "+1", "-F", *map(str, logs)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    readers = {arm: Reader(viewer), "tail -F": Reader(tail)}
-    for r in readers.values():
-        r.start()
-    wait_for(lambda: all(r.ready >= a.ranks for r in readers.values()), 120, "every rank's ready line in both readers")
-    load = os.getloadavg()[0]
-    go.touch()
-    cpu = {arm: wait_cpu(viewer, 120 + 4 * a.seconds)}
-    if viewer is not owner:
-        wait_cpu(owner, 60)
-    written = {int(m[1]): int(m[2]) for log in logs for m in DONE.finditer(log.read_bytes())}
-    if len(written) != a.ranks:
-        raise RuntimeError(f"bench_run: {a.ranks - len(written)} rank(s) did not finish; see {runs}")
-    total = sum(written.values())
-    wait_for(lambda: sum(1 for _, raw in readers["tail -F"].got if STAMPED.search(raw)) >= total, 60,
-             "tail -F to show every line")
-    tail.terminate()
-    cpu["tail -F"] = wait_cpu(tail, 10)
-    err.close()
-    for r in readers.values():
-        r.join(timeout=10)
+    if arm == "attach":  # --from-start: the ready lines are there already; no stamped line is before the go
+        procs.append(subprocess.Popen([sys.executable, "-m", "cockpit", "attach", logs[0].parents[1].name,
+                                       "--from-start", "--runs-dir", str(runs)],
+                                      cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=err))
+    procs.append(subprocess.Popen(["tail", "-q", "-n", "+1", "-F", *map(str, logs)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL))
+    return procs[0], procs[-2], logs
+
+
+def one_round(arm: str, a, tmp: Path, i: int) -> dict:
+    """One run of the job with one cockpit viewer and tail -F beside it; each reader's score."""
+    procs: list[subprocess.Popen] = []
+    err_path = tmp / f"stderr-{i}.txt"
+    try:
+        with open(err_path, "w") as err:
+            owner, viewer, logs = start(arm, a, tmp, i, err, procs)
+            tail = procs[-1]
+            readers = {arm: Reader(viewer), "tail -F": Reader(tail)}
+            for r in readers.values():
+                r.start()
+            wait_for(lambda: all(r.ready >= a.ranks for r in readers.values()), 120,
+                     "every rank's ready line in both readers")
+            load = os.getloadavg()[0]
+            (tmp / f"go-{i}").touch()
+            cpu = {arm: wait_cpu(viewer, 120 + 4 * a.seconds)}
+            if viewer is not owner:
+                wait_cpu(owner, 60)
+            written = {int(m[1]): int(m[2]) for log in logs for m in DONE.finditer(log.read_bytes())}
+            if len(written) != a.ranks:
+                raise RuntimeError(f"bench_run: {a.ranks - len(written)} rank(s) did not finish; see {logs[0].parent}")
+            # tail -q shows exactly each file's lines: a ready line, the stamped lines, a done line per rank
+            wait_for(lambda: len(readers["tail -F"].got) >= sum(written.values()) + 2 * a.ranks, 60,
+                     "tail -F to show every line")
+            tail.terminate()
+            cpu["tail -F"] = wait_cpu(tail, 10)
+            for r in readers.values():
+                r.join(timeout=10)
+    finally:
+        for proc in procs:  # a failed round leaves nothing behind (the ranks give up waiting for their go)
+            if proc.returncode is None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
     out = {name: {**score(r.got, written), "cpu": cpu[name]} for name, r in readers.items()}
     out["load"] = load
-    out["behind"] = [line for line in (tmp / f"stderr-{i}.txt").read_text().splitlines() if "behind" in line]
+    out["behind"] = [line for line in err_path.read_text().splitlines() if "behind" in line]
     return out
 
 
