@@ -37,8 +37,10 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
     ``on_status`` sees every status read and may return a newer one (the caller worked out the end of a
     run whose supervisor died)."""
     # lossless (the CLI): also poll quickly when the logs are quiet — the first line after a pause must not
-    # wait for a backed-off poll (64 stats every 50 ms cost well under 1% of a core)
-    tailer = Tailer(lossless=lossless, idle_poll_interval=0.05) if lossless else Tailer()
+    # wait for a backed-off poll (64 stats every 50 ms cost well under 1% of a core) — and deliver each poll's
+    # lines at once: one poll of every file is already a batch, a window on top only adds its length to every
+    # line's latency (bench_run: p50 25 -> 6 ms) while a terminal takes 100 writes a second without effort
+    tailer = Tailer(lossless=True, idle_poll_interval=0.05, batch_window=0.0) if lossless else Tailer()
     followed: set = set()
     first_round = [skip_existing]
 

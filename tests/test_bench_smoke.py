@@ -3,8 +3,9 @@ rots between the times someone measures with it (bench_fleet failed with an Impo
 
 The benchmarks themselves are not collected (tests/bench is in norecursedirs); this runs each as a user would,
 ``python tests/bench/bench_X.py --smoke``, and checks that it printed its result line. A new benchmark must
-get a ``--smoke`` mode and an entry in ``RESULT``. Real processes: torch DDP (bench_train, bench_hang), a
-private sshd (bench_fleet, through tests/fleet/sshd.py: needs root, like the fleet tests), a pty (bench_tui).
+get a ``--smoke`` mode and an entry in ``RESULT``. Real processes: torch DDP (bench_train, bench_hang), torchrun
+with stdlib ranks (bench_run), a private sshd (bench_fleet, through tests/fleet/sshd.py: needs root, like the
+fleet tests), a pty (bench_tui).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_hang.py": "stall -> finding",
     "bench_live.py": "every line shown: yes",
     "bench_parse.py": "x bare loop",
+    "bench_run.py": "every line shown once: yes",
     "bench_startup.py": "x torchrun",
     "bench_tail.py": "latency write->delivery",
     "bench_train.py": "steps/s ratio cockpit/bare",

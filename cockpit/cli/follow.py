@@ -198,15 +198,16 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
     following: list[asyncio.Task] = []
 
     def on_batch(batch) -> None:
+        # The lines first, in one write; the parser after: it must not delay what the user is waiting for.
+        if not (args.quiet or out.closed):
+            prefix = painter.prefix
+            text = [f"{prefix(line.source)} {line.text}\n" for line in batch.lines]
+            text += [f"{prefix(source)} ... {n} lines not shown (the log file has them all)\n"
+                     for source, n in batch.dropped.items()]
+            out.write("".join(text))
+            behind.note(batch.behind_bytes)
         for line in batch.lines:
             live.feed(line.source, line.text)
-        if args.quiet or out.closed:
-            return
-        text = [f"{painter.prefix(line.source)} {line.text}\n" for line in batch.lines]
-        text += [f"{painter.prefix(source)} ... {n} lines not shown (the log file has them all)\n"
-                 for source, n in batch.dropped.items()]
-        out.write("".join(text))
-        behind.note(batch.behind_bytes)
 
     behind = Behind()
 
