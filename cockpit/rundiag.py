@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit.runs import rank_files
+from cockpit.runs import RunStatus, rank_files
 
 
 def diagnose_run(run_dir: Path):
@@ -92,3 +92,27 @@ def _line_of(path: Path, text: str) -> int:
             if text in line:
                 found = n
     return found
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def health(s: RunStatus) -> str:
+    """The ps HEALTH column: what cockpit.hang's watchdog says of a run's ranks."""
+    words = []
+    for f in s.findings:
+        if f["kind"] == "straggler":
+            words.append(f"straggler:{f['rank']}")
+        elif f["kind"] == "stopped":
+            words.append("stopped:" + ",".join(str(c["rank"]) for c in f["culprits"] if c["state"] != "running"))
+        else:
+            culprits = ",".join(str(c["rank"]) for c in f["culprits"])
+            words.append(f"stalled {duration(f['quiet_s'])}" + (f" (rank {culprits})" if culprits else ""))
+    if words:
+        return "; ".join(words)
+    return "ok" if s.state == "running" and s.progress else "-"

@@ -340,3 +340,8 @@ def first_failure(exits: dict[int, RankExit]) -> RankExit | None:
     """The earliest non-zero rank exit: later ones are usually ranks torn down because of it."""
     failed = [e for e in exits.values() if e.status != 0]
     return min(failed, key=lambda e: (e.time, e.rank)) if failed else None
+
+
+def is_sweep(status: RunStatus) -> bool:
+    """A sweep's own run: its nodes are trials, each a run of its own."""
+    return any("trial" in n for n in status.nodes)

@@ -9,6 +9,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from cockpit.rundiag import duration, health
 from cockpit.runs import RunStatus, rank_files
 
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
@@ -33,14 +34,6 @@ class Painter:
             return label
         code = "2" if rank == "agent" else _COLORS[int(rank) % len(_COLORS)]
         return self.paint(label, code)
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def last_lines(path: Path, n: int) -> list[str]:
@@ -125,22 +118,6 @@ def _describe(rank: dict, stopped_at: float | None = None) -> str:
     if stopped_at is not None and rank["time"] >= stopped_at:
         return f"stopped ({how})"
     return how if how.startswith("exit") else f"killed by {how}"
-
-
-def health(s: RunStatus) -> str:
-    """The ps HEALTH column: what cockpit.hang's watchdog says of a run's ranks."""
-    words = []
-    for f in s.findings:
-        if f["kind"] == "straggler":
-            words.append(f"straggler:{f['rank']}")
-        elif f["kind"] == "stopped":
-            words.append("stopped:" + ",".join(str(c["rank"]) for c in f["culprits"] if c["state"] != "running"))
-        else:
-            culprits = ",".join(str(c["rank"]) for c in f["culprits"])
-            words.append(f"stalled {duration(f['quiet_s'])}" + (f" (rank {culprits})" if culprits else ""))
-    if words:
-        return "; ".join(words)
-    return "ok" if s.state == "running" and s.progress else "-"
 
 
 def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cockpit.fleet.report import NodeReport
     from cockpit.nvml import Gpu
 
-EXIT_OK, EXIT_FAILED = 0, 1
+from cockpit.cli.common import EXIT_FAILED, EXIT_OK
 
 
 def add_fleet_commands(sub) -> None:
@@ -60,8 +60,8 @@ def _add_target_options(p: argparse.ArgumentParser) -> None:
 
 
 def _targets(args):
-    """(hosts, fleet) for the arguments; raises cockpit.cli.main.UsageError for bad input."""
-    from cockpit.cli.main import UsageError
+    """(hosts, fleet) for the arguments; raises cockpit.cli.common.UsageError for bad input."""
+    from cockpit.cli.common import UsageError
     from cockpit.fleet import nodes as fleet
     from cockpit.remote import RemotePool
 
@@ -84,9 +84,9 @@ def _hosts(args, cluster) -> list[str]:
     if args.nodes:
         return fleet.expand_hostlist(args.nodes, fleet.scontrol_hostnames())
     if args.job:
-        from cockpit.cli.main import _load
+        from cockpit.cli.common import load_job
 
-        return fleet.hosts_from_spec(_load(args.job))
+        return fleet.hosts_from_spec(load_job(args.job))
     if args.cluster is not None:
         if cluster and cluster.hosts:
             return list(cluster.hosts)
@@ -240,7 +240,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def doctor_job(args: argparse.Namespace) -> int:
     """`cockpit doctor JOB.yaml`: the job's preflight (cockpit.preflight.checks) on its own nodes."""
-    from cockpit.cli.main import UsageError, _load
+    from cockpit.cli.common import UsageError, load_job
     from cockpit.fleet import nodes as fleet
     from cockpit.launch.ssh.launcher import check_job
     from cockpit.preflight.checks import FAIL
@@ -249,7 +249,7 @@ def doctor_job(args: argparse.Namespace) -> int:
         raise UsageError("give either JOB.yaml or --nodes/--job/--cluster, not both")
     from cockpit.launch.plan import with_shell_env
 
-    spec = with_shell_env(_load(args.job_file))  # what `cockpit run` would check
+    spec = with_shell_env(load_job(args.job_file))  # what `cockpit run` would check
     if spec.launcher == "local":
         return _doctor_local(spec, args)
     if spec.launcher == "slurm":
@@ -283,8 +283,8 @@ def _doctor_slurm(spec, args: argparse.Namespace) -> int:
     Slurm picks the nodes at run time: `doctor --job JOB` (with a nodelist) or --cluster probes them."""
     import subprocess
 
+    from cockpit.launch.slurm import facts as slurm_facts
     from cockpit.preflight.slurm import slurm_checks
-    from cockpit.slurm import facts as slurm_facts
 
     return _print_checks(slurm_checks(spec, slurm_facts.gather(spec, args.job_file, subprocess.run, args.timeout)),
                          args.json)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from cockpit import run_layout as layout
+from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
 from cockpit.launch.local import launcher as local
 from cockpit.runs import STOP_FILE, RunStatus, read_status
@@ -187,7 +188,6 @@ def diagnosis(run_dir: Path, painter: Painter) -> str:
 def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None) -> int:
     """Stream the run's lines until it ends, then summarise; exit with the job's code (130 after a stop
     by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module)."""
-    from cockpit.cli.runs import selector
 
     painter = Painter(use_color())
     out = Output()

@@ -11,46 +11,14 @@ import argparse
 import sys
 
 from cockpit import __version__
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one clear line, exit 2."""
-
-
-def _read_job(path: str):
-    """(spec, []) or (None, the lines that say why not), for one job file."""
-    from cockpit.spec.model import SpecError, load_spec
-
-    try:
-        return load_spec(path), []
-    except FileNotFoundError:
-        return None, [f"cockpit: {path}: no such job file (hint: try jobs/demo.yaml)"]
-    except IsADirectoryError:
-        return None, [f"cockpit: {path}: is a directory, not a job file"]
-    except OSError as exc:  # a symlink loop, no permission, an I/O error: the path, not the job, is wrong
-        return None, [f"cockpit: {path}: cannot open it: {exc.strerror or exc} (hint: check the path and its "
-                      "permissions)"]
-    except SpecError as exc:
-        return None, exc.lines()
-
-
-def _load(path: str):
-    """The job at ``path``; otherwise its problems go to stderr and the command exits 2."""
-    spec, problems = _read_job(path)
-    if spec is None:
-        for line in problems:
-            print(line, file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-    return spec
+from cockpit.cli.common import EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every file is checked, like a linter: `ok` per good file, every problem of every bad one."""
     bad = 0
     for path in args.jobs:
-        spec, problems = _read_job(path)
+        spec, problems = read_job(path)
         if spec is None:
             bad += 1
             for line in problems:
@@ -66,7 +34,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from cockpit.launch.plan import dry_run_facts, with_shell_env
     from cockpit.render import RenderError, default_kind, render
 
-    spec = with_shell_env(_load(args.job))
+    spec = with_shell_env(load_job(args.job))
     kind = args.form or default_kind(spec)
     try:
         text = render(spec, dry_run_facts(spec, args.job, args.runs_dir), kind, args.node_rank,
@@ -84,7 +52,7 @@ def _runs(name: str):
 
         try:
             if name == "run":
-                return cli_runs.cmd_run(args, _load(args.job), args.job)
+                return cli_runs.cmd_run(args, load_job(args.job), args.job)
             return getattr(cli_runs, f"cmd_{name}")(args)
         except cli_runs.CommandError as exc:
             raise UsageError(str(exc)) from None

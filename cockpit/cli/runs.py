@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cockpit import launch
 from cockpit import run_layout as layout
+from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, last_lines, ps_table, summary, use_color
 from cockpit.cli.follow import follow, notice
 from cockpit.launch.local import launcher as local
@@ -42,18 +43,6 @@ def status_of(run_dir: Path):
     except StatusError as exc:
         raise CommandError(f"{exc} (hint: run {run_dir.name} cannot be followed without it; its logs are in "
                            f"{run_dir / 'logs'}, and cockpit ps lists the other runs)") from None
-
-
-def selector(args):
-    ranks = set(args.rank or ())
-    hosts = set(args.host or ())
-
-    def include(source: tuple) -> bool:
-        host, rank = source
-        if rank == "agent":
-            return not ranks and (not hosts or host in hosts) and not getattr(args, "no_agent", False)
-        return (not ranks or rank in ranks) and (not hosts or host in hosts)
-    return include
 
 
 def cmd_run(args, spec, job_path: str) -> int:

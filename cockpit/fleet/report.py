@@ -3,14 +3,14 @@ the CLI table and the TUI read. The probe's JSON (cockpit.node.probe) is parsed 
 `cockpit gpus --json` writes it back with ``NodeReport.to_dict`` (the only place its dict shape is built), so
 no consumer reads a node by key and a GPU stays an ``nvml.Gpu`` all the way.
 
-Stdlib + cockpit.nvml only: pure data, no IO.
+Stdlib + cockpit.gpu only: pure data, no IO.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from cockpit import nvml
+from cockpit import gpu as nvml  # the GPU records (cockpit.nvml fills them)
 
 # Every state a node can be in, with what it means (the faces show these words). The one list of them.
 STATES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.hang.gather import Evidence
+from cockpit.hang.evidence import Evidence
 from cockpit.hang.progress import Straggler
 
 

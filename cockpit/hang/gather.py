@@ -17,31 +17,16 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit import run_layout as layout
+from cockpit.hang.evidence import Evidence, new_request
 from cockpit.hang.progress import RankSample
-from cockpit.hang.stacks import FlightRecord, RankStack, last_dump, marker, parse_dump, parse_flight_record
+from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.runs import RunStatus, rank_exits, rank_files
 
 LOCAL_LAUNCHERS = ("local",)
 TAIL_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What one rank said when asked."""
-
-    rank: int
-    host: str
-    text: str  # the faulthandler dump ("" when none came)
-    flight: FlightRecord | None
-    beat: dict | None
-
-    @property
-    def stack(self) -> RankStack:
-        return parse_dump(self.text)
 
 
 def last_json_line(path: Path) -> dict | None:
@@ -108,10 +93,6 @@ def samples(run_dir: Path, status: RunStatus) -> list[RankSample]:
     return out
 
 
-def new_request() -> str:
-    return f"{time.time():.6f}"
-
-
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, timeout: float = 5.0,
             signal_ranks=None) -> dict[int, Evidence]:
     """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
@@ -166,11 +147,12 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evid
 def _signaller(run_dir: Path, status: RunStatus, ranks: set[int]):
     if status.launcher == "slurm":
         from cockpit.launch.slurm import launcher as slurm
+        from cockpit.slurm import scancel
 
         def by_slurm(_request: str) -> None:
             ids = slurm.job_ids(status)
             if ids:
-                slurm.signal_steps(ids, "URG")
+                scancel.signal_steps(ids, "URG")
 
         return by_slurm
 

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from cockpit.hang.gather import Evidence, new_request
+from cockpit.hang.evidence import Evidence, new_request
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.runs import RunStatus
 

@@ -38,39 +38,6 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     return run_dir
 
 
-def check_local(spec: JobSpec, job_path: str) -> list:
-    """The local preflight (cockpit.preflight.local): the files first, at once, then this machine through the
-    job's python; raises PreflightFailed with doctor's lines. Returns the checks."""
-    from cockpit.launch.local import facts as local_facts
-    from cockpit.launch.plan import PreflightFailed
-    from cockpit.preflight import checks as preflight
-    from cockpit.preflight import local as preflight_local
-
-    facts = local_facts.files(spec, job_path)
-    checks = preflight_local.file_checks(spec, facts)
-    if not preflight.failed(checks):
-        checks = preflight_local.local_checks(spec, local_facts.probe(facts))
-    if preflight.failed(checks):
-        raise PreflightFailed(job_path, checks)
-    return checks
-
-
-def check_slurm(spec: JobSpec, job_path: str, run=None) -> list:
-    """The Slurm preflight (cockpit.preflight.slurm) over sinfo's answer (``run``: subprocess.run's shape);
-    raises PreflightFailed with doctor's lines, before anything waits in the queue. Returns the checks."""
-    import subprocess
-
-    from cockpit.launch.plan import PreflightFailed
-    from cockpit.preflight import checks as preflight
-    from cockpit.preflight.slurm import slurm_checks
-    from cockpit.slurm import facts as slurm_facts
-
-    checks = slurm_checks(spec, slurm_facts.gather(spec, job_path, run or subprocess.run))
-    if preflight.failed(checks):
-        raise PreflightFailed(job_path, checks)
-    return checks
-
-
 def check_runs_dir(runs_dir: Path) -> None:
     """Make sure a run directory can be made under ``runs_dir`` (creating it if new); LaunchError if not.
 

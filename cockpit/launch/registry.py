@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import Launcher
-from cockpit.runs import RunStatus
+from cockpit.runs import RunStatus, is_sweep
 from cockpit.spec.model import JobSpec
 
 
@@ -57,11 +57,6 @@ def get(key: str) -> Launcher:
 def for_spec(spec: JobSpec) -> Launcher:
     """The launcher of a job file."""
     return get(SWEEP_VARIANTS.get(spec.launcher, spec.launcher) if spec.sweep is not None else spec.launcher)
-
-
-def is_sweep(status: RunStatus) -> bool:
-    """A sweep's own run: its nodes are trials, each a run of its own."""
-    return any("trial" in n for n in status.nodes)
 
 
 def for_run(status: RunStatus, fallback: str | None = None) -> Launcher:

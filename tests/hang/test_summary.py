@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.cli.console import Painter, health, summary
+from cockpit.cli.console import Painter, summary
+from cockpit.rundiag import health
 from cockpit.runs import RunStatus
 
 STALL = {"kind": "stall", "severity": "error", "quiet_s": 612.0, "text": "no rank made progress for 612 s: ...",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cockpit.hang.evidence import Evidence
 from cockpit.hang.finding import hang_finding, stacks_report, straggler_finding
-from cockpit.hang.gather import Evidence
 from cockpit.hang.progress import Monitor, RankSample
 from cockpit.hang.stacks import last_dump, parse_dump, parse_flight_record
 

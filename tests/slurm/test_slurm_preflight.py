@@ -9,8 +9,8 @@ import subprocess
 import pytest
 from helpers import REPO
 
-from cockpit import launch
 from cockpit.launch.plan import PreflightFailed
+from cockpit.launch.slurm import facts as slurm_facts
 from cockpit.preflight.checks import failed
 from cockpit.preflight.slurm import SINFO_ARGS, parse_sinfo
 from cockpit.spec.model import load_spec
@@ -31,9 +31,9 @@ def test_a_job_the_cluster_can_run_passes_and_a_wrong_one_is_refused(slurm_clust
         return subprocess.run(argv, env=slurm_cluster.env, **kw)
 
     job = REPO / "jobs" / "slurm.yaml"
-    assert failed(launch.check_slurm(load_spec(job), str(job), run)) == []
+    assert failed(slurm_facts.check(load_spec(job), str(job), run)) == []
     bad = tmp_path / "bad.yaml"
     bad.write_text(job.read_text().replace("partition: gpu", "partition: nope"))
     (tmp_path / "demo.py").write_text("")
     with pytest.raises(PreflightFailed, match="nope is not a partition of this cluster"):
-        launch.check_slurm(load_spec(bad), str(bad), run)
+        slurm_facts.check(load_spec(bad), str(bad), run)

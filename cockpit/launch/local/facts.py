@@ -51,3 +51,19 @@ def probe(facts: LocalFacts, timeout: float = 30.0, run=subprocess.run) -> Local
 
 def _failed(why: str) -> NodeReport:
     return NodeReport(HOST, "error", why, "set python: in the job to an interpreter (python >= 3.10, with torch)")
+
+
+def check(spec: JobSpec, job_path: str) -> list:
+    """The local preflight (cockpit.preflight.local): the files first, at once, then this machine through the
+    job's python; raises PreflightFailed with doctor's lines. Returns the checks."""
+    from cockpit.launch.plan import PreflightFailed
+    from cockpit.preflight import checks as preflight
+    from cockpit.preflight import local as preflight_local
+
+    facts = files(spec, job_path)
+    checks = preflight_local.file_checks(spec, facts)
+    if not preflight.failed(checks):
+        checks = preflight_local.local_checks(spec, probe(facts))
+    if preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    return checks

@@ -58,9 +58,9 @@ class LocalLauncher:
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
         if options.preflight:
-            from cockpit.launch import check_local
+            from cockpit.launch.local import facts
 
-            check_local(spec, job_path)
+            facts.check(spec, job_path)
         return prepare(spec, job_path, runs_dir, extra_args)
 
     def schedule(self, run_dir: Path) -> None:

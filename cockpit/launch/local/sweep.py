@@ -41,9 +41,9 @@ class LocalSweepLauncher(LocalLauncher):
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
         if options.preflight:
-            from cockpit.launch import check_local
+            from cockpit.launch.local import facts
 
-            check_local(spec, job_path)
+            facts.check(spec, job_path)
         run_id, run_dir = new_run(spec, job_path, runs_dir)
         try:
             write_status(run_dir, prepare(spec, job_path, run_dir, run_id, extra_args, free_port))

@@ -30,11 +30,20 @@ from cockpit import run_layout as layout
 from cockpit.launch.local.launcher import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
-from cockpit.launch.registry import is_sweep
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
-from cockpit.runs import RunStatus, create_run_dir, install_hook, new_run_id, read_status, write_private, write_status
+from cockpit.runs import (
+    RunStatus,
+    create_run_dir,
+    install_hook,
+    is_sweep,
+    new_run_id,
+    read_status,
+    write_private,
+    write_status,
+)
 from cockpit.slurm.query import JobView, Runner, SlurmError, query_jobs, run_command
+from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
@@ -48,9 +57,9 @@ class SlurmLauncher:
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
         if options.preflight:
-            from cockpit.launch import check_slurm
+            from cockpit.launch.slurm import facts
 
-            check_slurm(spec, job_path)
+            facts.check(spec, job_path)
         return prepare(spec, job_path, runs_dir, extra_args)
 
     def schedule(self, run_dir: Path) -> None:
@@ -174,23 +183,6 @@ def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
 def job_ids(status: RunStatus) -> list[str]:
     """The Slurm job (or array task) ids of a run, from its status.json."""
     return [n["job_id"] for n in status.nodes if n.get("job_id")]
-
-
-def cancel(ids: list[str], runner: Runner = run_command) -> None:
-    """``scancel`` the jobs (array tasks as "<array>_<task>", or the array as a whole by its id)."""
-    if not ids:
-        return
-    r = runner(["scancel", *ids])
-    if r.returncode != 0:
-        raise SlurmError(f"scancel {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
-
-
-def signal_steps(ids: list[str], sig: str, runner: Runner = run_command) -> None:
-    """``scancel --signal=SIG``: slurmstepd delivers it to every process of the jobs' steps (not the batch
-    shell). Raises SlurmError."""
-    r = runner(["scancel", f"--signal={sig}", *ids])
-    if r.returncode != 0:
-        raise SlurmError(f"scancel --signal={sig} {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
 
 
 def requeue(run_dir: Path, runner: Runner = run_command) -> str:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from cockpit import run_layout as layout
 from cockpit.launch.slurm import attempts as slurm_attempts
-from cockpit.launch.slurm.launcher import cancel
 from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
 from cockpit.slurm.query import JobTracker, JobView, Runner, SlurmError, run_command
+from cockpit.slurm.scancel import cancel
 from cockpit.slurm.states import UNKNOWN, lookup
 
 MISSES_BEFORE_LOST = 3  # successful refreshes that found the job nowhere before cockpit stops waiting

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer
 
-from cockpit.cli.console import duration, health
+from cockpit.rundiag import duration, health
 from cockpit.runs import RunStatus
 from cockpit.tui.messages import RunsListed
 from cockpit.tui.screens.base import CockpitScreen

@@ -20,3 +20,16 @@ def gather(spec: JobSpec, job_path: str, run=subprocess.run, timeout: float = 30
         last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
         return SlurmFacts(files, None, last)
     return SlurmFacts(files, tuple(parse_sinfo(r.stdout)))
+
+
+def check(spec: JobSpec, job_path: str, run=None) -> list:
+    """The Slurm preflight (cockpit.preflight.slurm) over sinfo's answer (``run``: subprocess.run's shape);
+    raises PreflightFailed with doctor's lines, before anything waits in the queue. Returns the checks."""
+    from cockpit.launch.plan import PreflightFailed
+    from cockpit.preflight import checks as preflight
+    from cockpit.preflight.slurm import slurm_checks
+
+    checks = slurm_checks(spec, gather(spec, job_path, run or subprocess.run))
+    if preflight.failed(checks):
+        raise PreflightFailed(job_path, checks)
+    return checks

@@ -1,0 +1,52 @@
+"""What every command of the headless face shares: exit codes, reading a job file (its problems as
+clear lines, exit 2), and which of a run's log sources the user asked for (--rank / --host / --no-agent)."""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one clear line, exit 2."""
+
+
+def read_job(path: str):
+    """(spec, []) or (None, the lines that say why not), for one job file."""
+    from cockpit.spec.model import SpecError, load_spec
+
+    try:
+        return load_spec(path), []
+    except FileNotFoundError:
+        return None, [f"cockpit: {path}: no such job file (hint: try jobs/demo.yaml)"]
+    except IsADirectoryError:
+        return None, [f"cockpit: {path}: is a directory, not a job file"]
+    except OSError as exc:  # a symlink loop, no permission, an I/O error: the path, not the job, is wrong
+        return None, [f"cockpit: {path}: cannot open it: {exc.strerror or exc} (hint: check the path and its "
+                      "permissions)"]
+    except SpecError as exc:
+        return None, exc.lines()
+
+
+def load_job(path: str):
+    """The job at ``path``; otherwise its problems go to stderr and the command exits 2."""
+    spec, problems = read_job(path)
+    if spec is None:
+        for line in problems:
+            print(line, file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    return spec
+
+
+def selector(args):
+    """A predicate over (host, rank) log sources for --rank / --host / --no-agent."""
+    ranks = set(args.rank or ())
+    hosts = set(args.host or ())
+
+    def include(source: tuple) -> bool:
+        host, rank = source
+        if rank == "agent":
+            return not ranks and (not hosts or host in hosts) and not getattr(args, "no_agent", False)
+        return (not ranks or rank in ranks) and (not hosts or host in hosts)
+    return include

@@ -1,0 +1,146 @@
+"""The layering of DESIGN.md, enforced over every import of every module, deferred ones included (an import
+inside a function or under TYPE_CHECKING is a dependency all the same): the pure core (spec, render, logs,
+preflight checks, the typed records) imports no adapter, service or face; adapters (remote, nvml, what runs on
+a node, Slurm's facts) import no service or face; services (fleet, launch, runs, hangs) import no face; the two
+faces do not import each other (one exception: `cockpit` with no command opens the TUI); the training runtime
+imports only the environment contract. And no two modules import each other, directly or round a loop."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from helpers import REPO
+
+PACKAGE = REPO / "cockpit"
+
+# Most specific prefix wins: cockpit.fleet.report (the typed node record) is core, the rest of fleet a service.
+LAYERS = {
+    "core": ("cockpit", "cockpit.spec", "cockpit.render", "cockpit.logs", "cockpit.preflight", "cockpit.contract",
+             "cockpit.run_layout", "cockpit.fleet.report", "cockpit.slurm.hostlist", "cockpit.slurm.states",
+             "cockpit.hang.progress", "cockpit.hang.stacks"),
+    "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.node", "cockpit.slurm", "cockpit.procs", "cockpit.paths"),
+    "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang"),
+    "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
+    "train": ("cockpit.train",),
+}
+RANK = {"core": 0, "adapter": 1, "service": 2, "face": 3}
+ALLOWED = {("cockpit.cli.main", "cockpit.tui.app"),  # `cockpit` alone (or `cockpit tui`) opens the TUI
+           ("cockpit.__main__", "cockpit.cli.main")}  # `python -m cockpit` is the CLI
+TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run_layout")  # stdlib-only names the ranks share
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(name: str) -> set[str]:
+    """Every cockpit module ``name`` imports anywhere in its body; ``from P import x`` counts as P.x when that
+    is a module, else as P."""
+    path = MODULES[name]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "cockpit"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level or base.split(".")[0] != "cockpit":  # cockpit uses no relative imports
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in MODULES else base)
+    found.discard(name)
+    return {m for m in found if m in MODULES}
+
+
+def layer(name: str) -> str:
+    best = max((p for ps in LAYERS.values() for p in ps if name == p or name.startswith(p + ".")), key=len)
+    return next(k for k, ps in LAYERS.items() if best in ps)
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for name, targets in graph.items():
+        mine = layer(name)
+        for target in sorted(targets):
+            theirs = layer(target)
+            if (name, target) in ALLOWED:
+                continue
+            if mine == "train":
+                ok = theirs == "train" or target in TRAIN_MAY_IMPORT
+            elif theirs == "train":
+                ok = False  # torch is imported under cockpit.train only: nothing else may pull it in
+            elif mine == "face" and theirs == "face":
+                ok = name.split(".")[1] == target.split(".")[1]  # within one face, not across
+            else:
+                ok = RANK[theirs] <= RANK[mine]
+            if not ok:
+                wrong.append(f"{name} ({mine}) imports {target} ({theirs})")
+    return wrong
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_has_a_layer():
+    assert {layer(m) for m in MODULES} <= set(LAYERS)
+
+
+def test_imports_point_down_the_layers():
+    assert violations(GRAPH) == []
+
+
+def test_no_import_cycles():
+    assert cycles(GRAPH) == []
+
+
+def test_the_checks_report_what_they_should():
+    """The checkers on a made-up graph: a core module importing a service, the TUI importing the CLI, a
+    service pulling in the training runtime, and a three-module loop."""
+    bad = {"cockpit.logs.parse": {"cockpit.runs"}, "cockpit.tui.app": {"cockpit.cli.console"},
+           "cockpit.fleet.nodes": {"cockpit.train.runtime"}, "cockpit.runs": {"cockpit.watch"},
+           "cockpit.watch": {"cockpit.rundiag"}, "cockpit.rundiag": {"cockpit.runs"}}
+    assert violations(bad) == ["cockpit.logs.parse (core) imports cockpit.runs (service)",
+                               "cockpit.tui.app (face) imports cockpit.cli.console (face)",
+                               "cockpit.fleet.nodes (service) imports cockpit.train.runtime (train)"]
+    assert cycles(bad) == [["cockpit.rundiag", "cockpit.runs", "cockpit.watch"]]
+    assert "cockpit.cli.common" in GRAPH["cockpit.cli.main"]  # deferred and top-level imports are both seen
