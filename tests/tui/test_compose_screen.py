@@ -1,15 +1,21 @@
 """Compose: live validation with the spec's messages under the field that caused them, the preview following
-the form, open / save (never overwriting silently) through the dialogs."""
+the form (and an opened file, on screen), open / save (never overwriting silently, and runnable from where
+it is saved) through the dialogs."""
 
 from __future__ import annotations
 
 import dataclasses
+import html
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from helpers import REPO
 from tui.tuidata import until
 
 from cockpit.spec import load_spec
+from cockpit.tui import form as jobform
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen, interface_advice
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
@@ -62,6 +68,17 @@ async def set_field(pilot, screen: ComposeScreen, name: str, value) -> None:
     screen.query_one(f"#f-{name}").value = value
     await until(pilot, lambda: getattr(screen.form, name) == value and screen.checked is not None
                 and not screen.workers, what=f"{name} = {value!r} checked")
+
+
+async def answer_path(pilot, path: Path, what: str) -> None:
+    await until(pilot, lambda: isinstance(pilot.app.screen, PathScreen), what=what)
+    pilot.app.screen.query_one("#path").value = str(path)
+    await pilot.press("enter")
+
+
+def on_screen(app) -> str:
+    """The text the terminal shows now (what was painted, not what a widget holds)."""
+    return html.unescape(app.export_screenshot()).replace("\xa0", " ")
 
 
 async def test_live_validation_and_preview(ctx):
@@ -120,16 +137,15 @@ async def test_save_never_overwrites_silently_and_open(ctx, tmp_path):
 
         async def save_as(path: Path) -> None:
             await pilot.press("ctrl+s")
-            await until(pilot, lambda: isinstance(app.screen, PathScreen), what="the save dialog")
-            app.screen.query_one("#path").value = str(path)
-            await pilot.press("enter")
+            await answer_path(pilot, path, "the save dialog")
 
         await save_as(target)
         await until(pilot, lambda: target.exists(), what="the saved file")
         spec = load_spec(target)
         assert spec.args == ("--epochs", "1", "--steps-per-epoch", "20") and spec.pg_backend == "auto"
-        assert dataclasses.replace(spec, source="", args=()) == dataclasses.replace(load_spec(DEMO), source="",
-                                                                                    args=())
+        assert spec.workdir == str(REPO / "jobs")  # saved elsewhere, it still runs demo.py where it is
+        assert dataclasses.replace(spec, source="", args=(), workdir=None) == dataclasses.replace(
+            load_spec(DEMO), source="", args=())
         saved = target.read_text()
         await set_field(pilot, compose, "precision", "bf16")
         await save_as(target)
@@ -158,3 +174,60 @@ async def test_save_never_overwrites_silently_and_open(ctx, tmp_path):
         await pilot.pause(0.2)
         assert isinstance(app.screen, ComposeScreen)  # refused before asking for a path
         assert load_spec(target).precision == "bf16"
+
+
+async def test_an_opened_job_is_previewed_on_screen(ctx):
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(120, 36)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: 'job "job"' in on_screen(app), what="the blank job's preview")
+        await pilot.press("ctrl+o")
+        await answer_path(pilot, DEMO, "the open dialog")
+        await until(pilot, lambda: compose.form.script == "demo.py" and 'job "demo"' in compose.query_one(
+            "#preview").text, what="the demo in the form")
+        await pilot.pause()
+        # same size as the blank job's preview: painted anyway, not only once a field changes
+        shown = on_screen(app)
+        assert ('job "demo"' in shown, 'job "job"' in shown) == (True, False)
+
+
+def cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+async def test_a_job_saved_in_another_directory_still_runs(ctx, tmp_path):
+    ctx.job = DEMO
+    app = CockpitApp(ctx)
+    target = tmp_path / "elsewhere" / "mine.yaml"
+    async with app.run_test(size=(80, 24)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: compose.form.script == "demo.py")
+        await pilot.press("ctrl+s")
+        await answer_path(pilot, target, "the save dialog")
+        await until(pilot, lambda: target.exists() and compose.job_path == target, what="the saved file")
+        assert f"workdir: {REPO / 'jobs'}" in compose.query_one("#yaml").text
+    other = tmp_path / "cwd"
+    other.mkdir()
+    checked = cockpit("validate", str(target), cwd=other)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rendered = cockpit("render", str(target), cwd=other)
+    assert rendered.returncode == 0, rendered.stderr
+    assert f"cd {REPO / 'jobs'}" in rendered.stdout.replace("'", "") and " demo.py" in rendered.stdout
+    spec = load_spec(target)
+    assert (Path(spec.workdir) / spec.script).is_file()
+
+
+def test_pinned_keeps_what_a_job_file_s_directory_meant():
+    form = jobform.JobForm(script="train.py")
+    assert jobform.pinned(form, "/a/jobs", "/b").rest == {"workdir": "/a/jobs"}
+    assert jobform.pinned(form, "/a/jobs", "/a/jobs/") is form  # the same directory: nothing moves
+    up = form.set(rest={"workdir": "../data", "seed": 3})
+    assert jobform.pinned(up, "/a/jobs", "/b").rest == {"workdir": "/a/data", "seed": 3}
+    for kept in ({"workdir": "/srv/x"}, {"workdir": "~/x"}, {"workdir": 7}):  # 7: the spec says what is wrong
+        kept_form = form.set(rest=kept)
+        assert jobform.pinned(kept_form, "/a", "/b") is kept_form
+    assert jobform.pinned(form.set(script="/opt/train.py"), "/a", "/b").rest == {}
+    module = jobform.JobForm(script="", rest={"module": "pkg.train"})
+    assert jobform.pinned(module, "/a", "/b").rest == {"module": "pkg.train", "workdir": "/a"}
