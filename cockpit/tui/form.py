@@ -106,6 +106,11 @@ def check(form: JobForm, filename: str = "job.yaml") -> Checked:
     return Checked(text, spec if not all_problems else None, all_problems)
 
 
+def same_job(a: JobForm, b: JobForm) -> bool:
+    """Whether two forms say the same job (what a file would hold), whatever the spacing typed."""
+    return to_data(a) == to_data(b)
+
+
 def pinned(form: JobForm, old_dir: str, new_dir: str) -> JobForm:
     """The form to save in ``new_dir`` so that it runs as it did from ``old_dir`` (both absolute).
 

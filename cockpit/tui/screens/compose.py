@@ -66,6 +66,7 @@ class ComposeScreen(CockpitScreen):
     def __init__(self) -> None:
         super().__init__()
         self.form = jobform.JobForm(name="job", script="train.py")
+        self.clean = self.form  # the job as last opened or saved: quitting asks when the form says another
         self.job_path: Path | None = None
         self.checked: jobform.Checked | None = None
         self._choices = {name: list(extra) for name, _, kind, extra in FIELDS + SLURM if kind == "select"}
@@ -259,8 +260,14 @@ class ComposeScreen(CockpitScreen):
             self.notify(f"{path}: {exc}", title="open", severity="error")
             return
         self.job_path = path.resolve()
+        self.clean = form
         self.fill(form)
         self._note("")
+
+    def unsaved(self) -> bool:
+        """Whether the form says another job than the file it was opened from or saved to (or the blank
+        job): then quitting asks first."""
+        return not jobform.same_job(self.form, self.clean)
 
     def action_save(self) -> None:
         self.ask_save()
@@ -271,7 +278,7 @@ class ComposeScreen(CockpitScreen):
 
     async def save(self) -> bool:
         """Ask where, then write the job there; True once a file holds it. Waits on dialogs: call it from a
-        worker. Saved in another directory, the job keeps running
+        worker (ctrl+s, or quitting with unsaved edits). Saved in another directory, the job keeps running
         where it ran (jobform.pinned)."""
         checked = jobform.check(self.form, self._label())
         if checked.spec is None:
@@ -307,6 +314,7 @@ class ComposeScreen(CockpitScreen):
 
     def _saved(self, path: Path, form: jobform.JobForm) -> None:
         self.job_path = path
+        self.clean = form
         self.form = self.form.set(rest=form.rest)  # a pinned workdir has no field: no widget to fill
         self.form_changed()
 
