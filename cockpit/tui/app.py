@@ -27,6 +27,7 @@ from cockpit.tui.context import Context
 from cockpit.tui.messages import FleetUpdated
 from cockpit.tui.screens.base import report_worker_error
 from cockpit.tui.screens.compose import ComposeScreen
+from cockpit.tui.screens.dialogs import Dialog, UnsavedScreen
 from cockpit.tui.screens.fleet import FleetScreen
 from cockpit.tui.screens.help import HelpScreen
 from cockpit.tui.screens.run_view import RunViewScreen
@@ -36,15 +37,25 @@ MODE_KEYS = (("fleet", "Fleet", "nodes and GPUs"), ("compose", "Compose", "the j
              ("runs", "Runs", "every run and its logs"))
 
 
+def mode_bindings() -> list[Binding]:
+    """F2-F4 switch modes from every screen (priority: before a focused widget, and over the run view's
+    dialogs such as stacks or evidence); 1-3 too, where no text field takes the digit."""
+    out = []
+    for i, (mode, title, what) in enumerate(MODE_KEYS):
+        out.append(Binding(f"f{i + 2}", f"go('{mode}')", f"{title}: {what}", show=False, priority=True))
+        out.append(Binding(f"{i + 1}", f"go('{mode}')", f"{title}: {what}", show=False))
+    return out
+
+
 class CockpitApp(App):
     TITLE = "cockpit"
     CSS_PATH = "app.tcss"
-    MODES = {"fleet": FleetScreen, "compose": ComposeScreen, "runs": RunsScreen}
+    MODES = {"fleet": FleetScreen, "runs": RunsScreen}  # and compose: see _new_compose
+    # ctrl+q quits everywhere (textual's own binding, priority); q where no text field takes the letter.
+    # Help lists each key where it works (it reads the live bindings), and both ask before dropping edits.
     BINDINGS = [
         Binding("f1,question_mark", "help", "Help"),
-        Binding("f2,1", "switch_mode('fleet')", "Fleet", show=False),
-        Binding("f3,2", "switch_mode('compose')", "Compose", show=False),
-        Binding("f4,3", "switch_mode('runs')", "Runs", show=False),
+        *mode_bindings(),
         Binding("q", "quit", "Quit", show=False),
     ]
 
@@ -58,6 +69,8 @@ class CockpitApp(App):
         self.selection_changed: Signal[None] = Signal(self, "selection-changed")
         self.startup_notes: list[str] = []
         self._setup_themes()
+        self.compose_screen: ComposeScreen | None = None  # once shown; quitting asks it for unsaved edits
+        self.add_mode("compose", self._new_compose)
 
     # --- themes ------------------------------------------------------------------------------------------------
     def _setup_themes(self) -> None:
@@ -131,6 +144,41 @@ class CockpitApp(App):
             self.pop_screen()
         ctx = self.ctx
         self.push_screen(RunViewScreen(run_dir, ctx.max_lines, ctx.parse_budget, ctx.scan_slice))
+
+    def _new_compose(self) -> ComposeScreen:
+        self.compose_screen = ComposeScreen()
+        return self.compose_screen
+
+    def action_go(self, mode: str) -> None:
+        """Switch mode; a help screen shown over this one closes first (it described this screen)."""
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+        self.switch_mode(mode)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A dialog waits for its answer: the mode keys do not act meanwhile (quit does, and asks)."""
+        return not (action == "go" and self.screen_stack and isinstance(self.screen_stack[-1], Dialog))
+
+    def action_quit(self) -> None:
+        """Quit; first ask to save, discard or stay when Compose holds edits that are not saved."""
+        compose = self.compose_screen
+        if compose is None or not compose.unsaved():
+            self.exit()
+        elif not isinstance(self.screen, UnsavedScreen):  # asked already: the question is on screen
+            self.ask_quit(compose)
+
+    @work(group="quit", exit_on_error=False)
+    async def ask_quit(self, compose: ComposeScreen) -> None:
+        name = compose.form.name.strip() or "job"
+        where = f"{compose.job_path.name} has" if compose.job_path else f"the new job {name!r} has"
+        answer = await self.push_screen_wait(UnsavedScreen(f"Quit? In Compose, {where} edits that are not "
+                                                           "saved."))
+        if answer == "discard":
+            self.exit()
+        elif answer == "save":
+            self.action_go("compose")
+            if await compose.save():
+                self.exit()
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -8,6 +8,7 @@ that the form has no field for (seed, workdir, slurm.modules, ...) ride along un
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field, fields, replace
@@ -103,6 +104,29 @@ def check(form: JobForm, filename: str = "job.yaml") -> Checked:
         spec, problems = None, list(exc.problems)
     all_problems = tuple(own + problems)
     return Checked(text, spec if not all_problems else None, all_problems)
+
+
+def same_job(a: JobForm, b: JobForm) -> bool:
+    """Whether two forms say the same job (what a file would hold), whatever the spacing typed."""
+    return to_data(a) == to_data(b)
+
+
+def pinned(form: JobForm, old_dir: str, new_dir: str) -> JobForm:
+    """The form to save in ``new_dir`` so that it runs as it did from ``old_dir`` (both absolute).
+
+    A job runs in its ``workdir``, relative to the job file's directory (default: that directory), and a
+    relative ``script:`` (or a ``module:``) is looked up there; saved elsewhere as it is, it would name a
+    script that is not there. So the workdir it had is written out absolute, as launching a composed job
+    does. Unchanged where nothing depends on the file's directory: the same directory, an absolute (or ~)
+    workdir, an absolute script without a workdir, or a workdir that is not text (the spec says why)."""
+    workdir = form.rest.get("workdir")
+    if os.path.normpath(old_dir) == os.path.normpath(new_dir) or not isinstance(workdir, str | None):
+        return form
+    if workdir is None and os.path.isabs(form.script.strip()) and "module" not in form.rest:
+        return form
+    if workdir is not None and (os.path.isabs(workdir) or workdir.startswith("~")):
+        return form
+    return form.set(rest={**form.rest, "workdir": os.path.normpath(os.path.join(old_dir, workdir or "."))})
 
 
 def dump(data: dict) -> str:

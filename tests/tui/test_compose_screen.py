@@ -1,9 +1,14 @@
 """Compose: live validation with the spec's messages under the field that caused them, the preview following
-the form, open / save (never overwriting silently) through the dialogs."""
+the form (and an opened file, on screen), open / save (never overwriting silently, and runnable from where
+it is saved) through the dialogs; quitting asks before dropping edits; help lists the keys that work."""
 
 from __future__ import annotations
 
 import dataclasses
+import html
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from helpers import REPO
@@ -11,9 +16,15 @@ from tui.tuidata import until
 
 from cockpit.fleet.report import Interface, NodeReport
 from cockpit.spec.model import load_spec
+from cockpit.tui import form as jobform
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen, interface_advice
-from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
+from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen, UnsavedScreen
+from cockpit.tui.screens.fleet import FleetScreen
+from cockpit.tui.screens.help import HelpScreen
+from cockpit.tui.screens.run_view import RunViewScreen
+from cockpit.tui.screens.runs import RunsScreen
+from cockpit.tui.screens.stacks import StacksScreen
 
 DEMO = REPO / "jobs" / "demo.yaml"
 
@@ -62,6 +73,17 @@ async def set_field(pilot, screen: ComposeScreen, name: str, value) -> None:
     screen.query_one(f"#f-{name}").value = value
     await until(pilot, lambda: getattr(screen.form, name) == value and screen.checked is not None
                 and not screen.workers, what=f"{name} = {value!r} checked")
+
+
+async def answer_path(pilot, path: Path, what: str) -> None:
+    await until(pilot, lambda: isinstance(pilot.app.screen, PathScreen), what=what)
+    pilot.app.screen.query_one("#path").value = str(path)
+    await pilot.press("enter")
+
+
+def on_screen(app) -> str:
+    """The text the terminal shows now (what was painted, not what a widget holds)."""
+    return html.unescape(app.export_screenshot()).replace("\xa0", " ")
 
 
 async def test_live_validation_and_preview(ctx):
@@ -120,16 +142,15 @@ async def test_save_never_overwrites_silently_and_open(ctx, tmp_path):
 
         async def save_as(path: Path) -> None:
             await pilot.press("ctrl+s")
-            await until(pilot, lambda: isinstance(app.screen, PathScreen), what="the save dialog")
-            app.screen.query_one("#path").value = str(path)
-            await pilot.press("enter")
+            await answer_path(pilot, path, "the save dialog")
 
         await save_as(target)
         await until(pilot, lambda: target.exists(), what="the saved file")
         spec = load_spec(target)
         assert spec.args == ("--epochs", "1", "--steps-per-epoch", "20") and spec.pg_backend == "auto"
-        assert dataclasses.replace(spec, source="", args=()) == dataclasses.replace(load_spec(DEMO), source="",
-                                                                                    args=())
+        assert spec.workdir == str(REPO / "jobs")  # saved elsewhere, it still runs demo.py where it is
+        assert dataclasses.replace(spec, source="", args=(), workdir=None) == dataclasses.replace(
+            load_spec(DEMO), source="", args=())
         saved = target.read_text()
         await set_field(pilot, compose, "precision", "bf16")
         await save_as(target)
@@ -158,3 +179,146 @@ async def test_save_never_overwrites_silently_and_open(ctx, tmp_path):
         await pilot.pause(0.2)
         assert isinstance(app.screen, ComposeScreen)  # refused before asking for a path
         assert load_spec(target).precision == "bf16"
+
+
+async def test_an_opened_job_is_previewed_on_screen(ctx):
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(120, 36)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: 'job "job"' in on_screen(app), what="the blank job's preview")
+        await pilot.press("ctrl+o")
+        await answer_path(pilot, DEMO, "the open dialog")
+        await until(pilot, lambda: compose.form.script == "demo.py" and 'job "demo"' in compose.query_one(
+            "#preview").text, what="the demo in the form")
+        await pilot.pause()
+        # same size as the blank job's preview: painted anyway, not only once a field changes
+        shown = on_screen(app)
+        assert ('job "demo"' in shown, 'job "job"' in shown) == (True, False)
+        assert not compose.unsaved()
+
+
+def cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+async def test_a_job_saved_in_another_directory_still_runs(ctx, tmp_path):
+    ctx.job = DEMO
+    app = CockpitApp(ctx)
+    target = tmp_path / "elsewhere" / "mine.yaml"
+    async with app.run_test(size=(80, 24)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: compose.form.script == "demo.py")
+        await pilot.press("ctrl+s")
+        await answer_path(pilot, target, "the save dialog")
+        await until(pilot, lambda: target.exists() and compose.job_path == target, what="the saved file")
+        assert f"workdir: {REPO / 'jobs'}" in compose.query_one("#yaml").text and not compose.unsaved()
+    other = tmp_path / "cwd"
+    other.mkdir()
+    checked = cockpit("validate", str(target), cwd=other)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rendered = cockpit("render", str(target), cwd=other)
+    assert rendered.returncode == 0, rendered.stderr
+    assert f"cd {REPO / 'jobs'}" in rendered.stdout.replace("'", "") and " demo.py" in rendered.stdout
+    spec = load_spec(target)
+    assert (Path(spec.workdir) / spec.script).is_file()
+
+
+def test_pinned_keeps_what_a_job_file_s_directory_meant():
+    form = jobform.JobForm(script="train.py")
+    assert jobform.pinned(form, "/a/jobs", "/b").rest == {"workdir": "/a/jobs"}
+    assert jobform.pinned(form, "/a/jobs", "/a/jobs/") is form  # the same directory: nothing moves
+    up = form.set(rest={"workdir": "../data", "seed": 3})
+    assert jobform.pinned(up, "/a/jobs", "/b").rest == {"workdir": "/a/data", "seed": 3}
+    for kept in ({"workdir": "/srv/x"}, {"workdir": "~/x"}, {"workdir": 7}):  # 7: the spec says what is wrong
+        kept_form = form.set(rest=kept)
+        assert jobform.pinned(kept_form, "/a", "/b") is kept_form
+    assert jobform.pinned(form.set(script="/opt/train.py"), "/a", "/b").rest == {}
+    module = jobform.JobForm(script="", rest={"module": "pkg.train"})
+    assert jobform.pinned(module, "/a", "/b").rest == {"module": "pkg.train", "workdir": "/a"}
+    assert jobform.same_job(form, form.set(args="  ")) and not jobform.same_job(form, form.set(args="-x"))
+
+
+async def test_quitting_asks_before_dropping_edits(ctx, tmp_path):
+    ctx.job = DEMO
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        compose = await open_compose(app, pilot)
+        await until(pilot, lambda: compose.form.script == "demo.py")
+        compose.query_one("#f-name").focus()
+        await pilot.press("end", "q")  # typed into the field: help lists ^q alone there
+        await until(pilot, lambda: compose.form.name == "demoq" and compose.unsaved(), what="the typed q")
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert (["ctrl+q"], "Quit") in app.screen.keys
+        assert (["f3"], "Compose: the job form") in app.screen.keys  # 2 is typed into the field too
+        await pilot.press("escape", "ctrl+q")
+        await until(pilot, lambda: isinstance(app.screen, UnsavedScreen), what="the unsaved question")
+        await pilot.press("ctrl+q")  # asked already: one question
+        await pilot.press("c")
+        await until(pilot, lambda: app.screen is compose)
+        assert app.return_code is None and compose.form.name == "demoq"
+
+        # from another screen, q asks too; save: the save dialog over Compose, then quit
+        await pilot.press("f4")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert (["ctrl+q", "q"], "Quit") in app.screen.keys and (["f2", "1"], "Fleet: nodes and GPUs") in \
+            app.screen.keys
+        await pilot.press("escape", "q")
+        await until(pilot, lambda: isinstance(app.screen, UnsavedScreen), what="the unsaved question")
+        await pilot.press("s")
+        target = tmp_path / "saved.yaml"
+        await answer_path(pilot, target, "the save dialog")
+        await until(pilot, lambda: app.return_code is not None, what="quit after saving")
+        assert app.current_mode == "compose" and load_spec(target).name == "demoq"
+
+
+async def test_discard_quits_and_no_edits_quit_at_once(ctx, tmp_path):
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        compose = await open_compose(app, pilot)
+        await set_field(pilot, compose, "script", "other.py")
+        await pilot.press("ctrl+q")
+        await until(pilot, lambda: isinstance(app.screen, UnsavedScreen), what="the unsaved question")
+        await pilot.press("d")
+        await until(pilot, lambda: app.return_code == 0, what="quit")
+    assert list(tmp_path.glob("*.yaml")) == []
+    again = CockpitApp(ctx)
+    async with again.run_test(size=(80, 24)) as pilot:
+        await open_compose(again, pilot)
+        await pilot.press("ctrl+q")
+        await until(pilot, lambda: again.return_code == 0, what="quit without a question")
+
+
+async def test_mode_keys_work_from_every_screen(ctx, runs):
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f4")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
+        view = app.screen
+        await pilot.press("k")
+        await until(pilot, lambda: isinstance(app.screen, StacksScreen), what="the stacks")
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen), what="fleet from the stacks")
+        await pilot.press("f4", "escape")  # back where it was left: the stacks over the run view
+        await until(pilot, lambda: app.screen is view)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("f3")  # help closes: it described the run view
+        compose = await open_compose(app, pilot)
+        await pilot.press("f4")
+        await until(pilot, lambda: app.screen is view, what="the run view again, without its help")
+        await pilot.press("f3")
+        await until(pilot, lambda: app.screen is compose)
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, PathScreen), what="the save dialog")
+        await pilot.press("f2")  # a question waits for its answer
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, PathScreen) and app.current_mode == "compose"
+        await pilot.press("escape", "f2")
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen))

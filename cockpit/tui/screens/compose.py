@@ -67,6 +67,7 @@ class ComposeScreen(CockpitScreen):
     def __init__(self) -> None:
         super().__init__()
         self.form = jobform.JobForm(name="job", script="train.py")
+        self.clean = self.form  # the job as last opened or saved: quitting asks when the form says another
         self.job_path: Path | None = None
         self.checked: jobform.Checked | None = None
         self._choices = {name: list(extra) for name, _, kind, extra in FIELDS + SLURM if kind == "select"}
@@ -192,6 +193,7 @@ class ComposeScreen(CockpitScreen):
             area = self.query_one(area_id, TextArea)
             if area.text != text:
                 area.load_text(text)
+                area.refresh()  # load_text repaints only when the size changes; a same-sized job stayed old
 
     def _show_note(self, name: str, text: str, after: str) -> None:
         found = self.query(f"#n-{name}")
@@ -259,44 +261,63 @@ class ComposeScreen(CockpitScreen):
             self.notify(f"{path}: {exc}", title="open", severity="error")
             return
         self.job_path = path.resolve()
+        self.clean = form
         self.fill(form)
         self._note("")
+
+    def unsaved(self) -> bool:
+        """Whether the form says another job than the file it was opened from or saved to (or the blank
+        job): then quitting asks first."""
+        return not jobform.same_job(self.form, self.clean)
 
     def action_save(self) -> None:
         self.ask_save()
 
     @work(exclusive=True, group="file", exit_on_error=False)
     async def ask_save(self) -> None:
+        await self.save()
+
+    async def save(self) -> bool:
+        """Ask where, then write the job there; True once a file holds it. Waits on dialogs: call it from a
+        worker (ctrl+s, or quitting with unsaved edits). Saved in another directory, the job keeps running
+        where it ran (jobform.pinned)."""
         checked = jobform.check(self.form, self._label())
         if checked.spec is None:
             self.notify(f"the job has {len(checked.problems)} problem(s); fix them before saving",
                         title="save", severity="error")
-            return
+            return False
         default = str(self.job_path or self.app.ctx.base_dir / f"{self.form.name.strip() or 'job'}.yaml")
         answer = await self.app.push_screen_wait(PathScreen("Save the job as", default))
         if not answer:
-            return
+            return False
         path = Path(answer).expanduser().resolve()
+        form = jobform.pinned(self.form, str(self._base_dir().absolute()), str(path.parent))
+        pin = form.rest.get("workdir") if form is not self.form else None
+        text = jobform.check(form, path.name).text
         if await asyncio.to_thread(path.exists):
-            same = await asyncio.to_thread(_holds, path, checked.text)
-            if same:
+            if await asyncio.to_thread(_holds, path, text):
                 self.notify(f"{path} already holds this job", title="save")
-                return
+                self._saved(path, form)
+                return True
             if not await self.app.push_screen_wait(ConfirmScreen(f"{path} exists. Replace it?", "Replace")):
-                return
+                return False
         from cockpit.tui.launching import save_text
 
         try:
-            await asyncio.to_thread(save_text, path, checked.text)
+            await asyncio.to_thread(save_text, path, text)
         except OSError as exc:
             self.notify(f"{path}: {exc.strerror or exc}", title="save", severity="error")
-            return
-        moved = self.job_path is not None and path.parent != self.job_path.parent and not Path(
-            self.form.script or ".").is_absolute()
-        self.job_path = path
-        self.form_changed()
-        self.notify(f"saved {path}" + (" (script: is relative to this directory now)" if moved else ""),
+            return False
+        self._saved(path, form)
+        self.notify(f"saved {path}" + (f" (workdir: {pin}, where the job ran from before)" if pin else ""),
                     title="save")
+        return True
+
+    def _saved(self, path: Path, form: jobform.JobForm) -> None:
+        self.job_path = path
+        self.clean = form
+        self.form = self.form.set(rest=form.rest)  # a pinned workdir has no field: no widget to fill
+        self.form_changed()
 
     def action_launch(self) -> None:
         # Not an exclusive worker: cancelling one would not stop the launch thread it started, and a second

@@ -1,5 +1,6 @@
 """Help: every key that works where help was asked for (the screen's, the focused widget's and the app's),
-plus the mouse and the command palette. Built from the live bindings, so it cannot drift from them."""
+plus the mouse and the command palette. Built from the live bindings, so it cannot drift from them: a key
+that a focused text field takes as text (q, 1) is not listed there, the others for the same action are."""
 
 from __future__ import annotations
 
@@ -10,9 +11,6 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Static
 
 GENERAL = [
-    ("F2 / 1", "Fleet: nodes and GPUs; space or a click on ○ selects"),
-    ("F3 / 2", "Compose: the job form, live validation and preview"),
-    ("F4 / 3", "Runs: every run; enter opens its logs"),
     ("ctrl+p", "command palette: every cockpit action, themes"),
     ("mouse", "click rows, tabs and buttons; scroll logs and tables"),
 ]
@@ -24,17 +22,20 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, where: str, bindings: dict[str, ActiveBinding]) -> None:
         super().__init__()
         self.where = where
-        self.keys: list[tuple[str, str]] = []
-        seen = set()
+        self.keys: list[tuple[list[str], str]] = []  # every key that does it, and what it does
+        by_action: dict[tuple[str, str], list[str]] = {}
 
         def rank(ab: ActiveBinding) -> int:  # the screen's own keys first, then the app's, then the widget's
             return 0 if isinstance(ab.node, Screen) else 1 if isinstance(ab.node, App) else 2
 
         for ab in sorted(bindings.values(), key=rank):
             b = ab.binding
-            if b.description and not b.system and (b.action, b.description) not in seen:
-                seen.add((b.action, b.description))
-                self.keys.append((b.key, b.description))
+            if b.description and not b.system:
+                keys = by_action.get((b.action, b.description))
+                if keys is None:
+                    keys = by_action[(b.action, b.description)] = []
+                    self.keys.append((keys, b.description))
+                keys.append(b.key)  # a key a focused text field takes is not among the live bindings
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog help"):
@@ -44,8 +45,8 @@ class HelpScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("key", "what it does")
-        for key, text in self.keys:
-            table.add_row(self.app.get_key_display(Binding(key, "", "")), text)
+        for keys, text in self.keys:
+            table.add_row(" / ".join(self.app.get_key_display(Binding(k, "", "")) for k in keys), text)
         for key, text in GENERAL:
             table.add_row(key, text)
 
