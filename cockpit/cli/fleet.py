@@ -63,16 +63,17 @@ def _targets(args):
     """(hosts, fleet) for the arguments; raises cockpit.cli.common.UsageError for bad input."""
     from cockpit.cli.common import UsageError
     from cockpit.fleet import nodes as fleet
+    from cockpit.fleet.cluster import cluster_path, load_cluster
     from cockpit.remote import RemotePool
 
     try:
-        cluster = fleet.load_cluster(args.cluster or None) if args.cluster else fleet.load_cluster()
+        cluster = load_cluster(args.cluster or None) if args.cluster else load_cluster()
         hosts = _hosts(args, cluster)
     except fleet.NodesError as exc:
         raise UsageError(str(exc)) from None
     if not hosts:
         raise UsageError("no nodes: the cluster file lists none and Slurm's sinfo is not here "
-                         f"(write {fleet.cluster_path()}, or give --nodes)")
+                         f"(write {cluster_path()}, or give --nodes)")
     pool = RemotePool(_ssh_options(args, cluster))
     python = args.python or (cluster.python if cluster else "python3")
     return fleet.Fleet(hosts, pool, python=python, timeout=args.timeout)
@@ -241,7 +242,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def doctor_job(args: argparse.Namespace) -> int:
     """`cockpit doctor JOB.yaml`: the job's preflight (cockpit.preflight.checks) on its own nodes."""
     from cockpit.cli.common import UsageError, load_job
-    from cockpit.fleet import nodes as fleet
+    from cockpit.fleet.cluster import NodesError, load_cluster
     from cockpit.launch.ssh.launcher import check_job
     from cockpit.preflight.checks import FAIL
 
@@ -255,8 +256,8 @@ def doctor_job(args: argparse.Namespace) -> int:
     if spec.launcher == "slurm":
         return _doctor_slurm(spec, args)
     try:
-        cluster = fleet.load_cluster()
-    except fleet.NodesError as exc:
+        cluster = load_cluster()
+    except NodesError as exc:
         raise UsageError(str(exc)) from None
     checks, facts = check_job(spec, args.job_file, _ssh_options(args, cluster), args.timeout, python=args.python)
     if args.json:

@@ -1,3 +1,4 @@
-"""Many nodes: nodes (connections, refresh, NodeStatus per node, the cluster file), report (the
-typed NodeReport the rest of cockpit reads; dicts only at the --json edge).
+"""Many nodes: cluster (node names: hostlists and the cluster file, NodesError), nodes (connections,
+refresh, NodeStatus per node, Slurm's node list), report (the typed NodeReport the rest of cockpit reads;
+dicts only at the --json edge).
 """

@@ -1,8 +1,7 @@
 """Many nodes at once: where their names come from, and what state each is in.
 
-Nodes come from a job spec (``JobSpec.hosts``, or its Slurm nodelist), the cluster file
-(~/.config/cockpit/cluster.yaml: hosts with hostlist ranges, ssh options, default partition), or Slurm's
-``sinfo``. Each node runs the probe (cockpit.node.probe) over one persistent connection from cockpit.remote:
+Nodes come from a job spec (``JobSpec.hosts``, or its Slurm nodelist), the cluster file (cockpit.fleet.cluster),
+or Slurm's ``sinfo``. Each node runs the probe (cockpit.node.probe) over one persistent connection from cockpit.remote:
 ``refresh`` runs it once everywhere; ``start`` keeps one ``--watch`` stream per node, so a refresh is a
 line on an open channel (``poke``), not a new SSH round trip. A node without cockpit installed is read with
 plain nvidia-smi instead. Every node is handled by its own task with its own timeout: one slow or dead node
@@ -13,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cockpit.fleet.cluster import NodesError, cluster_path, expand_hostlist, scontrol_hostnames
 from cockpit.fleet.report import REACHABLE, NodeReport
 from cockpit.node import probe
-from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, SSHOptions, Timeout, Unreachable
-from cockpit.slurm import hostlist
+from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, Timeout, Unreachable
 
 if TYPE_CHECKING:
     from cockpit.slurm.query import Runner
@@ -224,42 +220,6 @@ def _probe_missing(stderr: str, status: int | None) -> bool:
     return status == 127 or "No module named cockpit" in stderr or "No module named 'cockpit" in stderr
 
 
-class NodesError(ValueError):
-    """Node names that cannot be worked out: one clear line for the user."""
-
-
-Hostnames = Callable[[str], "list[str] | None"]  # hostlist -> names, None: cannot answer
-
-
-def expand_hostlist(text: str, slurm: Hostnames | None = None) -> list[str]:
-    """Host names of a hostlist: ``slurm``'s answer when given and it answers (``scontrol_hostnames()``),
-    else (or when that fails: Slurm installed but not configured here) cockpit.slurm.hostlist's expansion. No IO
-    of its own: a caller that wants Slurm's word passes it."""
-    hosts = slurm(text) if slurm is not None else None
-    if hosts:
-        return hosts
-    try:
-        return hostlist.expand(text)
-    except hostlist.HostlistError as exc:
-        raise NodesError(str(exc)) from None
-
-
-def scontrol_hostnames(scontrol: str | None = None) -> Hostnames | None:
-    """``scontrol show hostnames`` (``scontrol``: its path; None: the one on PATH), or None where it is not
-    installed: the expansion for expand_hostlist where Slurm's own word is wanted."""
-    path = shutil.which("scontrol") if scontrol is None else scontrol
-    return (lambda text: _scontrol_hostnames(path, text)) if path else None
-
-
-def _scontrol_hostnames(scontrol: str, text: str) -> list[str] | None:
-    """Slurm's own expansion, or None when scontrol cannot answer (no controller, no config, hung)."""
-    try:
-        r = subprocess.run([scontrol, "show", "hostnames", text], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.split() if r.returncode == 0 else None
-
-
 def hosts_from_spec(spec) -> list[str]:
     """The nodes a job runs on: its hosts (local, ssh) or its Slurm nodelist."""
     if spec.launcher != "slurm":
@@ -268,57 +228,6 @@ def hosts_from_spec(spec) -> list[str]:
         raise NodesError(f"{spec.source}: Slurm picks this job's nodes when it starts (no nodelist); "
                          "give --nodes, or --cluster to look at the partition")
     return expand_hostlist(spec.nodelist, scontrol_hostnames())
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """The cluster file: which nodes, how to reach them, which python runs the probe there."""
-
-    hosts: tuple[str, ...] = ()
-    ssh: SSHOptions = field(default_factory=SSHOptions)
-    python: str = "python3"
-    partition: str | None = None
-    path: str | None = None
-
-
-def cluster_path() -> Path:
-    """$XDG_CONFIG_HOME/cockpit/cluster.yaml (default ~/.config/cockpit/cluster.yaml)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "cockpit" / "cluster.yaml"
-
-
-_SSH_KEYS = {"user": (str,), "port": (int,), "identity": (str,), "config": (str,), "known_hosts": (str,),
-             "connect_timeout": (int, float), "keepalive": (int, float), "trust_new_hosts": (bool,)}
-
-
-def load_cluster(path: str | Path | None = None) -> Cluster | None:
-    """Read the cluster file (default: cluster_path(); None when that does not exist). Raises NodesError."""
-    import yaml
-
-    p = Path(path) if path else cluster_path()
-    if path is None and not p.exists():
-        return None
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise NodesError(f"{p}: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hosts", []), list):
-        raise NodesError(f"{p}: expected a mapping with hosts: [node[01-16], ...]")
-    ssh = data.get("ssh") or {}
-    if not isinstance(ssh, dict):
-        raise NodesError(f"{p}: ssh: must be a mapping (user:, port:, identity:, ...)")
-    bad = [k for k, v in ssh.items() if k not in _SSH_KEYS or not isinstance(v, _SSH_KEYS[k])
-           or (isinstance(v, bool) and _SSH_KEYS[k] != (bool,))]
-    if bad:
-        raise NodesError(f"{p}: ssh: unknown or mistyped key(s) {bad} (known: {', '.join(_SSH_KEYS)})")
-    slurm = scontrol_hostnames()
-    hosts = [h for text in data.get("hosts", []) for h in expand_hostlist(str(text), slurm)]
-    options = SSHOptions(
-        user=ssh.get("user"), port=ssh.get("port"), identity=(ssh["identity"],) if "identity" in ssh else (),
-        config=(str(Path(ssh["config"]).expanduser()),) if "config" in ssh else None,
-        known_hosts=ssh.get("known_hosts"), connect_timeout=float(ssh.get("connect_timeout", 10)),
-        keepalive_interval=float(ssh.get("keepalive", 5)), trust_new_hosts=bool(ssh.get("trust_new_hosts")))
-    return Cluster(tuple(hosts), options, str(data.get("python", "python3")), data.get("partition"), str(p))
 
 
 @dataclass(frozen=True)

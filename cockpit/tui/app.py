@@ -216,6 +216,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def build_context(args: argparse.Namespace) -> Context:
     from cockpit.fleet import nodes as fleet
+    from cockpit.fleet.cluster import load_cluster
     from cockpit.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions
     from cockpit.runs import resolve_run
@@ -224,7 +225,7 @@ def build_context(args: argparse.Namespace) -> Context:
 
     runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
     run = resolve_run(runs_dir, args.run) if args.run else None
-    cluster = fleet.load_cluster()
+    cluster = load_cluster()
     if args.nodes:
         hosts = fleet.expand_hostlist(args.nodes, fleet.scontrol_hostnames())
     else:
@@ -237,7 +238,7 @@ def build_context(args: argparse.Namespace) -> Context:
 
 def run_tui(argv: list[str] | None = None) -> int:
     """Open the TUI; returns the exit code (2 for a bad cluster file, node list or run)."""
-    from cockpit.fleet.nodes import NodesError
+    from cockpit.fleet.cluster import NodesError
     from cockpit.runs import RunNotFound
 
     args = parse_args(list(sys.argv[1:] if argv is None else argv))

@@ -226,31 +226,6 @@ def test_expand_hostlist_asks_nothing_unless_told(tmp_path):
     assert r.stdout.split("] ") == ["['n1', 'n2'", "['from-scontrol']\n"]
 
 
-def test_cluster_file(tmp_path):
-    path = tmp_path / "cluster.yaml"
-    path.write_text("hosts: ['gpu[01-03]', login1]\npartition: a100\npython: /opt/py/bin/python3\n"
-                    "ssh: {user: alice, port: 2222, identity: ~/.ssh/k, connect_timeout: 4, keepalive: 2}\n")
-    c = fleet.load_cluster(path)
-    assert c.hosts == ("gpu01", "gpu02", "gpu03", "login1")
-    assert (c.partition, c.python) == ("a100", "/opt/py/bin/python3")
-    assert (c.ssh.user, c.ssh.port, c.ssh.identity, c.ssh.connect_timeout, c.ssh.keepalive_interval) == \
-        ("alice", 2222, ("~/.ssh/k",), 4.0, 2.0)
-    path.write_text("hosts: [a]\nssh: {usr: alice}\n")
-    with pytest.raises(fleet.NodesError, match="usr"):
-        fleet.load_cluster(path)
-    path.write_text("hosts: a\n")
-    with pytest.raises(fleet.NodesError, match="hosts"):
-        fleet.load_cluster(path)
-
-
-def test_default_cluster_file_is_optional(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    assert fleet.load_cluster() is None
-    (tmp_path / "cockpit").mkdir()
-    (tmp_path / "cockpit" / "cluster.yaml").write_text("hosts: [n1]\n")
-    assert fleet.load_cluster().hosts == ("n1",)
-
-
 def test_parse_sinfo():
     # The output shape of `sinfo --noheader --Node --format=%N|%G|%t|%P` (fields per sinfo(1)): one line per
     # node and partition, "(null)" for no GRES, "*" marking the default partition.

@@ -39,7 +39,7 @@ PREFLIGHT_FILE = layout.PREFLIGHT
 
 @dataclass(frozen=True)
 class SSHLaunch:
-    """How to launch. ``ssh`` None: the cluster file's settings (cockpit.fleet.nodes.load_cluster), else defaults."""
+    """How to launch. ``ssh`` None: the cluster file's settings (cockpit.fleet.cluster.load_cluster), else defaults."""
 
     ssh: SSHOptions | None = None
     preflight: bool = True
@@ -109,7 +109,7 @@ class SSHLauncher:
 def ssh_options(launch: SSHLaunch) -> SSHOptions:
     if launch.ssh is not None:
         return launch.ssh
-    from cockpit.fleet.nodes import NodesError, load_cluster
+    from cockpit.fleet.cluster import NodesError, load_cluster
 
     try:
         cluster = load_cluster()
