@@ -281,8 +281,12 @@ def test_requeue_on_demand_checkpoints_through_the_same_usr1_path(slurm_cluster,
         slurm.requeue(run_dir)
 
 
-def test_sbatch_refusal_reaches_the_user(slurm_cluster, tmp_path, runs):
-    r = cockpit(slurm_cluster, runs, "run", str(write_job(tmp_path, "nowhere", slurm={"partition": "nope"})))
+def test_a_bad_partition_is_refused_before_sbatch_and_sbatch_refusal_reaches_the_user(slurm_cluster, tmp_path, runs):
+    job = str(write_job(tmp_path, "nowhere", slurm={"partition": "nope"}))
+    r = cockpit(slurm_cluster, runs, "run", job)  # the preflight asks sinfo: nothing is submitted or written
+    assert r.returncode == 2 and "preflight failed" in r.stderr and "nope is not a partition" in r.stderr
+    assert list_runs(runs) == []
+    r = cockpit(slurm_cluster, runs, "run", job, "--no-preflight")  # past it, sbatch's own refusal is shown
     assert r.returncode == 2 and "sbatch refused the job" in r.stderr and "invalid partition" in r.stderr.lower()
     _, status = only_run(runs)
     assert status.state == "failed" and "sbatch refused the job" in status.note
