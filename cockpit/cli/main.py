@@ -193,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] == "tui":
         # `cockpit` alone opens the terminal UI; `cockpit tui --help` lists its options. Textual is imported
         # only here, so every other command starts without it.
+        from cockpit.tui import before_textual
+
+        before_textual()
         from cockpit.tui.app import run_tui
 
         return run_tui(argv[1:])

@@ -1,66 +1,39 @@
-"""A run's live data for the run view, gathered off the UI thread.
+"""A run's live data for the run view, gathered in a process of its own (cockpit.tui.feedproc).
 
-``RunFeed.run()`` blocks: a textual thread worker calls it, and it runs ``cockpit.watch.follow_run`` (the tail
-engine) on an event loop of its own, so no file is touched on the UI's loop. Each batch of lines is stored
-(bounded, see logstore), filtered for the view on screen, and scanned by the log parser for failures; then
-``notify()`` is called once, and not again until the UI has called ``drain()``: however fast the ranks write,
-the UI gets one wake-up per frame it can handle, never a queue of them.
+The UI's half: ``RunFeed.run()`` starts the feed process and blocks reading its frames (a textual thread
+worker calls it; the read waits without the GIL). Each frame is one batch, merged into the one waiting to be
+drained, and ``notify()`` is called once, not again until the UI has called ``drain()``; ``drain()`` also
+asks the feed for the next batch. So the UI gets one wake-up per frame it can handle, and at most one batch
+is in flight however fast the ranks write.
 
-The live scan has a CPU budget (``parse_budget`` of each second, at most SCAN_SLICE per batch): 64 ranks at
-1,000 lines/s each would otherwise keep a core busy and, through the GIL, slow the UI. Lines over the budget
-are counted in ``skipped``; the full diagnosis (cockpit.logs.report over the files) sees every line.
-No textual here.
+A view switch (``set_view``) is a request: the feed answers with that view's stored lines as a batch with
+``reset``; batches of the view the UI left are dropped. Once the run is final and its last batch is read,
+``run()`` returns; a later ``set_view`` says that a reader must be started again for its answer.
+
+The feed process is stopped with ``stop()`` (its stdin closed, then SIGTERM by pid), and exits by itself when
+the UI dies. No textual here.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import fcntl
+import os
+import subprocess
+import sys
+import tempfile
 import threading
-import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.logs.parse import Event, LineParser
-from cockpit.runs import RunStatus
+import cockpit
+from cockpit.tui.feedcore import SCAN_SLICE, Drained, LiveEvent, SourceStats
+from cockpit.tui.feedproc import MORE, decode, read_frame, view_request
 from cockpit.tui.logfilter import LineFilter
-from cockpit.tui.logstore import MERGED, LogStore
 
-SCAN_SLICE = 0.005  # seconds of parsing per batch at most
+__all__ = ["Drained", "LiveEvent", "RunFeed", "SourceStats"]
 
-
-@dataclass(frozen=True)
-class LiveEvent:
-    """The first failure of a kind on one source; ``line`` is its 1-based line in that source's log file."""
-
-    source: tuple
-    kind: str
-    text: str
-    line: int
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class SourceStats:
-    lines: int
-    last_time: float | None
-    dropped: int
-
-
-@dataclass
-class Drained:
-    """What arrived since the last drain. ``reset``: the view fell more than a screenful behind; show
-    ``lines`` instead of appending them."""
-
-    lines: list[str]
-    reset: bool
-    status: RunStatus | None
-    events: list[LiveEvent]
-    stats: dict[tuple, SourceStats]
-    finished: bool
-    skipped: int = 0
-    lines_per_s: float = 0.0
+PIPE_SIZE = 1 << 20  # a whole batch fits in the pipe: the feed writes it in one go, the UI reads it in one
 
 
 class RunFeed:
@@ -71,160 +44,162 @@ class RunFeed:
         self.max_lines = max_lines
         self.parse_budget, self.scan_slice = parse_budget, scan_slice
         self._lock = threading.Lock()
-        self.store = LogStore(max_lines)
-        self._view: tuple | None = MERGED
-        self._filter = LineFilter()
-        self._pending: deque[str] = deque(maxlen=max_lines)
-        self._overflow = False
-        self._status: RunStatus | None = None
-        self._events: list[LiveEvent] = []
-        self._seen: set = set()
+        self._proc: subprocess.Popen | None = None
+        self._errors = None  # the feed process's stderr (a temporary file)
+        self._pending: Drained | None = None
         self._posted = False
-        self._finished = False
-        self._parsers: dict[tuple, LineParser] = {}
-        self._count: dict[tuple, int] = {}  # lines fed to each source's parser
-        self._offset: dict[tuple, int] = {}  # file line index minus parser line index (drops, skips)
-        self._window = (0.0, 0.0)  # (start, seconds spent parsing) of the current 1 s budget window
+        self._gen = 0  # the view request last sent
+        self._seen_gen = 0  # the view request last answered
+        self._drained_gen = 0  # the view request whose answer the UI last drained
+        self._view_request = b""
+        self._reading = False
+        self._stopped = False
         self.skipped = 0
-        self._rate = (time.monotonic(), 0, 0.0)  # (window start, lines since, last rate)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task | None = None
-        self._stop = threading.Event()
 
-    # --- the worker thread ---------------------------------------------------------------------------------
-    def run(self) -> RunStatus | None:
-        """Follow the run until it is final or ``stop()`` is called (blocks; call it in a worker thread)."""
-        try:
-            return asyncio.run(self._main())
-        finally:
-            with self._lock:
-                self._finished = True
-            self._wake()
+    @property
+    def gen(self) -> int:
+        """The last view request: batches that answer it carry it as ``view_gen``."""
+        return self._gen
 
-    async def _main(self) -> RunStatus | None:
-        from cockpit.watch import follow_run
-
-        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
-        if self._stop.is_set():
-            return None
-        try:
-            status = await follow_run(self.run_dir, self._on_batch, on_status=self._on_status)
-        except asyncio.CancelledError:
-            return None
-        for source, parser in self._parsers.items():
-            self._record_events(source, parser.flush())
-        self._wake()
-        return status
-
-    def stop(self) -> None:
-        """End following (from any thread); ``run`` returns soon after."""
-        self._stop.set()
-        loop, task = self._loop, self._task
-        if loop is not None and task is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(task.cancel)
-
-    def _on_status(self, status: RunStatus) -> None:
+    @property
+    def answer_waiting(self) -> bool:
+        """The answer to the last view request came and is not drained yet (the UI applies it at once)."""
         with self._lock:
-            changed = self._status is None or self._status.to_json() != status.to_json()
-            self._status = status
-        if changed:
-            self._wake()
+            p = self._pending
+            return p is not None and p.view_gen == self._gen != self._drained_gen
 
-    def _on_batch(self, batch) -> None:
-        by_source = batch.by_source()
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    # --- the reader thread ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Read the feed's batches until the run is final and every view request is answered, or ``stop()``
+        (blocks; call it in a worker thread). Starts the feed process on the first call."""
         with self._lock:
-            for source, lines in by_source.items():
-                texts = [line.text for line in lines]
-                prefixed = self.store.add(source, texts, lines[-1].t_read)
-                if self._view is MERGED or self._view == source:
-                    self._queue(prefixed if self._view is MERGED else texts)
-            for source, count in batch.dropped.items():
-                self.store.dropped(source, count)
-            start, count, rate = self._rate
-            count += len(batch.lines)
-            now = time.monotonic()
-            self._rate = (now, 0, count / (now - start)) if now - start >= 1.0 else (start, count, rate)
-        self._scan(by_source)
-        self._wake()
-
-    def _queue(self, texts: list[str]) -> None:
-        accepted = [t for t in texts if self._filter.accepts(t)] if self._filter.active else texts
-        if len(self._pending) + len(accepted) > self.max_lines:
-            self._overflow = True
-        self._pending.extend(accepted)
-
-    def _scan(self, by_source: dict) -> None:
-        """Feed the parser within the budget; a batch gets at most SCAN_SLICE seconds (the UI thread waits for
-        the GIL while this runs), the rest of it is counted in ``skipped``."""
-        start, spent = self._window
-        now = time.perf_counter()
-        if now - start >= 1.0:
-            start, spent = now, 0.0
-        stop_at = now + min(self.scan_slice, max(0.0, self.parse_budget - spent))
-        for source, lines in by_source.items():
-            if time.perf_counter() >= stop_at:
-                self.skipped += len(lines)
-                continue
-            parser = self._parsers.get(source)
-            if parser is None:
-                parser = self._parsers[source] = LineParser()
-            host, rank = source
-            rank_arg = None if rank == "agent" else rank
-            for i, line in enumerate(lines):
-                if i % 64 == 63 and time.perf_counter() >= stop_at:
-                    self.skipped += len(lines) - i
-                    break
-                # seq is the line's index in its file; the parser numbers what it was fed: keep the offset
-                fed = self._count.get(source, 0)
-                self._offset[source] = line.seq - fed
-                self._count[source] = fed + 1
-                self._record_events(source, parser.feed(line.text, host=host, rank=rank_arg))
-        self._window = (start, spent + time.perf_counter() - now)
-
-    def _record_events(self, source: tuple, events: list[Event]) -> None:
-        for e in events:
-            if not e.is_failure:
-                continue
-            key = (source, e.kind)
+            if self._reading or self._stopped:
+                return
+            self._reading = True
+            if self._proc is None:
+                self._proc = self._start()
+        stream = self._proc.stdout
+        while True:
+            body = read_frame(stream)
+            if body is None:
+                self._lost()
+                return
+            d = decode(body)
             with self._lock:
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                line = e.line + self._offset.get(source, 0)
-                self._events.append(LiveEvent(source, e.kind, e.text.strip()[:300], line))
+                self._merge(d)
+                self._seen_gen = max(self._seen_gen, d.view_gen)
+                done = d.finished and self._seen_gen >= self._gen
+                if done:
+                    self._reading = False
+            self._wake()
+            if done:
+                return
+
+    def _start(self) -> subprocess.Popen:
+        # the child imports this cockpit, wherever it was imported from (a worktree, a test's checkout)
+        root = str(Path(cockpit.__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed in _lost)
+        argv = [sys.executable, "-m", "cockpit.tui.feedproc", str(self.run_dir), "--parent", str(os.getpid()),
+                "--max-lines", str(self.max_lines), "--parse-budget", str(self.parse_budget),
+                "--scan-slice", str(self.scan_slice)]
+        # a session of its own: the terminal's signals are for the UI, which then closes the pipe
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
+                                env=env, start_new_session=True)
+        with contextlib.suppress(OSError):  # an older kernel or a capped pipe-max-size: 64 KB pipes work too
+            fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        if self._gen:  # a view was chosen before the process existed
+            self._send(self._view_request)
+        return proc
+
+    def _merge(self, d: Drained) -> None:
+        """Fold a batch into the one waiting for the UI (under the lock)."""
+        self.skipped = d.skipped
+        p = self._pending
+        if p is None:
+            self._pending = d
+            return
+        if d.reset or d.view_gen != p.view_gen:
+            p.lines, p.reset, p.view_gen = d.lines, d.reset, d.view_gen
+        else:
+            p.lines += d.lines
+            if len(p.lines) > self.max_lines:
+                p.lines, p.reset = p.lines[-self.max_lines:], True
+        p.status = d.status or p.status
+        p.events += d.events
+        p.stats, p.finished, p.skipped, p.lines_per_s = d.stats, d.finished, d.skipped, d.lines_per_s
+
+    def _lost(self) -> None:
+        """The feed process's output ended: a stop, or it failed (then say what it printed)."""
+        proc = self._proc
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        error = None
+        if not self._stopped and proc.returncode not in (0, None):
+            self._errors.seek(0)
+            said = self._errors.read()[-2000:].decode(errors="replace").strip()
+            error = f"the log feed process exited with {proc.returncode}: {said or 'no message'}"
+        with self._lock:
+            self._reading = False
+            if error is not None:
+                self._pending = self._pending or Drained([], False, None, [], {}, True, self.skipped)
+                self._pending.error, self._pending.finished = error, True
+        self._wake()
 
     def _wake(self) -> None:
         with self._lock:
-            if self._posted:
+            if self._posted or self._pending is None:
                 return
             self._posted = True
         self._notify()
 
     # --- the UI thread --------------------------------------------------------------------------------------
-    def drain(self) -> Drained:
-        """Everything new since the last drain; re-arms ``notify``."""
+    def drain(self) -> Drained | None:
+        """The batch waiting (None: nothing, or only lines of a view the UI left); asks for the next one."""
         with self._lock:
-            lines, reset = list(self._pending), self._overflow
-            self._pending.clear()
-            self._overflow = False
-            events, self._events = self._events, []
-            stats = {s: SourceStats(log.lines, log.last_time, log.dropped) for s, log in self.store.sources.items()}
+            d, self._pending = self._pending, None
             self._posted = False
-            rate = self._rate[2]
-            return Drained(lines, reset, self._status, events, stats, self._finished, self.skipped, rate)
+            if d is not None and d.view_gen != self._gen:
+                d.lines, d.reset = [], False  # an answer for a view the UI has left
+            elif d is not None:
+                self._drained_gen = d.view_gen
+        self._send(MORE)
+        return d
 
-    def set_view(self, view: tuple | None, line_filter: LineFilter) -> list[str]:
-        """Show ``view`` (a source, or MERGED) through ``line_filter``: returns the lines to show now; later
-        lines come through ``drain``."""
+    def set_view(self, view: tuple | None, line_filter: LineFilter) -> bool:
+        """Ask for ``view`` (a source, or MERGED) through ``line_filter``: its lines come in a batch with
+        ``reset``. True when no reader is running: the caller starts one (``run`` in a worker) for the answer."""
         with self._lock:
-            self._view, self._filter = view, line_filter
-            self._pending.clear()
-            self._overflow = False
-            lines = self.store.view(view)
-        if line_filter.active:
-            lines = [t for t in lines if line_filter.accepts(t)]
-        return lines
+            self._gen += 1
+            self._view_request = view_request(self._gen, view, line_filter)
+            start_reader = not self._reading and not self._stopped
+        self._send(self._view_request)
+        return start_reader
 
-    def sources(self) -> list[tuple]:
+    def _send(self, data: bytes) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None or self._stopped:
+            return
+        with contextlib.suppress(BrokenPipeError, ValueError):  # the feed is gone: the reader reports why
+            proc.stdin.write(data)
+            proc.stdin.flush()
+
+    def stop(self) -> None:
+        """End the feed process (from any thread): close its stdin, then SIGTERM by pid; ``run`` returns."""
         with self._lock:
-            return list(self.store.sources)
+            self._stopped = True
+            proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(BrokenPipeError, OSError):
+            proc.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        if not self._reading:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+

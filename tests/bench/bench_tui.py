@@ -10,7 +10,8 @@ Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a rea
   view's title line with the new word ("paused" / "follow") comes out of it. Presses are spaced 100-250 ms
   apart, after a warm-up long enough for every rank to have more than 10,000 lines (so the view's stores are
   full). Reported: p50, p90, p99, max.
-- RSS of the TUI process (VmRSS, and VmHWM = peak) at the end, with 10,000 lines kept per rank.
+- RSS of the TUI process (VmRSS, and VmHWM = peak) at the end, with 10,000 lines kept per rank, and of its
+  child processes (the log feed process, cockpit.tui.feedproc, which holds the stores): "feed MB".
 
 - A baseline beside it: by default the bench alternates (``--rounds``) sessions of a minimal textual app
   defined here (a title whose word changes on `f`, nothing else) and of the TUI, on the same pty harness and
@@ -157,6 +158,19 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
+def children_rss_mb(pid: int) -> float:
+    """VmRSS of ``pid``'s child processes (the TUI's log feed), summed."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                total += rss_mb(int(stat.parent.name))[0]
+        except (OSError, ValueError, KeyError):  # gone meanwhile, or a kernel thread without VmRSS
+            continue
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
@@ -236,10 +250,12 @@ def measure(kind: str, args: argparse.Namespace, keys: int) -> dict:
                 lat.append(got * 1000)
         streamed = time.monotonic() - started
         rss, hwm = rss_mb(term.pid)
+        feed_rss = children_rss_mb(term.pid)
         lines = sum(f.read_bytes().count(b"\n") for f in (run_dir / "logs").glob("rank-*.log"))
         result.update({
             "latencies_ms": lat, "keys_lost": lost, "streamed_s": streamed, "lines_written": lines,
-            "rss_mb": round(rss, 1), "peak_rss_mb": round(hwm, 1), "tty_bytes": term.bytes,
+            "rss_mb": round(rss, 1), "peak_rss_mb": round(hwm, 1), "feed_rss_mb": round(feed_rss, 1),
+            "tty_bytes": term.bytes,
             "load_avg": os.getloadavg()[0],
         })
     finally:
@@ -263,6 +279,7 @@ def summarize(sessions: list[dict], ranks: int) -> dict:
                        "p99": round(pct(lat, 99), 1), "max": round(max(lat), 1),
                        "mean": round(statistics.mean(lat), 1)} if lat else None,
         "rss_mb": max(s["rss_mb"] for s in sessions), "peak_rss_mb": max(s["peak_rss_mb"] for s in sessions),
+        "feed_rss_mb": max(s["feed_rss_mb"] for s in sessions),
         "tty_bytes": sum(s["tty_bytes"] for s in sessions),
         "load_avg": [round(s["load_avg"], 2) for s in sessions],
     }
@@ -310,12 +327,13 @@ def main() -> int:
     print(f"{args.ranks} ranks x {args.rate} lines/s, {result['terminal']}, {rounds} round(s) "
           f"({' / '.join(kinds)} alternating), {os.cpu_count()} cores")
     print(f"{'':9} {'keys':>5} {'lost':>4} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}  {'RSS MB':>7} "
-          f"{'peak':>6}  load avg per session")
+          f"{'peak':>6} {'feed MB':>7}  load avg per session")
     for kind in kinds:
         r = result[kind]
         lat = r["latency_ms"] or {}
         print(f"{kind:9} {r['keys']:>5} {r['keys_lost']:>4} " + " ".join(f"{lat.get(q, 0):>7.1f}"
-              for q in ("p50", "p90", "p99", "max")) + f"  {r['rss_mb']:>7.1f} {r['peak_rss_mb']:>6.1f}  "
+              for q in ("p50", "p90", "p99", "max")) + f"  {r['rss_mb']:>7.1f} {r['peak_rss_mb']:>6.1f} "
+              f"{r['feed_rss_mb']:>7.1f}  "
               + " ".join(f"{x:.2f}" for x in r["load_avg"]))
     if "ratio" in result:
         print(f"{'tui/base':9} {'':>5} {'':>4} " + " ".join(f"{result['ratio'][q]:>6}x"

@@ -196,8 +196,8 @@ def test_the_tui_package_never_imports_torch():
 
 
 def test_pure_models_do_not_import_textual():
-    pure = ("form", "fleetview", "logstore", "logfilter", "metrics", "runfeed", "config", "launching",
-            "fleetfeed", "context")
+    pure = ("form", "fleetview", "logstore", "logfilter", "metrics", "runfeed", "feedcore", "feedproc", "config",
+            "launching", "fleetfeed", "context")
     code = ("import sys\n" + "".join(f"import cockpit.tui.{m}\n" for m in pure)
             + "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)

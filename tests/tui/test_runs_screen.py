@@ -41,20 +41,23 @@ async def test_runs_run_view_help_and_themes(ctx, runs):
         assert [str(ranks.get_row_at(i)[0]) for i in range(ranks.row_count)] == [
             "all ranks", "node0:0", "node0:1", "node0:agent"]
         assert [str(ranks.get_row_at(i)[4]) for i in (1, 2)] == ["143", "1"]  # ST: the exit code once ended
-        await pilot.press("l", "l")  # errors only
-        assert view.filter.level == "error" and 0 < len(log.lines) < len(merged)
+        await pilot.press("l", "l")  # errors only; the feed process answers a view change a moment later
+        assert view.filter.level == "error"
+        await until(pilot, lambda: 0 < len(log.lines) < len(merged), what="the errors-only view")
         assert all("error" in line.lower() or "fail" in line.lower() or "exitcode" in line.lower()
                    or "traceback" in line.lower() for line in log.lines)
         await pilot.press("l", "l", "slash")
         await pilot.press(*"injecting")
         await pilot.press("enter")
-        assert list(log.lines) == ["[node0:1] [demo] rank 1: injecting failure 'raise' after step 5"]
+        await until(pilot, lambda: list(log.lines) == ["[node0:1] [demo] rank 1: injecting failure 'raise' after "
+                                                       "step 5"], what="the search's one line")
         await pilot.press("slash", "escape")
-        assert len(log.lines) == len(merged)
+        await until(pilot, lambda: len(log.lines) == len(merged), what="the merged view again")
         ranks.focus()
         await pilot.press("down", "down")  # rank 1 alone, without prefixes
         await until(pilot, lambda: view.view == ("node0", 1))
-        assert log.lines[-1] == "[rank1]: RuntimeError: injected failure on rank 1 after step 5 (--fail-mode raise)"
+        await until(pilot, lambda: log.lines and log.lines[-1] == "[rank1]: RuntimeError: injected failure on "
+                    "rank 1 after step 5 (--fail-mode raise)", what="rank 1's lines")
         codes = [f.code for f in view.report.findings]
         assert "worker_failed" in codes or any("First failure" in f.title for f in view.report.findings)
         findings = view.query_one("#findings")
@@ -66,9 +69,11 @@ async def test_runs_run_view_help_and_themes(ctx, runs):
         assert "▶" in context
         await pilot.press("g")
         await until(pilot, lambda: app.screen is view)
-        assert not view.follow and view.view is not None
+        await until(pilot, lambda: not view.follow, what="the evidence line, follow paused")
+        assert view.view is not None
         await pilot.press("a")
-        assert view.view is None and len(log.lines) == len(merged)
+        assert view.view is None
+        await until(pilot, lambda: len(log.lines) == len(merged), what="the merged view again")
 
         # an ended run cannot be stopped; requeue is for Slurm runs only; help lists the screen's keys
         assert not view.check_action("stop", ()) and not view.check_action("requeue", ())

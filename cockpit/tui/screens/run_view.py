@@ -2,15 +2,17 @@
 search and a level filter; per-rank status; loss and samples/s; the diagnosis with links to its evidence;
 stop (and requeue for Slurm runs where the launcher offers it).
 
-Data flow: a thread worker runs the RunFeed (tail engine on its own loop); the feed wakes the screen with one
-coalescing FeedReady message, and the handler drains everything new at once. Metrics and the diagnosis are
-read in their own workers."""
+Data flow: the RunFeed follows the run in a process of its own (cockpit.tui.feedproc) and a thread worker reads
+its batches; the feed wakes the screen with one coalescing FeedReady message, and the handler drains the batch
+waiting (which asks the feed for the next). A view or filter change is a request to the feed, answered with
+the view's lines a moment later. Metrics and the diagnosis are read in their own workers."""
 
 from __future__ import annotations
 
 import gc
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -38,6 +40,9 @@ from cockpit.tui.widgets.rank_log import RankLog
 
 ALL = "all"
 APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
+# under a storm (a batch of more than STORM_LINES lines), at most 10: each repaint redraws every row of the log,
+# and on a busy machine a key press that lands behind one waits for it (bench_tui: key p50 halved)
+APPLY_EVERY_STORM, STORM_LINES = 0.1, 1000
 
 
 class RunViewScreen(CockpitScreen):
@@ -72,8 +77,11 @@ class RunViewScreen(CockpitScreen):
         self.rate = 0.0
         self._diagnosed_final = False
         self._last_apply = 0.0
+        self._apply_every = APPLY_EVERY
+        self._skipped = 0  # the live scan's skipped lines as the title shows them (updated once a second)
         self._apply_pending = False
         self._cells: dict[tuple, tuple] = {}  # the cells shown in each source's row
+        self._after_view: tuple[int, Callable[[], None]] | None = None  # (view request, what to do on its answer)
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -113,9 +121,10 @@ class RunViewScreen(CockpitScreen):
 
     def on_feed_ready(self, _: FeedReady) -> None:
         """Apply what arrived, at most every APPLY_EVERY seconds: each apply repaints the log, and keys must
-        not queue behind a repaint per batch when 64 ranks write at once."""
-        wait = self._last_apply + APPLY_EVERY - time.monotonic()
-        if wait > 0:
+        not queue behind a repaint per batch when 64 ranks write at once. The answer to a view switch (a key
+        the user pressed) goes on screen at once."""
+        wait = self._last_apply + self._apply_every - time.monotonic()
+        if wait > 0 and not self.feed.answer_waiting:
             if not self._apply_pending:
                 self._apply_pending = True
                 self.set_timer(wait, self._apply_now)
@@ -125,14 +134,22 @@ class RunViewScreen(CockpitScreen):
     def _apply_now(self) -> None:
         self._apply_pending = False
         self._last_apply = time.monotonic()
-        self.apply(self.feed.drain())
+        d = self.feed.drain()
+        if d is not None:
+            self._apply_every = APPLY_EVERY_STORM if len(d.lines) > STORM_LINES else APPLY_EVERY
+            self.apply(d)
 
     def apply(self, d: Drained) -> None:
         log = self.query_one(RankLog)
         if d.reset:
-            log.replace(self.feed.set_view(self.view, self.filter))
+            log.replace(d.lines, d.width)
         elif d.lines:
-            log.write_lines(d.lines)
+            log.write_lines(d.lines, width=d.width)
+        if self._after_view is not None and d.view_gen == self._after_view[0]:
+            then, self._after_view = self._after_view[1], None
+            then()
+        if d.error:
+            self.notify(d.error, title="live logs", severity="error", timeout=15)
         self.rate = d.lines_per_s
         new_sources = set(d.stats) - set(self.stats)
         self.stats = d.stats
@@ -195,6 +212,9 @@ class RunViewScreen(CockpitScreen):
     def _tick(self) -> None:
         self._update_ranks()
         self.read_metrics()
+        if self._skipped != self.feed.skipped:
+            self._skipped = self.feed.skipped
+            self._show_title()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "ranks" or event.row_key is None:
@@ -204,9 +224,12 @@ class RunViewScreen(CockpitScreen):
         if view != self.view:
             self.set_view(view)
 
-    def set_view(self, view: tuple | None) -> None:
+    def set_view(self, view: tuple | None, then: Callable[[], None] | None = None) -> None:
+        """Show ``view`` through the filter: the feed answers with its lines (then ``then`` runs)."""
         self.view = view
-        self.query_one(RankLog).replace(self.feed.set_view(view, self.filter))
+        if self.feed.set_view(view, self.filter):
+            self.run_feed()  # the run has ended and its reader with it: one for the answer
+        self._after_view = None if then is None else (self.feed.gen, then)
         self._show_title()
         self.read_metrics()
 
@@ -219,8 +242,10 @@ class RunViewScreen(CockpitScreen):
         view = "all ranks" if self.view is MERGED else label(self.view)
         follow = "follow" if self.follow else "paused"
         parts = [f"{state}{launcher}{ranks}", view, self.filter.describe(), follow]
-        if self.feed.skipped:
-            parts.append(f"live scan skipped {self.feed.skipped} lines (d: full diagnosis)")
+        if not self._skipped and self.feed.skipped:
+            self._skipped = self.feed.skipped  # the first skip shows at once; the count then moves with _tick
+        if self._skipped:  # not per batch: a title that changes repaints the whole width of the screen
+            parts.append(f"live scan skipped {self._skipped} lines (d: full diagnosis)")
         text = " · ".join(parts)
         title = self.query_one("#run-title", Static)
         if str(title.content) != text:  # one line, fixed size: repaint it alone, no layout (this runs per batch)
@@ -296,8 +321,12 @@ class RunViewScreen(CockpitScreen):
         source, line_no, text = target
         if source is not None and source in self.stats and source != self.view:
             self.filter = LineFilter()
-            self.set_view(source)
+            self.set_view(source, then=lambda: self._scroll_to(source, line_no, text))
             self._select_rank_row(source)
+            return
+        self._scroll_to(source, line_no, text)
+
+    def _scroll_to(self, source: tuple | None, line_no: int, text: str | None) -> None:
         log = self.query_one(RankLog)
         st = self.stats.get(source)
         merged = self.view is MERGED

@@ -35,15 +35,21 @@ class RankLog(Log):
             width = max(len(t) if t.isascii() else cell_len(self._process_line(t)) for t in lines)
             self._update_maximum_width(updates, width)
 
-    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> RankLog:
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None, width: int | None = None) -> RankLog:
         """Log.write_lines, cheaper for the thousands of lines a batch brings: one scan for line breaks over
         the whole batch instead of a splitlines() per line (same lines: a line without breaks is itself, an
         empty one is dropped), and no per-line discard of render-cache entries that cannot exist (the lines
-        are new, past every cached row)."""
+        are new, past every cached row). ``width``: the lines come log-ready from the feed process (no
+        breaks, no empty line; cockpit.tui.feedcore.log_ready) and the widest is ``width`` long: no scan
+        at all."""
         lines = lines if isinstance(lines, list) else list(lines)
-        if not lines or _BREAKS.search("\n".join(lines)):
-            return super().write_lines(lines, scroll_end)
-        new_lines = lines if all(lines) else [t for t in lines if t]
+        if not lines:
+            return self
+        if width is None:
+            if _BREAKS.search("\n".join(lines)):
+                return super().write_lines(lines, scroll_end)
+            lines = lines if all(lines) else [t for t in lines if t]
+        new_lines = lines
         is_vertical_scroll_end = self.is_vertical_scroll_end
         auto_scroll = self.auto_scroll if scroll_end is None else scroll_end
         start_line = len(self._lines)
@@ -51,7 +57,10 @@ class RankLog(Log):
         if self.max_lines is not None and len(self._lines) > self.max_lines:
             self._prune_max_lines()
         self.virtual_size = Size(self._width, len(self._lines))
-        self._update_size(self._updates, new_lines)
+        if width is None:
+            self._update_size(self._updates, new_lines)
+        else:
+            self._update_maximum_width(self._updates, width)
         first = len(self._lines) - len(new_lines)
         cache = self._render_line_cache
         for y in [y for y in cache.keys() if y >= first]:  # noqa: SIM118 (an LRUCache)
@@ -63,11 +72,11 @@ class RankLog(Log):
             self.refresh()
         return self
 
-    def replace(self, lines: list[str]) -> None:
+    def replace(self, lines: list[str], width: int | None = None) -> None:
         """Show exactly ``lines`` (a view or filter change)."""
         self.clear()
         if lines:
-            self.write_lines(lines[-self.max_lines:] if self.max_lines else lines)
+            self.write_lines(lines[-self.max_lines:] if self.max_lines else lines, width=width)
 
     def find_line(self, text: str, near: int | None = None) -> int | None:
         """Index of a line equal to ``text`` (the one at ``near`` if it matches, else the last one)."""

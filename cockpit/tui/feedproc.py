@@ -1,0 +1,182 @@
+"""The run feed's process: tails a run, stores and scans its lines, and sends the UI compact batches.
+
+    python -m cockpit.tui.feedproc RUN_DIR --parent PID [--max-lines N] [--parse-budget S] [--scan-slice S]
+
+Why a process: in a thread of the UI process, the tailing, storing and scanning of 64 ranks x 1,000 lines/s
+held the GIL so often that a key press waited behind it (bench_tui: key p99 134 ms, where a bare textual app
+on the same machine and storm answers in under 10 ms). Here it has an interpreter of its own; the UI reads
+one frame per batch, applies it, and asks for the next (one batch in flight: a busy UI gets fewer, larger
+batches, never a queue of them). Standard library and cockpit's core only: no textual in this process.
+
+The protocol, both ends of which live here:
+
+- UI -> feed (the child's stdin), one JSON object a line: ``{"op": "more"}`` (the UI applied the last batch:
+  send the next once there is news) and ``{"op": "view", "gen": N, "view": [host, rank] | null, "level": L,
+  "search": S}`` (focus a view: the answer is a batch with ``reset`` and ``view_gen`` N, sent at once).
+- feed -> UI (the child's stdout): frames, a 4-byte big-endian length and a pickled ``(text, Drained)``;
+  ``text`` is the batch's lines joined by newlines (a tailed line holds none), one string instead of
+  thousands (pickling it is a copy, splitting it one C call).
+
+The child never outlives the UI: it exits when its stdin reaches EOF (the UI closed it, or died), when its
+parent pid changes (the UI died while another process still holds the pipe), or when the UI stops reading
+(a broken pipe).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pickle
+import sys
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+from cockpit.tui.feedcore import SCAN_SLICE, Drained, FeedState
+from cockpit.tui.logfilter import LineFilter
+
+PARENT_POLL = 0.5  # seconds between checks that the UI is still our parent
+_HEADER = 4
+
+
+# --- frames (both sides) ---------------------------------------------------------------------------------------
+def encode(d: Drained) -> bytes:
+    body = pickle.dumps(("\n".join(d.lines), replace(d, lines=[])), protocol=pickle.HIGHEST_PROTOCOL)
+    return len(body).to_bytes(_HEADER, "big") + body
+
+
+def decode(body: bytes) -> Drained:
+    text, d = pickle.loads(body)  # noqa: S301 (our own child, over a private pipe)
+    d.lines = text.split("\n") if text else []
+    return d
+
+
+def read_frame(stream) -> bytes | None:
+    """The next frame's body from a buffered binary stream; None at its end."""
+    header = stream.read(_HEADER)
+    if len(header) < _HEADER:
+        return None
+    size = int.from_bytes(header, "big")
+    body = stream.read(size)
+    return body if len(body) == size else None
+
+
+def view_request(gen: int, view: tuple | None, line_filter: LineFilter) -> bytes:
+    return (json.dumps({"op": "view", "gen": gen, "view": None if view is None else list(view),
+                        "level": line_filter.level, "search": line_filter.search}) + "\n").encode()
+
+
+MORE = b'{"op": "more"}\n'
+
+
+# --- the child ---------------------------------------------------------------------------------------------------
+class FeedProcess:
+    """Follows ``run_dir`` into a FeedState and answers the UI over ``in_fd`` / ``out_fd``."""
+
+    def __init__(self, run_dir: Path, state: FeedState, parent: int, in_fd: int, out_fd: int):
+        self.run_dir, self.state, self.parent = run_dir, state, parent
+        self.in_fd, self.out_fd = in_fd, out_fd
+        self.credit = 1  # batches the UI is ready for
+        self._inbox = b""
+        self._done: asyncio.Future | None = None
+        self.failed = False
+
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._done = loop.create_future()
+        os.set_blocking(self.in_fd, False)
+        loop.add_reader(self.in_fd, self._on_input)
+        tasks = [asyncio.create_task(self._follow()), asyncio.create_task(self._watch_parent())]
+        try:
+            await self._done
+        finally:
+            loop.remove_reader(self.in_fd)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _end(self) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    async def _follow(self) -> None:
+        from cockpit.watch import follow_run
+
+        try:
+            await follow_run(self.run_dir, self._on_batch, on_status=self._on_status)
+        except Exception:  # the UI reads what went wrong from our stderr once we are gone
+            traceback.print_exc()
+            self.failed = True
+            self._end()
+            return
+        self.state.finish()
+        self._send()
+
+    async def _watch_parent(self) -> None:
+        while os.getppid() == self.parent:
+            await asyncio.sleep(PARENT_POLL)
+        self._end()
+
+    def _on_batch(self, batch) -> None:
+        self.state.on_batch(batch)
+        self._send()
+
+    def _on_status(self, status) -> None:
+        self.state.on_status(status)
+        self._send()
+
+    def _on_input(self) -> None:
+        try:
+            data = os.read(self.in_fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not data:  # EOF: the UI closed the pipe or is gone
+            self._end()
+            return
+        self._inbox += data
+        *lines, self._inbox = self._inbox.split(b"\n")
+        for line in lines:
+            self._command(json.loads(line))
+        self._send()
+
+    def _command(self, cmd: dict) -> None:
+        if cmd["op"] == "more":
+            self.credit = 1
+        elif cmd["op"] == "view":
+            view = None if cmd["view"] is None else tuple(cmd["view"])
+            self.state.set_view(view, LineFilter(cmd["level"], cmd["search"]), cmd["gen"])
+            self.credit = 1  # the UI waits for this answer: it goes out now
+
+    def _send(self) -> None:
+        if self.credit <= 0 or not self.state.has_news():
+            return
+        self.credit -= 1
+        data = memoryview(encode(self.state.take()))
+        try:
+            while data:
+                data = data[os.write(self.out_fd, data):]
+        except BrokenPipeError:  # the UI stopped reading: it is gone
+            self._end()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cockpit.tui.feedproc", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--parent", type=int, required=True, help="the UI's pid: exit when it is no longer ours")
+    p.add_argument("--max-lines", type=int, default=10_000)
+    p.add_argument("--parse-budget", type=float, default=0.15)
+    p.add_argument("--scan-slice", type=float, default=SCAN_SLICE)
+    args = p.parse_args(argv)
+    # frames go to the original stdout; anything else that prints lands on stderr instead of in a frame
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    state = FeedState(args.max_lines, args.parse_budget, args.scan_slice)
+    feed = FeedProcess(args.run_dir, state, args.parent, 0, out_fd)
+    asyncio.run(feed.main())
+    return 1 if feed.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
