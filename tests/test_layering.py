@@ -25,7 +25,7 @@ LAYERS = {
     "train": ("cockpit.train",),
 }
 RANK = {"core": 0, "adapter": 1, "service": 2, "face": 3}
-ALLOWED = {("cockpit.cli.main", "cockpit.tui.app"),  # `cockpit` alone (or `cockpit tui`) opens the TUI
+ALLOWED = {("cockpit.cli.main", "cockpit.tui"), ("cockpit.cli.main", "cockpit.tui.app"),  # `cockpit` opens the TUI
            ("cockpit.__main__", "cockpit.cli.main")}  # `python -m cockpit` is the CLI
 TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run_layout")  # stdlib-only names the ranks share
 
