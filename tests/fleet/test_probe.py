@@ -1,5 +1,5 @@
-"""cockpit.node.probe: the JSON it prints, --watch streaming and poking, and the nvidia-smi fallback parsed on real
-nvidia-smi output (tests/fixtures/nvidia-smi/, sources in its README.md)."""
+"""cockpit.node.probe and cockpit.node.gpus: the JSON the probe prints, --watch streaming and poking, and the
+nvidia-smi fallback parsed on real nvidia-smi output (tests/fixtures/nvidia-smi/, sources in its README.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import pytest
 from helpers import REPO
 
-from cockpit.node import probe
+from cockpit.node import gpus, probe
 
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
 
@@ -113,7 +113,7 @@ def test_interfaces_fallback_without_iproute2():
 def test_real_query_gpu_csv_with_header_and_units():
     """The real `nvidia-smi --query-gpu=<all fields> --format=csv` of an H100 under load: columns by name."""
     text, apps = (SMI / "h100-load-query-gpu.csv").read_text(), (SMI / "h100-load-query-compute-apps.csv").read_text()
-    r = probe.report_from_smi(0, text, apps)
+    r = gpus.report_from_smi(0, text, apps)
     assert (r.state, r.source, r.driver_version) == ("ok", "nvidia-smi", "590.48.01")
     (g,) = r.gpus
     assert (g.index, g.name, g.pci_bus_id, g.uuid) == (0, "NVIDIA H100 80GB HBM3", "00000000:00:09.0",
@@ -126,7 +126,7 @@ def test_real_query_gpu_csv_with_header_and_units():
 
 def test_real_empty_compute_apps():
     text = (SMI / "h100-load-query-gpu.csv").read_text()
-    r = probe.report_from_smi(0, text, (SMI / "h100-idle-query-compute-apps.csv").read_text())
+    r = gpus.report_from_smi(0, text, (SMI / "h100-idle-query-compute-apps.csv").read_text())
     assert r.gpus[0].processes == ()
 
 
@@ -136,7 +136,7 @@ def test_noheader_nounits_form_cockpit_asks_for():
     line = "0, 00000000:00:09.0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 19818, 81559, " \
            "100, 11, 59, 631.95, 700.00, 590.48.01\n1, 00000000:0A:00.0, GPU-1, NVIDIA H100 80GB HBM3, 0, 81559, " \
            "[N/A], [N/A], [N/A], [N/A], [N/A], 590.48.01\n"
-    r = probe.report_from_smi(0, line, "00000000:0A:00.0, 4242, python, [N/A]\n")
+    r = gpus.report_from_smi(0, line, "00000000:0A:00.0, 4242, python, [N/A]\n")
     assert [g.pci_bus_id for g in r.gpus] == ["00000000:00:09.0", "00000000:0A:00.0"]
     assert r.gpus[1].utilization_gpu is None and r.gpus[1].power_draw_w is None
     assert [(p.pid, p.used_memory_mib) for p in r.gpus[1].processes] == [(4242, None)]
@@ -146,7 +146,7 @@ def test_noheader_nounits_form_cockpit_asks_for():
                                                ("version-mismatch.txt", 18, "driver_error")])
 def test_real_nvidia_smi_failures(name, status, state):
     text = (SMI / name).read_text()
-    r = probe.report_from_smi(status, text)
+    r = gpus.report_from_smi(status, text)
     assert r.state == state and text.strip()[:40] in r.reason
 
 
