@@ -75,18 +75,18 @@ def report_from_smi(status: int | None, gpu_text: str, app_text: str = "") -> gp
     for a in parse_smi_csv(app_text, SMI_APP_FIELDS):
         if _num(a["pid"]) is not None:
             proc = gpu.GpuProcess(_num(a["pid"]), _num(a["used_gpu_memory"]), None, a["process_name"])
-            apps.setdefault(nvml.bus_key(nvml.normal_bus_id(a["gpu_bus_id"])), []).append(proc)
+            apps.setdefault(gpu.bus_key(gpu.normal_bus_id(a["gpu_bus_id"])), []).append(proc)
     gpus, driver = [], None
     for row in parse_smi_csv(gpu_text, SMI_GPU_FIELDS):
-        bus = nvml.normal_bus_id(row["pci.bus_id"])
+        bus = gpu.normal_bus_id(row["pci.bus_id"])
         driver = driver or row["driver_version"]
         gpus.append(gpu.Gpu(
             index=_num(row["index"]) or 0, uuid=row["uuid"], name=row["name"], pci_bus_id=bus,
             memory_used_mib=_num(row["memory.used"]), memory_total_mib=_num(row["memory.total"]),
             utilization_gpu=_num(row["utilization.gpu"]), utilization_memory=_num(row["utilization.memory"]),
             temperature_c=_num(row["temperature.gpu"]), power_draw_w=_num(row["power.draw"], float),
-            power_limit_w=_num(row["power.limit"], float), processes=tuple(apps.get(nvml.bus_key(bus), ()))))
-    gpus = nvml.sort_by_bus_id(gpus)
+            power_limit_w=_num(row["power.limit"], float), processes=tuple(apps.get(gpu.bus_key(bus), ()))))
+    gpus = gpu.sort_by_bus_id(gpus)
     return gpu.GpuReport("ok", None if gpus else "nvidia-smi lists no GPU", "nvidia-smi", driver_version=driver,
                           gpus=tuple(gpus))
 
