@@ -1,6 +1,6 @@
 """What runs ON a node: `python -m cockpit.node.probe [--watch SECONDS] [--port N ...]` prints one JSON object
-(one line) describing the node: GPUs (cockpit.node.gpus), network interfaces with addresses (for NCCL_SOCKET_IFNAME
-/ GLOO_SOCKET_IFNAME), hostname, python / torch / NCCL versions, and whether TCP ports are free.
+(one line) describing the node: GPUs (cockpit.node.gpus), network interfaces with addresses (cockpit.node.ifaces,
+for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME), hostname, python / torch / NCCL versions, and whether TCP ports are free.
 
 Stdlib + pynvml only: a node may have nothing else. torch is never imported (seconds, and GPU memory); its
 version is read from torch/version.py, found on sys.path with importlib.machinery.PathFinder. ``--watch``
@@ -19,12 +19,12 @@ import os
 import re
 import select
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cockpit.node.gpus import GpuReader, report_from_smi, smi_command
+from cockpit.node.ifaces import interfaces
 
 PROBE_VERSION = 1
 DEFAULT_PORTS = (29500,)  # torch.distributed's default MASTER_PORT
@@ -48,71 +48,11 @@ def parse_fallback(text: str) -> dict:
             "interfaces": None, "versions": None, "ports": None}
 
 
-def interfaces() -> list[dict]:
-    """Network interfaces: name, up, mtu, mac, speed, IPv4/IPv6 addresses with prefix (from `ip -j addr`;
-    without iproute2, sysfs + the primary IPv4 address by ioctl), and whether each is virtual (sysfs)."""
-    try:
-        out = subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, timeout=5)
-        data = json.loads(out.stdout) if out.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-        data = None
-    if data is None:
-        return _sysfs_interfaces()
-    return [{"name": d.get("ifname"), "up": "UP" in d.get("flags", ()) and d.get("operstate") != "DOWN",
-             "loopback": "LOOPBACK" in d.get("flags", ()), "mtu": d.get("mtu"), "mac": d.get("address"),
-             "speed_mbps": _speed(d.get("ifname")),
-             "ipv4": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ()) if a.get("family") == "inet"],
-             "ipv6": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ()) if a.get("family") == "inet6"],
-             "virtual": is_virtual(d.get("ifname"))}
-            for d in data]
-
-
-def _sysfs_interfaces() -> list[dict]:
-    import fcntl
-    import struct
-
-    out = []
-    for _, name in socket.if_nameindex():
-        base = Path("/sys/class/net") / name
-        flags = int(_read(base / "flags") or "0", 16)
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
-            ipv4 = [socket.inet_ntoa(packed[20:24])]
-        except OSError:
-            ipv4 = []
-        out.append({"name": name, "up": bool(flags & 1), "loopback": bool(flags & 8),
-                    "mtu": _num(_read(base / "mtu")), "mac": _read(base / "address"), "speed_mbps": _speed(name),
-                    "ipv4": ipv4, "ipv6": [], "virtual": is_virtual(name)})
-    return out
-
-
-def _num(value: str | None) -> int | None:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return None
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text().strip()
     except OSError:
         return None
-
-
-def is_virtual(name: str | None, sys_net: Path = Path("/sys/class/net")) -> bool | None:
-    """Whether ``name`` is a software interface (bridge, veth, tunnel, loopback): a NIC has a ``device`` link
-    under /sys/class/net/NAME. None where sysfs does not list it (not Linux, another namespace's sysfs)."""
-    base = sys_net / str(name)
-    if not name or not base.exists():
-        return None
-    return not (base / "device").exists()
-
-
-def _speed(name: str | None) -> int | None:
-    speed = _num(_read(Path("/sys/class/net") / str(name) / "speed"))
-    return speed if speed and speed > 0 else None
 
 
 def versions() -> dict:

@@ -12,7 +12,7 @@ import time
 import pytest
 from helpers import REPO
 
-from cockpit.node import gpus, probe
+from cockpit.node import gpus, ifaces, probe
 
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
 
@@ -103,9 +103,9 @@ def test_versions_read_torch_without_importing_it(tmp_path, monkeypatch):
 
 
 def test_interfaces_fallback_without_iproute2():
-    names = {i["name"]: i for i in probe._sysfs_interfaces()}
+    names = {i["name"]: i for i in ifaces.sysfs_interfaces()}
     assert names["lo"]["loopback"] and names["lo"]["ipv4"] == ["127.0.0.1"]
-    assert {i["name"] for i in probe.interfaces()} == set(names)
+    assert {i["name"] for i in ifaces.interfaces()} == set(names)
 
 
 # -- nvidia-smi ------------------------------------------------------------------------------------------------
@@ -190,12 +190,12 @@ def sysfs_from_recording(root, name: str):
 def test_virtual_interfaces_are_told_by_sysfs_not_by_name(tmp_path):
     """A NIC has a device under /sys/class/net/X; a bridge (cpmn1854), its veth ports, ifb and lo do not."""
     net = sysfs_from_recording(tmp_path, "host-bridge-over-eth0.txt")
-    assert probe.is_virtual("eth0", net) is False
-    assert [probe.is_virtual(n, net) for n in ("cpmn1854", "cpmn1854v0", "ifb0", "lo")] == [True] * 4
-    assert probe.is_virtual("ib0", net) is None  # not listed: unknown, not a guess
+    assert ifaces.is_virtual("eth0", net) is False
+    assert [ifaces.is_virtual(n, net) for n in ("cpmn1854", "cpmn1854v0", "ifb0", "lo")] == [True] * 4
+    assert ifaces.is_virtual("ib0", net) is None  # not listed: unknown, not a guess
 
 
 def test_the_probe_says_which_interfaces_are_virtual():
-    ifaces = {i["name"]: i for i in probe.interfaces()}
-    assert ifaces["lo"]["virtual"] is True
-    assert all(isinstance(i["virtual"], bool) for i in ifaces.values())
+    found = {i["name"]: i for i in ifaces.interfaces()}
+    assert found["lo"]["virtual"] is True
+    assert all(isinstance(i["virtual"], bool) for i in found.values())
