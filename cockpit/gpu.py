@@ -1,9 +1,11 @@
 """A node's GPUs as typed records, named as nvidia-smi names their fields; None where a GPU does not say.
-Pure data: cockpit.nvml fills them from NVML on a node, cockpit.fleet.report carries them across the fleet."""
+Pure data: cockpit.nvml fills them from NVML on a node (cockpit.node.gpus from nvidia-smi where pynvml is
+missing), cockpit.fleet.report carries them across the fleet. Both readers list GPUs in nvidia-smi's order,
+by PCI bus id (``sort_by_bus_id``), so a GPU's ``index`` means the same whichever read it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,34 @@ class GpuReport:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def sort_by_bus_id(gpus: list[Gpu]) -> list[Gpu]:
+    """nvidia-smi's order: by PCI bus id (domain:bus:device.function, compared as numbers); unknown last."""
+    def key(pair):
+        nvml_index, gpu = pair
+        return (gpu.pci_bus_id is None, bus_key(gpu.pci_bus_id), nvml_index)
+    ordered = sorted(enumerate(gpus), key=key)
+    return [replace(gpu, index=i) for i, (_, gpu) in enumerate(ordered)]
+
+
+def bus_key(bus_id: str | None) -> tuple[int, ...]:
+    """"00000000:C1:00.0" -> (0, 0xC1, 0, 0); any spelling (lower case, 4-digit domain) compares equal."""
+    if not bus_id:
+        return ()
+    try:
+        domain, bus, rest = bus_id.split(":")
+        device, function = rest.split(".")
+        return int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
+    except ValueError:
+        return ()
+
+
+def normal_bus_id(bus_id: object) -> str | None:
+    """NVML's busId ("00000000:07:00.0"; old drivers: "0000:07:00.0") in nvidia-smi's spelling."""
+    if not isinstance(bus_id, str) or not bus_id:
+        return None
+    parts = bus_id.strip().upper().split(":")
+    if len(parts) == 3:
+        parts[0] = parts[0].zfill(8)
+    return ":".join(parts)

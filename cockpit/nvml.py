@@ -1,9 +1,9 @@
 """This machine's NVIDIA GPUs, read through NVML. The only module that imports pynvml (stdlib + pynvml only,
 because the node probe runs it on nodes where nothing else of cockpit's dependencies may be installed).
 
-Every NVML call goes through one small seam, ``Source.call(fn, *args)``: ``LiveSource`` calls pynvml,
-``RecordedSource`` replays a fixture of the values real pynvml returned (tests/fixtures/nvml/), and
-``Recorder`` wraps a live source to write such a fixture (tests/gpu/record_nvml.py). Arguments are plain
+Every NVML call goes through one small seam, ``Source.call(fn, *args)``: ``LiveSource`` calls pynvml;
+cockpit.nvml_replay's ``RecordedSource`` replays a fixture of the values real pynvml returned
+(tests/fixtures/nvml/), and its ``Recorder`` wraps a live source to write such a fixture. Arguments are plain
 ints: for ``nvmlDevice*`` functions the first one is the NVML device index, turned into a handle by the live
 source, so a recording is plain JSON.
 
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 
-from cockpit.gpu import Gpu, GpuProcess, GpuReport  # the records this module fills
+from cockpit.gpu import Gpu, GpuProcess, GpuReport, normal_bus_id, sort_by_bus_id  # the records it fills
 
 NOT_SUPPORTED, NO_PERMISSION, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FUNCTION_NOT_FOUND = 3, 4, 9, 12, 13
-NOT_RECORDED = -1  # RecordedSource: the fixture has no value for this call (treated as unsupported)
 PYNVML_MISSING = -2  # LiveSource.open: pynvml (nvidia-ml-py) is not installed here
 _NO_DRIVER_CODES = (DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, PYNVML_MISSING)
 MIB = 1024 * 1024
@@ -110,70 +108,6 @@ class LiveSource(Source):
             print(f"cockpit: nvmlShutdown failed: {exc}", file=sys.stderr)
 
 
-class RecordedSource(Source):
-    """Replays a recording: ``calls`` maps "fn(arg,...)" to a value or {"nvml_error": code}."""
-
-    def __init__(self, recording: dict):
-        self.calls = recording.get("calls", {})
-        self.processes = recording.get("processes", {})
-
-    def open(self) -> RecordedSource:
-        self.call("nvmlInit")
-        return self
-
-    def call(self, fn: str, *args: int) -> object:
-        key = call_key(fn, args)
-        if key not in self.calls:
-            raise NvmlError(NOT_RECORDED, f"{key} is not in the recording")
-        value = self.calls[key]
-        if isinstance(value, dict) and "nvml_error" in value:
-            raise NvmlError(value["nvml_error"], value.get("message", ""))
-        return value
-
-    def process(self, pid: int) -> tuple[str | None, str | None]:
-        info = self.processes.get(str(pid), {})
-        return info.get("user"), info.get("command")
-
-
-class Recorder(Source):
-    """Wraps a source and keeps every call's outcome, in the format RecordedSource replays."""
-
-    def __init__(self, inner: Source):
-        self.inner = inner
-        self.calls: dict[str, object] = {}
-        self.processes: dict[str, dict] = {}
-
-    def open(self) -> Recorder:
-        try:
-            self.inner.open()
-        except NvmlError as exc:
-            self.calls[call_key("nvmlInit", ())] = {"nvml_error": exc.code, "message": str(exc)}
-            raise
-        self.calls[call_key("nvmlInit", ())] = None
-        return self
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def call(self, fn: str, *args: int) -> object:
-        try:
-            value = self.inner.call(fn, *args)
-        except NvmlError as exc:
-            self.calls[call_key(fn, args)] = {"nvml_error": exc.code, "message": str(exc)}
-            raise
-        self.calls[call_key(fn, args)] = value
-        return value
-
-    def process(self, pid: int) -> tuple[str | None, str | None]:
-        user, command = self.inner.process(pid)
-        self.processes[str(pid)] = {"user": user, "command": command}
-        return user, command
-
-
-def call_key(fn: str, args: tuple) -> str:
-    return f"{fn}({','.join(str(a) for a in args)})"
-
-
 def _plain(value: object) -> object:
     """pynvml results -> JSON-able values: ctypes structs and friendly objects become dicts."""
     if isinstance(value, bytes):
@@ -243,27 +177,6 @@ def read_open(source: Source, env: dict) -> GpuReport:
         nvml_version=_value(source, "nvmlSystemGetNVMLVersion"), gpus=tuple(gpus), warnings=warnings)
 
 
-def sort_by_bus_id(gpus: list[Gpu]) -> list[Gpu]:
-    """nvidia-smi's order: by PCI bus id (domain:bus:device.function, compared as numbers); unknown last."""
-    def key(pair):
-        nvml_index, gpu = pair
-        return (gpu.pci_bus_id is None, bus_key(gpu.pci_bus_id), nvml_index)
-    ordered = sorted(enumerate(gpus), key=key)
-    return [replace(gpu, index=i) for i, (_, gpu) in enumerate(ordered)]
-
-
-def bus_key(bus_id: str | None) -> tuple[int, ...]:
-    """"00000000:C1:00.0" -> (0, 0xC1, 0, 0); any spelling (lower case, 4-digit domain) compares equal."""
-    if not bus_id:
-        return ()
-    try:
-        domain, bus, rest = bus_id.split(":")
-        device, function = rest.split(".")
-        return int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
-    except ValueError:
-        return ()
-
-
 def _value(source: Source, fn: str, *args: int) -> object:
     try:
         return source.call(fn, *args)
@@ -308,13 +221,3 @@ def _processes(source: Source, i: int) -> tuple[GpuProcess, ...]:
 
 def _mib(value: object) -> int | None:
     return int(value) // MIB if isinstance(value, (int, float)) else None
-
-
-def normal_bus_id(bus_id: object) -> str | None:
-    """NVML's busId ("00000000:07:00.0"; old drivers: "0000:07:00.0") in nvidia-smi's spelling."""
-    if not isinstance(bus_id, str) or not bus_id:
-        return None
-    parts = bus_id.strip().upper().split(":")
-    if len(parts) == 3:
-        parts[0] = parts[0].zfill(8)
-    return ":".join(parts)

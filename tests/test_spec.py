@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import JOBS
 
-from cockpit.spec.fields import hostlist_count
+from cockpit.spec.formats import hostlist_count
 from cockpit.spec.model import JobSpec, SpecError, load_spec, parse_spec
 
 BASE = "name: t\nscript: train.py\n"

@@ -26,7 +26,7 @@ from cockpit.node import probe
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, Timeout, Unreachable
 
 if TYPE_CHECKING:
-    from cockpit.slurm.query import Runner
+    from cockpit.slurm.runner import Runner
 
 
 @dataclass
@@ -254,8 +254,8 @@ def parse_sinfo(text: str) -> list[SlurmNode]:
 
 def slurm_nodes(partition: str | None = None, runner: Runner | None = None) -> list[SlurmNode]:
     """Slurm's nodes (of ``partition``); [] where Slurm is not installed. Raises NodesError if sinfo fails.
-    ``runner``: the Slurm runner (cockpit.slurm.query); None: the real one, if sinfo is on PATH."""
-    from cockpit.slurm.query import SlurmError, run_command
+    ``runner``: the Slurm runner (cockpit.slurm.runner); None: the real one, if sinfo is on PATH."""
+    from cockpit.slurm.runner import SlurmError, run_command
 
     if runner is None:
         if not shutil.which("sinfo"):

@@ -32,7 +32,7 @@ REACHABLE = ("ok", "no_driver", "driver_error")  # the node answered: its probe 
 class Interface:
     """One network interface as the probe lists it (`ip -j addr`, else sysfs). ``ipv4``: "a.b.c.d/prefix".
     ``virtual``: no device behind it in /sys/class/net/X (a bridge, veth, tunnel, loopback: docker0, virbr0,
-    tailscale0), False for a NIC; None where the node did not say (an older probe, the node agent)."""
+    tailscale0), False for a NIC; None where the node did not say (an older probe or agent)."""
 
     name: str | None
     up: bool = False

@@ -1,6 +1,7 @@
 """The values `cockpit diagnose` produces: findings, per-rank and per-file summaries, the report.
 
-Pure data and two small helpers shared by ``diagnose`` (summaries) and ``diagnose_findings`` (rules).
+Pure data, and the small helpers shared by ``diagnose`` (summaries) and the rules (``diagnose_findings``,
+``diagnose_nccl``): which process an event belongs to, and how to name processes and evidence in a finding.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class Report:
 
 MAX_EVIDENCE = 8
 
+Located = tuple[str, Event]
+"""An event and the path of the file it is in: what the rules look at."""
 Unit = tuple[str, object, object]
 """A process: ("rank", None, rank), ("pid", host, pid) or ("host", host, None)."""
 _COMM_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE, NCCL_CHANNEL})
@@ -117,3 +120,31 @@ def rank_list(ranks: Iterable[int]) -> str:
                      else f"{ordered[i]},{ordered[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def evidence_of(located: Iterable[Located]) -> tuple[tuple[str, int], ...]:
+    """The (path, line) pairs of ``located``, each once, first first, at most MAX_EVIDENCE."""
+    return tuple(dict.fromkeys((path, e.line) for path, e in located))[:MAX_EVIDENCE]
+
+
+def who_in(events: Iterable[Event]) -> str:
+    """'ranks 0-3,7' where ranks are known, else the hosts, else ''."""
+    events = list(events)
+    ranks = {e.rank for e in events if e.rank is not None}
+    if ranks:
+        return ("rank " if len(ranks) == 1 else "ranks ") + rank_list(ranks)
+    hosts = list(dict.fromkeys(e.host for e in events if e.host))
+    if hosts:
+        return ("host " if len(hosts) == 1 else "hosts ") + ", ".join(hosts[:4]) + (" …" if len(hosts) > 4 else "")
+    return ""
+
+
+def one_process(event: Event) -> str:
+    """A single process: 'rank 3 on gpu004', 'gpu004 (pid 12, GPU 3)', or '' where nothing names it."""
+    if event.rank is not None:
+        return f"rank {event.rank}" + (f" on {event.host}" if event.host else "")
+    if event.host:
+        extra = ", ".join(x for x in (f"pid {event.pid}" if event.pid else "",
+                                     f"GPU {event.cuda_dev}" if event.cuda_dev is not None else "") if x)
+        return event.host + (f" ({extra})" if extra else "")
+    return ""

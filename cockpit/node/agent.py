@@ -1,10 +1,12 @@
 """What the ssh launcher runs ON a node, sent as source (``python3 -c SOURCE COMMAND JSON``): the node may
-not have cockpit installed, only the job's Python. Stdlib only, one JSON object per output line.
+not have cockpit installed, only the job's Python. Stdlib only, one JSON object per output line. Its one
+cockpit import, cockpit.node.ifaces (stdlib only too), is inlined into the source that is sent
+(cockpit.launch.ssh.shell.agent_source), so the agent lists interfaces exactly as the probe does.
 
     check JSON   facts for the preflight and the launch: can this node resolve and reach the master's
                  port, does the workdir / script exist, does its hostname resolve to loopback, does it
                  see the marker cockpit wrote in the local runs directory (a shared filesystem), and
-                 where its own runs directory would be otherwise.
+                 where its own runs directory would be otherwise; and the node's interfaces.
     listen JSON  bind the master port (0: any free one), print it (or why not), accept connections until
                  stdin closes: the other nodes' `check` connects to it, which proves the port is reachable.
     watch JSON   follow a started node: new bytes of the run directory's logs/ and metrics/ files (base64,
@@ -26,6 +28,8 @@ import select
 import socket
 import sys
 import time
+
+from cockpit.node.ifaces import interfaces  # stdlib only: shipped inlined (cockpit.launch.ssh.shell.agent_source)
 
 CHUNK = 16384  # bytes per message: a base64 line stays well under asyncio's 64 KiB line limit
 FOLLOWED = ("logs", "metrics")
@@ -66,37 +70,6 @@ def check(args: dict) -> dict:
         out.update(reach(args["master"], args["port"], args.get("timeout", 5.0)))
     out["interfaces"] = interfaces()
     return out
-
-
-def interfaces() -> list[dict] | None:
-    """The node's interfaces as cockpit.node.probe reports them (name, up, loopback, ipv4), for nodes without
-    cockpit: from `ip -j -4 addr`, else /sys/class/net (names and state, no addresses); None if neither."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, timeout=5)
-        data = json.loads(out.stdout) if out.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        data = None
-    if data is not None:
-        return [{"name": d.get("ifname"), "up": "UP" in d.get("flags", ()) and d.get("operstate") != "DOWN",
-                 "loopback": "LOOPBACK" in d.get("flags", ()), "speed_mbps": None,
-                 "ipv4": [f"{a['local']}/{a['prefixlen']}" for a in d.get("addr_info", ())
-                          if a.get("family") == "inet"]} for d in data]
-    try:
-        names = sorted(os.listdir("/sys/class/net"))
-    except OSError:
-        return None
-    found = []
-    for name in names:
-        try:
-            with open(f"/sys/class/net/{name}/flags", encoding="utf-8") as f:
-                flags = int(f.read().strip(), 16)
-        except (OSError, ValueError):
-            flags = 0
-        found.append({"name": name, "up": bool(flags & 1), "loopback": bool(flags & 8), "speed_mbps": None,
-                      "ipv4": []})
-    return found
 
 
 def reach(host: str, port: int, timeout: float) -> dict:

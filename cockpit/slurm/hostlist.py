@@ -5,7 +5,7 @@ implementation); this module is what runs everywhere else (a laptop, a login nod
 
 Why not python-hostlist (PyPI): it is GPL-2.0-or-later and cockpit is Apache-2.0, so depending on it would
 put a copyleft licence on every install; it is also published as an sdist only. The grammar needed here is
-the one ``cockpit.spec.fields.hostlist_count`` already accepts (same regular expression), so expansion and
+the one ``cockpit.spec.formats.hostlist_count`` already accepts (same regular expression), so expansion and
 counting can never disagree: the tests check ``len(expand(x)) == hostlist_count(x)`` on generated lists.
 """
 
@@ -14,7 +14,8 @@ from __future__ import annotations
 import itertools
 import re
 
-from cockpit.spec.fields import _HOSTLIST, _RANGE, MAX_HOSTS  # MAX_HOSTS: a typo like n[0-99999999] must fail
+from cockpit.spec.fields import MAX_HOSTS  # a typo like n[0-99999999] must fail
+from cockpit.spec.formats import HOSTLIST, RANGE
 
 __all__ = ["MAX_HOSTS", "HostlistError", "expand"]
 
@@ -30,7 +31,7 @@ def expand(text: str) -> list[str]:
     r2n2), as ``scontrol show hostnames`` does. Raises HostlistError on malformed input.
     """
     text = text.strip()
-    if not text or not _HOSTLIST.match(text):
+    if not text or not HOSTLIST.match(text):
         raise HostlistError(f"{text!r} is not a hostlist (e.g. node[01-04,07],login1)")
     hosts: list[str] = []
     for part in _split_top(text):
@@ -73,7 +74,7 @@ def _expand_part(part: str, budget: int) -> list[str]:
 def _range_values(group: str) -> list[str]:
     values: list[str] = []
     for item in group.split(","):
-        m = re.fullmatch(_RANGE, item)
+        m = re.fullmatch(RANGE, item)
         if not m:
             raise HostlistError(f"[{group}]: {item!r} is not a number or a range (of at most 12 digits)")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))

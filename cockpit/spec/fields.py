@@ -1,5 +1,6 @@
 """Field-level checks for job files: each reads one value, records a positioned Problem if it is wrong,
-and returns a usable default so that every other problem in the file is still found."""
+and returns a usable default so that every other problem in the file is still found. What a well-formed
+value looks like (names, hosts, Slurm times, hostlists) is cockpit.spec.formats; the bounds are here."""
 
 from __future__ import annotations
 
@@ -7,19 +8,9 @@ import difflib
 import json
 import re
 
+from cockpit.spec import formats
 from cockpit.spec.yamlpos import Positions, Problem, dotted
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{1,2}(:\d{1,2})?)?|\d+(:\d{1,2}(:\d{1,2})?)?|UNLIMITED|INFINITE)$")
-_SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
-# A node as ssh takes it: [user@]host[:port], host a DNS name / ssh config alias / IPv4, or [IPv6]. Nothing
-# else: the name reaches ssh's command line, the rendered scripts and their comments.
-_HOST = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
-                   r"(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|\[[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9_.-]{1,15})?\])"
-                   r"(?::[0-9]{1,5})?$")
-# An environment-module name, e.g. cuda/12.1, gcc@12.2, python/3.11-gcc: no spaces, quotes or shell syntax.
-_MODULE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+/@:=-]{0,127}$")
 MAX_GPUS = 1024  # per node: ids 0..1023; no machine has more
 MAX_PROCS = 1024  # ranks per node
 MAX_NODES = MAX_HOSTS = 100_000  # nodes of a job, hosts of a hostlist: a typo like n[0-99999999] must fail
@@ -74,7 +65,7 @@ class Checker:
             self.problem(path, "every job needs a name", "name: my-job")
             return "job"
         text = str(value)
-        if not _NAME.match(text):
+        if not formats.NAME.match(text):
             self.problem(path, f"{text!r} is not a usable job name",
                          "letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit")
             return "job"
@@ -166,7 +157,7 @@ class Checker:
         out = []
         for key, item in value.items():
             key_path = (*path, key)
-            if not _ENV_KEY.match(key):
+            if not formats.ENV_KEY.match(key):
                 self.problem(key_path, f"{key!r} is not a valid environment variable name",
                              "letters, digits and '_', not starting with a digit")
             elif key in _OWNED_ENV or key.startswith("COCKPIT_"):
@@ -182,7 +173,7 @@ class Checker:
         """A list of environment variable names (secret_env:)."""
         names = self.str_list(data, path)
         for i, name in enumerate(names):
-            if not _ENV_KEY.match(name):
+            if not formats.ENV_KEY.match(name):
                 self.problem((*path, i), f"{name!r} is not a valid environment variable name",
                              "letters, digits and '_', not starting with a digit")
         return names
@@ -203,7 +194,7 @@ class Checker:
         """ssh nodes: each [user@]host[:port] or [IPv6]; refused otherwise (the names reach shell text)."""
         hosts = self.str_list(data, path)
         for i, host in enumerate(hosts):
-            if not _HOST.match(host) or not _port_ok(host):
+            if not formats.HOST.match(host) or not formats.port_ok(host):
                 self.problem((*path, i), f"{_shown(host)} is not a host name",
                              "host, user@host, host:port or [IPv6]: letters, digits, '.', '_', '-'")
         return hosts  # a bad one is a problem already, so no spec is made from them
@@ -212,14 +203,14 @@ class Checker:
         """`module load` names: one module each, no spaces or shell syntax."""
         modules = self.str_list(data, path)
         for i, name in enumerate(modules):
-            if not _MODULE.match(name):
+            if not formats.MODULE.match(name):
                 self.problem((*path, i), f"{_shown(name)} is not a module name",
                              "one module per item, e.g. cuda/12.1; letters, digits and . _ + / @ : = -")
         return modules  # a bad one is a problem already, so no spec is made from them
 
     def slurm_time(self, data: dict, path: tuple) -> str | None:
         text = self.string(data, path)
-        if text is not None and not _SLURM_TIME.match(text):
+        if text is not None and not formats.SLURM_TIME.match(text):
             self.problem(path, f"{text!r} is not a Slurm time limit",
                          'minutes, "HH:MM:SS" or "D-HH:MM:SS" (quote it: YAML reads 1:30 as a number)')
             return None
@@ -227,7 +218,7 @@ class Checker:
 
     def slurm_mem(self, data: dict, path: tuple) -> str | None:
         text = self.string(data, path)
-        if text is not None and not _SLURM_MEM.match(text):
+        if text is not None and not formats.SLURM_MEM.match(text):
             self.problem(path, f"{text!r} is not a Slurm memory size", 'e.g. "64G" or "500M"')
             return None
         return text
@@ -258,53 +249,9 @@ class Checker:
         return tuple(out)
 
 
-_HOST_PART = r"[A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)*"
-_HOSTLIST = re.compile(rf"^{_HOST_PART}(?:,{_HOST_PART})*$")
-_RANGE = r"(\d{1,12})(?:-(\d{1,12}))?"  # one item of a bracket group; 12 digits is past any count we accept
-
-
-def hostlist_count(text: str) -> int | None:
-    """How many hosts a Slurm hostlist names ("n[01-04,07],login1" -> 5), or None if malformed.
-
-    Counting needs no expansion, so this stays small; expanding names is scontrol's job on a cluster.
-    """
-    if not _HOSTLIST.match(text):
-        return None
-    total = 0
-    for part in re.findall(_HOST_PART, text):
-        if not part:
-            continue
-        count = 1
-        for group in re.findall(r"\[([^\]]*)\]", part):
-            n = _range_count(group)
-            if n is None:
-                return None
-            count *= n
-        total += count
-    return total or None
-
-
-def _range_count(group: str) -> int | None:
-    count = 0
-    for item in group.split(","):
-        m = re.fullmatch(_RANGE, item)
-        if not m:
-            return None
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if hi < lo:
-            return None
-        count += hi - lo + 1
-    return count
-
-
 def _flow_item(word: str) -> str:
     """``word`` as an item of a YAML flow list: quoted unless YAML reads it as the same text."""
     return word if re.fullmatch(r"[A-Za-z0-9_./=+-]+", word) else json.dumps(word)
-
-
-def _port_ok(host: str) -> bool:
-    port = re.search(r":([0-9]+)$", host) if not host.endswith("]") else None
-    return port is None or 1 <= int(port.group(1)) <= 65535
 
 
 def _shown(text: str, limit: int = 60) -> str:

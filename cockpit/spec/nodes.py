@@ -3,7 +3,8 @@ one part of the loaded job file through a Checker, records positioned problems, 
 
 from __future__ import annotations
 
-from cockpit.spec.fields import MAX_GPUS, MAX_NODES, Checker, hostlist_count
+from cockpit.spec.fields import MAX_GPUS, MAX_NODES, Checker
+from cockpit.spec.formats import hostlist_count
 
 
 def node_env(check: Checker, data: dict, launcher: str, hosts: tuple[str, ...]):

@@ -1,5 +1,6 @@
-"""`cockpit gpus` and `cockpit doctor` (cockpit.cli.fleet), driven through their argparse registration exactly as
-cockpit.cli.main wires them, against this machine and the loopback SSH nodes."""
+"""`cockpit gpus` and `cockpit doctor` (cockpit.cli.gpus, cockpit.cli.doctor), driven through their argparse
+registration (cockpit.cli.fleet) exactly as cockpit.cli.main wires them, against this machine and the loopback
+SSH nodes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fleet.nodedata import node_from_fixture
 from helpers import REPO
 
 from cockpit.cli import fleet as cli_fleet
+from cockpit.cli import gpus as cli_gpus
 from cockpit.cli.main import UsageError
 from cockpit.fleet.report import NodeReport
 
@@ -86,7 +88,7 @@ def test_gpus_for_a_job(lab, tmp_path, capsys):
 
 def test_bad_node_list_is_a_usage_error():
     with pytest.raises(UsageError, match="not a hostlist"):
-        cli_fleet.cmd_gpus(parse("gpus", "--nodes", "n[1-"))
+        cli_gpus.cmd_gpus(parse("gpus", "--nodes", "n[1-"))
 
 
 def test_gpus_watch_json_streams_one_object_per_refresh(lab):
@@ -116,7 +118,7 @@ def test_doctor_over_ssh(lab, capsys):
 # -- pure parts: the table, on recorded GPU readings ---------------------------------------------
 
 def test_table_lists_gpus_in_order_with_processes():
-    text = cli_fleet.render_table([node_from_fixture("gpu01", "dual-rtx-a5000"),
+    text = cli_gpus.render_table([node_from_fixture("gpu01", "dual-rtx-a5000"),
                                    NodeReport("gpu02", "timeout", "no answer within 20 s")])
     lines = text.splitlines()
     assert lines[0] == "gpu01: ok, driver 590.44.01, CUDA 13.1, 2 GPUs"
@@ -129,7 +131,7 @@ def test_table_lists_gpus_in_order_with_processes():
 
 
 def test_table_shows_unknown_fields_as_dashes():
-    text = cli_fleet.render_table([node_from_fixture("a100", "a100-sxm4-80gb-mig")])
+    text = cli_gpus.render_table([node_from_fixture("a100", "a100-sxm4-80gb-mig")])
     assert text.splitlines()[2].split()[3] == "-"  # MIG: utilization not supported
 
 

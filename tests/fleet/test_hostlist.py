@@ -1,4 +1,5 @@
-"""cockpit.slurm.hostlist: Slurm hostlist expansion, checked against spec_fields.hostlist_count on generated lists."""
+"""cockpit.slurm.hostlist: Slurm hostlist expansion, checked against cockpit.spec.formats.hostlist_count on
+generated lists."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cockpit.slurm.hostlist import MAX_HOSTS, HostlistError, expand
-from cockpit.spec.fields import hostlist_count
+from cockpit.spec.formats import hostlist_count
 
 
 @pytest.mark.parametrize("text,hosts", [

@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pytest
 from helpers import REPO
 
-from cockpit import nvml
+from cockpit import gpu, nvml, nvml_replay
 
 FIXTURES = REPO / "tests" / "fixtures" / "nvml"
 
@@ -22,7 +22,7 @@ def recording(name: str) -> dict:
 
 
 def read(rec: dict, env: dict | None = None) -> nvml.GpuReport:
-    return nvml.read(nvml.RecordedSource(rec), env={} if env is None else env)
+    return nvml.read(nvml_replay.RecordedSource(rec), env={} if env is None else env)
 
 
 def test_every_fixture_says_where_it_came_from():
@@ -111,11 +111,11 @@ def test_gpus_are_sorted_by_pci_bus_id_whatever_the_enumeration_order():
 def test_bus_id_order_is_numeric_and_spelling_independent():
     gpus = [nvml.Gpu(i, None, None, b, None, None, None, None, None, None, None)
             for i, b in enumerate(["0000:C1:00.0", None, "00000000:1a:00.0", "00000001:05:00.0", "00000000:81:00.0"])]
-    ordered = nvml.sort_by_bus_id(gpus)
+    ordered = gpu.sort_by_bus_id(gpus)
     assert [g.pci_bus_id for g in ordered] == ["00000000:1a:00.0", "00000000:81:00.0", "0000:C1:00.0",
                                                "00000001:05:00.0", None]
     assert [g.index for g in ordered] == [0, 1, 2, 3, 4]
-    assert nvml.normal_bus_id("0000:c1:00.0") == "00000000:C1:00.0"
+    assert gpu.normal_bus_id("0000:c1:00.0") == "00000000:C1:00.0"
 
 
 def test_cuda_device_order_warning():
@@ -158,15 +158,15 @@ def test_real_pynvml_here_reports_no_driver():
 
 def test_recorder_records_what_it_replays():
     original = recording("dual-rtx-a5000")
-    rec = nvml.Recorder(nvml.RecordedSource(original))
+    rec = nvml_replay.Recorder(nvml_replay.RecordedSource(original))
     first = nvml.read(rec, env={})
-    again = nvml.read(nvml.RecordedSource({"calls": rec.calls, "processes": rec.processes}), env={})
+    again = nvml.read(nvml_replay.RecordedSource({"calls": rec.calls, "processes": rec.processes}), env={})
     assert first == again
     assert set(rec.calls) <= set(original["calls"]) | {"nvmlSystemGetNVMLVersion()"}
 
 
 def test_recorder_records_a_failed_init():
-    rec = nvml.Recorder(nvml.LiveSource())
+    rec = nvml_replay.Recorder(nvml.LiveSource())
     assert nvml.read(rec).state == "no_driver"
     assert rec.calls == {"nvmlInit()": {"nvml_error": 12, "message": "NVML Shared Library Not Found"}}
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from fleet.nodedata import node_from_fixture
 
-from cockpit.cli import fleet as cli_fleet
+from cockpit.cli import gpus as cli_gpus
 from cockpit.fleet.report import Interface, NodeReport, Versions
 from cockpit.preflight.checks import Check
 from cockpit.preflight.fleet import fleet_checks
@@ -40,7 +40,7 @@ def test_checks_say_unknown_not_ok_when_no_node_answered():
     assert {c.level for c in checks[1:]} == {"warn"}
     assert all(c.detail == "unknown (no node answered)" for c in checks[1:])
     assert {"GPU count", "python version", "GPUs idle"} <= {c.name for c in checks}
-    assert cli_fleet.no_gpus_reason(down).startswith("no node reported its GPUs (2 unreachable) (hint: ")
+    assert cli_gpus.no_gpus_reason(down).startswith("no node reported its GPUs (2 unreachable) (hint: ")
 
 
 def test_checks_say_unknown_when_no_node_reported_a_version():

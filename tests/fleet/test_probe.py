@@ -1,5 +1,5 @@
-"""cockpit.node.probe: the JSON it prints, --watch streaming and poking, and the nvidia-smi fallback parsed on real
-nvidia-smi output (tests/fixtures/nvidia-smi/, sources in its README.md)."""
+"""cockpit.node.probe and cockpit.node.gpus: the JSON the probe prints, --watch streaming and poking, and the
+nvidia-smi fallback parsed on real nvidia-smi output (tests/fixtures/nvidia-smi/, sources in its README.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import pytest
 from helpers import REPO
 
-from cockpit.node import probe
+from cockpit.node import gpus, ifaces, probe
 
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
 
@@ -103,9 +103,9 @@ def test_versions_read_torch_without_importing_it(tmp_path, monkeypatch):
 
 
 def test_interfaces_fallback_without_iproute2():
-    names = {i["name"]: i for i in probe._sysfs_interfaces()}
+    names = {i["name"]: i for i in ifaces.sysfs_interfaces()}
     assert names["lo"]["loopback"] and names["lo"]["ipv4"] == ["127.0.0.1"]
-    assert {i["name"] for i in probe.interfaces()} == set(names)
+    assert {i["name"] for i in ifaces.interfaces()} == set(names)
 
 
 # -- nvidia-smi ------------------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_interfaces_fallback_without_iproute2():
 def test_real_query_gpu_csv_with_header_and_units():
     """The real `nvidia-smi --query-gpu=<all fields> --format=csv` of an H100 under load: columns by name."""
     text, apps = (SMI / "h100-load-query-gpu.csv").read_text(), (SMI / "h100-load-query-compute-apps.csv").read_text()
-    r = probe.report_from_smi(0, text, apps)
+    r = gpus.report_from_smi(0, text, apps)
     assert (r.state, r.source, r.driver_version) == ("ok", "nvidia-smi", "590.48.01")
     (g,) = r.gpus
     assert (g.index, g.name, g.pci_bus_id, g.uuid) == (0, "NVIDIA H100 80GB HBM3", "00000000:00:09.0",
@@ -126,7 +126,7 @@ def test_real_query_gpu_csv_with_header_and_units():
 
 def test_real_empty_compute_apps():
     text = (SMI / "h100-load-query-gpu.csv").read_text()
-    r = probe.report_from_smi(0, text, (SMI / "h100-idle-query-compute-apps.csv").read_text())
+    r = gpus.report_from_smi(0, text, (SMI / "h100-idle-query-compute-apps.csv").read_text())
     assert r.gpus[0].processes == ()
 
 
@@ -136,7 +136,7 @@ def test_noheader_nounits_form_cockpit_asks_for():
     line = "0, 00000000:00:09.0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 19818, 81559, " \
            "100, 11, 59, 631.95, 700.00, 590.48.01\n1, 00000000:0A:00.0, GPU-1, NVIDIA H100 80GB HBM3, 0, 81559, " \
            "[N/A], [N/A], [N/A], [N/A], [N/A], 590.48.01\n"
-    r = probe.report_from_smi(0, line, "00000000:0A:00.0, 4242, python, [N/A]\n")
+    r = gpus.report_from_smi(0, line, "00000000:0A:00.0, 4242, python, [N/A]\n")
     assert [g.pci_bus_id for g in r.gpus] == ["00000000:00:09.0", "00000000:0A:00.0"]
     assert r.gpus[1].utilization_gpu is None and r.gpus[1].power_draw_w is None
     assert [(p.pid, p.used_memory_mib) for p in r.gpus[1].processes] == [(4242, None)]
@@ -146,7 +146,7 @@ def test_noheader_nounits_form_cockpit_asks_for():
                                                ("version-mismatch.txt", 18, "driver_error")])
 def test_real_nvidia_smi_failures(name, status, state):
     text = (SMI / name).read_text()
-    r = probe.report_from_smi(status, text)
+    r = gpus.report_from_smi(status, text)
     assert r.state == state and text.strip()[:40] in r.reason
 
 
@@ -190,12 +190,12 @@ def sysfs_from_recording(root, name: str):
 def test_virtual_interfaces_are_told_by_sysfs_not_by_name(tmp_path):
     """A NIC has a device under /sys/class/net/X; a bridge (cpmn1854), its veth ports, ifb and lo do not."""
     net = sysfs_from_recording(tmp_path, "host-bridge-over-eth0.txt")
-    assert probe.is_virtual("eth0", net) is False
-    assert [probe.is_virtual(n, net) for n in ("cpmn1854", "cpmn1854v0", "ifb0", "lo")] == [True] * 4
-    assert probe.is_virtual("ib0", net) is None  # not listed: unknown, not a guess
+    assert ifaces.is_virtual("eth0", net) is False
+    assert [ifaces.is_virtual(n, net) for n in ("cpmn1854", "cpmn1854v0", "ifb0", "lo")] == [True] * 4
+    assert ifaces.is_virtual("ib0", net) is None  # not listed: unknown, not a guess
 
 
 def test_the_probe_says_which_interfaces_are_virtual():
-    ifaces = {i["name"]: i for i in probe.interfaces()}
-    assert ifaces["lo"]["virtual"] is True
-    assert all(isinstance(i["virtual"], bool) for i in ifaces.values())
+    found = {i["name"]: i for i in ifaces.interfaces()}
+    assert found["lo"]["virtual"] is True
+    assert all(isinstance(i["virtual"], bool) for i in found.values())

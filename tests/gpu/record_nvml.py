@@ -2,7 +2,7 @@
 
     python tests/gpu/record_nvml.py tests/fixtures/nvml/<gpu-model>-<state>.json [--note "8x H100, idle"]
 
-Every NVML call cockpit.nvml makes goes through cockpit.nvml.Recorder, which keeps its result (or its NVML
+Every NVML call cockpit.nvml makes goes through cockpit.nvml_replay.Recorder, which keeps its result (or its NVML
 error code): replaying the file with RecordedSource gives cockpit exactly what this machine gave. The file
 also keeps cockpit's report, so tests/fleet/test_nvml.py checks that a replay still reads the same. It holds
 this machine's GPU UUIDs, process ids, users and command lines: look at it before you commit it.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 
-from cockpit import nvml  # noqa: E402
+from cockpit import nvml, nvml_replay  # noqa: E402
 
 
 def main() -> int:
@@ -31,7 +31,7 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="where to write the recording (JSON)")
     parser.add_argument("--note", default="", help="what was running, anything a reader should know")
     args = parser.parse_args()
-    recorder = nvml.Recorder(nvml.LiveSource())
+    recorder = nvml_replay.Recorder(nvml.LiveSource())
     env = {"CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER")}
     report = nvml.read(recorder, env={k: v for k, v in env.items() if v is not None})
     try:

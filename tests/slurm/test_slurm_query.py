@@ -13,6 +13,7 @@ from cockpit.fleet import nodes as fleet
 from cockpit.runs import STATES
 from cockpit.slurm import query as q
 from cockpit.slurm.states import TABLE, UNKNOWN, cockpit_state, lookup, normalise
+from cockpit.slurm.tracker import JobTracker
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -101,7 +102,7 @@ class Clock:
 def test_tracker_asks_once_for_many_jobs_and_backs_off_while_nothing_changes():
     slurm = FakeSlurm({str(i): f"{i}|RUNNING|None|0|0|n1|" for i in range(100)})
     clock = Clock()
-    tracker = q.JobTracker([str(i) for i in range(100)], slurm, min_interval=1, max_interval=8, clock=clock)
+    tracker = JobTracker([str(i) for i in range(100)], slurm, min_interval=1, max_interval=8, clock=clock)
     assert len(tracker.poll()) == 100 and len(slurm.calls) == 1
     assert "--jobs=" + ",".join(str(i) for i in range(100)) in slurm.calls[0]
     gaps = []
@@ -121,7 +122,7 @@ def test_tracker_asks_once_for_many_jobs_and_backs_off_while_nothing_changes():
 def test_tracker_stops_asking_about_final_jobs_and_reports_vanished_ones():
     slurm = FakeSlurm({"5": "5|COMPLETED|None|0|0|n1|", "6": "6|RUNNING|None|0|0|n1|"})
     clock = Clock()
-    tracker = q.JobTracker(["5", "6"], slurm, clock=clock)
+    tracker = JobTracker(["5", "6"], slurm, clock=clock)
     tracker.refresh()
     del slurm.lines["6"]
     tracker.refresh()
@@ -134,7 +135,7 @@ def test_tracker_backs_off_on_errors_and_says_why():
         return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Unable to contact slurm controller")
 
     clock = Clock()
-    tracker = q.JobTracker(["1"], broken, min_interval=1, max_interval=30, clock=clock)
+    tracker = JobTracker(["1"], broken, min_interval=1, max_interval=30, clock=clock)
     tracker.refresh()
     tracker.refresh()
     assert tracker.interval == 4 and "Unable to contact" in tracker.error and "scontrol ping" in tracker.error

@@ -21,6 +21,7 @@ from cockpit.launch.plan import dry_run_facts
 from cockpit.render import render
 from cockpit.runs import list_runs, read_status
 from cockpit.slurm import query as slurm_query
+from cockpit.slurm.runner import SlurmError
 from cockpit.spec.model import load_spec
 
 pytestmark = pytest.mark.slow
@@ -277,7 +278,7 @@ def test_requeue_on_demand_checkpoints_through_the_same_usr1_path(slurm_cluster,
     assert (run_dir / "checkpoints/latest.pt").exists()
     slurm_cluster.run("scancel", job_id)
     proc.communicate(timeout=90)
-    with pytest.raises(slurm_query.SlurmError, match="nothing to requeue"):
+    with pytest.raises(SlurmError, match="nothing to requeue"):
         slurm.requeue(run_dir)
 
 

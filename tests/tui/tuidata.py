@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers import REPO
 
-from cockpit import nvml
+from cockpit import nvml, nvml_replay
 from cockpit.fleet.report import NodeReport
 from cockpit.runs import RunStatus, create_run_dir, write_status
 
@@ -23,7 +23,7 @@ NOW = 1_800_000_000.0  # the fixed clock of every snapshot
 def node_from_recording(host: str, name: str, util_shift: int = 0) -> NodeReport:
     """A fleet node from a recorded NVML fixture (through the `cockpit gpus --json` shape, as a node sends it)."""
     rec = json.loads((NVML / f"{name}.json").read_text())
-    report = nvml.read(nvml.RecordedSource(rec), env=rec.get("env", {})).to_dict()
+    report = nvml.read(nvml_replay.RecordedSource(rec), env=rec.get("env", {})).to_dict()
     for gpu in report["gpus"]:
         if gpu["utilization_gpu"] is not None:
             gpu["utilization_gpu"] = max(0, min(100, gpu["utilization_gpu"] - util_shift))

@@ -42,7 +42,8 @@ from cockpit.runs import (
     write_private,
     write_status,
 )
-from cockpit.slurm.query import JobView, Runner, SlurmError, query_jobs, run_command
+from cockpit.slurm.query import JobView, query_jobs
+from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
 

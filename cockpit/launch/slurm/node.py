@@ -22,9 +22,11 @@ from cockpit import run_layout as layout
 from cockpit.launch.slurm import attempts as slurm_attempts
 from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
-from cockpit.slurm.query import JobTracker, JobView, Runner, SlurmError, run_command
+from cockpit.slurm.query import JobView
+from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.slurm.states import UNKNOWN, lookup
+from cockpit.slurm.tracker import JobTracker
 
 MISSES_BEFORE_LOST = 3  # successful refreshes that found the job nowhere before cockpit stops waiting
 GIVE_UP_AFTER_STOP = 600.0  # seconds without an answer from Slurm after a stop request before giving up

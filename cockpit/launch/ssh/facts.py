@@ -143,4 +143,4 @@ def _agent_interfaces(node, answer: dict):
     if not node.reachable or node.interfaces is not None or found is None:
         return node
     return replace(node, interfaces=tuple(Interface.from_dict(i) for i in found),
-                   interfaces_from="the node agent (ip -j -4 addr or /sys/class/net)")
+                   interfaces_from="the node agent (ip -j addr or /sys/class/net)")

@@ -15,7 +15,9 @@ them all (no cockpit needed on the node), SIGTERM, and SIGKILL for what is left 
 
 from __future__ import annotations
 
+import ast
 import base64
+import functools
 import json
 import shlex
 from pathlib import Path
@@ -91,5 +93,55 @@ def list_script(run_id: str) -> str:
 
 def agent_command(python: str, command: str, args: dict) -> str:
     """`PYTHON -c AGENT_SOURCE COMMAND JSON`, the interpreter quoted as the node script quotes it."""
-    source = (Path(__file__).parents[2] / "node" / "agent.py").read_text(encoding="utf-8")
-    return f"{shlex.quote(python)} -c {shlex.quote(source)} {command} {shlex.quote(json.dumps(args))}"
+    return f"{shlex.quote(python)} -c {shlex.quote(agent_source())} {command} {shlex.quote(json.dumps(args))}"
+
+
+@functools.cache
+def agent_source() -> str:
+    """The node agent as one self-contained program: cockpit/node/agent.py with its imports of cockpit modules
+    (stdlib-only ones: cockpit.node.ifaces) replaced by their code, so a node without cockpit runs it and the
+    agent reads what the probe reads the same way. Raises RuntimeError if the result would still import
+    cockpit or would redefine a name of the agent's (a module grown past what inlining can carry). Built once
+    per process: parsing takes ~15 ms, and a launch sends the agent once per node and command."""
+    root = Path(__file__).parents[3]  # the directory that holds the cockpit package
+    lines = (root / "cockpit" / "node" / "agent.py").read_text(encoding="utf-8").splitlines(keepends=True)
+    agent_names = _top_level_names("".join(lines))
+    for imp in sorted(_cockpit_imports("".join(lines)), key=lambda i: i.lineno, reverse=True):
+        module = root.joinpath(*imp.module.split(".")).with_suffix(".py").read_text(encoding="utf-8")
+        clash = (agent_names - {a.asname or a.name for a in imp.names}) & _top_level_names(module)
+        if clash:
+            raise RuntimeError(f"cannot inline {imp.module} into the node agent: both define {sorted(clash)}")
+        lines[imp.lineno - 1:imp.end_lineno] = [_body(module)]
+    source = "".join(lines)
+    if _cockpit_imports(source):
+        raise RuntimeError(f"the node agent still imports cockpit after inlining: {_cockpit_imports(source)[0].module}")
+    return source
+
+
+def _cockpit_imports(source: str) -> list[ast.ImportFrom]:
+    found = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    if any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == "cockpit" for a in n.names) for n in found):
+        raise RuntimeError("the node agent may import cockpit modules only as `from cockpit.x import name`")
+    return [n for n in found if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "cockpit"]
+
+
+def _top_level_names(source: str) -> set[str]:
+    names = set()
+    for n in ast.parse(source).body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.Assign):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "cockpit":
+            names |= {a.asname or a.name for a in n.names}
+    return names
+
+
+def _body(module: str) -> str:
+    """A module's code without its docstring and ``from __future__`` line (the agent has its own at the top,
+    where Python requires it)."""
+    tree = ast.parse(module)
+    head = [n for n in tree.body[:2] if isinstance(n, ast.Expr) or
+            (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    start = max((n.end_lineno for n in head), default=0)
+    return "".join(module.splitlines(keepends=True)[start:]).strip("\n") + "\n"

@@ -1,16 +1,12 @@
-"""One seam for "run a command on a node": a local subprocess or SSH. The only module that imports asyncssh,
-and only inside SSHRemote, so commands that stay on this machine never load it.
+"""One node over SSH. The only module that imports asyncssh, and only when a connection is first opened, so
+commands that stay on this machine never load it.
 
 SSH honours ~/.ssh/config (User, Port, IdentityFile, ProxyJump, UserKnownHostsFile, ...), the agent and
 known_hosts. Host keys are always verified: an unknown host is refused with the command that trusts it (or
 ``trust_new_hosts`` records the key, trust on first use), and a changed key is refused loudly, whatever the
 SSH config says. One connection per node, shared by every command and stream on it, with a connect timeout
 and keepalives: without keepalives a dropped link waits forever; with them it fails after about
-interval x count seconds. Errors are typed (HostKeyUnknown, HostKeyChanged, AuthFailed, Unreachable,
-Timeout), each with the fleet state it maps to, a message and a hint.
-
-Extension point for launchers: ``start_detached`` (setsid, output to a log file, returns the pid, which is
-also the process group) and ``signal`` (to that group), both plain shell over ``run``.
+interval x count seconds. Failures become the typed errors of cockpit.remote.base, each with a hint.
 """
 
 from __future__ import annotations
@@ -19,196 +15,23 @@ import asyncio
 import functools
 import ipaddress
 import os
-import shlex
-import signal as signals
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-LOCAL_HOSTS = ("localhost",)
-
-
-@dataclass(frozen=True)
-class Result:
-    exit_status: int | None  # None: killed by a signal, or the connection went away
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0
-
-
-class RemoteError(Exception):
-    """A node could not do what was asked. ``state`` is the fleet state it maps to."""
-
-    state = "error"
-
-    def __init__(self, host: str, message: str, hint: str | None = None):
-        self.host, self.message, self.hint = host, message, hint
-        super().__init__(f"{host}: {message}" + (f" (hint: {hint})" if hint else ""))
-
-
-class HostKeyUnknown(RemoteError):
-    state = "host_key_unknown"
-
-
-class HostKeyChanged(RemoteError):
-    state = "host_key_changed"
-
-
-class AuthFailed(RemoteError):
-    state = "auth_failed"
-
-
-class Unreachable(RemoteError):
-    state = "unreachable"
-
-
-class Timeout(RemoteError):
-    state = "timeout"
-
-
-class CommandFailed(RemoteError):
-    """The command ran and exited non-zero (or was killed); ``result`` has its output."""
-
-    def __init__(self, host: str, result: Result):
-        self.result = result
-        tail = result.stderr.strip().splitlines()[-1:] or ["no output on stderr"]
-        super().__init__(host, f"exit status {result.exit_status}: {tail[0]}")
-
-
-def command_line(cmd: list[str] | str) -> str:
-    """A list is quoted for the remote shell; a string is passed as it is (it *is* shell)."""
-    return cmd if isinstance(cmd, str) else shlex.join(cmd)
-
-
-def detached_script(cmd: list[str] | str, log_path: str, cwd: str | None = None,
-                    env: dict[str, str] | None = None) -> str:
-    """Shell that starts ``cmd`` in a new session (setsid), output to ``log_path``, and prints its pid.
-
-    A background job of a non-interactive shell is not a process-group leader, so setsid does not fork:
-    the printed pid is the command's own, and its process group and session id. Pure, so it can be tested.
-    """
-    exports = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
-    body = f"exec {command_line(cmd)}" if isinstance(cmd, list) else cmd
-    lines = [f"cd {shlex.quote(cwd)} || exit 97"] if cwd else []
-    log = shlex.quote(log_path)
-    lines += [f"mkdir -p \"$(dirname {log})\" || exit 98",
-              f"{exports}setsid sh -c {shlex.quote(body)} >{log} 2>&1 </dev/null &",
-              "echo $!"]
-    return "\n".join(lines)
-
-
-class Stream:
-    """Lines of a running command (async iterator). Ends at the command's EOF; raises CommandFailed if it
-    then exits non-zero, or a RemoteError if the connection is lost. ``write`` feeds its stdin."""
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> str:
-        raise NotImplementedError
-
-    def write(self, text: str) -> None:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        """Stop the command (close its channel / kill it) and release the stream."""
-
-
-class Remote:
-    """Run commands on one node. Subclasses: LocalRemote, SSHRemote."""
-
-    host: str
-
-    async def run(self, cmd: list[str] | str, timeout: float | None = None, input: str | None = None) -> Result:
-        """Run ``cmd`` to its end. ``input``: its stdin (else /dev/null) — the way to pass a script or data
-        that must not be seen in any process's argument list (`ps`), such as env values with secrets."""
-        raise NotImplementedError
-
-    async def stream(self, cmd: list[str] | str) -> Stream:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        """Close the connection (a later command opens a new one)."""
-
-    async def start_detached(self, cmd: list[str] | str, log_path: str, cwd: str | None = None,
-                             env: dict[str, str] | None = None, timeout: float | None = 30) -> int:
-        """Start ``cmd`` detached from this connection (survives it); returns its pid = process group."""
-        result = await self.run(["sh", "-c", detached_script(cmd, log_path, cwd, env)], timeout)
-        if not result.ok or not result.stdout.strip().isdigit():
-            raise CommandFailed(self.host, result)
-        return int(result.stdout.strip())
-
-    async def signal(self, pid: int, sig: int = signals.SIGTERM, group: bool = True,
-                     timeout: float | None = 30) -> bool:
-        """Send ``sig`` to the process group ``pid`` (or the one process); False if there was none."""
-        target = f"-{pid}" if group else str(pid)
-        result = await self.run(["kill", "-s", signals.Signals(sig).name[3:], "--", target], timeout)
-        return result.ok
-
-
-class LocalRemote(Remote):
-    """This machine, by subprocess. No SSH, no asyncssh."""
-
-    def __init__(self, host: str = "localhost"):
-        self.host = host
-
-    async def _spawn(self, cmd: list[str] | str, stdin: int | None) -> asyncio.subprocess.Process:
-        pipe = asyncio.subprocess.PIPE
-        if isinstance(cmd, str):
-            return await asyncio.create_subprocess_shell(cmd, stdin=stdin, stdout=pipe, stderr=pipe,
-                                                         start_new_session=True)
-        return await asyncio.create_subprocess_exec(*cmd, stdin=stdin, stdout=pipe, stderr=pipe,
-                                                    start_new_session=True)
-
-    async def run(self, cmd: list[str] | str, timeout: float | None = None, input: str | None = None) -> Result:
-        try:
-            proc = await self._spawn(cmd, asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE)
-        except OSError as exc:
-            return Result(127, "", f"{command_line(cmd)}: {exc.strerror}\n")
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(None if input is None else input.encode()), timeout)
-        except asyncio.TimeoutError:
-            _kill_group(proc)
-            await proc.wait()
-            raise Timeout(self.host, f"no answer within {timeout:g} s from {command_line(cmd)}") from None
-        status = proc.returncode if proc.returncode >= 0 else None
-        return Result(status, out.decode(errors="replace"), err.decode(errors="replace"))
-
-    async def stream(self, cmd: list[str] | str) -> Stream:
-        return _LocalStream(self.host, await self._spawn(cmd, asyncio.subprocess.PIPE))
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signals.SIGKILL)
-    except ProcessLookupError:
-        return  # already gone
-
-
-class _LocalStream(Stream):
-    def __init__(self, host: str, proc: asyncio.subprocess.Process):
-        self.host, self.proc = host, proc
-
-    async def __anext__(self) -> str:
-        line = await self.proc.stdout.readline()
-        if line:
-            return line.decode(errors="replace").rstrip("\n")
-        err = await self.proc.stderr.read()
-        status = await self.proc.wait()
-        if status != 0:
-            raise CommandFailed(self.host, Result(status if status >= 0 else None, "", err.decode(errors="replace")))
-        raise StopAsyncIteration
-
-    def write(self, text: str) -> None:
-        self.proc.stdin.write(text.encode())
-
-    async def close(self) -> None:
-        if self.proc.returncode is None:
-            _kill_group(self.proc)
-            await self.proc.wait()
+from cockpit.remote.base import (
+    AuthFailed,
+    CommandFailed,
+    HostKeyChanged,
+    HostKeyUnknown,
+    Remote,
+    RemoteError,
+    Result,
+    Stream,
+    Timeout,
+    Unreachable,
+    command_line,
+)
 
 
 @dataclass(frozen=True)
@@ -415,24 +238,6 @@ class _SSHStream(Stream):
 
     async def close(self) -> None:
         self.proc.close()
-
-
-class RemotePool:
-    """One Remote per host, shared: LocalRemote for ``local_hosts``, SSHRemote for the rest."""
-
-    def __init__(self, options: SSHOptions | None = None, local_hosts: tuple[str, ...] = LOCAL_HOSTS):
-        self.options = options or SSHOptions()
-        self.local_hosts = local_hosts
-        self._remotes: dict[str, Remote] = {}
-
-    def get(self, host: str) -> Remote:
-        if host not in self._remotes:
-            local = host in self.local_hosts
-            self._remotes[host] = LocalRemote(host) if local else SSHRemote(host, self.options)
-        return self._remotes[host]
-
-    async def close(self) -> None:
-        await asyncio.gather(*(r.close() for r in self._remotes.values()), return_exceptions=True)
 
 
 def _asyncssh():
