@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit.runs import RunStatus, rank_files
+from cockpit.runs import FirstFailure, RunStatus, rank_files
 
 
 def diagnose_run(run_dir: Path):
@@ -60,27 +60,27 @@ def run_findings(run_dir: Path, report):
     findings = _exact_first_failure(findings, status.first_failure, logs)
     aborted = []
     for rank, rec in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
-        if rec.get("teardown_abort") and int(rank) in logs:
+        if rec.teardown_abort and int(rank) in logs:
             path = logs[int(rank)][1]
             aborted.append(teardown.teardown_finding(int(rank), ((str(path), _line_of(path, teardown.ABORT_LINE)),)))
     return replace(report, findings=(*aborted, *findings))
 
 
-def _exact_first_failure(findings: tuple, first: dict | None, logs: dict) -> tuple:
+def _exact_first_failure(findings: tuple, first: FirstFailure | None, logs: dict) -> tuple:
     """torchelastic names its root cause by 1-second timestamps, the lowest rank on a tie: where it names
     another rank than the exit records (to the nanosecond) do, the exit records' rank is the first failure."""
     from cockpit.logs.diagnose_model import Finding
 
-    if not first or first.get("rank") is None:
+    if first is None or first.rank is None:
         return findings
-    rank = first["rank"]
+    rank = first.rank
     named = [f for f in findings if f.code == "first_failure"]
     if not named or all(re.search(rf"\brank {rank}\b", f.title) for f in named):
         return findings
     log = logs.get(rank)
     evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()
-    mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first['host']}: "
-                   f"{first['describe']}", named[0].hint, evidence)
+    mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first.host}: "
+                   f"{first.description}", named[0].hint, evidence)
     return (mine, *(f for f in findings if f.code != "first_failure"))
 
 

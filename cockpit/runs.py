@@ -11,7 +11,8 @@ it, a later `cockpit attach`, the TUI — can pick it up from disk alone:
     checkpoints/        written by cockpit.train
 
 Where each file lives is cockpit.run_layout's to say (the full list is there); this module writes and reads
-status.json and the exit records. ``rank_files`` is the layout's, kept here for the callers that read runs.
+status.json and the exit records. status.json's typed value is cockpit.run_status.RunStatus (its records:
+cockpit.run_records), named here too for the callers that read runs, as is the layout's ``rank_files``.
 """
 
 from __future__ import annotations
@@ -21,80 +22,15 @@ import json
 import os
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit import run_layout as layout
 from cockpit.run_layout import rank_files
+from cockpit.run_records import FirstFailure, NodeRecord, RankExit
+from cockpit.run_status import FINAL_STATES, STATES, RunStatus, StatusError
 
-FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
-STATES = ("starting", "running", *FINAL_STATES)
-
-
-@dataclass
-class RankExit:
-    """How one rank ended, as its wrapper recorded it (shell convention: 128+N means signal N)."""
-
-    rank: int
-    host: str
-    status: int
-    time: float
-
-    @property
-    def signal(self) -> int | None:
-        return self.status - 128 if self.status > 128 else None
-
-    def describe(self) -> str:
-        import signal as _signal
-
-        if self.signal is None:
-            return f"exit code {self.status}"
-        try:
-            name = _signal.Signals(self.signal).name
-        except ValueError:
-            name = f"signal {self.signal}"
-        return f"killed by {name} (status {self.status})"
-
-
-@dataclass
-class RunStatus:
-    """status.json. Mutable on purpose: the supervisor updates it as the run moves on."""
-
-    run_id: str
-    name: str
-    launcher: str
-    job_file: str
-    hosts: list[str]
-    world_size: int | None
-    state: str = "starting"
-    created: float = field(default_factory=time.time)
-    started: float | None = None
-    ended: float | None = None
-    exit_code: int | None = None
-    supervisor: dict | None = None  # {"pid": int, "start": str} (start time guards against pid reuse)
-    nodes: list[dict] = field(default_factory=list)  # [{"host", "node_rank", "pid", "exit_code"}]
-    ranks: dict[str, dict] = field(default_factory=dict)  # rank -> {"host", "status", "signal", "time"}
-    first_failure: dict | None = None  # {"rank", "host", "status", "signal", "time", "describe"}
-    stop_requested: bool = False
-    stopped_at: float | None = None  # wall time the supervisor acted on the stop: later exits are its doing
-    note: str | None = None  # why a run ended as it did, when cockpit knows more than the exit code
-    stall_after: float = 600.0  # the job's stall_after (cockpit run --stall-after): 0 turns the watch off
-    on_stall: str = "report"  # "report" | "stop"
-    progress: dict[str, dict] = field(default_factory=dict)  # rank -> cockpit.hang.progress record
-    findings: list[dict] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
-
-    @property
-    def final(self) -> bool:
-        return self.state in FINAL_STATES
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str) -> RunStatus:
-        data = json.loads(text)
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+__all__ = ["FINAL_STATES", "STATES", "FirstFailure", "NodeRecord", "RankExit", "RunStatus", "StatusError"]
 
 
 def new_run_id(name: str, now: float | None = None) -> str:
@@ -201,20 +137,6 @@ UNREADABLE = "unreadable"  # list_runs' state for a run whose status.json cannot
 MAX_STATUS_BYTES = 16 << 20  # a status is a few KB; a sweep of 10,000 trials stays far below this
 
 
-class StatusError(ValueError):
-    """status.json exists but is not a run status: not JSON, truncated, or fields of the wrong type."""
-
-
-_NUM = (int, float)  # JSON does not tell 1 from 1.0
-# field -> accepted types (None: may be null). bool is refused where a number is meant (it is an int to Python).
-_FIELD_TYPES: dict[str, tuple] = {
-    "run_id": (str,), "name": (str,), "launcher": (str,), "job_file": (str,), "hosts": (list,),
-    "world_size": (int, None), "state": (str,), "created": _NUM, "started": (*_NUM, None), "ended": (*_NUM, None),
-    "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
-    "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*_NUM, None), "note": (str, None)}
-_REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
-
-
 def load_status(run_dir: Path) -> RunStatus:
     """The run's status.json, checked field by field. Raises FileNotFoundError / NotADirectoryError when there
     is none, StatusError (with the reason) when it is there but unusable."""
@@ -233,31 +155,7 @@ def load_status(run_dir: Path) -> RunStatus:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         what = "empty" if not raw.strip() else f"not valid JSON ({exc}; truncated?)"
         raise StatusError(f"{path}: {what}") from None
-    if not isinstance(data, dict):
-        raise StatusError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    for name in _REQUIRED:
-        if name not in data:
-            raise StatusError(f"{path}: {name}: missing")
-    for name, types in _FIELD_TYPES.items():
-        if name in data and not _is(data[name], types):
-            names = " or ".join(dict.fromkeys(_type_name(t) for t in types))
-            raise StatusError(f"{path}: {name}: expected {names}, found {json.dumps(data[name])[:40]}")
-    if not all(isinstance(h, str) for h in data["hosts"]):
-        raise StatusError(f"{path}: hosts: expected a list of host names")
-    return RunStatus.from_json(json.dumps(data))
-
-
-def _is(value: object, types: tuple) -> bool:
-    if value is None:
-        return None in types
-    if isinstance(value, bool):
-        return bool in types
-    return isinstance(value, tuple(t for t in types if t is not None))
-
-
-def _type_name(t) -> str:
-    return {None: "null", str: "a string", int: "a number", float: "a number", list: "a list",
-            dict: "an object", bool: "true/false"}[t]
+    return RunStatus.from_dict(data, f"{path}: ")
 
 
 def unreadable_status(run_dir: Path, reason: str) -> RunStatus:
@@ -315,25 +213,24 @@ def tail_lines(path: Path, n: int, block: int = 65536) -> list[str]:
         return []
 
 
-def rank_record(run_dir: Path, e: RankExit) -> dict:
-    """status.json's record of how one rank ended; ``teardown_abort`` when it finished its work and then
-    aborted at interpreter exit (cockpit.logs.teardown)."""
+def rank_record(run_dir: Path, e: RankExit) -> RankExit:
+    """How one rank ended, for status.json; ``teardown_abort`` when it finished its work and then aborted at
+    interpreter exit (cockpit.logs.teardown)."""
     from cockpit.logs import teardown
 
-    rec = {**asdict(e), "signal": e.signal}
     if e.status == teardown.SIGABRT_STATUS:
         log = rank_files(run_dir, "log").get(e.rank)
         if log and teardown.is_teardown_abort(e.status, tail_lines(log[1], 40)):
-            rec["teardown_abort"] = True
-    return rec
+            return replace(e, teardown_abort=True)
+    return e
 
 
-def failure_record(run_dir: Path, e: RankExit) -> dict:
+def failure_record(run_dir: Path, e: RankExit) -> FirstFailure:
     """status.json's first_failure: the rank's record and what to call it."""
     from cockpit.logs import teardown
 
     rec = rank_record(run_dir, e)
-    return {**rec, "describe": teardown.DESCRIBE if rec.get("teardown_abort") else e.describe()}
+    return FirstFailure.of(rec, teardown.DESCRIBE if rec.teardown_abort else e.describe())
 
 
 def first_failure(exits: dict[int, RankExit]) -> RankExit | None:
@@ -344,4 +241,4 @@ def first_failure(exits: dict[int, RankExit]) -> RankExit | None:
 
 def is_sweep(status: RunStatus) -> bool:
     """A sweep's own run: its nodes are trials, each a run of its own."""
-    return any("trial" in n for n in status.nodes)
+    return any(n.trial is not None for n in status.nodes)

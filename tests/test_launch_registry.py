@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from cockpit.launch import LaunchError, registry
+from cockpit.run_records import NodeRecord, Trial
 from cockpit.runs import RunStatus
 from cockpit.spec.model import parse_spec
 
 
-def _status(launcher: str, nodes: list[dict]) -> RunStatus:
+def _status(launcher: str, nodes: list[NodeRecord]) -> RunStatus:
     return RunStatus(run_id="r-1", name="r", launcher=launcher, job_file="j.yaml", hosts=[], world_size=None,
                      nodes=nodes)
 
@@ -19,13 +20,13 @@ def test_jobs_and_runs_find_their_launcher():
     sweep = parse_spec("name: t\nscript: x.py\nsweep:\n  grid:\n    lr: [1, 2]\n")
     assert type(registry.for_spec(local)).__name__ == "LocalLauncher"
     assert type(registry.for_spec(sweep)).__name__ == "LocalSweepLauncher"
-    trial = {"host": "trial-0", "node_rank": 0, "trial": 0}
+    trial = NodeRecord("trial-0", 0, trial=Trial(0, ()))
     assert type(registry.for_run(_status("local", [trial]))).__name__ == "LocalSweepLauncher"
     assert type(registry.for_run(_status("slurm", [trial]))).__name__ == "SlurmLauncher"  # arrays: Slurm's own
     assert type(registry.for_run(_status("ssh", []))).__name__ == "SSHLauncher"
     assert not registry.for_run(_status("local", [trial])).watched(_status("local", [trial]))
     assert not registry.get("slurm").watched(_status("slurm", [trial]))
-    assert registry.get("slurm").watched(_status("slurm", [{"host": "sbatch", "node_rank": 0}]))
+    assert registry.get("slurm").watched(_status("slurm", [NodeRecord("sbatch", 0)]))
 
 
 def test_an_unknown_launcher_is_refused_or_falls_back_when_asked():

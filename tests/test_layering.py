@@ -17,6 +17,7 @@ PACKAGE = REPO / "cockpit"
 # Most specific prefix wins: cockpit.fleet.report (the typed node record) is core, the rest of fleet a service.
 LAYERS = {
     "core": ("cockpit", "cockpit.spec", "cockpit.render", "cockpit.logs", "cockpit.preflight", "cockpit.contract",
+             "cockpit.gpu", "cockpit.run_records", "cockpit.run_status",
              "cockpit.run_layout", "cockpit.fleet.report", "cockpit.slurm.hostlist", "cockpit.slurm.states",
              "cockpit.hang.progress", "cockpit.hang.stacks"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
@@ -59,7 +60,12 @@ def imports(name: str) -> set[str]:
 
 
 def layer(name: str) -> str:
-    best = max((p for ps in LAYERS.values() for p in ps if name == p or name.startswith(p + ".")), key=len)
+    """The layer of the longest prefix that names ``name``'s package; "cockpit" itself (the version) only by name,
+    so a new top-level module must be given a layer here (None until then)."""
+    prefixes = [p for ps in LAYERS.values() for p in ps if name == p or (p != "cockpit" and name.startswith(p + "."))]
+    if not prefixes:
+        return None  # type: ignore[return-value]
+    best = max(prefixes, key=len)
     return next(k for k, ps in LAYERS.items() if best in ps)
 
 
@@ -123,7 +129,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_module_has_a_layer():
-    assert {layer(m) for m in MODULES} <= set(LAYERS)
+    assert [m for m in sorted(MODULES) if layer(m) is None] == []
 
 
 def test_imports_point_down_the_layers():

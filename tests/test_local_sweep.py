@@ -73,7 +73,7 @@ def test_a_failing_trial_fails_the_sweep_but_not_the_other_trials(tmp_path):
     assert status.state == "failed" and status.exit_code != 0
     assert "failed 1, succeeded 1" in status.note and "first to fail: trial 1 (rank 1" in status.note
     ok, bad = trial_status(run_dir, 0), trial_status(run_dir, 1)
-    assert ok.state == "succeeded" and bad.state == "failed" and bad.first_failure["rank"] == 1
+    assert ok.state == "succeeded" and bad.state == "failed" and bad.first_failure.rank == 1
     assert procs.run_pids(bad.run_id) == [] and procs.run_pids(ok.run_id) == []
 
 
@@ -111,7 +111,7 @@ def test_gpu_sets_are_disjoint_slots_of_the_pool(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     status = local_sweep.prepare(spec, str(job), run_dir, "gsw-x", (), free_port)
-    assert [(n["slot"], n["gpus"]) for n in status.nodes] == [(0, [0, 1]), (1, [2, 3]), (0, [0, 1])]
+    assert [(n.trial.slot, n.trial.gpus) for n in status.nodes] == [(0, (0, 1)), (1, (2, 3)), (0, (0, 1))]
     assert status.note == "sweep of 3 trials, 2 at a time (GPUs 0,1 | 2,3)"
     for i, ids in enumerate(["0,1", "2,3", "0,1"]):
         script = (run_dir / f"trial-{i}/commands/node-0.sh").read_text()

@@ -67,7 +67,7 @@ def test_raising_rank_is_named_with_its_traceback_and_nothing_is_left(tmp_path):
     r = cockpit(tmp_path, "run", "jobs/demo.yaml", "-q", *SHORT, "--fail-rank", "1", "--fail-step", "5")
     assert r.returncode != 0
     run_dir, status = only_run(tmp_path)
-    assert status.state == "failed" and status.first_failure["rank"] == 1
+    assert status.state == "failed" and status.first_failure.rank == 1
     assert "first failure: rank 1 on" in r.stdout and "exit code 1" in r.stdout
     assert "RuntimeError: injected failure on rank 1 after step 5" in r.stdout
     # The diagnosis follows the summary; the launcher's teardown was announced live on stderr.
@@ -84,11 +84,11 @@ def test_sigkilled_rank_0_is_first_failure_and_the_rest_stop_quickly(tmp_path):
     assert r.returncode != 0
     run_dir, status = only_run(tmp_path)
     first = status.first_failure
-    assert (first["rank"], first["signal"]) == (0, signal.SIGKILL)
+    assert (first.rank, first.signal) == (0, signal.SIGKILL)
     assert "first failure: rank 0 on" in r.stdout and "killed by SIGKILL" in r.stdout
     other = status.ranks["1"]
-    assert other["time"] - first["time"] <= 30
-    assert status.ended - first["time"] <= 30
+    assert other.time - first.time <= 30
+    assert status.ended - first.time <= 30
     assert procs.run_pids(status.run_id) == []
 
 

@@ -24,10 +24,15 @@ BROKEN = {
     "types-5": GOOD.to_json().replace('"world_size": 2', '"world_size": "two"'),
     "hosts-6": GOOD.to_json().replace('"vm"', "7"),
     "missing-7": json.dumps({"run_id": "missing-7"}),
+    "node-8": GOOD.to_json().replace('"nodes": []', '"nodes": [{"node_rank": 0}]'),
+    "rank-9": GOOD.to_json().replace('"ranks": {}', '"ranks": {"3": {"rank": "3", "host": "vm", "status": 0}}'),
+    "failure-10": GOOD.to_json().replace('"first_failure": null', '"first_failure": {"rank": 1}'),
 }
 REASONS = {"list-2": "expected a JSON object, found list", "trunc-3": "not valid JSON", "empty-4": "empty",
            "types-5": 'world_size: expected a number or null, found "two"',
-           "hosts-6": "hosts: expected a list of host names", "missing-7": "name: missing"}
+           "hosts-6": "hosts: expected a list of host names", "missing-7": "name: missing",
+           "node-8": "nodes[0]: host: missing", "rank-9": 'ranks.3: rank: expected a number, found "3"',
+           "failure-10": "first_failure: host: missing"}
 
 
 @pytest.fixture

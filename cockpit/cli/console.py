@@ -10,7 +10,7 @@ from collections import deque
 from pathlib import Path
 
 from cockpit.rundiag import duration, health
-from cockpit.runs import RunStatus, rank_files
+from cockpit.runs import FirstFailure, RankExit, RunStatus, rank_files
 
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
@@ -58,7 +58,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         out.append(f"  {'rank':>4}  {'host':<16} {'ended':<34} {'after':>9}")
         for rank, r in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
             how = _describe(r, status.stopped_at if stopped else None)
-            out.append(f"  {rank:>4}  {r['host']:<16} {how:<34} {duration(r['time'] - start):>9}")
+            out.append(f"  {rank:>4}  {r.host:<16} {how:<34} {duration(r.time - start):>9}")
         if stopped:  # killed together with their wrapper: the stop did it all the same
             host = status.hosts[0] if len(status.hosts) == 1 else "?"
             out += [f"  {rank:>4}  {host:<16} {'stopped (no exit record)':<34} {'-':>9}" for rank in missing]
@@ -66,13 +66,13 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         out.append(f"  {len(missing)} rank(s) left no exit record (never started, or killed with their wrapper)")
     ff = status.first_failure
     if ff:
-        out.append(painter.paint(f"first failure: rank {ff['rank']} on {ff['host']}: {ff['describe']}, "
-                                 f"{duration(ff['time'] - start)} after start{_victim_note(status, ff)}", "1;31"))
-        if ff.get("teardown_abort"):
+        out.append(painter.paint(f"first failure: rank {ff.rank} on {ff.host}: {ff.description}, "
+                                 f"{duration(ff.time - start)} after start{_victim_note(status, ff)}", "1;31"))
+        if ff.teardown_abort:
             from cockpit.logs.teardown import HINT
 
             out.append(f"  hint: {HINT}")
-        log = rank_files(run_dir, "log").get(ff["rank"])
+        log = rank_files(run_dir, "log").get(ff.rank)
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
             out += [f"  | {line}" for line in last_lines(log[1], tail)]
@@ -89,33 +89,33 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     return "\n".join(out)
 
 
-def _victim_note(status: RunStatus, ff: dict) -> str:
+def _victim_note(status: RunStatus, ff: FirstFailure) -> str:
     """After a stall, the first rank to fail is often one that timed out waiting: say whom it waited for."""
     for f in status.findings:
         victims = {v["rank"] for v in f.get("victims", ())}
         culprits = [c["rank"] for c in f.get("culprits", ())]
-        if ff.get("rank") in victims and culprits:
+        if ff.rank in victims and culprits:
             return (f" (a victim of the stall: it waited in a collective for rank "
                     f"{', '.join(map(str, culprits))}, the culprit)")
     return ""
 
 
-def _describe(rank: dict, stopped_at: float | None = None) -> str:
+def _describe(rank: RankExit, stopped_at: float | None = None) -> str:
     """How a rank ended, for the summary's table; ``stopped_at``: when cockpit stopped the run (exits from
     then on are the stop's doing)."""
-    if rank["status"] == 0:
+    if rank.status == 0:
         return "ok"
-    if rank.get("teardown_abort"):
+    if rank.teardown_abort:
         return "aborted in teardown (SIGABRT)"
-    how = f"exit code {rank['status']}"
-    if rank.get("signal"):
+    how = f"exit code {rank.status}"
+    if rank.signal:
         import signal
 
         try:
-            how = signal.Signals(rank["signal"]).name
+            how = signal.Signals(rank.signal).name
         except ValueError:
-            how = f"signal {rank['signal']}"
-    if stopped_at is not None and rank["time"] >= stopped_at:
+            how = f"signal {rank.signal}"
+    if stopped_at is not None and rank.time >= stopped_at:
         return f"stopped ({how})"
     return how if how.startswith("exit") else f"killed by {how}"
 
@@ -130,12 +130,12 @@ def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
                    f"{health(s)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:
-            if "trial" in node:
-                args = " ".join(node.get("args") or ())
-                where = (f"job {node['job_id']}" if node.get("job_id") else  # Slurm array task
-                         f"GPUs {','.join(map(str, node['gpus']))}" if node.get("gpus") else
-                         f"slot {node['slot']}" if "slot" in node else "job -")  # local sweep
-                out.append(f"  trial {node['trial']:<30} {node.get('state') or '?':<10} {where:<16} {args}")
+            if (t := node.trial) is not None:
+                job = node.slurm.job_id if node.slurm is not None else None
+                where = (f"job {job}" if job else  # Slurm array task
+                         f"GPUs {','.join(map(str, t.gpus))}" if t.gpus else
+                         f"slot {t.slot}" if t.slot is not None else "job -")  # local sweep
+                out.append(f"  trial {t.index:<30} {node.state or '?':<10} {where:<16} {' '.join(t.args)}")
         if s.note and not s.final:
             out.append(f"  note: {s.note}")
     return "\n".join(out)

@@ -165,7 +165,7 @@ def run_report(status: RunStatus | None) -> str:
     for rank in range(status.world_size or 0):
         end, rec = status.ranks.get(str(rank)), status.progress.get(str(rank)) or {}
         if end is not None:
-            ranks.append(f"{rank}: ended ({'ok' if end['status'] == 0 else end['status']})")
+            ranks.append(f"{rank}: ended ({'ok' if end.status == 0 else end.status})")
         elif rec.get("step") is not None:
             ranks.append(f"{rank}: step {rec['step']}" + (f" ({rec['flag']})" if rec.get("flag") else ""))
         else:

@@ -124,7 +124,7 @@ def _check_ranks(run_dir: Path, status, found: list[int], wanted) -> None:
 def cmd_ps(args) -> int:
     rows = refresh(list_runs(runs_dir_of(args)))
     if args.json:
-        print(json.dumps({"runs": [{**asdict(s), "run_dir": str(d)} for d, s in rows]}, indent=2))
+        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d)} for d, s in rows]}, indent=2))
     elif rows:
         print(ps_table(rows))
     else:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from cockpit.run_records import NodeRecord
     from cockpit.runs import RunStatus
     from cockpit.spec.model import JobSpec
 
@@ -49,7 +50,7 @@ class Node(Protocol):
     def terminate(self) -> None:
         """Ask it to stop (SIGTERM, scancel, the stop script); the supervisor escalates after the grace."""
 
-    def describe(self) -> dict:
+    def describe(self) -> NodeRecord:
         """Its entry in status.json's ``nodes``."""
 
 

@@ -52,7 +52,7 @@ RESERVE_BYTES = 64 << 10
 
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
     """The units of work of a run, started, by its launcher (cockpit.launch.registry). Each has poll() ->
-    exit code or None, terminate(), describe() -> dict for status.json."""
+    exit code or None, terminate(), describe() -> its NodeRecord for status.json."""
     return launcher_of(status).start(status, run_dir, grace)
 
 
@@ -175,7 +175,7 @@ class Supervisor:
             self.failed_at = self.failed_at or now
             ff = self.status.first_failure
             # an ssh node's records arrive over SSH after a shared node's: an earlier one that comes later wins
-            if ff is None or first.time < ff["time"]:
+            if ff is None or first.time < ff.time:
                 self.status.first_failure = failure_record(self.run_dir, first)
         return True
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cockpit.cli.console import Painter, summary
 from cockpit.rundiag import health
-from cockpit.runs import RunStatus
+from cockpit.runs import FirstFailure, RunStatus
 
 STALL = {"kind": "stall", "severity": "error", "quiet_s": 612.0, "text": "no rank made progress for 612 s: ...",
          "hint": "rank 1 is the culprit", "stacks": "/runs/r/logs/stacks.x.txt",
@@ -21,7 +21,7 @@ def status(**kw) -> RunStatus:
 
 
 def test_a_first_failure_that_only_timed_out_waiting_is_called_a_victim_and_the_culprit_named(tmp_path: Path):
-    ff = {"rank": 0, "host": "gpu1", "status": 1, "signal": None, "time": 1801.0, "describe": "exit code 1"}
+    ff = FirstFailure(rank=0, host="gpu1", status=1, time=1801.0, description="exit code 1")
     text = summary(tmp_path, status(state="failed", ended=1802.0, exit_code=1, first_failure=ff, findings=[STALL]),
                    Painter(False))
     assert ("first failure: rank 0 on gpu1: exit code 1, 30.0 min after start (a victim of the stall: it waited in "

@@ -89,17 +89,17 @@ def test_two_nodes_by_two_ranks_complete_with_every_log_here(lab):
         assert f"[{host}:{rank}] [cockpit] start rank={rank} world=4" in r.stdout
         assert f"finish rank={rank} step=30 exit_code=0" in (run_dir / f"logs/rank-{rank}.{host}.log").read_text()
         assert json.loads((run_dir / f"metrics/rank-{rank}.jsonl").read_text().splitlines()[-1])["step"] == 30
-    assert sorted(status.ranks) == ["0", "1", "2", "3"] and all(x["status"] == 0 for x in status.ranks.values())
+    assert sorted(status.ranks) == ["0", "1", "2", "3"] and all(x.status == 0 for x in status.ranks.values())
     assert f"== mn ({status.run_id}): succeeded in" in r.stdout
     node1, node2 = status.nodes
-    assert node1["shared"] and node1["run_dir"] == str(run_dir)
-    assert not node2["shared"] and node2["run_dir"] == f"{lab.runs_root}/node2-own/{status.run_id}"
+    assert node1.ssh.shared and node1.run_dir == str(run_dir)
+    assert not node2.ssh.shared and node2.run_dir == f"{lab.runs_root}/node2-own/{status.run_id}"
     # node2's files were written there (a tmpfs only it sees) and copied here over SSH
-    assert not Path(node2["run_dir"]).exists()
+    assert not Path(node2.run_dir).exists()
     script = (run_dir / "commands/node-1.sh").read_text()
     master = lab.cluster.nodes["node1"].address
     assert "--node-rank=1" in script and f"--master-addr={master}" in script and "--nnodes=2" in script
-    assert "export GLOO_SOCKET_IFNAME=eth0" in script and f"export COCKPIT_RUN_DIR={node2['run_dir']}" in script
+    assert "export GLOO_SOCKET_IFNAME=eth0" in script and f"export COCKPIT_RUN_DIR={node2.run_dir}" in script
     assert left_on_nodes(lab, status.run_id) == {"node1": [], "node2": []}
 
 
@@ -110,10 +110,10 @@ def test_a_failing_rank_on_node2_stops_both_nodes_and_is_named_first(lab):
     assert r.returncode != 0
     run_dir, status = only_run(runs)
     first = status.first_failure
-    assert status.state == "failed" and (first["rank"], first["host"], first["status"]) == (3, "node2", 1)
+    assert status.state == "failed" and (first.rank, first.host, first.status) == (3, "node2", 1)
     assert "first failure: rank 3 on node2: exit code 1" in r.stdout
     assert "RuntimeError: injected failure on rank 3 after step 5" in r.stdout  # node2's log, copied here
-    took = status.ended - first["time"]
+    took = status.ended - first.time
     print(f"rank failure -> run stopped on both nodes: {took:.1f} s")
     assert took <= 30
     assert left_on_nodes(lab, status.run_id) == {"node1": [], "node2": []}
@@ -146,7 +146,7 @@ def test_a_sigkilled_torchrun_does_not_leave_the_other_node_in_its_exit_barrier(
         proc.kill()
     status = read_status(run_dir)
     first = status.first_failure
-    assert status.state == "failed" and first["host"] == "node2" and first["agent"] and first["signal"] == 9
+    assert status.state == "failed" and first.host == "node2" and first.agent and first.signal == 9
     assert "torchrun on node2 (node 1), before any rank failed: killed by SIGKILL" in out
     print(f"torchrun SIGKILL -> run stopped on both nodes: {status.ended - killed:.1f} s")
     assert status.ended - killed <= 30
@@ -298,7 +298,7 @@ def test_secrets_stay_private_on_both_sides_and_out_of_every_argument_list(lab):
             return (await pool.get(host).run(["find", path, "-printf", "%y %m %p\\n"], 30)).stdout.splitlines()
         finally:
             await pool.close()
-    node2_dir = status.nodes[1]["run_dir"]
+    node2_dir = status.nodes[1].run_dir
     for host, path in (("node1", str(run_dir)), ("node2", node2_dir)):
         found = asyncio.run(modes(host, path))
         assert len(found) > 10, found

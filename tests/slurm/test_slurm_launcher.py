@@ -4,6 +4,7 @@ run's logs (fixtures/requeue-run), and the state of runs whose supervisor died."
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,8 @@ def test_prepare_writes_the_script_and_one_directory_per_trial(tmp_path):
     assert "#SBATCH --array=0-1" in script and "--x 1" in script and "--gres=gpu:2" in script
     status = read_status(run_dir)
     assert (status.state, status.launcher, status.world_size) == ("starting", "slurm", None)
-    assert [(n["host"], n["trial"], n["args"], n["job_id"]) for n in status.nodes] == [
-        ("trial-0", 0, ["--lr", "0.1", "--layers", "2"], None), ("trial-1", 1, ["--lr", "0.01", "--layers", "2"], None)]
+    assert [(n.host, n.trial.index, n.trial.args, n.slurm.job_id) for n in status.nodes] == [
+        ("trial-0", 0, ("--lr", "0.1", "--layers", "2"), None), ("trial-1", 1, ("--lr", "0.01", "--layers", "2"), None)]
     for i in (0, 1):
         trial = run_dir / f"trial-{i}"
         assert oct(trial.stat().st_mode & 0o777) == "0o700" and (trial / "logs").is_dir()
@@ -79,8 +80,7 @@ def test_reconcile_a_slurm_run_whose_supervisor_died(tmp_path):
     job = sweep_job(tmp_path)
     run_dir = slurm.prepare(load_spec(job), str(job), tmp_path / "runs")
     status = read_status(run_dir)
-    for i, node in enumerate(status.nodes):
-        node["job_id"] = f"7_{i}"
+    status.nodes = [replace(n, slurm=replace(n.slurm, job_id=f"7_{i}")) for i, n in enumerate(status.nodes)]
     status.supervisor = {"pid": 2**22 + 1, "start": "1"}  # no such process
     views = {"7_0": JobView("7_0", "COMPLETED", exit_code=0), "7_1": JobView("7_1", "RUNNING", nodes="n1")}
     assert slurm.reconcile(run_dir, status, views).state == "running"

@@ -4,6 +4,7 @@ what status.json says at each step, cancel and its retry, a job that vanishes, a
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import yaml
 
@@ -47,10 +48,8 @@ def submitted(tmp_path, sweep: bool = False, job_id: str = "21"):
     path.write_text(yaml.safe_dump(job))
     run_dir = slurm.prepare(load_spec(path), str(path), tmp_path / "runs")
     status = read_status(run_dir)
-    for node in status.nodes:
-        node["job_id"] = f"{job_id}_{node['trial']}" if sweep else job_id
-        if sweep:
-            node["array_job_id"] = job_id
+    status.nodes = [replace(n, slurm=replace(n.slurm, job_id=f"{job_id}_{n.trial.index}", array_job_id=job_id)
+                            if sweep else replace(n.slurm, job_id=job_id)) for n in status.nodes]
     return run_dir, status
 
 
@@ -63,7 +62,7 @@ def test_a_job_from_queue_to_end(tmp_path):
     on_disk = read_status(run_dir)
     assert on_disk.state == "starting"
     assert on_disk.note == "Slurm job 21 PENDING (waiting in the queue; reason Resources)"
-    assert on_disk.nodes[0]["reason"] == "Resources"
+    assert on_disk.nodes[0].slurm.reason == "Resources"
     fake.lines["21"] = "21|RUNNING|None|0|0|n[3-4]|"
     assert node.poll() is None
     on_disk = read_status(run_dir)
@@ -163,7 +162,7 @@ def test_a_job_that_requeues_itself_is_not_over_while_it_passes_through_an_end_s
     path.write_text(yaml.safe_dump(job))
     run_dir = slurm.prepare(load_spec(path), str(path), tmp_path / "runs")
     status = read_status(run_dir)
-    status.nodes[0]["job_id"] = "21"
+    status.nodes[0] = replace(status.nodes[0], slurm=replace(status.nodes[0].slurm, job_id="21"))
     fake, now = ScriptedSlurm(), [0.0]
     fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
     [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
@@ -178,4 +177,4 @@ def test_a_job_that_requeues_itself_is_not_over_while_it_passes_through_an_end_s
     assert node.poll() is None  # seen once: not yet believed
     now[0] += REQUEUE_SETTLE
     assert node.poll() == 0
-    assert read_status(run_dir).nodes[0]["restarts"] == 1
+    assert read_status(run_dir).nodes[0].slurm.restarts == 1

@@ -105,7 +105,7 @@ def rank0_log(run_dir: Path) -> str:
 
 
 def job_id_of(run_dir: Path) -> str:
-    return wait_for(lambda: (s := read_status(run_dir)) and s.nodes and s.nodes[0].get("job_id"), 30, "a job id")
+    return wait_for(lambda: (s := read_status(run_dir)) and s.nodes and s.nodes[0].slurm.job_id, 30, "a job id")
 
 
 def test_demo_on_two_nodes_runs_and_reads_like_a_local_run(slurm_cluster, tmp_path, runs):
@@ -119,11 +119,11 @@ def test_demo_on_two_nodes_runs_and_reads_like_a_local_run(slurm_cluster, tmp_pa
         assert f"[{host}:{rank}] [cockpit] start rank={rank} world=4 local_rank={rank % 2}" in r.stdout
         assert f"[{host}:{rank}] [cockpit] finish rank={rank} step=10 exit_code=0" in r.stdout
     [node] = status.nodes
-    assert (node["slurm_state"], node["restarts"], node["nodes"]) == ("COMPLETED", 0, "n[1-2]")
+    assert (node.slurm.slurm_state, node.slurm.restarts, node.slurm.nodes) == ("COMPLETED", 0, "n[1-2]")
     assert f"== demo2x2 ({status.run_id}): succeeded in" in r.stdout
-    assert f"note: Slurm job {node['job_id']} COMPLETED" in r.stdout
-    assert f"master=n1:{12000 + int(node['job_id']) % 20000}" in read(run_dir / "logs/agent.sbatch.log")
-    assert node["job_id"] not in slurm_cluster.queue()
+    assert f"note: Slurm job {node.slurm.job_id} COMPLETED" in r.stdout
+    assert f"master=n1:{12000 + int(node.slurm.job_id) % 20000}" in read(run_dir / "logs/agent.sbatch.log")
+    assert node.slurm.job_id not in slurm_cluster.queue()
 
     ps = json.loads(cockpit(slurm_cluster, runs, "ps", "--json").stdout)["runs"]
     assert [(p["state"], p["launcher"]) for p in ps] == [("succeeded", "slurm")]
@@ -142,13 +142,13 @@ def test_failing_rank_is_named_and_kill_on_bad_exit_ends_the_others(slurm_cluste
     assert r.returncode != 0
     run_dir, status = only_run(runs)
     first = status.first_failure
-    assert status.state == "failed" and (first["rank"], first["host"], first["status"]) == (1, "n2", 1)
+    assert status.state == "failed" and (first.rank, first.host, first.status) == (1, "n2", 1)
     assert "first failure: rank 1 on n2: exit code 1" in r.stdout
     assert "RuntimeError: injected failure on rank 1 after step 5" in r.stdout
     assert "task 1: Exited with exit code 1" in read(run_dir / "logs/agent.sbatch.log")
-    assert status.nodes[0]["slurm_state"] == "FAILED"
-    assert status.ended - first["time"] < 60
-    assert status.nodes[0]["job_id"] not in slurm_cluster.queue()
+    assert status.nodes[0].slurm.slurm_state == "FAILED"
+    assert status.ended - first.time < 60
+    assert status.nodes[0].slurm.job_id not in slurm_cluster.queue()
     assert procs.run_pids(status.run_id) == []
 
 
@@ -163,7 +163,7 @@ def test_stop_cancels_the_job(slurm_cluster, tmp_path, runs):
     out, _ = proc.communicate(timeout=60)
     status = read_status(run_dir)
     assert status.state == "stopped" and f"== long ({status.run_id}): stopped in" in out
-    assert status.nodes[0]["slurm_state"] == "CANCELLED"
+    assert status.nodes[0].slurm.slurm_state == "CANCELLED"
     wait_for(lambda: job_id not in slurm_cluster.queue(), 30, "the job to leave the queue")
     assert procs.run_pids(status.run_id) == []
 
@@ -173,8 +173,8 @@ def test_pending_job_shows_why_and_stops(slurm_cluster, tmp_path, runs):
     proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
     run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
     job_id = job_id_of(run_dir)
-    status = wait_for(lambda: (s := read_status(run_dir)).nodes[0].get("reason") and s, 30, "Slurm's reason")
-    assert status.state == "starting" and status.nodes[0]["slurm_state"] == "PENDING"
+    status = wait_for(lambda: (s := read_status(run_dir)).nodes[0].slurm.reason and s, 30, "Slurm's reason")
+    assert status.state == "starting" and status.nodes[0].slurm.slurm_state == "PENDING"
     assert status.note == f"Slurm job {job_id} PENDING (waiting in the queue; reason JobHeldUser)"
     r = cockpit(slurm_cluster, runs, "stop", run_dir.name)
     assert r.returncode == 0 and f"{run_dir.name}: stopped" in r.stderr
@@ -211,8 +211,8 @@ def test_requeue_checkpoints_and_resumes_where_it_stopped(slurm_cluster, tmp_pat
     assert proc.returncode == 0, out + err
     status = read_status(run_dir)
     [node] = status.nodes
-    assert status.state == "succeeded" and node["restarts"] == 1
-    [step] = node["resumed_steps"]
+    assert status.state == "succeeded" and node.slurm.restarts == 1
+    [step] = node.slurm.resumed_steps
     assert 10 <= step < 600
     assert f"requeued 1 time: restart 1 resumed at step {step}" in out
     log = rank0_log(run_dir)
@@ -233,8 +233,8 @@ def test_sweep_runs_as_one_array_with_a_directory_per_trial(slurm_cluster, tmp_p
     run_dir, status = only_run(runs)
     assert "#SBATCH --array=0-2%3" in read(run_dir / "commands/sbatch.sh")
     assert status.state == "succeeded" and "sweep of 3 trials" in status.note and "succeeded 3" in status.note
-    array = status.nodes[0]["array_job_id"]
-    assert [(n["trial"], n["job_id"], n["state"]) for n in status.nodes] == [
+    array = status.nodes[0].slurm.array_job_id
+    assert [(n.trial.index, n.slurm.job_id, n.state) for n in status.nodes] == [
         (i, f"{array}_{i}", "succeeded") for i in range(3)]
     for i, lr in enumerate(lrs):
         trial = run_dir / f"trial-{i}"

@@ -14,7 +14,7 @@ from helpers import REPO
 
 from cockpit import nvml, nvml_replay
 from cockpit.fleet.report import NodeReport
-from cockpit.runs import RunStatus, create_run_dir, write_status
+from cockpit.runs import RankExit, RunStatus, create_run_dir, write_status
 
 NVML = REPO / "tests" / "fixtures" / "nvml"
 NOW = 1_800_000_000.0  # the fixed clock of every snapshot
@@ -74,8 +74,7 @@ def make_run(runs_dir: Path, name: str, state: str, created: float, ranks: int =
         for rank in range(ranks):
             code = 1 if state == "failed" and rank == 1 else 143 if state == "failed" else 0
             (run_dir / "logs" / f"rank-{rank}.{host}.exit").write_text(f"{code} {created + 29}\n")
-            status.ranks[str(rank)] = {"rank": rank, "host": host, "status": code, "signal": None,
-                                       "time": created + 29}
+            status.ranks[str(rank)] = RankExit(rank, host, code, created + 29)
     metrics = run_dir / "metrics"
     metrics.mkdir()
     for rank in range(ranks):

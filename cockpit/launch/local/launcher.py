@@ -19,6 +19,7 @@ from cockpit import run_layout as layout
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.render import default_kind, render
+from cockpit.run_records import PROCESS_KEYS, NodeRecord
 from cockpit.runs import (
     RunStatus,
     create_run_dir,
@@ -105,8 +106,8 @@ class LocalNode:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
 
-    def describe(self) -> dict:
-        return {"host": self.host, "node_rank": self.node_rank, "pid": self.proc.pid, "exit_code": self.poll()}
+    def describe(self) -> NodeRecord:
+        return NodeRecord(self.host, self.node_rank, pid=self.proc.pid, exit_code=self.poll(), null_keys=PROCESS_KEYS)
 
 
 def new_run(spec: JobSpec, job_path: str, runs_dir: Path) -> tuple[str, Path]:

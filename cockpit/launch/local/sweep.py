@@ -6,7 +6,7 @@ pool splits into slots of that many GPUs; `sweep.max_parallel` caps the slots (o
 default 1). Trial i runs in slot i mod P, after the trial before it in that slot ended (whatever its result): a
 fixed plan, so every trial's script is written up front and `commands/` shows exactly what runs where.
 
-    <run>/status.json           the sweep: one node per trial {"trial", "args", "gpus", "slot", "state", ...}
+    <run>/status.json           the sweep: one node per trial (a NodeRecord with its Trial: args, gpus, slot, state)
     <run>/logs/agent.trial-I.log  trial I's torchrun output (what `cockpit run` streams)
     <run>/trial-I/              trial I's own run directory: commands/node-0.sh, status.json, logs/rank-*,
                                 metrics/, checkpoints/ (a local run; `cockpit logs <run>/trial-I` reads it)
@@ -22,7 +22,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit import procs
@@ -31,6 +31,7 @@ from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions
 from cockpit.render import render
+from cockpit.run_records import PROCESS_KEYS, FirstFailure, NodeRecord, Trial
 from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_private, write_status
 from cockpit.spec.model import JobSpec
 
@@ -65,11 +66,11 @@ class LocalSweepLauncher(LocalLauncher):
             return None
         status.nodes = [node.describe() for node in nodes]
         note = summarize(status)
-        failed = [t for t in trials if t.info.get("state") == "failed"]
+        failed = [t for t in trials if t.info.state == "failed"]
         if failed:
             first = min(failed, key=lambda t: (t.status.ended or 0) if t.status else 0)
-            ff = (first.status.first_failure if first.status else None) or {}
-            why = f" (rank {ff['rank']} on {ff['host']}: {ff['describe']})" if ff.get("describe") else ""
+            ff = first.status.first_failure if first.status else None
+            why = f" (rank {ff.rank} on {ff.host}: {ff.description})" if ff and ff.description else ""
             note += f"; first to fail: trial {first.trial}{why}"
         return note
 
@@ -132,8 +133,8 @@ def prepare(spec: JobSpec, job_path: str, run_dir: Path, run_id: str, extra_args
         write_status(tdir, RunStatus(run_id=trun, name=spec.name, launcher="local", job_file=status.job_file,
                                      hosts=list(facts.node_names), world_size=tspec.world_size,
                                      note=f"trial {i} of {len(trials)}: {' '.join(args)}"))
-        status.nodes.append({"host": layout.trial_name(i), "node_rank": i, "trial": i, "args": list(args),
-                             "gpus": list(gpus), "slot": slot, "run_dir": str(tdir), "state": "pending"})
+        status.nodes.append(NodeRecord(layout.trial_name(i), i, state="pending", run_dir=str(tdir),
+                                       trial=Trial(i, tuple(args), tuple(gpus), slot)))
     status.note = describe_plan(len(trials), gpu_sets)
     return status
 
@@ -146,10 +147,11 @@ def describe_plan(n: int, gpu_sets: list[tuple[int, ...]]) -> str:
 class TrialNode:
     """One trial, started by the supervisor's poll once the trial before it in its slot has ended."""
 
-    def __init__(self, run_dir: Path, node: dict, before: TrialNode | None, grace: float):
-        self.run_dir, self.info, self.before, self.grace = run_dir, dict(node), before, grace
-        self.trial = node["trial"]
-        self.dir = Path(node["run_dir"])
+    def __init__(self, run_dir: Path, node: NodeRecord, before: TrialNode | None, grace: float):
+        assert node.trial is not None and node.run_dir is not None, node
+        self.run_dir, self.info, self.before, self.grace = run_dir, node, before, grace
+        self.trial = node.trial.index
+        self.dir = Path(node.run_dir)
         self.proc: subprocess.Popen | None = None
         self.rc: int | None = None
         self.cancelled = False  # stopped before it started: it never will
@@ -184,22 +186,24 @@ class TrialNode:
         """SIGKILL what is left of this trial's processes (found by its run id); how many needed it."""
         return procs.kill_run(self.status.run_id, grace=2.0) if self.status else 0
 
-    def describe(self) -> dict:
-        return {**self.info, "pid": self.proc.pid if self.proc else None, "exit_code": self.rc}
+    def describe(self) -> NodeRecord:
+        return replace(self.info, pid=self.proc.pid if self.proc else None, exit_code=self.rc,
+                       null_keys=self.info.null_keys | PROCESS_KEYS)
 
     # -- inside ------------------------------------------------------------------------------------------------
     def _start(self) -> None:
         log = open(layout.agent_log(self.run_dir, layout.trial_name(self.trial)), "ab")  # noqa: SIM115
-        log.write(f"cockpit: trial {self.trial}: {' '.join(self.info['args'])}".encode()
-                  + (f" (GPUs {','.join(map(str, self.info['gpus']))})" if self.info["gpus"] else "").encode()
+        trial = self.info.trial
+        log.write(f"cockpit: trial {self.trial}: {' '.join(trial.args)}".encode()
+                  + (f" (GPUs {','.join(map(str, trial.gpus))})" if trial.gpus else "").encode()
                   + b"\n")
         log.flush()
         self.proc = subprocess.Popen(["bash", str(layout.node_script(self.dir, 0))], stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         log.close()
-        self.info["state"] = "running"
+        self.info = replace(self.info, state="running")
         self._write(state="running", started=time.time(),
-                    supervisor=None, nodes=[{"host": self.status.hosts[0], "node_rank": 0, "pid": self.proc.pid}])
+                    supervisor=None, nodes=[NodeRecord(self.status.hosts[0], 0, pid=self.proc.pid)])
 
     def _watch_ranks(self) -> None:
         """A failed rank: torchrun gets ``grace`` seconds to stop the trial's other ranks, then we do."""
@@ -220,14 +224,13 @@ class TrialNode:
         else:
             state = "succeeded" if rc == 0 and first is None else "failed"
         self.rc = rc if state != "succeeded" else 0
-        self.info["state"] = state
+        self.info = replace(self.info, state=state)
         note = self.status.note if self.status else None
         if leftover:
             note = (f"{note}; " if note else "") + f"{leftover} leftover processes needed SIGKILL"
         self._write(state=state, ended=time.time(), exit_code=self.rc, note=note,
-                    ranks={str(r): {**asdict(e), "signal": e.signal} for r, e in sorted(exits.items())},
-                    first_failure=None if first is None else {**asdict(first), "signal": first.signal,
-                                                              "describe": first.describe()},
+                    ranks={str(r): e for r, e in sorted(exits.items())},
+                    first_failure=None if first is None else FirstFailure.of(first, first.describe()),
                     stop_requested=state == "stopped")
         return self.rc
 
@@ -244,8 +247,9 @@ def make_trial_nodes(status: RunStatus, run_dir: Path, grace: float) -> list[Tri
     last: dict[int, TrialNode] = {}
     nodes = []
     for node in status.nodes:
-        trial = TrialNode(run_dir, node, last.get(node["slot"]), grace)
-        last[node["slot"]] = trial
+        slot = node.trial.slot if node.trial is not None else None
+        trial = TrialNode(run_dir, node, last.get(slot), grace)
+        last[slot] = trial
         nodes.append(trial)
     return nodes
 
@@ -254,6 +258,6 @@ def summarize(status: RunStatus) -> str:
     """The sweep's note at its end: the plan, then how many trials ended how."""
     counts: dict[str, int] = {}
     for node in status.nodes:
-        counts[node.get("state") or "?"] = counts.get(node.get("state") or "?", 0) + 1
+        counts[node.state or "?"] = counts.get(node.state or "?", 0) + 1
     plan = (status.note or "").split(":")[0]
     return f"{plan}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -23,6 +23,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit import contract
@@ -32,6 +33,7 @@ from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
+from cockpit.run_records import NodeRecord, SlurmJob, Trial
 from cockpit.runs import (
     RunStatus,
     create_run_dir,
@@ -118,13 +120,13 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
         tdir.chmod(0o700)
         install_hook(tdir)
-        status.nodes.append({"host": layout.trial_name(i), "node_rank": i, "trial": i, "args": list(args),
-                             "run_dir": str(tdir), "job_id": None})
+        status.nodes.append(NodeRecord(layout.trial_name(i), i, run_dir=str(tdir), trial=Trial(i, tuple(args)),
+                                       slurm=SlurmJob(None), null_keys=frozenset({"job_id"})))
         write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
                                      job_file=status.job_file, hosts=[], world_size=spec.world_size,
                                      note=f"trial {i} of {len(trials)}: {' '.join(args)}"))
     if not trials:
-        status.nodes.append({"host": BATCH_HOST, "node_rank": 0, "job_id": None})
+        status.nodes.append(NodeRecord(BATCH_HOST, 0, slurm=SlurmJob(None), null_keys=frozenset({"job_id"})))
     write_status(run_dir, status)
     return run_dir
 
@@ -166,14 +168,18 @@ def submit(run_dir: Path, sbatch: str = "sbatch") -> str:
         raise LaunchError(f"sbatch refused the job: {message} (hint: the script is {run_dir / SCRIPT}; "
                           "check partition, account, gres and time against `sinfo`)")
     job_id = parse_job_id(r.stdout)
-    for node in status.nodes:
-        if "trial" in node:
-            node["job_id"], node["array_job_id"] = f"{job_id}_{node['trial']}", job_id
-        else:
-            node["job_id"] = job_id
+    status.nodes = [_submitted(node, job_id) for node in status.nodes]
     status.note = f"submitted as Slurm job {job_id}"
     write_status(run_dir, status)
     return job_id
+
+
+def _submitted(node: NodeRecord, job_id: str) -> NodeRecord:
+    """The node with sbatch's job id: an array task's own id, "<array>_<task>", for a sweep's trial."""
+    job = node.slurm or SlurmJob(None)
+    if node.trial is not None:
+        return replace(node, slurm=replace(job, job_id=f"{job_id}_{node.trial.index}", array_job_id=job_id))
+    return replace(node, slurm=replace(job, job_id=job_id))
 
 
 def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
@@ -183,7 +189,7 @@ def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
 
 def job_ids(status: RunStatus) -> list[str]:
     """The Slurm job (or array task) ids of a run, from its status.json."""
-    return [n["job_id"] for n in status.nodes if n.get("job_id")]
+    return [n.slurm.job_id for n in status.nodes if n.slurm is not None and n.slurm.job_id]
 
 
 def requeue(run_dir: Path, runner: Runner = run_command) -> str:

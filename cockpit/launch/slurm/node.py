@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit import run_layout as layout
 from cockpit.launch.slurm import attempts as slurm_attempts
+from cockpit.run_records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord
 from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
 from cockpit.slurm.query import JobView
@@ -36,14 +38,15 @@ REQUEUE_SETTLE = 5.0  # a job that may requeue itself is over only when Slurm st
 class SlurmJobNode:
     """One Slurm job (or array task) of a run, as a supervisor node."""
 
-    def __init__(self, entry: dict, book: SlurmBook):
-        self.entry = dict(entry)
+    def __init__(self, entry: NodeRecord, book: SlurmBook):
+        assert entry.slurm is not None and entry.slurm.job_id, entry
+        self.entry = entry
         self.book = book
-        self.job_id: str = entry["job_id"]
-        self.host: str = entry["host"]  # "sbatch", or "trial-<i>": names logs/agent.<host>.log
-        self.node_rank: int = entry.get("node_rank", 0)
-        self.trial: int | None = entry.get("trial")
-        self.run_dir = Path(entry["run_dir"]) if self.trial is not None else book.run_dir
+        self.job_id: str = entry.slurm.job_id
+        self.host: str = entry.host  # "sbatch", or "trial-<i>": names logs/agent.<host>.log
+        self.node_rank: int = entry.node_rank
+        self.trial: int | None = entry.trial.index if entry.trial is not None else None
+        self.run_dir = Path(entry.run_dir or "") if self.trial is not None else book.run_dir
         own = read_status(self.run_dir) if self.trial is not None else book.status
         self.world_size = own.world_size if own is not None else None
         self.attempts = slurm_attempts.AttemptLog(layout.agent_log(book.run_dir, self.host),
@@ -74,13 +77,14 @@ class SlurmJobNode:
     def terminate(self) -> None:
         self.book.cancel()
 
-    def describe(self) -> dict:
-        v = self.view
-        return {**self.entry, "slurm_state": v.slurm_state if v else None, "reason": v.reason if v else None,
-                "state": v.state if v else None, "nodes": v.nodes if v else None, "source": v.source if v else None,
-                "restarts": max([a.restart for a in self.history] + [v.restarts or 0 if v else 0]),
-                "resumed_steps": [a.resumed_step for a in self.history if a.restart > 0],
-                "exit_code": self.exit_code}
+    def describe(self) -> NodeRecord:
+        v, e = self.view, self.entry
+        job = replace(e.slurm, slurm_state=v.slurm_state if v else None, reason=v.reason if v else None,
+                      nodes=v.nodes if v else None, source=v.source if v else None,
+                      restarts=max([a.restart for a in self.history] + [v.restarts or 0 if v else 0]),
+                      resumed_steps=tuple(a.resumed_step for a in self.history if a.restart > 0))
+        return replace(e, state=v.state if v else None, exit_code=self.exit_code, slurm=job,
+                       null_keys=e.null_keys | SLURM_VIEW_KEYS)
 
     # -- following Slurm ----------------------------------------------------------------------------------
     def _look(self) -> None:
@@ -156,12 +160,9 @@ class SlurmJobNode:
         s = old or RunStatus(run_id=f"{parent.run_id}.trial-{self.trial}", name=parent.name, launcher="slurm",
                              job_file=parent.job_file, hosts=[], world_size=parent.world_size)
         exits = rank_exits(self.run_dir)
-        s.ranks = {str(r): {"rank": e.rank, "host": e.host, "status": e.status, "signal": e.signal,
-                            "time": e.time} for r, e in sorted(exits.items())}
+        s.ranks = {str(r): e for r, e in sorted(exits.items())}
         first = first_failure(exits)
-        s.first_failure = None if first is None else {
-            "rank": first.rank, "host": first.host, "status": first.status, "signal": first.signal,
-            "time": first.time, "describe": first.describe()}
+        s.first_failure = None if first is None else FirstFailure.of(first, first.describe())
         s.supervisor, s.nodes = parent.supervisor, [self.describe()]
         s.hosts = _hosts(self.view) or s.hosts
         v = self.view
@@ -200,7 +201,7 @@ class SlurmBook:
             self.cancel_wanted, self.cancel_asked_at = True, self.tracker.clock()
         if self.cancelled:
             return
-        ids = sorted({n.entry.get("array_job_id") or n.job_id for n in self.nodes if n.exit_code is None})
+        ids = sorted({n.entry.slurm.array_job_id or n.job_id for n in self.nodes if n.exit_code is None})
         try:
             cancel(ids, self.runner)
         except SlurmError as exc:
@@ -241,7 +242,7 @@ def make_slurm_nodes(status: RunStatus, run_dir: Path, runner: Runner = run_comm
                      **tracker_args) -> list[SlurmJobNode]:
     """The supervisor's nodes for a submitted Slurm run (its status.json has the job ids); ``tracker_args``
     go to the shared JobTracker (min_interval, max_interval, clock)."""
-    missing = [n for n in status.nodes if not n.get("job_id")]
+    missing = [n for n in status.nodes if n.slurm is None or not n.slurm.job_id]
     if missing or not status.nodes:
         raise SystemExit(f"cockpit supervisor: {run_dir} was never submitted (no Slurm job id in status.json)")
     book = SlurmBook(status, run_dir, runner, **tracker_args)
@@ -288,6 +289,6 @@ def _sweep_note(nodes: list[SlurmJobNode]) -> str:
         state = "succeeded" if n.exit_code == 0 else ("failed" if n.exit_code else
                                                       (n.view.state if n.view else "submitted"))
         counts[state] = counts.get(state, 0) + 1
-    array = nodes[0].entry.get("array_job_id", "?")
+    array = nodes[0].entry.slurm.array_job_id or "?"
     return f"sweep of {len(nodes)} trials, Slurm array job {array}: " + ", ".join(
         f"{k} {v}" for k, v in sorted(counts.items()))

@@ -37,6 +37,7 @@ from cockpit.launch.ssh.facts import node_python
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, read_plan, stop_grace
 from cockpit.launch.ssh.shell import agent_command, agent_exit_file, parse_started, start_script, stop_script
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
+from cockpit.run_records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
 from cockpit.runs import RunStatus, first_failure, rank_exits, write_status
 
 TICK = 0.3
@@ -79,11 +80,10 @@ class SSHNode:
     def terminate(self) -> None:
         self.run.request_stop()
 
-    def describe(self) -> dict:
-        return {"host": self.host, "node_rank": self.node_rank, "pid": self.pid, "start": self.start_ticks,
-                "exit_code": self.exit_code,
-                "state": self.state, "run_dir": self.plan.run_dir, "shared": self.plan.shared,
-                "note": self.note, "stopped": self.stopped}
+    def describe(self) -> NodeRecord:
+        return NodeRecord(self.host, self.node_rank, pid=self.pid, exit_code=self.exit_code, state=self.state,
+                          run_dir=self.plan.run_dir, note=self.note,
+                          ssh=SshProcess(self.plan.shared, self.start_ticks, self.stopped), null_keys=SSH_KEYS)
 
     # -- in the run's event loop ---------------------------------------------------------------------------------
     @property
@@ -213,7 +213,7 @@ class SSHRun:
         self.sweep_at: float | None = None  # monotonic time the teardown sweep is due
         self.sweep_grace = plan.timing.kill_grace
         self.swept_since: float | None = None  # wall time of the first sweep: later exits are its doing
-        self.node_failure: dict | None = None
+        self.node_failure: FirstFailure | None = None
         self.finished = False
         self._dirty = False
         self._sweeps: dict[str, asyncio.Task] = {}
@@ -240,8 +240,8 @@ class SSHRun:
     def sync(self) -> None:
         """Bring status.json up to date with what the loop learnt (node states, a node's failure)."""
         s, ff = self.status, self.node_failure
-        if ff is not None and (s.first_failure is None or ff["time"] < s.first_failure["time"]):
-            s.first_failure = dict(ff)
+        if ff is not None and (s.first_failure is None or ff.time < s.first_failure.time):
+            s.first_failure = ff
             self._dirty = True
         if self._dirty:
             self._dirty = False
@@ -269,14 +269,13 @@ class SSHRun:
     def node_failed(self, node: SSHNode, code: int, when: float, note: str) -> None:
         if self.swept_since is not None and when >= self.swept_since:
             return  # ended by cockpit's own teardown, not a failure of its own
-        if self.node_failure is None or when < self.node_failure["time"]:
+        if self.node_failure is None or when < self.node_failure.time:
             sig = code - 128 if code > 128 else None
             how = note if code == 255 else (f"killed by {_signal_name(sig)} (status {code})" if sig
                                             else f"exit code {code}")
-            self.node_failure = {"rank": None, "host": node.host, "status": code, "signal": sig, "time": when,
-                                 "agent": True, "node_rank": node.node_rank,
-                                 "describe": f"torchrun on {node.host} (node {node.node_rank}), before any rank "
-                                             f"failed: {how}"}
+            self.node_failure = FirstFailure(None, node.host, code, when, f"torchrun on {node.host} (node "
+                                             f"{node.node_rank}), before any rank failed: {how}",
+                                             agent=True, node_rank=node.node_rank)
         self._failure()
 
     def _failure(self) -> None:
@@ -381,7 +380,7 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
     ranks' exit records (cockpit.launch.local.launcher.reconcile). Else the run stays "running", with a note that
     nobody follows it; a node that cannot be asked leaves it at that too."""
     plan = read_plan(run_dir)
-    known = {n.get("host"): n for n in status.nodes or ()}
+    known = {n.host: n for n in status.nodes or ()}
     offsets = {f"{p.parent.name}/{p.name}": p.stat().st_size
                for sub in (layout.LOGS, layout.METRICS) if (run_dir / sub).is_dir() for p in (run_dir / sub).iterdir()
                if p.is_file()}
@@ -390,13 +389,14 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
     run.run_dir, run.plan, run._dirty = run_dir, plan, False
 
     async def one(pool: RemotePool, p: NodePlan) -> tuple[str, str | None]:
-        node = known.get(p.host) or {}
-        if node.get("pid") is None:
+        node = known.get(p.host)
+        if node is None or node.pid is None:
             return p.host, "never started"  # (its failure to start is in status.json already)
         copier = SSHNode(run, p)  # its _write puts the copied bytes in place
         copier.offsets = dict(offsets)
-        args = {"run_dir": p.run_dir, "exit_file": agent_exit_file(p.run_dir, p.host), "pid": node["pid"],
-                "start": node.get("start"), "copy": not p.shared, "offsets": copier.offsets, "once": True}
+        start = node.ssh.start if node.ssh is not None else None
+        args = {"run_dir": p.run_dir, "exit_file": agent_exit_file(p.run_dir, p.host), "pid": node.pid,
+                "start": start, "copy": not p.shared, "offsets": copier.offsets, "once": True}
         command = agent_command(node_python(pool, p.host, plan.python), "watch", args)
         try:
             result = await asyncio.wait_for(pool.get(p.host).run(command, timeout), timeout + 5)

@@ -198,7 +198,8 @@ class RunViewScreen(CockpitScreen):
             rec = progress.get(str(rank), {}) if rank != "agent" else {}
             last = rec.get("last_output") or st.last_time  # the log's own last write, once the watchdog saw it
             age = "-" if last is None or not live else short_age(now - last)
-            exit_code = ranks.get(str(rank), {}).get("status") if rank != "agent" else None
+            end = ranks.get(str(rank)) if rank != "agent" else None
+            exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
             if self._cells.get(source) == cells:
                 continue  # every update_cell invalidates the whole table's render cache: only real changes

@@ -1,0 +1,103 @@
+"""RunStatus: status.json as a typed value, and its edge to JSON.
+
+Pure and stdlib only. ``from_dict`` checks every field (StatusError says which, and how it is wrong) and
+turns the records inside into cockpit.run_records' typed ones; ``to_json`` writes them back, byte for byte
+what was read (tests/test_run_records.py holds it to files the earlier, untyped code wrote). Reading and
+writing the file itself is cockpit.runs'.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, fields
+
+from cockpit.run_records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
+
+FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
+STATES = ("starting", "running", *FINAL_STATES)
+
+
+class StatusError(ValueError):
+    """status.json exists but is not a run status: not JSON, truncated, or fields of the wrong type."""
+
+
+@dataclass
+class RunStatus:
+    """status.json. Mutable on purpose: the supervisor updates it as the run moves on."""
+
+    run_id: str
+    name: str
+    launcher: str
+    job_file: str
+    hosts: list[str]
+    world_size: int | None
+    state: str = "starting"
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    supervisor: dict | None = None  # {"pid": int, "start": str} (start time guards against pid reuse)
+    nodes: list[NodeRecord] = field(default_factory=list)  # the units of work, as the launcher describes them
+    ranks: dict[str, RankExit] = field(default_factory=dict)  # str(rank) -> how it ended
+    first_failure: FirstFailure | None = None
+    stop_requested: bool = False
+    stopped_at: float | None = None  # wall time the supervisor acted on the stop: later exits are its doing
+    note: str | None = None  # why a run ended as it did, when cockpit knows more than the exit code
+    stall_after: float = 600.0  # the job's stall_after (cockpit run --stall-after): 0 turns the watch off
+    on_stall: str = "report"  # "report" | "stop"
+    progress: dict[str, dict] = field(default_factory=dict)  # rank -> cockpit.hang.progress record
+    findings: list[dict] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    def to_dict(self) -> dict:
+        """status.json's object, fields in declaration order (`cockpit ps --json` prints it so)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["nodes"] = [n.to_dict() for n in self.nodes]
+        d["ranks"] = {r: e.to_dict() for r, e in self.ranks.items()}
+        d["first_failure"] = None if self.first_failure is None else self.first_failure.to_dict()
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> RunStatus:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "") -> RunStatus:
+        """A status from status.json's object, checked field by field (StatusError, prefixed with ``where``).
+        Fields it does not know are left out."""
+        if not isinstance(data, dict):
+            raise StatusError(f"{where}expected a JSON object, found {type(data).__name__}")
+        for name in _REQUIRED:
+            if name not in data:
+                raise StatusError(f"{where}{name}: missing")
+        for name, types in _FIELD_TYPES.items():
+            if name in data and not is_a(data[name], types):
+                names = " or ".join(dict.fromkeys(type_name(t) for t in types))
+                raise StatusError(f"{where}{name}: expected {names}, found {json.dumps(data[name])[:40]}")
+        if not all(isinstance(h, str) for h in data["hosts"]):
+            raise StatusError(f"{where}hosts: expected a list of host names")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        try:
+            known["nodes"] = [NodeRecord.from_dict(n, f"nodes[{i}]: ") for i, n in enumerate(data.get("nodes", ()))]
+            known["ranks"] = {r: RankExit.from_dict(e, f"ranks.{r}: ") for r, e in data.get("ranks", {}).items()}
+            ff = data.get("first_failure")
+            known["first_failure"] = None if ff is None else FirstFailure.from_dict(ff)
+        except RecordError as exc:
+            raise StatusError(f"{where}{exc}") from None
+        return cls(**known)
+
+
+# field -> accepted types (None: may be null). bool is refused where a number is meant (it is an int to Python).
+_FIELD_TYPES: dict[str, tuple] = {
+    "run_id": (str,), "name": (str,), "launcher": (str,), "job_file": (str,), "hosts": (list,),
+    "world_size": (int, None), "state": (str,), "created": NUM, "started": (*NUM, None), "ended": (*NUM, None),
+    "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
+    "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*NUM, None), "note": (str, None)}
+_REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")

@@ -1,0 +1,73 @@
+"""status.json's typed records: every status.json the untyped code wrote (tests/fixtures/runs, see its README)
+reads and writes back byte for byte, and `cockpit ps --json` over them prints what that code printed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+from cockpit.run_records import NodeRecord, RankExit, RecordError
+from cockpit.runs import load_status
+
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
+STATUS_FILES = sorted(FIXTURES.rglob("status.json"))
+
+
+def test_the_fixtures_hold_every_kind_of_node():
+    kinds = set()
+    for path in STATUS_FILES:
+        for n in load_status(path.parent).nodes:
+            kinds.add("trial" if n.trial else "slurm" if n.slurm else "ssh" if n.ssh else "process")
+    assert kinds == {"trial", "slurm", "ssh", "process"} and len(STATUS_FILES) == 8
+
+
+@pytest.mark.parametrize("path", STATUS_FILES, ids=lambda p: str(p.parent.relative_to(FIXTURES)))
+def test_a_status_written_by_the_untyped_code_reads_and_writes_back_byte_for_byte(path: Path):
+    assert load_status(path.parent).to_json() == path.read_text(encoding="utf-8")
+
+
+def test_the_records_read_typed():
+    ssh = load_status(next(FIXTURES.glob("ssh2-*")))
+    ff = ssh.first_failure
+    assert (ff.rank, ff.agent, ff.node_rank, ff.signal) == (None, True, 0, 9)
+    assert ssh.ranks["0"].teardown_abort and ssh.ranks["0"].signal == 6
+    lost = ssh.nodes[1]
+    assert (lost.pid, lost.ssh.start, lost.ssh.shared, lost.state) == (None, None, False, "lost")
+    sweep = load_status(next(FIXTURES.glob("demosweep-*")))
+    assert [(n.trial.index, n.trial.args, n.trial.gpus, n.state) for n in sweep.nodes] == [
+        (0, ("--fail-rank", "1"), (), "failed"), (1, ("--fail-rank", "5"), (), "succeeded")]
+    trial = load_status(next(FIXTURES.glob("demosweep-*/trial-0")))
+    assert trial.first_failure.description == "killed by SIGKILL (status 137)" and trial.nodes[0].exit_code is None
+
+
+def test_null_and_absent_stay_apart():
+    """A trial's own node has no exit_code key; a local node has "exit_code": null while it runs."""
+    absent = {"host": "vm", "node_rank": 0, "pid": 7}
+    null = {**absent, "exit_code": None}
+    assert NodeRecord.from_dict(absent).to_dict() == absent and NodeRecord.from_dict(null).to_dict() == null
+    assert NodeRecord.from_dict(absent).exit_code is None is NodeRecord.from_dict(null).exit_code
+
+
+def test_a_record_of_the_wrong_shape_names_its_field():
+    with pytest.raises(RecordError, match=r"nodes\[2\]: trial: expected a number, found \"x\""):
+        NodeRecord.from_dict({"host": "h", "node_rank": 0, "trial": "x"}, "nodes[2]: ")
+    with pytest.raises(RecordError, match="ranks.1: time: missing"):
+        RankExit.from_dict({"rank": 1, "host": "h", "status": 0}, "ranks.1: ")
+
+
+def test_ps_json_prints_what_the_untyped_code_printed(tmp_path: Path):
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURES, runs)
+    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--json"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.replace(str(runs), "RUNS") == (FIXTURES / "ps.json").read_text(encoding="utf-8")
+    for path in STATUS_FILES:  # and ps wrote nothing back
+        assert (runs / path.relative_to(FIXTURES)).read_bytes() == path.read_bytes()
