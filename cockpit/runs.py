@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -233,10 +234,24 @@ def failure_record(run_dir: Path, e: RankExit) -> FirstFailure:
     return FirstFailure.of(rec, teardown.DESCRIBE if rec.teardown_abort else e.describe())
 
 
+# Deaths that come from outside the rank or from its own crash, never as the reaction to a peer's end (a peer
+# that vanished shows as an error, exit 1, or a C++ abort, SIGABRT; a teardown as SIGTERM, SIGINT or SIGHUP).
+_CAUSE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
+CAUSE_WINDOW = 1.0
+"""Seconds: a rank killed (SIGKILL, SIGSEGV, ...) this soon after the earliest exit is the first failure all the
+same. Each wrapper stamps its rank's end when its wait returns; on a busy machine the killed rank's wrapper can
+run later than a peer's that saw the connection drop and exited at once."""
+
+
 def first_failure(exits: dict[int, RankExit]) -> RankExit | None:
-    """The earliest non-zero rank exit: later ones are usually ranks torn down because of it."""
-    failed = [e for e in exits.values() if e.status != 0]
-    return min(failed, key=lambda e: (e.time, e.rank)) if failed else None
+    """The earliest non-zero rank exit: later ones are usually ranks torn down because of it. A rank killed by
+    a signal that only a cause sends (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) within ``CAUSE_WINDOW`` of the
+    earliest exit comes first."""
+    failed = sorted((e for e in exits.values() if e.status != 0), key=lambda e: (e.time, e.rank))
+    if not failed:
+        return None
+    causes = [e for e in failed if e.signal in _CAUSE_SIGNALS and e.time - failed[0].time <= CAUSE_WINDOW]
+    return causes[0] if causes else failed[0]
 
 
 def is_sweep(status: RunStatus) -> bool:

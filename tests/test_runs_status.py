@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 from helpers import REPO
 
 from cockpit.launch.control import reconcile_runs
-from cockpit.runs import UNREADABLE, RunStatus, list_runs, read_status, write_status
+from cockpit.runs import UNREADABLE, RankExit, RunStatus, first_failure, list_runs, read_status, write_status
 
 GOOD = RunStatus(run_id="good-1", name="good", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
                  state="succeeded", exit_code=0, created=1000.0)
@@ -94,3 +95,24 @@ def test_logs_for_a_rank_the_run_does_not_have(runs):
                         "rank)\n")
     r = cockpit("logs", "good-1", "--rank", "1", runs_dir=runs)
     assert r.returncode == 0 and r.stdout == "hello from 1\n"
+
+
+def _exit(rank: int, status: int, time: float) -> RankExit:
+    return RankExit(rank=rank, host="vm", status=status, time=time)
+
+
+def test_first_failure_is_the_earliest_exit_unless_a_rank_was_killed_just_after():
+    # rank 1 saw its peer's socket close and exited 1; rank 0's wrapper, scheduled later, stamped its SIGKILL
+    # 0.4 ms after (seen on a busy 2-core machine): the kill is the cause
+    exits = {0: _exit(0, 128 + signal.SIGKILL, 100.0004), 1: _exit(1, 1, 100.0)}
+    assert first_failure(exits).rank == 0
+    # a kill long after the first error is torchrun's escalation, a consequence
+    exits = {0: _exit(0, 128 + signal.SIGKILL, 131.0), 1: _exit(1, 1, 100.0)}
+    assert first_failure(exits).rank == 1
+    # an abort right after a peer's error is the usual reaction to it (gloo/NCCL raise, C++ aborts)
+    exits = {0: _exit(0, 128 + signal.SIGABRT, 100.01), 1: _exit(1, 1, 100.0)}
+    assert first_failure(exits).rank == 1
+    # a segfault is a cause too; clean exits are never failures
+    exits = {0: _exit(0, 0, 99.0), 1: _exit(1, 1, 100.0), 2: _exit(2, 128 + signal.SIGSEGV, 100.5)}
+    assert first_failure(exits).rank == 2
+    assert first_failure({0: _exit(0, 0, 1.0)}) is None
