@@ -18,7 +18,8 @@ from cockpit.fleet.report import Interface, NodeReport
 from cockpit.spec.model import load_spec
 from cockpit.tui import form as jobform
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.screens.compose import ComposeScreen, interface_advice
+from cockpit.tui.composeview import interface_advice
+from cockpit.tui.screens.compose import ComposeScreen
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen, UnsavedScreen
 from cockpit.tui.screens.fleet import FleetScreen
 from cockpit.tui.screens.help import HelpScreen

@@ -2,7 +2,11 @@
 
 Every change re-checks the form in an exclusive worker (a newer check cancels an older one, whose result is
 dropped); problems appear under the field they belong to and, positioned, next to the job's YAML. Save,
-open and launch do their IO in workers too."""
+open and launch do their IO in workers too.
+
+Here: the form's rows and widgets, the check and where its problems show, the fleet's selection, launch.
+Elsewhere: opening and saving the job file, and unsaved edits (compose_file), the side panel
+(widgets/job_preview), the field table and the words as pure functions (cockpit.tui.composeview)."""
 
 from __future__ import annotations
 
@@ -12,51 +16,24 @@ from pathlib import Path
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.suggester import SuggestFromList
-from textual.widgets import Checkbox, Footer, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import Checkbox, Footer, Input, Label, Select, Static
 from textual.worker import get_current_worker
 
-from cockpit.fleet.report import NodeReport
-from cockpit.spec.model import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec, SpecError
+from cockpit.spec.model import SpecError
+from cockpit.tui import composeview
 from cockpit.tui import form as jobform
+from cockpit.tui.composeview import FIELDS, NODES_PLACEHOLDER, SLURM
 from cockpit.tui.fleetview import job_choice
 from cockpit.tui.messages import Validated
 from cockpit.tui.screens.base import CockpitScreen
-from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
+from cockpit.tui.screens.compose_file import JobFile
+from cockpit.tui.widgets.job_preview import JobPreview
 from cockpit.tui.widgets.navbar import NavBar
 
-# (field, label, kind, choices or placeholder); slurm fields are shown only for launcher: slurm
-FIELDS = [
-    ("name", "name", "input", "my-job"),
-    ("launcher", "launcher", "select", LAUNCHERS),
-    ("nodes", "nodes", "input", "host1, host2"),
-    ("gpus", "GPUs", "input", "none | all | 4 | [0,2]"),
-    ("procs_per_node", "procs/node", "input", "auto"),
-    ("backend", "backend", "select", BACKENDS),
-    ("pg_backend", "pg backend", "select", PG_BACKENDS),
-    ("precision", "precision", "select", PRECISIONS),
-    ("script", "script", "input", "train.py"),
-    ("args", "args", "input", "--epochs 3"),
-    ("nccl_debug", "NCCL_DEBUG", "select", jobform.NCCL_DEBUG_LEVELS),
-    ("nccl_socket_ifname", "NCCL ifname", "input", "eth0 or ^lo,docker0"),
-    ("env", "env", "input", "NAME=value …"),
-    ("sweep", "sweep grid", "input", "lr=0.1,0.01 batch-size=32,64"),
-]
-SLURM = [
-    ("partition", "partition", "input", "gpu"),
-    ("time", "time", "input", "02:00:00"),
-    ("account", "account", "input", ""),
-    ("qos", "qos", "input", ""),
-    ("mem", "mem/node", "input", "64G"),
-    ("cpus_per_task", "cpus/task", "input", "8"),
-    ("gres_type", "gres type", "input", "a100"),
-    ("requeue", "requeue", "checkbox", ""),
-]
-NODES_PLACEHOLDER = {"local": "this machine", "ssh": "host1, host2", "slurm": "2 or gpu[01-02]"}
 
-
-class ComposeScreen(CockpitScreen):
+class ComposeScreen(JobFile, CockpitScreen):
     TITLE = "Compose"
     BINDINGS = [
         Binding("ctrl+l,f5", "launch", "Launch"),
@@ -81,14 +58,7 @@ class ComposeScreen(CockpitScreen):
                 yield Static("Slurm", classes="section slurm")
                 yield from self._rows(SLURM, "slurm")
                 yield Static("", id="compose-notes", classes="-none", markup=False)
-            with Vertical(id="side"):
-                yield Static("", id="problems", markup=False)
-                with TabbedContent(id="preview-tabs"):
-                    with TabPane("Preview", id="tab-preview"):
-                        yield TextArea("", id="preview", read_only=True, soft_wrap=False, show_cursor=False)
-                    with TabPane("YAML", id="tab-yaml"):
-                        yield TextArea("", id="yaml", read_only=True, soft_wrap=False, show_line_numbers=True,
-                                       show_cursor=False)
+            yield JobPreview(id="side")
         yield Footer()
 
     def _rows(self, fields: list, classes: str = "") -> ComposeResult:
@@ -154,16 +124,10 @@ class ComposeScreen(CockpitScreen):
         nodes = self.query_one("#f-nodes", Input)
         nodes.disabled = launcher == "local"
         nodes.placeholder = NODES_PLACEHOLDER.get(launcher, "")
-        self.query_one(NavBar).info = shown_path(self.job_path) if self.job_path else "new job (not saved)"
+        self.query_one(NavBar).info = composeview.shown_path(self.job_path) if self.job_path else "new job (not saved)"
         self.validate(self.form)
 
     # --- validation and preview (worker) ---------------------------------------------------------------------
-    def _label(self) -> str:
-        return self.job_path.name if self.job_path else "job.yaml"
-
-    def _base_dir(self) -> Path:
-        return self.job_path.parent if self.job_path else self.app.ctx.base_dir
-
     @work(thread=True, exclusive=True, group="validate", exit_on_error=False)
     def validate(self, form: jobform.JobForm) -> None:
         from cockpit.launch.plan import dry_run_facts, with_shell_env
@@ -175,8 +139,8 @@ class ComposeScreen(CockpitScreen):
             job_path = str(self.job_path or self._base_dir() / "job.yaml")
             spec = with_shell_env(checked.spec)  # what an ssh launch from here would export
             facts = self.app.ctx.facts(dry_run_facts(spec, job_path, str(self.app.ctx.runs_dir)))
-            text = preview_text(spec, facts)
-        advice = interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.app.nodes))
+            text = composeview.preview_text(spec, facts)
+        advice = composeview.interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.app.nodes))
         if not worker.is_cancelled:
             self.post_message(Validated(checked, text, advice))
 
@@ -184,16 +148,10 @@ class ComposeScreen(CockpitScreen):
         self.checked = checked = message.checked
         by_field = checked.by_field()
         for name in jobform.FIELD_NAMES:
-            lines = [f"↳ {p.message}" + (f" (hint: {p.hint})" if p.hint else "") for p in by_field.get(name, [])]
-            self._show_error(name, "\n".join(lines))
-        self.query_one("#problems", Static).update(summary(checked, self._label()))
-        self.query_one("#problems").set_class(checked.spec is None, "-invalid")
+            self._show_error(name, composeview.field_error(by_field.get(name, [])))
         self._show_note("advice", message.advice, after="nccl_socket_ifname")
-        for area_id, text in (("#preview", message.preview), ("#yaml", checked.text)):
-            area = self.query_one(area_id, TextArea)
-            if area.text != text:
-                area.load_text(text)
-                area.refresh()  # load_text repaints only when the size changes; a same-sized job stayed old
+        self.query_one(JobPreview).show(composeview.summary(checked, self._label()), checked.spec is not None,
+                                        message.preview, checked.text)
 
     def _show_note(self, name: str, text: str, after: str) -> None:
         found = self.query(f"#n-{name}")
@@ -241,84 +199,7 @@ class ComposeScreen(CockpitScreen):
         field.suggester = SuggestFromList(partitions)
         field.placeholder = " | ".join(partitions)
 
-    # --- actions ---------------------------------------------------------------------------------------------
-    def action_open(self) -> None:
-        self.ask_open()
-
-    @work(exclusive=True, group="file", exit_on_error=False)
-    async def ask_open(self) -> None:
-        default = str(self.job_path or "jobs/demo.yaml")
-        path = await self.app.push_screen_wait(PathScreen("Open a job file", default))
-        if path:
-            self.open_path(Path(path).expanduser())
-
-    @work(exclusive=True, group="file", exit_on_error=False)
-    async def open_path(self, path: Path) -> None:
-        try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-            form = jobform.from_text(text)
-        except (OSError, UnicodeDecodeError, jobform.FormError) as exc:
-            self.notify(f"{path}: {exc}", title="open", severity="error")
-            return
-        self.job_path = path.resolve()
-        self.clean = form
-        self.fill(form)
-        self._note("")
-
-    def unsaved(self) -> bool:
-        """Whether the form says another job than the file it was opened from or saved to (or the blank
-        job): then quitting asks first."""
-        return not jobform.same_job(self.form, self.clean)
-
-    def action_save(self) -> None:
-        self.ask_save()
-
-    @work(exclusive=True, group="file", exit_on_error=False)
-    async def ask_save(self) -> None:
-        await self.save()
-
-    async def save(self) -> bool:
-        """Ask where, then write the job there; True once a file holds it. Waits on dialogs: call it from a
-        worker (ctrl+s, or quitting with unsaved edits). Saved in another directory, the job keeps running
-        where it ran (jobform.pinned)."""
-        checked = jobform.check(self.form, self._label())
-        if checked.spec is None:
-            self.notify(f"the job has {len(checked.problems)} problem(s); fix them before saving",
-                        title="save", severity="error")
-            return False
-        default = str(self.job_path or self.app.ctx.base_dir / f"{self.form.name.strip() or 'job'}.yaml")
-        answer = await self.app.push_screen_wait(PathScreen("Save the job as", default))
-        if not answer:
-            return False
-        path = Path(answer).expanduser().resolve()
-        form = jobform.pinned(self.form, str(self._base_dir().absolute()), str(path.parent))
-        pin = form.rest.get("workdir") if form is not self.form else None
-        text = jobform.check(form, path.name).text
-        if await asyncio.to_thread(path.exists):
-            if await asyncio.to_thread(_holds, path, text):
-                self.notify(f"{path} already holds this job", title="save")
-                self._saved(path, form)
-                return True
-            if not await self.app.push_screen_wait(ConfirmScreen(f"{path} exists. Replace it?", "Replace")):
-                return False
-        from cockpit.tui.launching import save_text
-
-        try:
-            await asyncio.to_thread(save_text, path, text)
-        except OSError as exc:
-            self.notify(f"{path}: {exc.strerror or exc}", title="save", severity="error")
-            return False
-        self._saved(path, form)
-        self.notify(f"saved {path}" + (f" (workdir: {pin}, where the job ran from before)" if pin else ""),
-                    title="save")
-        return True
-
-    def _saved(self, path: Path, form: jobform.JobForm) -> None:
-        self.job_path = path
-        self.clean = form
-        self.form = self.form.set(rest=form.rest)  # a pinned workdir has no field: no widget to fill
-        self.form_changed()
-
+    # --- launch ------------------------------------------------------------------------------------------------
     def action_launch(self) -> None:
         # Not an exclusive worker: cancelling one would not stop the launch thread it started, and a second
         # press would start a second run. One launch at a time instead.
@@ -354,64 +235,3 @@ class ComposeScreen(CockpitScreen):
             return
         self.app.open_run(run_dir)
 
-
-def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[NodeReport]) -> str:
-    """What to put in NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for an ssh job over several nodes, from the
-    interfaces the fleet's probes reported (cockpit.preflight.ifadvice); and whether the value typed selects anything on
-    each node. Empty where there is nothing to say."""
-    if spec is None or spec.launcher != "ssh" or len(spec.hosts) < 2:
-        return ""
-    from cockpit.preflight import ifadvice
-
-    seen = {n.host: n.interfaces for n in nodes}
-    unknown = [h for h in spec.hosts if not seen.get(h)]
-    if unknown:
-        return (f"interface advice: no interfaces known for {', '.join(unknown)} (hint: show these nodes in "
-                "Fleet: cockpit --nodes …)")
-    ifaces = {h: seen[h] for h in spec.hosts}
-    advice = ifadvice.advise(ifaces)
-    lines = [f"advice: {advice.env_text()} ({advice.reason})" if advice.subnet else f"advice: {advice.reason}"]
-    if nccl_value:
-        empty = [h for h in spec.hosts if not ifadvice.selected(ifadvice.NCCL, nccl_value, ifaces[h])]
-        if empty:
-            lines.append(f"NCCL_SOCKET_IFNAME={nccl_value} selects no interface on {', '.join(empty)}")
-    return "\n".join(lines)
-
-
-def shown_path(path: Path) -> str:
-    """A path as a user reads it best: relative to the working directory when under it, else with ~."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        home = Path.home()
-        return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
-
-
-def _holds(path: Path, text: str) -> bool:
-    try:
-        return path.read_text(encoding="utf-8") == text
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
-def preview_text(spec: JobSpec, facts) -> str:
-    """What the launcher would run: the sbatch script, or each node's torchrun / DataParallel script."""
-    from cockpit.render import RenderError, default_kind, render
-
-    try:
-        return render(spec, facts, default_kind(spec), for_display=True)
-    except RenderError as exc:
-        return f"cannot render: {exc}"
-
-
-def summary(checked: jobform.Checked, label: str) -> str:
-    spec = checked.spec
-    if spec is None:
-        n = len(checked.problems)
-        return f"✗ {n} problem{'s' if n != 1 else ''}\n" + "\n".join(p.format(label) for p in checked.problems)
-    procs = "one per GPU" if spec.nprocs is None else str(spec.nprocs)
-    world = f" = world {spec.world_size}" if spec.world_size else ""
-    trials = f" · sweep of {len(spec.sweep.trials())}" if spec.sweep else ""
-    gpus = {0: "CPU", None: "all GPUs"}.get(spec.gpus_per_node, f"{spec.gpus_per_node} GPU/node")
-    return (f"✓ valid · {spec.launcher} · {spec.num_nodes} node{'s' if spec.num_nodes != 1 else ''} × {procs}"
-            f"{world} · {gpus} · {spec.dist_backend} · {spec.precision}{trials}")

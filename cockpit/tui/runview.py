@@ -1,0 +1,106 @@
+"""The run view's decisions and words, as pure functions (no textual, no IO): how often a batch is applied,
+the title line, the findings panel's rows and what selecting one shows, which rank's metrics to plot, and
+where an evidence line sits in the log. cockpit.tui.screens.run_view puts them on screen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cockpit.tui.logstore import MERGED, label
+
+if TYPE_CHECKING:
+    from cockpit.logs.diagnose_model import Report
+    from cockpit.runs import RunStatus
+    from cockpit.tui.feedcore import LiveEvent
+
+APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
+# under a storm (a batch of more than STORM_LINES lines), at most 10: each repaint redraws every row of the log,
+# and on a busy machine a key press that lands behind one waits for it (bench_tui: key p50 halved)
+APPLY_EVERY_STORM, STORM_LINES = 0.1, 1000
+HIDDEN_FROM_REPORT = {"stall", "stopped", "straggler"}  # shown live from status.json above the report
+
+
+def apply_every(batch_lines: int) -> float:
+    """The pause before the next batch is applied, after one of ``batch_lines`` lines."""
+    return APPLY_EVERY_STORM if batch_lines > STORM_LINES else APPLY_EVERY
+
+
+def title_text(status: RunStatus | None, view: tuple | None, filter_text: str, follow: bool, skipped: int) -> str:
+    """The line above the log: the run's state, the view and its filter, follow, and lines the live scan
+    skipped (the full diagnosis reads them)."""
+    s = status
+    state = "reading…" if s is None else s.state + (f" (exit {s.exit_code})" if s.final else "")
+    launcher = "" if s is None else f" · {s.launcher}"
+    ranks = "" if s is None or s.world_size is None else f" · {s.world_size} ranks"
+    shown = "all ranks" if view is MERGED else label(view)
+    parts = [f"{state}{launcher}{ranks}", shown, filter_text, "follow" if follow else "paused"]
+    if skipped:
+        parts.append(f"live scan skipped {skipped} lines (d: full diagnosis)")
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """One line of the findings panel. ``id``: h<i> a hang finding (status.json), f<i> one of the report's,
+    e<i> a live event, "none" a disabled placeholder (plain text, no style)."""
+
+    text: str
+    id: str
+    style: str = ""
+    disabled: bool = False
+
+
+def finding_rows(hang: list, report: Report | None, events: list[LiveEvent]) -> list[FindingRow]:
+    """Hang findings first (they are live); then the diagnosis once there is one, else the live events."""
+    rows = [FindingRow(f"{f['kind'].upper():<7} {f['text']}", f"h{i}",
+                       "bold red" if f["severity"] == "error" else "bold yellow") for i, f in enumerate(hang)]
+    if report is not None:
+        items = [FindingRow(f"{f.severity.upper():<7} {f.title}", f"f{i}") for i, f in enumerate(report.findings)]
+        rows += items or [FindingRow("diagnosis: no problems found", "none", disabled=True)]
+    elif events:
+        rows += [FindingRow(f"live    {label(e.source)} {e.kind}: {e.text}", f"e{i}") for i, e in enumerate(events)]
+    elif not hang:
+        rows.append(FindingRow("diagnosis: nothing found yet (d: diagnose the logs now)", "none", disabled=True))
+    return rows
+
+
+def finding_detail(oid: str, hang: list, report: Report | None, events: list[LiveEvent],
+                   run_dir: Path) -> tuple[str, str, list] | None:
+    """(title, hint, evidence) of the row ``oid`` for the evidence screen; None for a row that has none."""
+    if oid.startswith("h") and int(oid[1:]) < len(hang):
+        f = hang[int(oid[1:])]
+        nxt = f" (next: {f['next']})" if f.get("next") else ""
+        title, hint = f"{f['kind'].upper()} {f['text']}", f["hint"] + nxt
+        from cockpit.hang.finding import evidence_of
+
+        return title, hint, list(evidence_of(f, run_dir))
+    if oid.startswith("f") and report is not None:
+        f = report.findings[int(oid[1:])]
+        return f"{f.severity.upper()} {f.title}", f.hint, list(f.evidence)
+    if oid.startswith("e"):
+        e = events[int(oid[1:])]
+        return f"{e.kind} on {label(e.source)}", e.text, [(e.source, e.line)]
+    return None
+
+
+def metrics_rank(view: tuple | None, ranks: list[int]) -> int | None:
+    """The rank whose metrics are plotted: the viewed one, else (merged view, an agent, a rank that wrote
+    none) the first that wrote any."""
+    rank = view[1] if view is not MERGED and view[1] != "agent" else None
+    if rank not in ranks:
+        rank = ranks[0] if ranks else None
+    return rank
+
+
+def evidence_target(source: tuple | None, line_no: int, text: str | None, view: tuple | None,
+                    source_lines: int | None, log_lines: int) -> tuple[str | None, int | None]:
+    """The text to look for in the log, and the row it should be on (None: search from the end). The merged
+    view prefixes every line with its [host:rank]; a source's own view holds its last ``log_lines`` of
+    ``source_lines`` lines."""
+    merged = view is MERGED
+    if text is not None and merged and source is not None:
+        text = f"{label(source)} {text}"
+    near = None if source_lines is None or merged else line_no - 1 - (source_lines - log_lines)
+    return text, near

@@ -1,0 +1,63 @@
+"""Stop and requeue, for the run view: each asks or acts in a worker (the stop signals ranks, maybe over SSH
+or through scancel), and each is offered only where it can act (check_action: requeue for a Slurm run when
+the launcher offers it, stop until the run has ended)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+
+from cockpit.runs import RunStatus
+from cockpit.tui.screens.dialogs import ConfirmScreen
+
+
+class RunControls:
+    """Mixed into a screen that shows one run (and binds the keys)."""
+
+    run_dir: Path
+    status: RunStatus | None
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "requeue":
+            return self.status is not None and self.status.launcher == "slurm" and self.app.ctx.requeue is not None
+        if action == "stop":
+            return self.status is None or not self.status.final or None
+        return True
+
+    def action_stop(self) -> None:
+        self.ask_stop()
+
+    @work(exclusive=True, group="stop", exit_on_error=False)
+    async def ask_stop(self) -> None:
+        if not await self.app.push_screen_wait(ConfirmScreen(f"Stop {self.run_dir.name}?", "Stop")):
+            return
+        self.stop_run()
+
+    @work(thread=True, exclusive=True, group="stop-run", exit_on_error=False)
+    def stop_run(self) -> None:
+        from cockpit.launch import control
+        from cockpit.runs import read_status
+
+        status = read_status(self.run_dir)
+        if status is None or status.final:
+            self.app.call_from_thread(self.notify, "the run has already ended", timeout=3)
+            return
+        grace = self.app.ctx.stop_grace
+        if control.request_stop(self.run_dir, status, grace):
+            self.app.call_from_thread(self.notify, "stopping: SIGTERM to the ranks, SIGKILL after the grace period")
+            return
+        warnings: list[str] = []  # no supervisor: scancel / every node over SSH / the processes here
+        status = control.stop_orphan(self.run_dir, status, grace, by="the TUI", warn=warnings.append)
+        self.app.call_from_thread(self.notify, "stopped (the run had no live supervisor): " + status.note,
+                                  severity="warning" if warnings else "information", timeout=8)
+
+    def action_requeue(self) -> None:
+        self.requeue()
+
+    @work(thread=True, exclusive=True, group="requeue", exit_on_error=False)
+    def requeue(self) -> None:
+        fn = self.app.ctx.requeue
+        if fn is not None:
+            done = fn(self.run_dir)
+            self.app.call_from_thread(self.notify, f"requeue requested: {done}" if done else "requeue requested")

@@ -1,0 +1,35 @@
+"""Compose's words without a screen (cockpit.tui.composeview): the summary over the preview, the lines under
+a field, a path as a user reads it. The interface advice is tested beside the screen (test_compose_screen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.tui import composeview, form
+
+
+def test_the_summary_of_a_valid_job_and_of_a_broken_one():
+    ok = form.check(form.JobForm(name="x", script="t.py", launcher="ssh", nodes="a, b", gpus="none",
+                                 procs_per_node="2"), "x.yaml")
+    assert composeview.summary(ok, "x.yaml").startswith("✓ valid · ssh · 2 nodes × 2 = world 4 · CPU · ")
+    bad = form.check(form.JobForm(name="x", script="t.py", launcher="ssh", nodes="a, b", backend="dp", env="FOO",
+                                  time="1:30"), "x.yaml")
+    text = composeview.summary(bad, "x.yaml")
+    n = len(bad.problems)
+    assert n > 1 and text.splitlines()[0] == f"✗ {n} problems" and len(text.splitlines()) == n + 1
+    assert all(line.startswith("x.yaml") for line in text.splitlines()[1:])
+    one = form.check(form.JobForm(name="x", script="t.py", gpus="0,x"), "x.yaml")
+    assert composeview.summary(one, "x.yaml").startswith("✗ 1 problem\nx.yaml")
+
+
+def test_a_fields_problems_each_on_a_line_with_their_hints():
+    bad = form.check(form.JobForm(name="x", script="t.py", gpus="0,x"), "x.yaml").by_field()["gpus"]
+    lines = composeview.field_error(bad).splitlines()
+    assert len(lines) == len(bad) and lines[0].startswith("↳ ") and "'x' is not a GPU id" in lines[0]
+    assert all(("(hint: " in line) == bool(p.hint) for line, p in zip(lines, bad, strict=True))
+    assert composeview.field_error([]) == ""
+
+
+def test_a_path_is_shown_relative_to_here_else_from_home():
+    assert composeview.shown_path(Path.cwd() / "jobs" / "demo.yaml") == "jobs/demo.yaml"
+    assert composeview.shown_path(Path("/nonexistent-root/job.yaml")) == "/nonexistent-root/job.yaml"

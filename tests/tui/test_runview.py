@@ -1,0 +1,73 @@
+"""The run view's decisions and words without a screen (cockpit.tui.runview): the apply pace, the title line,
+the findings panel's rows and what selecting one shows, the plotted rank, where an evidence line is."""
+
+from __future__ import annotations
+
+from cockpit.hang.finding import straggler_finding
+from cockpit.hang.progress import Straggler
+from cockpit.logs.diagnose_model import Finding, Report
+from cockpit.runs import RunStatus
+from cockpit.tui import runview
+from cockpit.tui.feedcore import LiveEvent
+from cockpit.tui.logfilter import LineFilter
+from cockpit.tui.logstore import MERGED
+
+SRC = ("gpu-a", 1)
+STRAGGLER = straggler_finding(Straggler(rank=1, host="gpu-a", compute_ms=120.0, others_wait_ms=90.0,
+                                        wait_share=0.05, others_share=0.4))
+REPORT = Report(files=(), findings=(Finding("error", "nccl_timeout", "NCCL timed out", "raise the timeout",
+                                            (("logs/rank-1.log", 7),)),))
+EVENT = LiveEvent(SRC, "oom", "CUDA out of memory", 42)
+
+
+def test_a_storm_batch_slows_the_pace():
+    assert runview.apply_every(runview.STORM_LINES) == runview.APPLY_EVERY
+    assert runview.apply_every(runview.STORM_LINES + 1) == runview.APPLY_EVERY_STORM > runview.APPLY_EVERY
+
+
+def test_the_title_says_state_view_filter_follow_and_skips():
+    assert runview.title_text(None, MERGED, LineFilter().describe(), True, 0) == \
+        f"reading… · all ranks · {LineFilter().describe()} · follow"
+    status = RunStatus(run_id="r", name="demo", launcher="ssh", job_file="j.yaml", hosts=["gpu-a"], world_size=2,
+                       state="failed", exit_code=1)
+    title = runview.title_text(status, SRC, "errors", False, 12)
+    assert title == ("failed (exit 1) · ssh · 2 ranks · [gpu-a:1] · errors · paused · "
+                     "live scan skipped 12 lines (d: full diagnosis)")
+
+
+def test_findings_rows_put_hangs_first_then_the_report_or_the_events():
+    rows = runview.finding_rows([STRAGGLER], None, [EVENT])
+    assert [(r.id, r.style, r.disabled) for r in rows] == [("h0", "bold yellow", False), ("e0", "", False)]
+    assert rows[0].text.startswith("STRAGGLER rank 1 (gpu-a) is a straggler")
+    assert rows[1].text == "live    [gpu-a:1] oom: CUDA out of memory"
+    rows = runview.finding_rows([], REPORT, [EVENT])  # the diagnosis replaces the live events
+    assert [(r.id, r.text) for r in rows] == [("f0", "ERROR   NCCL timed out")]
+    assert runview.finding_rows([], Report((), ()), []) == [
+        runview.FindingRow("diagnosis: no problems found", "none", disabled=True)]
+    assert [r.id for r in runview.finding_rows([], None, [])] == ["none"]
+    assert runview.finding_rows([STRAGGLER], None, [])[-1].id == "h0"  # no placeholder under a hang finding
+
+
+def test_a_selected_row_gives_its_title_hint_and_evidence(tmp_path):
+    assert runview.finding_detail("f0", [], REPORT, [], tmp_path) == (
+        "ERROR NCCL timed out", "raise the timeout", [("logs/rank-1.log", 7)])
+    assert runview.finding_detail("e0", [], None, [EVENT], tmp_path) == (
+        "oom on [gpu-a:1]", "CUDA out of memory", [(SRC, 42)])
+    title, hint, evidence = runview.finding_detail("h0", [STRAGGLER], None, [], tmp_path)
+    assert title.startswith("STRAGGLER rank 1") and hint == STRAGGLER["hint"] and evidence == []  # no log yet
+    assert runview.finding_detail("none", [], None, [], tmp_path) is None
+    assert runview.finding_detail("h3", [STRAGGLER], None, [], tmp_path) is None  # a row of an older status
+
+
+def test_the_plot_shows_the_viewed_rank_else_the_first_with_metrics():
+    assert runview.metrics_rank(SRC, [0, 1]) == 1
+    assert runview.metrics_rank(SRC, [0, 2]) == 0
+    assert runview.metrics_rank(MERGED, [3]) == 3
+    assert runview.metrics_rank(("gpu-a", "agent"), []) is None
+
+
+def test_an_evidence_line_in_the_merged_view_and_in_its_own():
+    assert runview.evidence_target(SRC, 42, "boom", MERGED, 100, 50) == ("[gpu-a:1] boom", None)
+    # the source's view holds its last 50 of 100 lines: line 60 is row 9
+    assert runview.evidence_target(SRC, 60, "boom", SRC, 100, 50) == ("boom", 9)
+    assert runview.evidence_target(None, 3, None, SRC, None, 50) == (None, None)
