@@ -238,20 +238,31 @@ def failure_record(run_dir: Path, e: RankExit) -> FirstFailure:
 # that vanished shows as an error, exit 1, or a C++ abort, SIGABRT; a teardown as SIGTERM, SIGINT or SIGHUP).
 _CAUSE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
 CAUSE_WINDOW = 1.0
-"""Seconds: a rank killed (SIGKILL, SIGSEGV, ...) this soon after the earliest exit is the first failure all the
-same. Each wrapper stamps its rank's end when its wait returns; on a busy machine the killed rank's wrapper can
-run later than a peer's that saw the connection drop and exited at once."""
+"""Seconds after the earliest exit within which exit records are told apart by what they say, not by their
+order (first_failure)."""
 
 
-def first_failure(exits: dict[int, RankExit]) -> RankExit | None:
-    """The earliest non-zero rank exit: later ones are usually ranks torn down because of it. A rank killed by
-    a signal that only a cause sends (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) within ``CAUSE_WINDOW`` of the
-    earliest exit comes first."""
+def first_failure(exits: dict[int, RankExit], run_dir: Path | None = None) -> RankExit | None:
+    """The earliest non-zero rank exit: later ones are usually ranks torn down because of it. Among the exits
+    within ``CAUSE_WINDOW`` of the earliest (each wrapper stamps its rank's end when its own wait returns, so on a
+    busy machine a peer that reacted at once can be stamped first): a rank killed by a signal only a cause sends
+    (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) comes first; then, given the run's ``run_dir``, a rank whose log
+    does not say it lost a peer (cockpit.logs.peerloss) comes before one that does."""
     failed = sorted((e for e in exits.values() if e.status != 0), key=lambda e: (e.time, e.rank))
     if not failed:
         return None
-    causes = [e for e in failed if e.signal in _CAUSE_SIGNALS and e.time - failed[0].time <= CAUSE_WINDOW]
-    return causes[0] if causes else failed[0]
+    close = [e for e in failed if e.time - failed[0].time <= CAUSE_WINDOW]
+    causes = [e for e in close if e.signal in _CAUSE_SIGNALS]
+    if causes:
+        return causes[0]
+    if run_dir is not None and len(close) > 1:
+        from cockpit.logs.peerloss import lost_a_peer
+
+        logs = rank_files(run_dir, "log")
+        own = [e for e in close if e.rank not in logs or not lost_a_peer(tail_lines(logs[e.rank][1], 40))]
+        if own:
+            return own[0]
+    return failed[0]
 
 
 def is_sweep(status: RunStatus) -> bool:

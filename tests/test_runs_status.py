@@ -116,3 +116,18 @@ def test_first_failure_is_the_earliest_exit_unless_a_rank_was_killed_just_after(
     exits = {0: _exit(0, 0, 99.0), 1: _exit(1, 1, 100.0), 2: _exit(2, 128 + signal.SIGSEGV, 100.5)}
     assert first_failure(exits).rank == 2
     assert first_failure({0: _exit(0, 0, 1.0)}) is None
+
+
+def test_first_failure_prefers_the_rank_that_did_not_lose_a_peer(tmp_path):
+    """Two ranks exited 1 a few ms apart; the earlier stamp is rank 0's, whose log says gloo lost its peer
+    (a busy machine ran rank 1's wrapper late): rank 1, whose own error it was, is the first failure."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank-0.n1.log").write_text("[cockpit] step=40\nRuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                                        "pair.cc:534] Connection closed by peer [127.0.0.1]:44031\n")
+    (logs / "rank-1.n2.log").write_text("[cockpit] step=40\nRuntimeError: injected failure at step 5\n")
+    exits = {0: RankExit(0, "n1", 1, 100.000), 1: RankExit(1, "n2", 1, 100.004)}
+    assert first_failure(exits).rank == 0  # without the logs: the earliest stamp
+    assert first_failure(exits, tmp_path).rank == 1
+    later = {0: RankExit(0, "n1", 1, 100.0), 1: RankExit(1, "n2", 1, 103.0)}  # seconds apart: order decides
+    assert first_failure(later, tmp_path).rank == 0

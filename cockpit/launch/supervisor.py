@@ -170,12 +170,19 @@ class Supervisor:
             self.failed_at, self.status.first_failure = None, None
         self.status.ranks = {str(r): rank_record(self.run_dir, e) for r, e in sorted(exits.items())}
         stop = self.status.stopped_at
-        first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop})
+        first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop}, self.run_dir)
         if first is not None:
             self.failed_at = self.failed_at or now
             ff = self.status.first_failure
-            # an ssh node's records arrive over SSH after a shared node's: an earlier one that comes later wins
-            if ff is None or first.time < ff.time:
+            # records arrive one by one (an ssh node's over SSH, after a shared node's; a killed rank's wrapper
+            # after its peer's): the choice over all of them so far wins
+            if ff is None:
+                moved = True
+            elif ff.rank is None:  # a node's torchrun that ended before any rank: stays unless a rank failed earlier
+                moved = first.time < ff.time
+            else:
+                moved = (ff.rank, ff.host) != (first.rank, first.host)
+            if moved:
                 self.status.first_failure = failure_record(self.run_dir, first)
         return True
 

@@ -114,6 +114,8 @@ def test_a_sigstopped_rank_is_reported_at_once(tmp_path):
         assert "rank 1" in f["text"] and "stopped (SIGSTOP, state T)" in f["text"]
         ps = cockpit(tmp_path, "ps")
         assert "stopped:1" in ps.stdout
+        # the client looks at status.json once a second: let it see the finding before it goes away
+        wait_for(lambda: "STOPPED: " in err_path.read_text(), 15, "the client to show the finding")
         os.kill(pid, signal.SIGCONT)
         wait_for(lambda: not read_status(run_dir).findings, 15, "the finding to clear after SIGCONT")
         wait_for(lambda: "cleared" in err_path.read_text(), 15, "the client to say so")  # before the stop below

@@ -187,7 +187,7 @@ def reconcile(run_dir: Path, status: RunStatus, started_within: float = 30.0) ->
         return status
     exits = rank_exits(run_dir)
     stop = status.stopped_at
-    first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop})
+    first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop}, run_dir)
     complete = status.world_size is not None and len(exits) >= status.world_size
     if first is not None:
         status.state, status.exit_code = "failed", 1

@@ -216,7 +216,7 @@ class TrialNode:
     def _end(self, rc: int | None) -> int:
         leftover = self.kill() if self.proc is not None else 0
         exits = rank_exits(self.dir)
-        first = first_failure(exits)
+        first = first_failure(exits, self.dir)
         if rc is None:
             state, rc = "stopped", 0  # cancelled before it started: not a failure of the sweep
         elif rc != 0 and self.terminated:

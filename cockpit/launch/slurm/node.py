@@ -161,7 +161,7 @@ class SlurmJobNode:
                              job_file=parent.job_file, hosts=[], world_size=parent.world_size)
         exits = rank_exits(self.run_dir)
         s.ranks = {str(r): e for r, e in sorted(exits.items())}
-        first = first_failure(exits)
+        first = first_failure(exits, self.run_dir)
         s.first_failure = None if first is None else FirstFailure.of(first, first.describe())
         s.supervisor, s.nodes = parent.supervisor, [self.describe()]
         s.hosts = _hosts(self.view) or s.hosts
