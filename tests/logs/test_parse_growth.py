@@ -9,6 +9,7 @@ path (``parse_lines``, what a live tail uses), and the trigger words must cover 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cockpit.logs.parse as parse_module
+from cockpit.logs import parse_nccl
 from cockpit.logs.parse import WRAP_MAX_CHARS, LineParser, parse_blocks, parse_lines
 from cockpit.logs.parse_gate import TRIGGER, Gate
 from cockpit.logs.parse_rules import classify
@@ -185,3 +187,21 @@ def test_trigger_words_cover_every_corpus_line():
     .map("".join))
 def test_trigger_words_cover_generated_text(text: str):
     assert _covered(text)
+
+
+# --- the NCCL patterns' word boundary, checked by hand, is the regex's ``\b`` -------------------------------
+
+_NCCL_WORDS = ["_NET_USING", "_OLD_NET_IFACE", "_OOB", "_INIT", "_INIT_RANK", "_INIT_NRANKS", "_INIT_DEV",
+               "_INIT_BUS"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_text, st.sampled_from([
+    "rank 3", "nranks 8", "nRanks 2", "cudaDev 1", "busId 9a", "x", "_", "é", " ", "1", "Init START", "Init COMPLETEx",
+    "OOB eth0:", "NET/IB : Using", "NET : Using interface ib0"])), max_size=8).map("".join))
+def test_word_search_is_a_leading_word_boundary(text: str):
+    for name in _NCCL_WORDS:
+        pattern = getattr(parse_nccl, name)
+        got = parse_nccl._word_search(pattern, text)  # noqa: SLF001 - the helper is the point
+        want = re.compile(r"\b" + pattern.pattern).search(text)
+        assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups())), name
