@@ -94,7 +94,9 @@ class LineParser:
         where it is installed (``parse_scan``), else the stdlib gate, a dict lookup per line."""
         scan = scanner() if self._scan else None
         if scan is not None:
-            return self._feed_marked(block, scan.marks(block, self._scratch), host, rank)
+            marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
+            if marks is not None:
+                return self._feed_marked(block, marks, host, rank)
         return self._feed_gated(block, host, rank)
 
     def _feed_gated(self, block: bytes, host: str | None, rank: int | None) -> list[Event]:

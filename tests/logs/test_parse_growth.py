@@ -125,6 +125,17 @@ def test_blocks_equal_lines_on_a_generated_rank_log(scan: bool):
     assert {e.kind for e in events} >= {"cuda_oom", "collective_timeout", "nccl_init_complete", "nccl_channel"}
 
 
+@pytest.mark.parametrize("scan", SCANS)
+def test_blocks_equal_lines_on_a_log_where_most_lines_are_hits(scan: bool):
+    """With hyperscan, a block this dense is handed to the stdlib gate part way through its scan."""
+    lines = [f"[rank{i % 8}]: RuntimeError: NCCL error {i}: unhandled system error" for i in range(4000)]
+    lines[1000:1000] = rank_log(3, 8, 2_000)
+    data = ("\n".join(lines) + "\n").encode()
+    events = parse_blocks([data[i:i + 65536] for i in range(0, len(data), 65536)], scan=scan)
+    assert events == parse_lines(lines)
+    assert sum(e.kind == "nccl_system_error" for e in events) == 4000
+
+
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
 _pieces = st.sampled_from(["NCCL INFO ", "NCCL WARN ", "[rank3]:", "h:1:2 [0] ", "\r", "\x1b[31m", "[0m ", "[1;3",
                            "1m ", " via NET/IB/0", "exitcode  : ", "[7]:", "Root Cause", "watch", "dog got stuck",
