@@ -4,7 +4,8 @@
 # System packages: shellcheck (generated scripts are checked), openssh-server (real sshd on loopback for
 # the SSH tests), slurmctld + slurmd + slurm-client + munge (a real Slurm started by the Slurm tests),
 # tmux (the TUI in a real terminal), iproute2 (`ip netns`: the multinode tests' namespaced hosts).
-# Python: torch pinned to 2.13.0, numpy, and cockpit itself with its test extras. The pin is the CPU build
+# Python: torch pinned to 2.13.0, numpy, and cockpit itself with its test extras and the `fast` extra (hyperscan:
+# the parser's tests run both its paths, with the scanner and with the stdlib gate). The pin is the CPU build
 # where pip's config offers a local +cpu wheel (this project's machines); from the public index it is the CUDA
 # build: there, first `pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu` (README).
 set -euo pipefail
@@ -24,8 +25,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 PY="${PYTHON:-python3}"
-echo "== pip install (torch==2.13.0 CPU, cockpit[test])"
-"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy -e ".[test]"
+echo "== pip install (torch==2.13.0 CPU, cockpit[test,fast])"
+"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy -e ".[test,fast]"
 
 echo "== pytest"
 exec "$PY" -m pytest "$@"

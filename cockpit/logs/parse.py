@@ -9,13 +9,15 @@ communicator): an informational event is reported once per process and value, fa
 
 Linear on any input, and cheap where a log says nothing (most of a 1 GB rank log): a hard wrap holds at most
 ``WRAP_MAX_PARTS`` lines, and a record is classified only if one of its lines holds a trigger word, which
-``parse_gate`` answers per line with a cached lookup. ``parse_blocks`` / ``LineParser.feed_block`` take the
-log as blocks of bytes (what `cockpit diagnose` reads) and skip such lines without touching them;
+``parse_gate`` answers per line with a cached lookup (or ``parse_scan``, in C over a whole block, where
+hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the log as blocks of bytes (what
+`cockpit diagnose` reads) and skip such lines without touching them;
 ``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
 
 ``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, the kind vocabulary in
 ``parse_kinds``, what is recognised in ``parse_rules`` (failures) and ``parse_nccl`` (NCCL's facts), prefixes
-and timestamps in ``parse_prefix``, the cheap test in ``parse_gate``. All stdlib-only, no IO.
+and timestamps in ``parse_prefix``, the cheap test in ``parse_gate`` (and ``parse_scan``, the one module that
+uses a library, optional: hyperscan). No IO.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templ
 from cockpit.logs.parse_kinds import FAILURE_KINDS, INFO_KINDS, NCCL_INIT_COMPLETE, NCCL_INIT_START, WORKER_FAILED
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
+from cockpit.logs.parse_scan import MARK_SHIFT, scanner
 from cockpit.logs.parse_table import FailureTable
 
 __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
@@ -61,8 +64,9 @@ class LineParser:
     log costs a cached lookup per line. ``feed_block`` is the same parser over a block of bytes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, scan: bool = True) -> None:
         self._lineno = 0
+        self._scan = scan  # False: the stdlib gate, as where hyperscan is not installed
         # The held record: its first part (None when nothing is held), the parts after it (a terminal wraps
         # every part but the last at the same width), its length once it has several, whether a part holds a
         # trigger word, and (line it starts on, caller's host, caller's rank).
@@ -74,6 +78,7 @@ class LineParser:
         self._table = FailureTable()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
+        self._scratch: dict[bool, object] = {}  # the scanner's, per database
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -84,8 +89,18 @@ class LineParser:
         only, each piece one physical line (end a block with a newline to mean none follows). The same events
         as feeding each piece.
 
-        A line without a trigger word, while nothing is open that it could add to, costs a dict lookup: such
-        lines are skipped, and only the few before the next line that matters are replayed (``_catch_up``)."""
+        A line without a trigger word, while nothing is open that it could add to, is skipped: only the few
+        before the next line that matters are replayed (``_catch_up``). Which lines hold one: hyperscan's marks
+        where it is installed (``parse_scan``), else the stdlib gate, a dict lookup per line."""
+        scan = scanner() if self._scan else None
+        if scan is not None:
+            marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
+            if marks is not None:
+                return self._feed_marked(block, marks, host, rank)
+        return self._feed_gated(block, host, rank)
+
+    def _feed_gated(self, block: bytes, host: str | None, rank: int | None) -> list[Event]:
+        """``feed_block`` with the stdlib gate: every line's template looked up."""
         out: list[Event] = []
         flags_of, cached = self._gate.of_template, self._gate.cache
         lines = block.decode("utf-8", "replace").split("\n")
@@ -126,6 +141,87 @@ class LineParser:
         self._lineno = first + len(lines)
         return out
 
+    def _feed_marked(self, block: bytes, marks: list[int], host: str | None, rank: int | None) -> list[Event]:
+        """``feed_block`` where a scanner marked the lines with flags (``parse_scan``): the same walk, from
+        marked line to marked line. The lines between are decoded only while the parser is not clean (a table
+        record, or a held record with a trigger word, is open) and as far back as ``_catch_up`` needs."""
+        out: list[Event] = []
+        first = self._lineno
+        size = len(block)
+        pos = index = 0  # offset and block index of the first line not handled yet
+        k, n_marks = 0, len(marks)
+        table = self._table
+        while True:
+            if k < n_marks:  # the next marked line: from before its first mark to its end, flags of all its marks
+                at = marks[k] >> MARK_SHIFT
+                start = block.rfind(b"\n", pos, at) + 1 or pos
+                end = block.find(b"\n", at)
+                if end < 0:
+                    end = size
+                flags = 0
+                while k < n_marks and marks[k] >> MARK_SHIFT <= end:
+                    flags |= marks[k]
+                    k += 1
+                flags &= 7
+            else:  # past the last mark: the rest of the block is one gap, up to a line after its end
+                start = end = size + 1
+                flags = 0
+            while pos < start and (table.record is not None or (self._held_trigger and self._held is not None)):
+                cut = block.find(b"\n", pos, start)
+                if cut < 0:
+                    cut = size
+                index += 1
+                self._lineno = first + index
+                found = self._physical(_unresidue(block[pos:cut].decode("utf-8", "replace")), host, rank, False)
+                if found:
+                    out += found
+                pos = cut + 1
+            if not flags:
+                if pos <= size:
+                    gap = block.count(b"\n", pos) + 1
+                    self._catch_up_bytes(block, pos, size + 1, first + index, gap, host, rank)
+                    index += gap
+                break
+            text = block[start:end].decode("utf-8", "replace")
+            special = flags & SPECIAL
+            if not special:
+                text = _unresidue(text)
+            if pos < start:
+                gap = block.count(b"\n", pos, start)
+                if special or not (not text or _FRESH.match(text)):
+                    self._catch_up_bytes(block, pos, start, first + index, gap, host, rank)
+                else:  # it starts a record whatever is held, and what is held has nothing to report
+                    self._held = None
+                index += gap
+            index += 1
+            if special:
+                self._lineno = first + index - 1
+                found = self._feed(text, host, rank)
+            else:
+                self._lineno = first + index
+                found = self._physical(text, host, rank, bool(flags & TRIGGER))
+            if found:
+                out += found
+            pos = end + 1
+        self._lineno = first + index
+        return out
+
+    def _catch_up_bytes(self, block: bytes, start: int, stop: int, first: int, count: int, host: str | None,
+                        rank: int | None) -> None:
+        """``_catch_up`` over the ``count`` lines of ``block[start:stop - 1]`` (``first``: the line number
+        before them), decoding from the end back only as far as the line that decides the state."""
+        back: list[str] = []
+        cut = stop - 1
+        while cut >= start:
+            begin = block.rfind(b"\n", start, cut) + 1 or start
+            text = _unresidue(block[begin:cut].decode("utf-8", "replace"))
+            back.append(text)
+            if len(text) < WRAP_MIN or _FRESH.match(text):
+                break
+            cut = begin - 1
+        back.reverse()
+        self._catch_up(back, 0, len(back), first + count - len(back), host, rank)
+
     def _catch_up(self, lines: list[str], start: int, end: int, first: int, host: str | None,
                   rank: int | None) -> None:
         """Bring the held record up to date over ``lines[start:end]``, skipped lines without a trigger word
@@ -134,7 +230,7 @@ class LineParser:
         one (it starts a record whatever was held). So every line is looked at once at most."""
         at = end - 1
         while at >= start:
-            text = lines[at]
+            text = lines[at] = _unresidue(lines[at])
             if len(text) < WRAP_MIN:
                 self._held = None
                 at += 1
@@ -267,6 +363,12 @@ class LineParser:
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
         return events
 
+def _unresidue(text: str) -> str:
+    """``text`` without colour residue at its start: what the gate's ``RESIDUE`` flag asks for, for a line
+    that holds no ESC (the scanner marks those). A line without the flag is returned as it is."""
+    return strip_ansi(text) if text[:1] == "[" else text
+
+
 def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
              said_rank: int | None, host: str | None, rank: int | None) -> Event:
     """A hit placed on its line and process. Rank: the caller's, a launcher prefix's, the one the message
@@ -301,11 +403,13 @@ def parse_lines(lines: Iterable[str], host: str | None = None, rank: int | None 
     return events
 
 
-def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None) -> list[Event]:
+def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None, *,
+                 scan: bool = True) -> list[Event]:
     """Parse a whole log given as consecutive blocks of its bytes (any sizes, e.g. 1 MiB reads), with the
     lines of ``report.read_lines``: split on \\n only, no empty last line after a final newline. The same
-    events as ``parse_lines`` of those lines, several times faster (``LineParser.feed_block``)."""
-    parser = LineParser()
+    events as ``parse_lines`` of those lines, several times faster (``LineParser.feed_block``). ``scan=False``
+    takes the stdlib gate even where hyperscan is installed (the tests check that both give the same events)."""
+    parser = LineParser(scan=scan)
     events: list[Event] = []
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
     for block in blocks:

@@ -8,7 +8,9 @@ Per input, alternated run by run so machine noise hits every arm alike, CPU seco
 without the other load on the machine) and wall seconds:
 
   bare loop   ``for line in open(f): pass`` over every file (read, decode, split: the floor of any parser)
-  diagnose    ``report.diagnose_paths``: read in blocks, parse, summarise, find (what `cockpit diagnose` does)
+  diagnose    ``report.diagnose_paths``: read in blocks, parse, summarise, find (what `cockpit diagnose` does);
+              with hyperscan installed (cockpit[fast]) the block is scanned for trigger words in C
+  stdlib      the same with the stdlib gate (``parse_blocks(..., scan=False)``): diagnose without the extra
   line path   ``parse_lines(read_lines(f))`` per file: the parser fed line by line (what a live tail pays)
 
 Printed: median lines/s (CPU) with the spread (min-max over the runs), and each arm's ratio to the bare loop.
@@ -36,8 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import genlogs  # noqa: E402
 
-from cockpit.logs.parse import parse_lines  # noqa: E402
-from cockpit.logs.report import diagnose_paths, read_lines  # noqa: E402
+from cockpit.logs.diagnose import diagnose  # noqa: E402
+from cockpit.logs.parse import parse_blocks, parse_lines  # noqa: E402
+from cockpit.logs.parse_scan import scanner  # noqa: E402
+from cockpit.logs.report import diagnose_paths, read_blocks, read_lines  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "nccl"
 
@@ -57,13 +61,17 @@ def bare(paths: list[Path]) -> None:
                 pass
 
 
+def stdlib(paths: list[Path]) -> None:
+    diagnose([(os.fspath(p), parse_blocks(read_blocks(p), scan=False)) for p in paths])
+
+
 def line_path(paths: list[Path]) -> None:
     for path in paths:
         parse_lines(read_lines(path))
 
 
 ARMS: dict[str, Callable[[list[Path]], object]] = {"bare loop": bare, "diagnose": diagnose_paths,
-                                                   "line path": line_path}
+                                                   "stdlib": stdlib, "line path": line_path}
 
 
 def measure(paths: list[Path], runs: int) -> dict[str, tuple[list[float], list[float]]]:
@@ -106,7 +114,8 @@ def main() -> int:
     if args.smoke:
         args.lines, args.runs, args.corpus_lines = [20_000], 1, 20_000
     genlogs.NCCL_SHARE = args.nccl_share
-    print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+          f"{'hyperscan' if scanner() is not None else 'no hyperscan: diagnose is the stdlib path'}")
     with tempfile.TemporaryDirectory(prefix="bench-parse-") as tmp:
         for total in args.lines:
             paths = genlogs.write_job(Path(tmp) / f"job-{total}", total, ranks=args.ranks)

@@ -9,6 +9,7 @@ path (``parse_lines``, what a live tail uses), and the trigger words must cover 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cockpit.logs.parse as parse_module
+from cockpit.logs import parse_nccl
 from cockpit.logs.parse import WRAP_MAX_CHARS, LineParser, parse_blocks, parse_lines
 from cockpit.logs.parse_gate import TRIGGER, Gate
 from cockpit.logs.parse_rules import classify
@@ -99,21 +101,39 @@ def test_the_gate_keeps_a_bounded_cache():
 
 
 # --- the block path equals the line path -------------------------------------------------------------------
+# Both ways through a block: the default (hyperscan's marks where the optional extra is installed, as
+# tests/run-all.sh does; else the stdlib gate) and the stdlib gate asked for.
+SCANS = [pytest.param(True, id="default"), pytest.param(False, id="stdlib")]
 
+
+@pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*.log")), ids=lambda p: p.name)
-def test_blocks_equal_lines_on_the_corpus(path: Path):
+def test_blocks_equal_lines_on_the_corpus(path: Path, scan: bool):
     expected = parse_lines(read_lines(path))
-    assert parse_blocks(read_blocks(path)) == expected
-    assert parse_blocks(read_blocks(path, block=7)) == expected  # lines and characters cut across blocks
-    assert parse_blocks(read_blocks(path), host="n1", rank=3) == parse_lines(read_lines(path), host="n1", rank=3)
+    assert parse_blocks(read_blocks(path), scan=scan) == expected
+    assert parse_blocks(read_blocks(path, block=7), scan=scan) == expected  # lines and characters cut across blocks
+    assert (parse_blocks(read_blocks(path), host="n1", rank=3, scan=scan)
+            == parse_lines(read_lines(path), host="n1", rank=3))
 
 
-def test_blocks_equal_lines_on_a_generated_rank_log():
+@pytest.mark.parametrize("scan", SCANS)
+def test_blocks_equal_lines_on_a_generated_rank_log(scan: bool):
     lines = rank_log(5, 8, 3_000) + counter_lines(50) + rank_log(2, 8, 2_000)
     data = ("\n".join(lines) + "\n").encode()
-    events = parse_blocks([data[i:i + 4096] for i in range(0, len(data), 4096)])
+    events = parse_blocks([data[i:i + 4096] for i in range(0, len(data), 4096)], scan=scan)
     assert events == parse_lines(lines)
     assert {e.kind for e in events} >= {"cuda_oom", "collective_timeout", "nccl_init_complete", "nccl_channel"}
+
+
+@pytest.mark.parametrize("scan", SCANS)
+def test_blocks_equal_lines_on_a_log_where_most_lines_are_hits(scan: bool):
+    """With hyperscan, a block this dense is handed to the stdlib gate part way through its scan."""
+    lines = [f"[rank{i % 8}]: RuntimeError: NCCL error {i}: unhandled system error" for i in range(4000)]
+    lines[1000:1000] = rank_log(3, 8, 2_000)
+    data = ("\n".join(lines) + "\n").encode()
+    events = parse_blocks([data[i:i + 65536] for i in range(0, len(data), 65536)], scan=scan)
+    assert events == parse_lines(lines)
+    assert sum(e.kind == "nccl_system_error" for e in events) == 4000
 
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
@@ -129,12 +149,13 @@ def _lines_of(text: str) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
+@pytest.mark.parametrize("scan", SCANS)
 @settings(max_examples=300, deadline=None)
-@given(_logs, st.integers(min_value=1, max_value=64))
-def test_blocks_equal_lines_on_arbitrary_text(lines: list[str], block: int):
+@given(lines=_logs, block=st.integers(min_value=1, max_value=64))
+def test_blocks_equal_lines_on_arbitrary_text(lines: list[str], block: int, scan: bool):
     data = "\n".join(lines).encode()
     chunks = [data[i:i + block] for i in range(0, len(data), block)]
-    assert parse_blocks(chunks) == parse_lines(_lines_of(data.decode()))
+    assert parse_blocks(chunks, scan=scan) == parse_lines(_lines_of(data.decode()))
 
 
 # lines of a few widths >= WRAP_MIN that a terminal could have wrapped, with trigger words cut at the seams
@@ -145,13 +166,15 @@ _wrapped = st.builds(lambda head, body, width: (head + body).ljust(width)[:width
                               max_size=30).map("".join), st.sampled_from([80, 81, 90, 120]))
 
 
+@pytest.mark.parametrize("scan", SCANS)
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(_wrapped, _text, st.sampled_from(["", "short", "[0]:", "  host : x", "  exitcode  : 1"])),
-                max_size=60), st.integers(min_value=1, max_value=300))
-def test_blocks_equal_lines_on_hard_wrapped_text(lines: list[str], block: int):
+@given(lines=st.lists(st.one_of(_wrapped, _text, st.sampled_from(["", "short", "[0]:", "  host : x",
+                                                                  "  exitcode  : 1"])), max_size=60),
+       block=st.integers(min_value=1, max_value=300))
+def test_blocks_equal_lines_on_hard_wrapped_text(lines: list[str], block: int, scan: bool):
     data = "\n".join(lines).encode()
     chunks = [data[i:i + block] for i in range(0, len(data), block)]
-    assert parse_blocks(chunks) == parse_lines(_lines_of(data.decode()))
+    assert parse_blocks(chunks, scan=scan) == parse_lines(_lines_of(data.decode()))
 
 
 # --- the trigger words cover the classifier ---------------------------------------------------------------
@@ -175,3 +198,21 @@ def test_trigger_words_cover_every_corpus_line():
     .map("".join))
 def test_trigger_words_cover_generated_text(text: str):
     assert _covered(text)
+
+
+# --- the NCCL patterns' word boundary, checked by hand, is the regex's ``\b`` -------------------------------
+
+_NCCL_WORDS = ["_NET_USING", "_OLD_NET_IFACE", "_OOB", "_INIT", "_INIT_RANK", "_INIT_NRANKS", "_INIT_DEV",
+               "_INIT_BUS"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_text, st.sampled_from([
+    "rank 3", "nranks 8", "nRanks 2", "cudaDev 1", "busId 9a", "x", "_", "é", " ", "1", "Init START", "Init COMPLETEx",
+    "OOB eth0:", "NET/IB : Using", "NET : Using interface ib0"])), max_size=8).map("".join))
+def test_word_search_is_a_leading_word_boundary(text: str):
+    for name in _NCCL_WORDS:
+        pattern = getattr(parse_nccl, name)
+        got = parse_nccl._word_search(pattern, text)  # noqa: SLF001 - the helper is the point
+        want = re.compile(r"\b" + pattern.pattern).search(text)
+        assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups())), name

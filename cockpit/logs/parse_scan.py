@@ -1,0 +1,105 @@
+"""The gate of ``parse_gate`` over a whole block at once, in C: which lines hold a trigger word, and where.
+
+``parse_gate`` answers per line (split, decode, template, a dict lookup): about 4.5x the cost of a bare
+``for line in open(f)`` loop before any line is parsed. With hyperscan (the optional extra ``cockpit[fast]``)
+one scan of a block's bytes reports where each trigger word ends, so the lines without one are never split,
+decoded or looked up: ``LineParser.feed_block`` walks from mark to mark.
+
+The marks are ``parse_gate``'s flags: a template only makes digits ``0``, and no trigger word holds a digit, so
+a line holds a word exactly when its template does; ``]: ?$`` is the template's "ends with ``]:``", and \\r or
+ESC anywhere is ``SPECIAL``. No pattern matches a \\n, so every mark lies inside one line. ``RESIDUE`` is the
+parser's to find on the lines it decodes (see ``Scanner``).
+
+``scanner()`` is None where hyperscan is not installed: then the stdlib gate runs. This module is the only
+hyperscan import, deferred to the first block parsed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cockpit.logs.parse_gate import SPECIAL, TRIGGER
+from cockpit.logs.parse_rules import trigger_words
+
+MARK_SHIFT = 3
+"""A mark is ``end << MARK_SHIFT | flag``: where a match ends (inside its line) and its flag, sorted."""
+
+
+DENSE = 160
+DENSE_SLACK = 32_768
+"""A block with a mark every ``DENSE`` bytes or closer (most lines a hit, e.g. an excerpt of errors) is left to
+the stdlib gate: decoding and splitting it at once costs less than stepping from mark to mark. An NCCL init
+burst is that dense locally (a mark per ~45 bytes over ~7 KB), hence the slack."""
+
+
+def _literal(word: str) -> bytes:
+    return b"".join(c.encode() if c.isalnum() else b"\\x%02x" % ord(c) for c in word)
+
+
+# Literals, not one alternation run to the end of the line: that reports each line once, but takes five
+# times as long to compile (~40 ms, paid by every `cockpit diagnose`), more than the saved callbacks.
+_WORDS = (*((_literal(w), TRIGGER) for w in trigger_words()),
+          (rb"\]: ?$", TRIGGER))  # a failure-table head ends so
+# One-byte patterns slow a scan down by half: compiled in only for blocks that hold one (a memchr first).
+_SPECIAL = ((rb"\r", SPECIAL), (rb"\x1b", SPECIAL))
+
+
+class Scanner:
+    """The compiled patterns, one database for blocks with \\r or ESC and one for the rest (each compiled on
+    first use, ~10 ms); ``marks`` scans with the caller's scratch space (one per parser: two threads never
+    share one). ``RESIDUE`` is not marked: its pattern costs a third of a scan (every ``[2024-...`` line is a
+    candidate), and the parser looks for it on the lines it decodes."""
+
+    def __init__(self, hyperscan: Any) -> None:
+        self._hs = hyperscan
+        self._dbs: dict[bool, Any] = {}
+
+    def _db(self, special: bool) -> Any:
+        db = self._dbs.get(special)
+        if db is None:
+            patterns = _WORDS + _SPECIAL if special else _WORDS
+            hs = self._hs
+            db = hs.Database(mode=hs.HS_MODE_BLOCK)
+            db.compile(expressions=[p for p, _ in patterns], ids=[f for _, f in patterns],
+                       elements=len(patterns), flags=[hs.HS_FLAG_MULTILINE] * len(patterns))
+            self._dbs[special] = db
+        return db
+
+    def marks(self, block: bytes, scratch: dict[bool, Any]) -> list[int] | None:
+        """Every match in ``block`` as ``end << MARK_SHIFT | flag``, in offset order; None (the scan stops
+        there) once the block reads as dense: a mark every ``DENSE`` bytes or closer past the first
+        ``DENSE_SLACK``. ``scratch``: a dict the caller keeps (scratch space per database)."""
+        special = b"\r" in block or b"\x1b" in block
+        db = self._db(special)
+        space = scratch.get(special)
+        if space is None:
+            space = scratch[special] = self._hs.Scratch(db)
+        out: list[int] = []
+        add = out.append
+
+        def on_match(flag: int, _start: int, end: int, _flags: int, _context: object) -> bool:
+            add(end << MARK_SHIFT | flag)
+            return len(out) * DENSE > end + DENSE_SLACK  # True stops the scan
+
+        try:
+            db.scan(block, match_event_handler=on_match, scratch=space)
+        except self._hs.ScanTerminated:
+            return None
+        out.sort()  # hyperscan reports by end offset already: a no-op pass, kept for the invariant
+        return out
+
+
+_SCANNER: list[Scanner | None] = []
+
+
+def scanner() -> Scanner | None:
+    """The scanner, or None where hyperscan is not installed (the stdlib gate runs then). Imported on first
+    use, so that importing the parser stays cheap."""
+    if not _SCANNER:
+        try:
+            import hyperscan  # the optional extra
+        except ImportError:
+            _SCANNER.append(None)
+        else:
+            _SCANNER.append(Scanner(hyperscan))
+    return _SCANNER[0]
