@@ -216,3 +216,11 @@ def test_word_search_is_a_leading_word_boundary(text: str):
         got = parse_nccl._word_search(pattern, text)  # noqa: SLF001 - the helper is the point
         want = re.compile(r"\b" + pattern.pattern).search(text)
         assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups())), name
+
+
+def test_the_scanner_is_installed_where_the_tests_run():
+    """tests/run-all.sh installs the `fast` extra so that the tests above run both paths: the scanner's absence
+    here would mean half of them silently took the stdlib path twice."""
+    from cockpit.logs import parse_scan
+
+    assert parse_scan.scanner() is not None, "hyperscan is missing: pip install -e '.[test,fast]'"
