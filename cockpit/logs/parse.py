@@ -11,47 +11,36 @@ Linear on any input, and cheap where a log says nothing (most of a 1 GB rank log
 ``WRAP_MAX_PARTS`` lines, and a record is classified only if one of its lines holds a trigger word, which
 ``parse_gate`` answers per line with a cached lookup (or ``parse_scan``, in C over a whole block, where
 hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the log as blocks of bytes (what
-`cockpit diagnose` reads) and skip such lines without touching them;
+`cockpit diagnose` reads) and skip such lines without touching them (the walk is in ``parse_block``);
 ``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
 
 ``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, the kind vocabulary in
 ``parse_kinds``, what is recognised in ``parse_rules`` (failures) and ``parse_nccl`` (NCCL's facts), prefixes
-and timestamps in ``parse_prefix``, the cheap test in ``parse_gate`` (and ``parse_scan``, the one module that
-uses a library, optional: hyperscan). No IO.
+and timestamps in ``parse_prefix``, what a hard wrap looks like in ``parse_wrap``, the cheap test in
+``parse_gate`` (and ``parse_scan``, the one module that uses a library, optional: hyperscan). No IO.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from cockpit.logs.parse_block import feed_gated, feed_marked
 from cockpit.logs.parse_event import FAILURE_SET, Event, new_event
-from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
+from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate
 from cockpit.logs.parse_kinds import FAILURE_KINDS, INFO_KINDS, NCCL_INIT_COMPLETE, NCCL_INIT_START, WORKER_FAILED
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
-from cockpit.logs.parse_scan import MARK_SHIFT, scanner
+from cockpit.logs.parse_scan import scanner
 from cockpit.logs.parse_table import FailureTable
+from cockpit.logs.parse_wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
 
 __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
 
-WRAP_MIN = 80
-"""A line shorter than this ends its record: terminals narrower than 80 columns are not worth a guess."""
-WRAP_MAX_PARTS = 16
-WRAP_MAX_CHARS = 4096
-"""A hard-wrapped record is at most this many lines and characters (a watchdog message at 80 columns is ~5
-lines). Past either, the next line starts a record of its own: fixed-width output (a loop printing
-``100123 1764038000.1 rank=0 ...``) looks like one endless wrap, and joining it all would be quadratic."""
 MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
 
 
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
-# A line that begins like this starts a new record, so it cannot continue a hard-wrapped one.
-_FRESH = re.compile(
-    r"\s*\[|\(|<|\s*\d{4}-\d\d-\d\d|\d{1,6}: |[IWEF]\d{3,4} |Traceback|During handling|The above exception|"
-    r"[A-Za-z_][\w.]*:|[\w.\-]+: |[\w.]*(?:Error|Exception|Warning|Interrupt)\b|[^\s:]+:\d+:\d+ \[|\s+File \"|"
-    r"\s*frame #|Exception raised|terminate called|\s*what\(\)|NCCL |#|\*\*\*|=+\s*$|-+\s*$")
 
 
 class LineParser:
@@ -90,158 +79,14 @@ class LineParser:
         as feeding each piece.
 
         A line without a trigger word, while nothing is open that it could add to, is skipped: only the few
-        before the next line that matters are replayed (``_catch_up``). Which lines hold one: hyperscan's marks
+        before the next line that matters are replayed (``parse_block``). Which lines hold one: hyperscan's marks
         where it is installed (``parse_scan``), else the stdlib gate, a dict lookup per line."""
         scan = scanner() if self._scan else None
         if scan is not None:
             marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
             if marks is not None:
-                return self._feed_marked(block, marks, host, rank)
-        return self._feed_gated(block, host, rank)
-
-    def _feed_gated(self, block: bytes, host: str | None, rank: int | None) -> list[Event]:
-        """``feed_block`` with the stdlib gate: every line's template looked up."""
-        out: list[Event] = []
-        flags_of, cached = self._gate.of_template, self._gate.cache
-        lines = block.decode("utf-8", "replace").split("\n")
-        templates = block_templates(block)
-        if len(lines) != len(templates):
-            raise AssertionError("a block's lines and templates differ in number")  # decoding keeps every \n
-        first = self._lineno  # line i of the block is line first + i + 1
-        skipped = -1  # from this line on, lines were skipped while the parser was clean (-1: none)
-        for i, template in enumerate(templates):
-            flags = cached.get(template)
-            if flags is None:
-                flags = flags_of(template)
-            if not flags:
-                if skipped >= 0:
-                    continue
-                if self._table.record is None and not (self._held_trigger and self._held is not None):
-                    skipped = i
-                    continue
-            elif skipped >= 0:
-                text = lines[i]
-                if flags & (SPECIAL | RESIDUE) or not (not text or _FRESH.match(text)):
-                    self._catch_up(lines, skipped, i, first, host, rank)
-                else:  # it starts a record whatever is held, and what is held has nothing to report
-                    self._held = None
-                skipped = -1
-            text = lines[i]
-            if flags & SPECIAL:
-                self._lineno = first + i
-                found = self._feed(text, host, rank)
-            else:  # ``_feed`` with the flags known
-                self._lineno = first + i + 1
-                found = self._physical(strip_ansi(text) if flags & RESIDUE else text, host, rank,
-                                       bool(flags & TRIGGER))
-            if found:
-                out += found
-        if skipped >= 0:
-            self._catch_up(lines, skipped, len(lines), first, host, rank)
-        self._lineno = first + len(lines)
-        return out
-
-    def _feed_marked(self, block: bytes, marks: list[int], host: str | None, rank: int | None) -> list[Event]:
-        """``feed_block`` where a scanner marked the lines with flags (``parse_scan``): the same walk, from
-        marked line to marked line. The lines between are decoded only while the parser is not clean (a table
-        record, or a held record with a trigger word, is open) and as far back as ``_catch_up`` needs."""
-        out: list[Event] = []
-        first = self._lineno
-        size = len(block)
-        pos = index = 0  # offset and block index of the first line not handled yet
-        k, n_marks = 0, len(marks)
-        table = self._table
-        while True:
-            if k < n_marks:  # the next marked line: from before its first mark to its end, flags of all its marks
-                at = marks[k] >> MARK_SHIFT
-                start = block.rfind(b"\n", pos, at) + 1 or pos
-                end = block.find(b"\n", at)
-                if end < 0:
-                    end = size
-                flags = 0
-                while k < n_marks and marks[k] >> MARK_SHIFT <= end:
-                    flags |= marks[k]
-                    k += 1
-                flags &= 7
-            else:  # past the last mark: the rest of the block is one gap, up to a line after its end
-                start = end = size + 1
-                flags = 0
-            while pos < start and (table.record is not None or (self._held_trigger and self._held is not None)):
-                cut = block.find(b"\n", pos, start)
-                if cut < 0:
-                    cut = size
-                index += 1
-                self._lineno = first + index
-                found = self._physical(_unresidue(block[pos:cut].decode("utf-8", "replace")), host, rank, False)
-                if found:
-                    out += found
-                pos = cut + 1
-            if not flags:
-                if pos <= size:
-                    gap = block.count(b"\n", pos) + 1
-                    self._catch_up_bytes(block, pos, size + 1, first + index, gap, host, rank)
-                    index += gap
-                break
-            text = block[start:end].decode("utf-8", "replace")
-            special = flags & SPECIAL
-            if not special:
-                text = _unresidue(text)
-            if pos < start:
-                gap = block.count(b"\n", pos, start)
-                if special or not (not text or _FRESH.match(text)):
-                    self._catch_up_bytes(block, pos, start, first + index, gap, host, rank)
-                else:  # it starts a record whatever is held, and what is held has nothing to report
-                    self._held = None
-                index += gap
-            index += 1
-            if special:
-                self._lineno = first + index - 1
-                found = self._feed(text, host, rank)
-            else:
-                self._lineno = first + index
-                found = self._physical(text, host, rank, bool(flags & TRIGGER))
-            if found:
-                out += found
-            pos = end + 1
-        self._lineno = first + index
-        return out
-
-    def _catch_up_bytes(self, block: bytes, start: int, stop: int, first: int, count: int, host: str | None,
-                        rank: int | None) -> None:
-        """``_catch_up`` over the ``count`` lines of ``block[start:stop - 1]`` (``first``: the line number
-        before them), decoding from the end back only as far as the line that decides the state."""
-        back: list[str] = []
-        cut = stop - 1
-        while cut >= start:
-            begin = block.rfind(b"\n", start, cut) + 1 or start
-            text = _unresidue(block[begin:cut].decode("utf-8", "replace"))
-            back.append(text)
-            if len(text) < WRAP_MIN or _FRESH.match(text):
-                break
-            cut = begin - 1
-        back.reverse()
-        self._catch_up(back, 0, len(back), first + count - len(back), host, rank)
-
-    def _catch_up(self, lines: list[str], start: int, end: int, first: int, host: str | None,
-                  rank: int | None) -> None:
-        """Bring the held record up to date over ``lines[start:end]``, skipped lines without a trigger word
-        fed while the parser was clean: no event can come of them. Only the lines after the last one that
-        decides the state alone are replayed: a short line (after it nothing is held) or an empty or fresh
-        one (it starts a record whatever was held). So every line is looked at once at most."""
-        at = end - 1
-        while at >= start:
-            text = lines[at] = _unresidue(lines[at])
-            if len(text) < WRAP_MIN:
-                self._held = None
-                at += 1
-                break
-            if _FRESH.match(text):
-                break
-            at -= 1
-        for j in range(max(at, start), end):
-            self._lineno = first + j + 1
-            self._reshape(lines[j], host, rank)
-        self._lineno = first + end
+                return feed_marked(self, block, marks, host, rank)
+        return feed_gated(self, block, host, rank)
 
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
@@ -269,7 +114,7 @@ class LineParser:
 
     def _joins(self, text: str) -> bool:
         """Whether ``text`` continues the held record: a hard wrap. Not if it is empty or starts like a new
-        record (``_FRESH``, or like the held one: the same loop printing again), once the parts so far differ
+        record (``FRESH``, or like the held one: the same loop printing again), once the parts so far differ
         in width (the last part of a wrap is shorter), or past ``WRAP_MAX_PARTS`` / ``WRAP_MAX_CHARS``."""
         held, more = self._held, self._held_more
         if not text or text[:6] == held[:6]:  # type: ignore[index]
@@ -280,7 +125,7 @@ class LineParser:
         elif (len(more[-1]) != len(held) or len(more) + 1 >= WRAP_MAX_PARTS  # type: ignore[arg-type]
               or self._held_chars + len(text) > WRAP_MAX_CHARS):
             return False
-        return not _FRESH.match(text)
+        return not FRESH.match(text)
 
     def _join(self, text: str, trigger: bool) -> None:
         if self._held_more is None:
@@ -362,11 +207,6 @@ class LineParser:
                     text = text[:MAX_TEXT] + "…"
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
         return events
-
-def _unresidue(text: str) -> str:
-    """``text`` without colour residue at its start: what the gate's ``RESIDUE`` flag asks for, for a line
-    that holds no ESC (the scanner marks those). A line without the flag is returned as it is."""
-    return strip_ansi(text) if text[:1] == "[" else text
 
 
 def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
