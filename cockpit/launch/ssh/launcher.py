@@ -6,7 +6,7 @@ reach, finds out which nodes share this machine's filesystem (a marker file in t
 writes the run directory: the job, each node's rendered script (its own --node-rank; the node's run
 directory), the plan (commands/ssh.json) and status.json. The detached supervisor does the rest
 (cockpit.launch.ssh.node): starts the scripts detached, follows the logs back, tears every node down when
-one fails, stops them on `cockpit stop`.
+one fails, stops them on `cockpit stop`; without a supervisor, cockpit.launch.ssh.orphan asks the nodes.
 
 A node that does not share the filesystem gets its run directory under its own runs directory
 ($COCKPIT_RUNS_DIR, else $XDG_STATE_HOME/cockpit/runs, else ~/.local/state/cockpit/runs there), unless
@@ -77,13 +77,13 @@ class SSHLauncher:
 
     def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
         """The run's processes are on the nodes: stop them there."""
-        from cockpit.launch.ssh import node as ssh_node
+        from cockpit.launch.ssh import orphan
 
         try:
-            stopped = ssh_node.stop_nodes(run_dir, grace)
+            stopped = orphan.stop_nodes(run_dir, grace)
         except (OSError, ValueError, KeyError) as exc:
             raise LaunchError(f"cannot read the ssh plan: {exc}") from None
-        left = ssh_node.left_behind(stopped)
+        left = orphan.left_behind(stopped)
         for host in left:
             warn(f"{run_dir.name}: {host}: {stopped[host]}")
         return f"stopped by {by} without a supervisor, on every node over SSH: " + "; ".join(
@@ -97,10 +97,10 @@ class SSHLauncher:
         """A run whose supervisor died: its nodes ran on without it, so ask them; else as a local run."""
         if not (status.supervisor and not status.final and not local.supervisor_alive(status)):
             return local.reconcile(run_dir, status)
-        from cockpit.launch.ssh import node as ssh_node
+        from cockpit.launch.ssh import orphan
 
         try:
-            return ssh_node.recover(run_dir, status)
+            return orphan.recover(run_dir, status)
         except (OSError, ValueError, KeyError) as exc:
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status

@@ -17,15 +17,15 @@ The supervisor (cockpit.launch.supervisor) polls them like local torchruns. Behi
 torchrun names the failing rank per node only; the supervisor names the earliest failing rank across the
 run from the exit records followed here. A torchrun that died before any rank failed (killed, OOM) is the
 first failure itself: ``poll()`` keeps it in status.first_failure (rank None, ``agent`` true).
+
+The `watch` stream's arguments and file messages are in cockpit.launch.ssh.stream; a run whose supervisor
+is gone is stopped or recovered by cockpit.launch.ssh.orphan.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import re
-import signal
 import sys
 import threading
 import time
@@ -35,14 +35,14 @@ from pathlib import Path
 from cockpit import run_layout as layout
 from cockpit.launch.ssh.facts import node_python
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, read_plan, stop_grace
-from cockpit.launch.ssh.shell import agent_command, agent_exit_file, parse_started, start_script, stop_script
+from cockpit.launch.ssh.shell import agent_command, parse_started, start_script, stop_script
+from cockpit.launch.ssh.stream import signal_name, watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
 from cockpit.run_records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
 from cockpit.runs import RunStatus, first_failure, rank_exits, write_status
 
 TICK = 0.3
 SWEEP_TRIES = 3  # sweeps of a node whose processes survive SIGKILL before the run ends without them
-_FOLLOWED = re.compile(r"^(logs|metrics)/[^/]+$")
 
 
 def make_ssh_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
@@ -139,9 +139,7 @@ class SSHNode:
 
     async def _watch_once(self) -> None:
         """One `watch` stream, until the node agent reports the end (again, when draining)."""
-        p = self.plan
-        args = {"run_dir": p.run_dir, "exit_file": agent_exit_file(p.run_dir, self.host), "pid": self.pid,
-                "start": self.start_ticks, "copy": not p.shared, "offsets": self.offsets}
+        args = watch_args(self.plan, self.pid, self.start_ticks, self.offsets)
         stream = await self.run.remote(self.host).stream(self.run.agent("watch", self.host, args))
         try:
             async for line in stream:
@@ -155,12 +153,12 @@ class SSHNode:
 
     def handle(self, msg: dict) -> None:
         if "path" in msg:
-            self._write(msg)
+            write_chunk(self.run.run_dir, self.plan.shared, self.offsets, msg)
         elif self.done:
             return  # draining: the end is known already
         elif "exit" in msg:
             code = int(msg["exit"])
-            how = f"killed by {_signal_name(code - 128)}" if code > 128 else f"exit code {code}"
+            how = f"killed by {signal_name(code - 128)}" if code > 128 else f"exit code {code}"
             self.end(code, float(msg["time"]), f"torchrun ended: {how}", "exited")
         elif "gone" in msg:
             self.end(255, float(msg["time"]), "the node's launch shell vanished without an exit record "
@@ -169,34 +167,11 @@ class SSHNode:
             self.note = None
             self.run.changed()
 
-    def _write(self, msg: dict) -> None:
-        rel = msg["path"]
-        if self.plan.shared or not _FOLLOWED.match(rel) or ".." in rel:
-            return
-        path = self.run.run_dir / rel
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        if msg.get("truncate"):
-            path.write_bytes(b"")
-            self.offsets[rel] = 0
-            return
-        data = base64.b64decode(msg["data"])
-        with open(path, "r+b" if path.exists() else "wb") as f:
-            f.seek(int(msg["offset"]))
-            f.write(data)
-        self.offsets[rel] = int(msg["offset"]) + len(data)
-
     def end(self, code: int, when: float, note: str, state: str) -> None:
         self.exit_code, self.ended, self.note, self.state = code, when, note, state
         if code != 0:
             self.run.node_failed(self, code, when, note)
         self.run.changed()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class SSHRun:
@@ -271,7 +246,7 @@ class SSHRun:
             return  # ended by cockpit's own teardown, not a failure of its own
         if self.node_failure is None or when < self.node_failure.time:
             sig = code - 128 if code > 128 else None
-            how = note if code == 255 else (f"killed by {_signal_name(sig)} (status {code})" if sig
+            how = note if code == 255 else (f"killed by {signal_name(sig)} (status {code})" if sig
                                             else f"exit code {code}")
             self.node_failure = FirstFailure(None, node.host, code, when, f"torchrun on {node.host} (node "
                                              f"{node.node_rank}), before any rank failed: {how}",
@@ -338,93 +313,3 @@ class SSHRun:
         finally:
             self._sweeps.pop(node.host, None)
             self.changed()
-
-
-# -- without a supervisor (it was killed): `cockpit stop` and `cockpit attach` ask the nodes themselves ----------
-def stop_nodes(run_dir: Path, grace: float, timeout: float = 60.0) -> dict[str, str]:
-    """Stop the run's processes on every node of the plan over SSH (SIGTERM, SIGKILL after ``grace``).
-    Returns host -> what was found there; a node that could not be reached, or kept processes through
-    SIGKILL, says so in its text and is listed by ``left_behind``."""
-    plan = read_plan(run_dir)
-
-    async def one(pool: RemotePool, host: str) -> tuple[str, str]:
-        try:
-            result = await asyncio.wait_for(pool.get(host).run(["sh", "-c", stop_script(plan.run_id, grace)],
-                                                               grace + timeout), grace + timeout + 5)
-        except (RemoteError, asyncio.TimeoutError) as exc:
-            return host, f"could not stop: {getattr(exc, 'message', None) or 'no answer'}"
-        words = result.stdout.split()
-        if len(words) < 3 or not all(w.isdigit() for w in words[:3]):
-            return host, f"could not stop: unexpected answer {result.stdout.strip()[:200]!r}"
-        if words[2] != "0":
-            return host, f"{words[2]} process(es) survived SIGKILL ({' '.join(words[3:])})"
-        return host, f"{words[0]} process(es), {words[1]} needed SIGKILL"
-
-    async def go():
-        pool = RemotePool(plan.ssh)
-        try:
-            return dict(await asyncio.gather(*(one(pool, n.host) for n in plan.nodes)))
-        finally:
-            await pool.close()
-    return asyncio.run(go())
-
-
-def left_behind(stopped: dict[str, str]) -> list[str]:
-    return [h for h, text in stopped.items() if text.startswith("could not") or "survived" in text]
-
-
-def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatus:
-    """An ssh run whose supervisor died (killed, this machine rebooted): its nodes ran on without it. Ask
-    each node once: copy what its run directory gained since (logs, metrics, exit records; not for a node
-    that shares this one), and whether its torchrun still runs. All ended: the state is worked out from the
-    ranks' exit records (cockpit.launch.local.launcher.reconcile). Else the run stays "running", with a note that
-    nobody follows it; a node that cannot be asked leaves it at that too."""
-    plan = read_plan(run_dir)
-    known = {n.host: n for n in status.nodes or ()}
-    offsets = {f"{p.parent.name}/{p.name}": p.stat().st_size
-               for sub in (layout.LOGS, layout.METRICS) if (run_dir / sub).is_dir() for p in (run_dir / sub).iterdir()
-               if p.is_file()}
-
-    run = SSHRun.__new__(SSHRun)  # only for its file writing: no loop, no thread
-    run.run_dir, run.plan, run._dirty = run_dir, plan, False
-
-    async def one(pool: RemotePool, p: NodePlan) -> tuple[str, str | None]:
-        node = known.get(p.host)
-        if node is None or node.pid is None:
-            return p.host, "never started"  # (its failure to start is in status.json already)
-        copier = SSHNode(run, p)  # its _write puts the copied bytes in place
-        copier.offsets = dict(offsets)
-        start = node.ssh.start if node.ssh is not None else None
-        args = {"run_dir": p.run_dir, "exit_file": agent_exit_file(p.run_dir, p.host), "pid": node.pid,
-                "start": start, "copy": not p.shared, "offsets": copier.offsets, "once": True}
-        command = agent_command(node_python(pool, p.host, plan.python), "watch", args)
-        try:
-            result = await asyncio.wait_for(pool.get(p.host).run(command, timeout), timeout + 5)
-            if not result.ok:
-                raise CommandFailed(p.host, result)
-            last = None
-            for line in result.stdout.splitlines():
-                last = json.loads(line)
-                if "path" in last:
-                    copier._write(last)
-        except (RemoteError, ValueError, OSError, asyncio.TimeoutError) as exc:
-            return p.host, f"could not be asked: {getattr(exc, 'message', None) or exc or 'no answer'}"
-        return p.host, "running" if last and last.get("running") else None
-
-    async def go():
-        pool = RemotePool(plan.ssh)
-        try:
-            return dict(await asyncio.gather(*(one(pool, p) for p in plan.nodes)))
-        finally:
-            await pool.close()
-    answers = asyncio.run(go())
-    going = {h: a for h, a in answers.items() if a is not None and a != "never started"}
-    if not going:
-        from cockpit.launch.local import launcher as local
-
-        return local.reconcile(run_dir, status)
-    status.note = ("the supervisor is gone, nobody follows the run: " + "; ".join(
-        f"{h}: {a}" for h, a in going.items()) + " (cockpit attach looks again and copies the logs; "
-        "cockpit stop ends it on every node)")
-    write_status(run_dir, status)
-    return status
