@@ -8,6 +8,7 @@ also the process group) and ``signal`` (to that group), both plain shell over ``
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import signal as signals
 from dataclasses import dataclass
@@ -132,3 +133,12 @@ class Remote:
         target = f"-{pid}" if group else str(pid)
         result = await self.run(["kill", "-s", signals.Signals(sig).name[3:], "--", target], timeout)
         return result.ok
+
+
+def is_ip(text: str) -> bool:
+    """Whether ``text`` is an IPv4 or IPv6 address rather than a host name."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

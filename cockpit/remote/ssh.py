@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import os
 import sys
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from cockpit.remote.base import (
     Timeout,
     Unreachable,
     command_line,
+    is_ip,
 )
 
 
@@ -153,7 +153,7 @@ class SSHRemote(Remote):
         host, port, path = self._target
         if not os.path.isfile(path):
             return False
-        found = asyncssh.read_known_hosts(path).match(host, host if _is_ip(host) else "", port)
+        found = asyncssh.read_known_hosts(path).match(host, host if is_ip(host) else "", port)
         return any(found[:2])
 
     def trust_new_key(self, host: str, addr: str, port: int, key) -> bool:
@@ -206,12 +206,6 @@ def _default_ciphers(asyncssh) -> list[str]:
     return [c.decode() for c in asyncssh.encryption.get_default_encryption_algs()]
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 class _SSHStream(Stream):

@@ -13,7 +13,6 @@ The answer is a ``cockpit.preflight.checks.JobFacts``; the checks over it are pu
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import shlex
 import sys
@@ -25,6 +24,7 @@ from cockpit.launch.ssh.shell import agent_command
 from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import JobFacts, is_loopback
 from cockpit.remote import LocalRemote, RemoteError, RemotePool
+from cockpit.remote.base import is_ip
 from cockpit.spec.model import JobSpec
 
 
@@ -55,7 +55,7 @@ def pick_master_addr(spec: JobSpec, interfaces: ifadvice.Nodes) -> str:
     master = spec.hosts[0]
     if spec.num_nodes < 2:
         return "127.0.0.1"
-    if _is_ip(master) and not is_loopback(master):
+    if is_ip(master) and not is_loopback(master):
         return master
     if len(interfaces) == spec.num_nodes:
         found = ifadvice.node_address(master, interfaces, spec.env_for(master))
@@ -72,12 +72,6 @@ def node_addresses(spec: JobSpec, interfaces: ifadvice.Nodes) -> dict[str, str]:
     return {h: a for h, a in found.items() if a}
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 async def _agent(pool: RemotePool, host: str, python: str, command: str, args: dict, timeout: float) -> dict:
