@@ -6,13 +6,19 @@ ended (exit status and time) next to its log, so cockpit can name the first fail
 not watching. It records the rank's pid (for stacks and process state) and puts cockpit's rank-side hook
 (cockpit.node.rankhook, installed as <run>/hook/sitecustomize.py) first on the rank's PYTHONPATH.
 The node script writes it into the run directory with a quoted heredoc (nothing expands).
+
+Under torchrun the wrapper passes TERM, HUP, USR1 and USR2 on to its rank: torchrun and ``kill`` signal the
+wrapper, its child. Under srun it must not (``wrapper(forward=False)``, the sbatch form): slurmstepd signals
+every process of the step (srun's forwarded USR1, scancel, the time limit), the rank included, so a signal
+passed on arrives twice, and a handler that acts on each one, like Lightning's SIGUSR1 auto-requeue (a
+checkpoint, then ``scontrol requeue`` on rank 0), acts twice.
 """
 
 from __future__ import annotations
 
 WRAPPER_PATH = '"$COCKPIT_RUN_DIR/rank-wrapper.$COCKPIT_HOST.sh"'
 
-WRAPPER = r"""#!/usr/bin/env bash
+_TEMPLATE = r"""#!/usr/bin/env bash
 # cockpit rank wrapper: "$@" is the rank's program. Output -> logs/rank-R.HOST.log; end -> rank-R.HOST.exit
 rank="${RANK:-0}"
 base="$COCKPIT_RUN_DIR/logs/rank-$rank.$COCKPIT_HOST"
@@ -22,10 +28,7 @@ fi
 "$@" >>"$base.log" 2>&1 &
 child=$!
 echo "$child" >"$base.pid"
-for sig in TERM HUP USR1 USR2; do
-  # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
-  trap "kill -$sig $child 2>/dev/null" "$sig"
-done
+@SIGNALS@
 # wait returns early when a trapped signal arrives; keep waiting until the rank has really ended. The end's
 # time is read at once, without a fork (bash 5's EPOCHREALTIME): the first failure is named by these times.
 LC_NUMERIC=C
@@ -37,6 +40,22 @@ ended=${ended/,/.}
 printf '%s %s\n' "$status" "${ended:-$(date +%s.%N)}" >"$base.exit"
 exit "$status"
 """
+_FORWARD = r"""for sig in TERM HUP USR1 USR2; do
+  # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
+  trap "kill -$sig $child 2>/dev/null" "$sig"
+done"""
+# A no-op trap, not `trap ''`: the wrapper outlives the signal to record the end, and nothing it starts later
+# inherits an ignored signal (Lightning skips its SIGUSR1 handler when one is already set, SIG_IGN included).
+_NO_FORWARD = r"""# slurmstepd signals every process of the step, this rank too: passing one on would deliver it twice.
+for sig in TERM HUP USR1 USR2; do trap : "$sig"; done"""
+
+
+def wrapper(forward: bool = True) -> str:
+    """The wrapper's text: passing signals on to the rank (torchrun), or not (srun: the rank gets them)."""
+    return _TEMPLATE.replace("@SIGNALS@", _FORWARD if forward else _NO_FORWARD)
+
+
+WRAPPER = wrapper()  # under torchrun (local and ssh launches)
 
 
 def write_wrapper_lines() -> list[str]:

@@ -5,7 +5,9 @@ checked against golden files.
 
 Every task runs under the same rank wrapper as local and ssh runs (cockpit.render.rankwrap), so a Slurm run
 directory has the same layout: logs/rank-R.HOST.log and .exit per rank (HOST = the Slurm node name), which is
-what cockpit's follow, summary and first-failure read. srun's own per-task files (logs/srun-T.HOST.out) keep
+what cockpit's follow, summary and first-failure read. Here the wrapper passes no signal on: slurmstepd
+signals every process of the step, the rank too, and a second USR1 would make a framework's own requeue
+handler (Lightning's) checkpoint and requeue twice. srun's own per-task files (logs/srun-T.HOST.out) keep
 what the wrapper cannot: slurmstepd's "STEP CANCELLED" lines, a wrapper that failed to start. The batch
 shell's output goes to logs/agent.sbatch.log (arrays: logs/agent.trial-N.log), followed like torchrun's.
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 from cockpit import run_layout as layout
 from cockpit.render.env import contract_env, program_words
 from cockpit.render.facts import Facts
-from cockpit.render.rankwrap import WRAPPER
+from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
 from cockpit.spec.model import JobSpec
 
@@ -92,7 +94,7 @@ def _attempt() -> list[str]:
 
 def _wrapper() -> list[str]:
     return ["# Each task runs under this wrapper: its own log file (global rank, node) and exit record.",
-            f"cat >{_WRAPPER_FILE} <<'COCKPIT_RANK_WRAPPER'", *WRAPPER.rstrip("\n").split("\n"),
+            f"cat >{_WRAPPER_FILE} <<'COCKPIT_RANK_WRAPPER'", *wrapper(forward=False).rstrip("\n").split("\n"),
             "COCKPIT_RANK_WRAPPER"]
 
 

@@ -1,29 +1,33 @@
-"""The rank wrapper, run for real: log file per rank, exit record, signals passed on to the rank."""
+"""The rank wrapper, run for real: log file per rank, exit record, signals passed on to the rank (under
+torchrun) or not (under srun, where slurmstepd signals the rank itself)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 
+import pytest
 from helpers import require_tool
 
-from cockpit.render.rankwrap import WRAPPER
+from cockpit.render.rankwrap import WRAPPER, wrapper
 
 
-def start(tmp_path, *cmd: str, rank: str | None = "3") -> subprocess.Popen:
+def start(tmp_path, *cmd: str, rank: str | None = "3", text: str = WRAPPER) -> subprocess.Popen:
     (tmp_path / "logs").mkdir(exist_ok=True)
     script = tmp_path / "wrap.sh"
-    script.write_text(WRAPPER)
+    script.write_text(text)
     env = {"PATH": os.environ["PATH"], "COCKPIT_RUN_DIR": str(tmp_path), "COCKPIT_HOST": "h1"}
     if rank is not None:
         env["RANK"] = rank
     return subprocess.Popen(["bash", str(script), *cmd], env=env, start_new_session=True)
 
 
-def test_wrapper_passes_shellcheck(tmp_path):
-    (tmp_path / "w.sh").write_text(WRAPPER)
+@pytest.mark.parametrize("forward", [True, False])
+def test_wrapper_passes_shellcheck(tmp_path, forward):
+    (tmp_path / "w.sh").write_text(wrapper(forward))
     r = subprocess.run([require_tool("shellcheck"), "--severity=info", str(tmp_path / "w.sh")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
@@ -60,3 +64,45 @@ def test_killed_rank_is_recorded_as_128_plus_signal(tmp_path):
     proc = start(tmp_path, "sh", "-c", "kill -9 $$")
     assert proc.wait(timeout=10) == 128 + 9
     assert (tmp_path / "logs/rank-3.h1.exit").read_text().startswith("137 ")
+
+
+def test_under_srun_a_signal_to_the_whole_step_reaches_the_rank_once(tmp_path):
+    """slurmstepd signals every process of the step (here: the process group): the srun form of the wrapper
+    must not pass USR1 on as well, or the rank's handler runs twice (Lightning: two checkpoints, two
+    `scontrol requeue`; with the torchrun form this rank counts 2); it outlives the signals and still records
+    the rank's end."""
+    proc = start(tmp_path, sys.executable, "-c", COUNT_USR1, text=wrapper(forward=False))
+    log = tmp_path / "logs/rank-3.h1.log"
+
+    def wait_log(text: str) -> None:
+        deadline = time.time() + 10
+        while time.time() < deadline and text not in (log.read_text() if log.exists() else ""):
+            time.sleep(0.05)
+        assert text in log.read_text()
+
+    wait_log("ready")
+    os.killpg(proc.pid, signal.SIGUSR1)
+    wait_log("usr1 1")
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=10) == 7
+    assert log.read_text().splitlines()[-1] == "term after 1"
+    assert (tmp_path / "logs/rank-3.h1.exit").read_text().startswith("7 ")
+
+
+# A rank that counts its SIGUSR1s (a Python handler runs once per signal that arrives while it sleeps).
+COUNT_USR1 = """
+import signal, sys, time
+n = 0
+def usr1(*_):
+    global n
+    n += 1
+    print("usr1", n, flush=True)
+def term(*_):
+    print("term after", n, flush=True)
+    sys.exit(7)
+signal.signal(signal.SIGUSR1, usr1)
+signal.signal(signal.SIGTERM, term)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
