@@ -21,6 +21,7 @@ from cockpit.spec.yamlpos import Problem
 
 LAUNCHERS = ("local", "ssh", "slurm")
 BACKENDS = ("ddp", "dp")
+RUNNERS = ("torchrun", "spawn")  # spawn: the script starts its ranks itself (torch.multiprocessing.spawn)
 PG_BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = contract.PRECISIONS
 CPU_PROCS_DEFAULT = 2
@@ -42,6 +43,7 @@ class JobSpec:
     gpu_ids: tuple[int, ...] | None = None  # nvidia-smi order; None: all, or the scheduler's choice
     procs_per_node: int | None = None  # None: one per GPU (2 on CPU)
     backend: str = "ddp"
+    runner: str = "torchrun"  # what starts the ranks on a node; "spawn": the script, procs_per_node of them
     pg_backend: str = "auto"
     precision: str = "fp32"
     seed: int = 0
@@ -150,7 +152,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
     return spec
 
 
-_TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
+_TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend", "runner",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
              "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env")
 
@@ -170,6 +172,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         gpus_per_node=gpus_per_node, gpu_ids=gpu_ids,
         procs_per_node=check.int_or_auto(data, ("procs_per_node",), minimum=1, maximum=MAX_PROCS),
         backend=check.choice(data, ("backend",), BACKENDS, "ddp"),
+        runner=check.choice(data, ("runner",), RUNNERS, "torchrun"),
         pg_backend=check.choice(data, ("pg_backend",), PG_BACKENDS, "auto"),
         precision=check.choice(data, ("precision",), PRECISIONS, "fp32"),
         seed=check.integer(data, ("seed",), 0, minimum=0, maximum=MAX_SEED),
@@ -199,6 +202,9 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if spec.backend == "dp" and spec.num_nodes > 1:
         check.problem(("backend",), "dp (DataParallel) runs in one process on one node",
                       "use backend: ddp for several nodes")
+    if spec.runner == "spawn" and spec.backend == "dp":
+        check.problem(("runner",), "dp runs one process, which spawns nothing",
+                      "drop runner: spawn, or use backend: ddp")
     if spec.backend == "dp" and spec.procs_per_node not in (None, 1):
         check.problem(("procs_per_node",), "dp runs exactly one process per node",
                       "drop procs_per_node, or use backend: ddp")
