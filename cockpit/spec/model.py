@@ -16,6 +16,7 @@ from cockpit import contract
 from cockpit.spec import jobfile, yamlpos
 from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
+from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
 from cockpit.spec.yamlpos import Problem
 
@@ -50,6 +51,7 @@ class JobSpec:
     secret_env: tuple[str, ...] = ()  # env names to mask in what cockpit shows, beyond those that look secret
     master_port: int | None = None  # None: auto
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
+    runner: str = TORCHRUN  # what starts the ranks on a node (local, ssh): one of spec.runner.RUNNERS
     max_restarts: int = 0
     stall_after: int = 600  # seconds without progress on any rank before the run is called stalled; 0: off
     on_stall: str = "report"  # "report" | "stop" (after the evidence is gathered)
@@ -152,7 +154,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env")
+             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env", "runner")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -178,6 +180,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         secret_env=check.env_names(data, ("secret_env",)),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
+        runner=check.choice(data, ("runner",), tuple(RUNNERS), TORCHRUN),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),
         stall_after=check.integer(data, ("stall_after",), 600, minimum=0, maximum=7 * 86400),
         on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
@@ -188,6 +191,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         source=filename,
     )
     _check_rules(check, spec)
+    check_runner(check, spec)
     return spec
 
 
