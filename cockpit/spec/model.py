@@ -60,6 +60,8 @@ class JobSpec:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     sweep: SweepSpec | None = None
     source: str = "<memory>"  # the job file it came from
+    # Valid but likely not meant (positioned, like problems); not part of what the job is.
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
     def uses_gpus(self) -> bool:
@@ -149,7 +151,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
     spec = _build(check, data, filename)
     if check.problems:
         raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
-    return spec
+    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))))
 
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
