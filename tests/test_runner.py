@@ -10,6 +10,7 @@ import sys
 import pytest
 from helpers import REPO
 
+from cockpit.launch.ssh.plan import NodePlan, SSHPlan, node_scripts
 from cockpit.render import Facts, default_kind, render
 from cockpit.runs import list_runs
 from cockpit.spec.model import SpecError, parse_spec
@@ -34,6 +35,16 @@ def test_default_is_torchrun_and_the_legacy_runner_renders_the_launch_form():
     for flag in ("--nproc_per_node=2", "--node_rank=1", "--master_addr=127.0.0.1", "--no_python"):
         assert flag in text
     assert "--max" not in text and "rdzv" not in text
+
+
+def test_the_ssh_launcher_gives_every_node_the_legacy_script():
+    spec = parse_spec(BASE + LEGACY + "launcher: ssh\nnodes: [a, b]\n")
+    nodes = tuple(NodePlan(h, i, f"/runs/{h}", shared=False) for i, h in enumerate(("a", "b")))
+    plan = SSHPlan("R", "python3", "10.0.0.1", 29555, nodes, nproc=2)
+    scripts = node_scripts(spec, Facts(run_dir="/r", run_id="R", workdir="/w", node_names=("a", "b")), plan)
+    for rank, text in scripts.items():
+        assert "-m torch.distributed.launch" in text and f"--node_rank={rank}" in text
+        assert "--master_addr=10.0.0.1" in text and "--master_port=29555" in text
 
 
 def test_slurm_refuses_a_runner_with_a_hint():
