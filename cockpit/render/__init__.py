@@ -10,8 +10,11 @@ from cockpit.render.sbatch import sbatch_script
 from cockpit.render.shell import comment
 from cockpit.render.torchrun import dp_script, launch_script, spawn_script, torchrun_script
 from cockpit.spec.model import JobSpec
+from cockpit.spec.runner import LEGACY, SPAWN, TORCHRUN
 
 KINDS = ("sbatch", "torchrun", "launch", "spawn", "dp")
+# The node script each runner: gets (local and ssh launchers); a new runner adds its form here and to KINDS.
+RUNNER_KIND = {TORCHRUN: "torchrun", LEGACY: "launch", SPAWN: "spawn"}
 _PER_NODE = {"torchrun": torchrun_script, "launch": launch_script, "spawn": spawn_script}
 
 
@@ -20,12 +23,11 @@ class RenderError(ValueError):
 
 
 def default_kind(spec: JobSpec) -> str:
-    """What the job's launcher would run."""
+    """What the job's launcher would run: sbatch under Slurm, else one node script per node, chosen by
+    ``backend`` (dp: one process) and ``runner``."""
     if spec.launcher == "slurm":
         return "sbatch"
-    if spec.backend == "dp":
-        return "dp"
-    return "spawn" if spec.runner == "spawn" else "torchrun"
+    return "dp" if spec.backend == "dp" else RUNNER_KIND[spec.runner]
 
 
 def check_kind(spec: JobSpec, kind: str) -> None:
@@ -68,4 +70,4 @@ def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None,
     return "\n".join(parts)
 
 
-__all__ = ["Facts", "KINDS", "RenderError", "check_kind", "default_kind", "render"]
+__all__ = ["Facts", "KINDS", "RUNNER_KIND", "RenderError", "check_kind", "default_kind", "render"]

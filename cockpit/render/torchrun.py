@@ -56,13 +56,15 @@ def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
 
 
 def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
-    """The legacy `python -m torch.distributed.launch` form (torch < 1.10 habits), with --use-env."""
+    """The legacy `python -m torch.distributed.launch` form, for nodes whose torch predates torchrun (1.10).
+    Flags are spelled with underscores, the only spelling old releases parse (torch 2.x takes both);
+    --use_env because --no_python requires it, so the rank reads LOCAL_RANK, not a --local_rank argument."""
     nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
-    segments = [f"{quote(facts.python)} -m torch.distributed.launch", "--use-env",
+    segments = [f"{quote(facts.python)} -m torch.distributed.launch", "--use_env",
                 f"--nnodes={spec.num_nodes}", f"--nproc_per_node={nproc}",
                 *_rendezvous(spec, facts, node_rank, legacy=True), "--no_python", *_rank_program(spec, facts)]
     lines = _prologue(spec, facts, node_rank, "torch.distributed.launch")
-    lines += ["# Legacy launcher: --use-env sets LOCAL_RANK in the environment instead of --local-rank.",
+    lines += ["# Legacy launcher: --use_env sets LOCAL_RANK in the environment instead of --local_rank.",
               "exec " + command(segments)]
     return "\n".join(lines) + "\n"
 

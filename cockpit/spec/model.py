@@ -16,12 +16,12 @@ from cockpit import contract
 from cockpit.spec import jobfile, yamlpos
 from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
+from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
 from cockpit.spec.yamlpos import Problem
 
 LAUNCHERS = ("local", "ssh", "slurm")
 BACKENDS = ("ddp", "dp")
-RUNNERS = ("torchrun", "spawn")  # spawn: the script starts its ranks itself (torch.multiprocessing.spawn)
 PG_BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = contract.PRECISIONS
 CPU_PROCS_DEFAULT = 2
@@ -43,7 +43,6 @@ class JobSpec:
     gpu_ids: tuple[int, ...] | None = None  # nvidia-smi order; None: all, or the scheduler's choice
     procs_per_node: int | None = None  # None: one per GPU (2 on CPU)
     backend: str = "ddp"
-    runner: str = "torchrun"  # what starts the ranks on a node; "spawn": the script, procs_per_node of them
     pg_backend: str = "auto"
     precision: str = "fp32"
     seed: int = 0
@@ -52,6 +51,7 @@ class JobSpec:
     secret_env: tuple[str, ...] = ()  # env names to mask in what cockpit shows, beyond those that look secret
     master_port: int | None = None  # None: auto
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
+    runner: str = TORCHRUN  # what starts the ranks on a node (local, ssh): one of spec.runner.RUNNERS
     max_restarts: int = 0
     stall_after: int = 600  # seconds without progress on any rank before the run is called stalled; 0: off
     on_stall: str = "report"  # "report" | "stop" (after the evidence is gathered)
@@ -60,6 +60,8 @@ class JobSpec:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     sweep: SweepSpec | None = None
     source: str = "<memory>"  # the job file it came from
+    # Valid but likely not meant (positioned, like problems); not part of what the job is.
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
     def uses_gpus(self) -> bool:
@@ -149,12 +151,12 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
     spec = _build(check, data, filename)
     if check.problems:
         raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
-    return spec
+    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))))
 
 
-_TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend", "runner",
+_TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env")
+             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env", "runner")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -172,7 +174,6 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         gpus_per_node=gpus_per_node, gpu_ids=gpu_ids,
         procs_per_node=check.int_or_auto(data, ("procs_per_node",), minimum=1, maximum=MAX_PROCS),
         backend=check.choice(data, ("backend",), BACKENDS, "ddp"),
-        runner=check.choice(data, ("runner",), RUNNERS, "torchrun"),
         pg_backend=check.choice(data, ("pg_backend",), PG_BACKENDS, "auto"),
         precision=check.choice(data, ("precision",), PRECISIONS, "fp32"),
         seed=check.integer(data, ("seed",), 0, minimum=0, maximum=MAX_SEED),
@@ -181,6 +182,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         secret_env=check.env_names(data, ("secret_env",)),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
+        runner=check.choice(data, ("runner",), tuple(RUNNERS), TORCHRUN),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),
         stall_after=check.integer(data, ("stall_after",), 600, minimum=0, maximum=7 * 86400),
         on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
@@ -191,6 +193,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         source=filename,
     )
     _check_rules(check, spec)
+    check_runner(check, spec)
     return spec
 
 
@@ -202,9 +205,6 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if spec.backend == "dp" and spec.num_nodes > 1:
         check.problem(("backend",), "dp (DataParallel) runs in one process on one node",
                       "use backend: ddp for several nodes")
-    if spec.runner == "spawn" and spec.backend == "dp":
-        check.problem(("runner",), "dp runs one process, which spawns nothing",
-                      "drop runner: spawn, or use backend: ddp")
     if spec.backend == "dp" and spec.procs_per_node not in (None, 1):
         check.problem(("procs_per_node",), "dp runs exactly one process per node",
                       "drop procs_per_node, or use backend: ddp")
