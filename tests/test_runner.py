@@ -94,3 +94,16 @@ def test_demo_runs_for_real_under_the_legacy_launcher(tmp_path):
         assert f"[cockpit] finish rank={rank} step=20 exit_code=0" in log
     # torch 2.13 still ships it, deprecated: its FutureWarning reaches the launcher's own log, not a rank's.
     assert "torch.distributed.launch is deprecated" in (run_dir / "logs" / f"agent.{host}.log").read_text()
+
+
+@pytest.mark.parametrize(("extra", "where", "what"), [
+    ("rdzv: c10d\n", "rdzv", "no c10d rendezvous"),
+    ("max_restarts: 2\n", "max_restarts", "nothing restarts the ranks"),
+    ("gpus: all\n", "procs_per_node", "needs the number of ranks the script spawns"),
+    ("backend: dp\n", "runner", "backend dp runs one process"),
+])
+def test_spawn_refuses_what_a_spawning_script_cannot_take(extra, where, what):
+    [line] = problems(BASE + "runner: spawn\n" + extra)
+    assert f": {where}: " in line and what in line and "(hint: " in line
+    spec = parse_spec(BASE + "runner: spawn\nlauncher: slurm\ngpus: 4\n")  # Slurm runs it: one task per node
+    assert spec.nprocs == 4 and default_kind(spec) == "sbatch"

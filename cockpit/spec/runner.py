@@ -46,7 +46,8 @@ def check_runner(check: Checker, spec: _Job) -> None:
                       "or use launcher: local | ssh")
     elif spec.backend == "dp":
         check.problem(where, "backend dp runs one process, started directly", "drop runner:, or use backend: ddp")
-    if spec.runner != LEGACY:
+    if spec.runner == SPAWN:
+        _check_spawn(check, spec)
         return
     # The legacy launcher of old torch: underscore flags, a static rendezvous, no restarts, a number of procs.
     if spec.rdzv != "static":
@@ -58,3 +59,17 @@ def check_runner(check: Checker, spec: _Job) -> None:
     if spec.backend == "ddp" and spec.nprocs is None:
         check.problem(("gpus",), "torch.distributed.launch needs a number of processes per node (it has no "
                       "--nproc_per_node=gpu)", "procs_per_node: N, or a GPU count or list: gpus: 4")
+
+
+def _check_spawn(check: Checker, spec: _Job) -> None:
+    """The script starts its ranks itself: no torchrun, so nothing of torchrun's applies, and cockpit must know
+    how many ranks it spawns to name their logs (node rank x spawns + index)."""
+    if spec.rdzv != "static":
+        check.problem(("rdzv",), "runner: spawn starts no torchrun, so there is no c10d rendezvous",
+                      "drop rdzv:; the script's own init_process_group meets at MASTER_ADDR:MASTER_PORT")
+    if spec.max_restarts:
+        check.problem(("max_restarts",), "runner: spawn starts no torchrun, so nothing restarts the ranks",
+                      "max_restarts: 0, or runner: torchrun with a script that does not spawn")
+    if spec.nprocs is None:
+        check.problem(("procs_per_node",), "runner: spawn needs the number of ranks the script spawns per node",
+                      "procs_per_node: N (what the script passes to mp.spawn as nprocs)")
