@@ -21,7 +21,7 @@ from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_sec
 from cockpit.spec.yamlpos import Problem
 
 LAUNCHERS = ("local", "ssh", "slurm")
-BACKENDS = ("ddp", "dp")
+BACKENDS = contract.BACKENDS
 PG_BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = contract.PRECISIONS
 CPU_PROCS_DEFAULT = 2
@@ -202,18 +202,16 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if (spec.script is None) == (spec.module is None):
         check.problem(("script",), "give exactly one of script: or module:",
                       "script: train.py  (or module: mypkg.train)")
-    if spec.backend == "dp" and spec.num_nodes > 1:
+    one_process = not contract.uses_process_group(spec.backend)  # dp; every precision is fine (contract.py)
+    if one_process and spec.num_nodes > 1:
         check.problem(("backend",), "dp (DataParallel) runs in one process on one node",
                       "use backend: ddp for several nodes")
-    if spec.backend == "dp" and spec.procs_per_node not in (None, 1):
+    if one_process and spec.procs_per_node not in (None, 1):
         check.problem(("procs_per_node",), "dp runs exactly one process per node",
                       "drop procs_per_node, or use backend: ddp")
     if spec.pg_backend == "nccl" and not spec.uses_gpus:
         check.problem(("pg_backend",), "nccl needs GPUs and this job uses none",
                       "use pg_backend: gloo (or auto), or pick gpus:")
-    if contract.precision_needs_cuda(spec.precision) and not spec.uses_gpus:
-        check.problem(("precision",), "fp16 autocast is not supported on CPU",
-                      "use precision: bf16 on CPU, or pick gpus:")
     if spec.gpus_per_node and spec.procs_per_node and spec.procs_per_node > spec.gpus_per_node:
         check.problem(("procs_per_node",),
                       f"{spec.procs_per_node} processes per node but only {spec.gpus_per_node} GPUs",
