@@ -14,7 +14,7 @@ from __future__ import annotations
 RUN_DIR = "COCKPIT_RUN_DIR"  # absolute path of the run directory (checkpoints/, metrics/, logs/ live here)
 RUN_ID = "COCKPIT_RUN_ID"  # the run's id, as `cockpit ps` shows it
 JOB_NAME = "COCKPIT_JOB_NAME"  # the job spec's name
-BACKEND = "COCKPIT_BACKEND"  # "ddp" | "dp"
+BACKEND = "COCKPIT_BACKEND"  # "ddp" | "dp" | "fsdp"
 PG_BACKEND = "COCKPIT_PG_BACKEND"  # "nccl" | "gloo"  (never "auto": launchers resolve it)
 PRECISION = "COCKPIT_PRECISION"  # "fp32" | "fp16" | "bf16"
 SEED = "COCKPIT_SEED"  # integer; every rank seeds identically with it
@@ -23,15 +23,26 @@ HOST = "COCKPIT_HOST"  # the node's name as cockpit knows it (names the per-rank
 
 ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST)
 
-# The values of PRECISION, and the rule both sides check: the job file (cockpit.spec.model, before a launch) and the
-# rank (cockpit.train.config, where torch says whether CUDA is there). Here, since both import this module
-# and neither may import the other (spec runs without torch; the rank without PyYAML).
+# The values of BACKEND and PRECISION, and the rules both sides check: the job file (cockpit.spec.model, before a
+# launch) and the rank (cockpit.train.config). Here, since both import this module and neither may import the other
+# (spec runs without torch; the rank without PyYAML).
+BACKENDS = ("ddp", "dp", "fsdp")
+# One process per device under a process group: torchrun (or srun) starts them, on one node or many. dp is the
+# other kind: ONE process drives every GPU of its node (DataParallel), so one node only.
+PROCESS_GROUP_BACKENDS = ("ddp", "fsdp")
 PRECISIONS = ("fp32", "fp16", "bf16")
-CUDA_ONLY_PRECISIONS = ("fp16",)  # autocast + GradScaler: no fp16 autocast on CPU
+# No precision needs CUDA: torch >= 2.3 runs fp16 autocast and GradScaler("cpu") on the CPU (slow, but the same
+# code path as on a GPU, so a CPU run tests it). Every backend takes every precision: under dp the runtime enters
+# autocast inside each replica's forward (DataParallel runs replicas in threads and autocast is thread-local);
+# under fsdp it also sets FSDP2's MixedPrecisionPolicy (params gathered in 16 bit, gradients reduced in fp32) and
+# uses ShardedGradScaler for fp16 (every rank agrees on a skipped step). A torch too old for fp16 on the CPU is
+# refused by the rank itself (cockpit.train.precision), the only side that knows the torch version.
 
 
-def precision_needs_cuda(precision: str) -> bool:
-    return precision in CUDA_ONLY_PRECISIONS
+def uses_process_group(backend: str) -> bool:
+    """True for backends that run one process per device under torchrun/srun (several nodes allowed)."""
+    return backend in PROCESS_GROUP_BACKENDS
+
 
 # torchrun's and Slurm's own variables, read by the runtime (listed here so the README table has one source).
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

@@ -6,7 +6,8 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
-    hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH
+    hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH;
+                                 hook/cockpit_rankspawn.py beside it (cockpit.node.rankspawn)
     logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json
     logs/agent.<host>.log        torchrun's (or the batch shell's, a trial's) own output; .exit for ssh nodes
     logs/supervisor.log          the supervisor's own output
@@ -39,6 +40,8 @@ METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
 HOOK = "hook"
 HOOK_FILE = "sitecustomize.py"
+# What goes into hook/: (installed name, source file in cockpit/node/). The companion serves runner: spawn.
+HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py"))
 SSH_PLAN = f"{COMMANDS}/ssh.json"
 SBATCH_SCRIPT = f"{COMMANDS}/sbatch.sh"
 SUPERVISOR_LOG = f"{LOGS}/supervisor.log"

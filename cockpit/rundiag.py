@@ -75,12 +75,16 @@ def _exact_first_failure(findings: tuple, first: FirstFailure | None, logs: dict
         return findings
     rank = first.rank
     named = [f for f in findings if f.code == "first_failure"]
-    if not named or all(re.search(rf"\brank {rank}\b", f.title) for f in named):
+    if named and all(re.search(rf"\brank {rank}\b", f.title) for f in named):
         return findings
     log = logs.get(rank)
+    if not named and (log is None or first.description.startswith("killed by SIGTERM")):
+        return findings  # no agent table (a script that spawns its ranks, Slurm): name a rank with a log
     evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()
+    hint = named[0].hint if named else ("the other ranks' errors follow from this one: read its log from the "
+                                        "evidence line and fix it first")
     mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first.host}: "
-                   f"{first.description}", named[0].hint, evidence)
+                   f"{first.description}", hint, evidence)
     return (mine, *(f for f in findings if f.code != "first_failure"))
 
 

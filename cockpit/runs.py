@@ -51,12 +51,12 @@ def create_run_dir(runs_dir: Path, run_id: str) -> Path:
 
 
 def install_hook(run_dir: Path) -> None:
-    """The rank-side hook (cockpit.node.rankhook) as <run>/hook/sitecustomize.py; the rank wrapper puts it
-    first on each rank's PYTHONPATH."""
+    """The rank-side hook (cockpit.node.rankhook) as <run>/hook/sitecustomize.py, with its companion; the rank
+    wrapper puts that folder first on each rank's PYTHONPATH."""
     hook = layout.hook_dir(run_dir)
     hook.mkdir(mode=0o700, exist_ok=True)
-    source = Path(__file__).with_name("node") / "rankhook.py"
-    write_private(hook / layout.HOOK_FILE, source.read_text(encoding="utf-8"))
+    for name, source in layout.HOOK_FILES:
+        write_private(hook / name, (Path(__file__).with_name("node") / source).read_text(encoding="utf-8"))
 
 
 def write_private(path: Path, text: str) -> None:

@@ -23,14 +23,14 @@ def test_validate_ok():
 
 def test_validate_reports_every_problem_and_keeps_the_file(tmp_path):
     job = tmp_path / "job.yaml"
-    text = "name: t\nscript: a.py\nprecision: fp16\nbackend: ddpp\n"
+    text = "name: t\nscript: a.py\npg_backend: nccl\nbackend: ddpp\n"
     job.write_text(text)
     r = cockpit("validate", str(job))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.splitlines() == [
-        f"{job}:3:1: precision: fp16 autocast is not supported on CPU (hint: use precision: bf16 on CPU, "
+        f"{job}:3:1: pg_backend: nccl needs GPUs and this job uses none (hint: use pg_backend: gloo (or auto), "
         "or pick gpus:)",
-        f"{job}:4:1: backend: 'ddpp' is not one of ddp | dp (hint: did you mean 'ddp'?)"]
+        f"{job}:4:1: backend: 'ddpp' is not one of ddp | dp | fsdp (hint: did you mean 'ddp'?)"]
     assert "Traceback" not in r.stderr and job.read_text() == text
 
 

@@ -21,7 +21,7 @@ LAYERS = {
              "cockpit.run_layout", "cockpit.fleet.report", "cockpit.slurm.hostlist", "cockpit.slurm.states",
              "cockpit.hang.progress", "cockpit.hang.stacks"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
-                "cockpit.procs", "cockpit.paths"),
+                "cockpit.procs", "cockpit.paths", "cockpit.requeue"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
@@ -29,7 +29,9 @@ LAYERS = {
 RANK = {"core": 0, "adapter": 1, "service": 2, "face": 3}
 ALLOWED = {("cockpit.cli.main", "cockpit.tui"), ("cockpit.cli.main", "cockpit.tui.app"),  # `cockpit` opens the TUI
            ("cockpit.__main__", "cockpit.cli.main")}  # `python -m cockpit` is the CLI
-TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run_layout")  # stdlib-only names the ranks share
+# Stdlib-only modules the ranks share: names (contract, run_layout) and the stop flag + scontrol requeue
+# (requeue), which plain scripts use without cockpit.train.
+TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run_layout", "cockpit.requeue")
 
 
 def module_name(path: Path) -> str:

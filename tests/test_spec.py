@@ -56,12 +56,20 @@ def test_nccl_needs_gpus():
     assert "nccl needs GPUs" in one_error(BASE + "pg_backend: nccl\n")
 
 
-def test_fp16_on_cpu_is_refused_bf16_allowed():
-    line = one_error(BASE + "precision: fp16\n")
-    assert line == ("job.yaml:3:1: precision: fp16 autocast is not supported on CPU "
-                    "(hint: use precision: bf16 on CPU, or pick gpus:)")
-    assert parse_spec(BASE + "precision: bf16\n").precision == "bf16"
-    assert parse_spec(BASE + "precision: fp16\ngpus: 1\n").precision == "fp16"
+@pytest.mark.parametrize("backend", ["ddp", "dp", "fsdp"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_every_precision_runs_with_every_backend_on_cpu_and_gpus(backend, precision):
+    """fp16 runs on the CPU (torch >= 2.3, GradScaler('cpu')); dp autocasts inside each replica (contract.py)."""
+    for gpus in ("", "gpus: 1\n"):
+        spec = parse_spec(BASE + f"backend: {backend}\nprecision: {precision}\n" + gpus)
+        assert (spec.backend, spec.precision) == (backend, precision)
+
+
+def test_fsdp_launches_like_ddp_one_process_per_gpu_on_several_nodes():
+    spec = parse_spec(BASE + "backend: fsdp\nlauncher: ssh\nnodes: [a, b]\ngpus: 4\n")
+    assert (spec.nprocs, spec.world_size, spec.dist_backend) == (4, 8, "nccl")
+    assert parse_spec(BASE + "backend: fsdp\n").nprocs == 2  # 2 on CPU, gloo
+    assert "several nodes" in one_error(BASE + "backend: dp\nlauncher: ssh\nnodes: [a, b]\n")
 
 
 def test_gpu_ids_unique_and_non_negative():
@@ -92,7 +100,7 @@ def test_bad_choice_gets_did_you_mean():
 
 
 def test_several_errors_are_all_reported_in_file_order():
-    text = "name: t\nscript: a.py\nmodule: b\nprecision: fp16\nmaster_port: 80\nenv: {RANK: 1}\n"
+    text = "name: t\nscript: a.py\nmodule: b\npg_backend: nccl\nmaster_port: 80\nenv: {RANK: 1}\n"
     lines = errors(text)
     assert [line.split(": ")[0] for line in lines] == ["job.yaml:2:1", "job.yaml:4:1", "job.yaml:5:1",
                                                        "job.yaml:6:7"]

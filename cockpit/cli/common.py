@@ -30,12 +30,15 @@ def read_job(path: str):
 
 
 def load_job(path: str):
-    """The job at ``path``; otherwise its problems go to stderr and the command exits 2."""
+    """The job at ``path``; otherwise its problems go to stderr and the command exits 2. Its warnings (valid,
+    likely not meant: an env name torch never reads) go to stderr too, and the command goes on."""
     spec, problems = read_job(path)
     if spec is None:
         for line in problems:
             print(line, file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+    for warning in spec.warnings:
+        print(warning.format(path), file=sys.stderr)
     return spec
 
 

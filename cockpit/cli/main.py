@@ -27,6 +27,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         trials = spec.sweep.count() if spec.sweep else 1
         extra = f" ({trials} trials)" if trials > 1 else ""
         print(f"{path}: ok{extra}", flush=True)
+        for warning in spec.warnings:  # valid, so still ok and exit 0; like a linter's warnings
+            print(warning.format(path), file=sys.stderr, flush=True)
     return EXIT_USAGE if bad else EXIT_OK
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 from cockpit.render.facts import Facts
 from cockpit.render.sbatch import sbatch_script
 from cockpit.render.shell import comment
-from cockpit.render.torchrun import dp_script, launch_script, torchrun_script
+from cockpit.render.torchrun import dp_script, launch_script, spawn_script, torchrun_script
 from cockpit.spec.model import JobSpec
+from cockpit.spec.runner import LEGACY, SPAWN, TORCHRUN
 
-KINDS = ("sbatch", "torchrun", "launch", "dp")
+KINDS = ("sbatch", "torchrun", "launch", "spawn", "dp")
+# The node script each runner: gets (local and ssh launchers); a new runner adds its form here and to KINDS.
+RUNNER_KIND = {TORCHRUN: "torchrun", LEGACY: "launch", SPAWN: "spawn"}
+_PER_NODE = {"torchrun": torchrun_script, "launch": launch_script, "spawn": spawn_script}
 
 
 class RenderError(ValueError):
@@ -19,10 +23,11 @@ class RenderError(ValueError):
 
 
 def default_kind(spec: JobSpec) -> str:
-    """What the job's launcher would run."""
+    """What the job's launcher would run: sbatch under Slurm, else one node script per node, chosen by
+    ``backend`` (dp: one process) and ``runner``."""
     if spec.launcher == "slurm":
         return "sbatch"
-    return "dp" if spec.backend == "dp" else "torchrun"
+    return "dp" if spec.backend == "dp" else RUNNER_KIND[spec.runner]
 
 
 def check_kind(spec: JobSpec, kind: str) -> None:
@@ -35,8 +40,11 @@ def check_kind(spec: JobSpec, kind: str) -> None:
         raise RenderError("a slurm job runs through sbatch/srun (hint: --as sbatch, or launcher: local|ssh)")
     if kind == "dp" and spec.backend != "dp":
         raise RenderError("this job uses backend ddp (hint: --as torchrun|launch, or set backend: dp)")
-    if kind in ("torchrun", "launch") and spec.backend == "dp":
+    if kind in ("torchrun", "launch", "spawn") and spec.backend == "dp":
         raise RenderError("this job uses backend dp, one process (hint: --as dp, or set backend: ddp)")
+    if (kind == "spawn") != (spec.runner == "spawn") and spec.launcher != "slurm":
+        raise RenderError("the script spawns its own ranks (hint: --as spawn)" if kind != "spawn" else
+                          "this job's script does not spawn its ranks (hint: set runner: spawn)")
 
 
 def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None, *,
@@ -50,7 +58,7 @@ def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None,
         return sbatch_script(spec, facts)
     if kind == "dp":
         return dp_script(spec, facts)
-    one = torchrun_script if kind == "torchrun" else launch_script
+    one = _PER_NODE[kind]
     if node_rank is not None:
         if not 0 <= node_rank < spec.num_nodes:
             raise RenderError(f"--node-rank {node_rank} is out of range (hint: 0..{spec.num_nodes - 1})")
@@ -62,4 +70,4 @@ def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None,
     return "\n".join(parts)
 
 
-__all__ = ["Facts", "KINDS", "RenderError", "check_kind", "default_kind", "render"]
+__all__ = ["Facts", "KINDS", "RUNNER_KIND", "RenderError", "check_kind", "default_kind", "render"]

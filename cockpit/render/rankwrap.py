@@ -58,6 +58,12 @@ def wrapper(forward: bool = True) -> str:
 WRAPPER = wrapper()  # under torchrun (local and ssh launches)
 
 
+# runner: spawn has no wrapper (the script's own processes are the ranks): the node script puts the hook first
+# on the script's PYTHONPATH itself, and the hook gives each spawned rank its files.
+HOOK_PATH_LINES = ['if [ -f "$COCKPIT_RUN_DIR/hook/sitecustomize.py" ]; then',
+                   '  export PYTHONPATH="$COCKPIT_RUN_DIR/hook${PYTHONPATH:+:$PYTHONPATH}"', "fi"]
+
+
 def write_wrapper_lines() -> list[str]:
     """Shell lines that write the wrapper into the run directory."""
     return [f"cat >{WRAPPER_PATH} <<'COCKPIT_RANK_WRAPPER'", *WRAPPER.rstrip("\n").split("\n"),

@@ -1,5 +1,6 @@
 """The sbatch script: one srun task per GPU (RANK = SLURM_PROCID, LOCAL_RANK = SLURM_LOCALID, WORLD_SIZE =
-SLURM_NTASKS), MASTER_ADDR = first host of the allocation, USR1 before the time limit forwarded to the tasks
+SLURM_NTASKS) — or, for a script that spawns its own ranks (runner: spawn), one task per node whose output is
+logs/agent.NODE.log — MASTER_ADDR = first host of the allocation, USR1 before the time limit forwarded to the tasks
 so the runtime can checkpoint and requeue. Pure: the same spec and facts give the same text, which is
 checked against golden files.
 
@@ -33,6 +34,12 @@ _TASK_SHIM = quote(
     "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
     'LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE%%(*} COCKPIT_HOST="$SLURMD_NODENAME"; '
     'exec bash "$COCKPIT_RUN_DIR/rank-wrapper.sh" "$0" "$@"')
+# runner: spawn: one task per node runs the script, which spawns the ranks; cockpit's hook gives each its files.
+_SPAWN_SHIM = quote(
+    'export NODE_RANK=$SLURM_NODEID COCKPIT_HOST="$SLURMD_NODENAME"; '
+    'if [ -f "$COCKPIT_RUN_DIR/hook/sitecustomize.py" ]; then '
+    'export PYTHONPATH="$COCKPIT_RUN_DIR/hook${PYTHONPATH:+:$PYTHONPATH}"; fi; '
+    'exec "$0" "$@" >>"$COCKPIT_RUN_DIR/logs/agent.$SLURMD_NODENAME.log" 2>&1')
 # Slurm's own port choice would collide between jobs on shared nodes; derive one from the job id instead,
 # below Linux's ephemeral range (32768+) so it does not race with outgoing connections.
 _SC2016 = "# shellcheck disable=SC2016  # the shim's $-words are for each task's shell"
@@ -48,7 +55,7 @@ def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]
     s = spec.slurm
     out = [f"--job-name={spec.name}"]
     out += [f"--nodes={spec.num_nodes}"] if spec.nodelist is None else [f"--nodelist={spec.nodelist}"]
-    out.append(f"--ntasks-per-node={spec.nprocs}")
+    out.append(f"--ntasks-per-node={1 if spec.runner == 'spawn' else spec.nprocs}")
     if spec.gpus_per_node:
         kind = f"{s.gres_type}:" if s.gres_type else ""
         flag = "--gres=gpu:" if s.gpu_flag == "gres" else "--gpus-per-node="
@@ -122,6 +129,9 @@ def sbatch_script(spec: JobSpec, facts: Facts) -> str:
     env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("PYTHONUNBUFFERED", "1")]
     env += [(k, v) for k, v in contract_env(spec, facts, "slurm") if k != "COCKPIT_HOST"] + list(spec.env)
     lines += [export(k, v) for k, v in env]
+    if spec.runner == "spawn":
+        lines += [export(k, str(v)) for k, v in (("COCKPIT_SPAWNS", spec.nprocs), ("NNODES", spec.num_nodes), (
+            "WORLD_SIZE", spec.nprocs * spec.num_nodes), ("LOCAL_WORLD_SIZE", spec.nprocs))]
     if trials:
         lines += _trial_cases(trials)
     master_port = str(facts.master_port) if spec.master_port else _PORT_FROM_JOB_ID
@@ -135,7 +145,7 @@ def sbatch_script(spec: JobSpec, facts: Facts) -> str:
     if spec.slurm.cpus_per_task:
         # srun 22.05-23.02 does not take --cpus-per-task from the allocation: without it each task gets one.
         words.append(f"--cpus-per-task={spec.slurm.cpus_per_task}")
-    words += [f"bash -c {_TASK_SHIM}", " ".join(program)]
+    words += [f"bash -c {_SPAWN_SHIM if spec.runner == 'spawn' else _TASK_SHIM}", " ".join(program)]
     if spec.slurm.requeue:
         lines += _signal_forwarding()
         lines += [_SC2016, command(words) + " &", "srun_pid=$!",

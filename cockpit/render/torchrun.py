@@ -1,4 +1,5 @@
-"""Per-node launch scripts: torchrun, the legacy torch.distributed.launch, and single-process DP.
+"""Per-node launch scripts: torchrun, the legacy torch.distributed.launch, a script that spawns its own ranks,
+and single-process DP.
 
 Each script is what cockpit runs on that node (the local and ssh launchers start exactly this text), so the
 dry run is the truth. Every rank writes its own log file, named by global rank and host, through a tiny
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 from cockpit.render.env import node_env_lines, program_words
 from cockpit.render.facts import Facts
-from cockpit.render.rankwrap import WRAPPER_PATH, write_wrapper_lines
-from cockpit.render.shell import command, header, quote
+from cockpit.render.rankwrap import HOOK_PATH_LINES, WRAPPER_PATH, write_wrapper_lines
+from cockpit.render.shell import command, export, header, quote
 from cockpit.spec.model import JobSpec
 
 
@@ -19,15 +20,16 @@ def _rank_program(spec: JobSpec, facts: Facts) -> list[str]:
     return [f"bash {WRAPPER_PATH}", " ".join(program_words(spec, facts, quote))]
 
 
-def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str) -> list[str]:
+def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str, wrapper: bool = True) -> list[str]:
     host = facts.node_names[node_rank]
     lines = header(f'cockpit: job "{spec.name}", {what}, node {node_rank} of {spec.num_nodes} ({host}), '
                    f"run {facts.run_id}")
     lines.append(f"cd {quote(facts.workdir)}")
     lines += node_env_lines(spec, facts, host)
     lines.append('mkdir -p "$COCKPIT_RUN_DIR/logs"')
-    lines.append("# Each rank runs under this wrapper: its own log file (global rank, host) and exit record.")
-    lines += write_wrapper_lines()
+    if wrapper:
+        lines.append("# Each rank runs under this wrapper: its own log file (global rank, host) and exit record.")
+        lines += write_wrapper_lines()
     return lines
 
 
@@ -54,14 +56,33 @@ def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
 
 
 def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
-    """The legacy `python -m torch.distributed.launch` form (torch < 1.10 habits), with --use-env."""
+    """The legacy `python -m torch.distributed.launch` form, for nodes whose torch predates torchrun (1.10).
+    Flags are spelled with underscores, the only spelling old releases parse (torch 2.x takes both);
+    --use_env because --no_python requires it, so the rank reads LOCAL_RANK, not a --local_rank argument."""
     nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
-    segments = [f"{quote(facts.python)} -m torch.distributed.launch", "--use-env",
+    segments = [f"{quote(facts.python)} -m torch.distributed.launch", "--use_env",
                 f"--nnodes={spec.num_nodes}", f"--nproc_per_node={nproc}",
                 *_rendezvous(spec, facts, node_rank, legacy=True), "--no_python", *_rank_program(spec, facts)]
     lines = _prologue(spec, facts, node_rank, "torch.distributed.launch")
-    lines += ["# Legacy launcher: --use-env sets LOCAL_RANK in the environment instead of --local-rank.",
+    lines += ["# Legacy launcher: --use_env sets LOCAL_RANK in the environment instead of --local_rank.",
               "exec " + command(segments)]
+    return "\n".join(lines) + "\n"
+
+
+def spawn_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
+    """``runner: spawn``: the script runs once per node and starts ``spec.nprocs`` ranks itself
+    (torch.multiprocessing.spawn). Its own output is this script's; each spawned rank's goes to its log file,
+    named by global rank (node rank x spawns + spawn index) by cockpit's hook in that process."""
+    lines = _prologue(spec, facts, node_rank, "the script spawns its ranks", wrapper=False)
+    world = spec.nprocs * spec.num_nodes
+    lines += ["# What a spawning script needs to place its ranks; RANK and LOCAL_RANK are each process's own.",
+              *(export(k, v) for k, v in (
+                  ("COCKPIT_SPAWNS", str(spec.nprocs)), ("NODE_RANK", str(node_rank)),
+                  ("NNODES", str(spec.num_nodes)), ("WORLD_SIZE", str(world)),
+                  ("LOCAL_WORLD_SIZE", str(spec.nprocs)), ("MASTER_ADDR", facts.master_addr),
+                  ("MASTER_PORT", str(facts.master_port)))),
+              *HOOK_PATH_LINES,
+              "exec " + " ".join(program_words(spec, facts, quote))]
     return "\n".join(lines) + "\n"
 
 

@@ -29,10 +29,15 @@ class Checker:
     def __init__(self, positions: Positions):
         self.positions = positions
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []  # the job is valid with them; validate and run print them
 
     def problem(self, path: tuple, message: str, hint: str | None = None) -> None:
         line, col = self.positions.of(path)
         self.problems.append(Problem(line, col, dotted(path), message, hint))
+
+    def warn(self, path: tuple, message: str, hint: str | None = None) -> None:
+        line, col = self.positions.of(path)
+        self.warnings.append(Problem(line, col, dotted(path), message, hint, warning=True))
 
     def mapping(self, value: object, path: tuple, known: tuple[str, ...]) -> bool:
         """True if ``value`` is a mapping; unknown keys are reported with a did-you-mean."""
@@ -166,6 +171,9 @@ class Checker:
             elif isinstance(item, (dict, list)) or item is None or "\0" in str(item):
                 self.problem(key_path, f"expected a plain value, got {_kind(item)}", 'quote it: NAME: "value"')
             else:
+                if (meant := _misspelt_ifname(key)) is not None:
+                    self.warn(key_path, f"{key} is read by neither torch nor NCCL, so it selects no interface",
+                              f"rename it: {meant}: {_plain(item)}")
                 out.append((key, _plain(item)))
         return tuple(out)
 
@@ -247,6 +255,19 @@ class Checker:
                 continue
             out.append((flag, items))
         return tuple(out)
+
+
+# Interface selectors with a near-miss name (seed 004 wrote GLOO_IFACE): torch 2.13's libraries name only
+# GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME (tensorpipe) among *IFNAME*/*IFACE* variables, and
+# NCCL's own list has NCCL_SOCKET_IFNAME as its one interface selector. Any other spelling is silently ignored.
+_IFNAME_LIKE = re.compile(r"^(GLOO|NCCL|TP)_(?:SOCKET_)?(?:IFACES?|IFNAMES?|IF_NAME|INTERFACES?|NIC)$")
+
+
+def _misspelt_ifname(name: str) -> str | None:
+    """The real variable a near-miss interface name meant (GLOO_IFACE -> GLOO_SOCKET_IFNAME), else None."""
+    match = _IFNAME_LIKE.match(name)
+    real = f"{match.group(1)}_SOCKET_IFNAME" if match else None
+    return real if real != name else None
 
 
 def _flow_item(word: str) -> str:

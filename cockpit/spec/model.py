@@ -16,11 +16,12 @@ from cockpit import contract
 from cockpit.spec import jobfile, yamlpos
 from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
+from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
 from cockpit.spec.yamlpos import Problem
 
 LAUNCHERS = ("local", "ssh", "slurm")
-BACKENDS = ("ddp", "dp")
+BACKENDS = contract.BACKENDS
 PG_BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = contract.PRECISIONS
 CPU_PROCS_DEFAULT = 2
@@ -50,6 +51,7 @@ class JobSpec:
     secret_env: tuple[str, ...] = ()  # env names to mask in what cockpit shows, beyond those that look secret
     master_port: int | None = None  # None: auto
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
+    runner: str = TORCHRUN  # what starts the ranks on a node (local, ssh): one of spec.runner.RUNNERS
     max_restarts: int = 0
     stall_after: int = 600  # seconds without progress on any rank before the run is called stalled; 0: off
     on_stall: str = "report"  # "report" | "stop" (after the evidence is gathered)
@@ -58,6 +60,8 @@ class JobSpec:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     sweep: SweepSpec | None = None
     source: str = "<memory>"  # the job file it came from
+    # Valid but likely not meant (positioned, like problems); not part of what the job is.
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
     def uses_gpus(self) -> bool:
@@ -147,12 +151,12 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
     spec = _build(check, data, filename)
     if check.problems:
         raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
-    return spec
+    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))))
 
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env")
+             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env", "runner")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -178,6 +182,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         secret_env=check.env_names(data, ("secret_env",)),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
+        runner=check.choice(data, ("runner",), tuple(RUNNERS), TORCHRUN),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),
         stall_after=check.integer(data, ("stall_after",), 600, minimum=0, maximum=7 * 86400),
         on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
@@ -188,6 +193,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         source=filename,
     )
     _check_rules(check, spec)
+    check_runner(check, spec)
     return spec
 
 
@@ -196,18 +202,16 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if (spec.script is None) == (spec.module is None):
         check.problem(("script",), "give exactly one of script: or module:",
                       "script: train.py  (or module: mypkg.train)")
-    if spec.backend == "dp" and spec.num_nodes > 1:
+    one_process = not contract.uses_process_group(spec.backend)  # dp; every precision is fine (contract.py)
+    if one_process and spec.num_nodes > 1:
         check.problem(("backend",), "dp (DataParallel) runs in one process on one node",
                       "use backend: ddp for several nodes")
-    if spec.backend == "dp" and spec.procs_per_node not in (None, 1):
+    if one_process and spec.procs_per_node not in (None, 1):
         check.problem(("procs_per_node",), "dp runs exactly one process per node",
                       "drop procs_per_node, or use backend: ddp")
     if spec.pg_backend == "nccl" and not spec.uses_gpus:
         check.problem(("pg_backend",), "nccl needs GPUs and this job uses none",
                       "use pg_backend: gloo (or auto), or pick gpus:")
-    if contract.precision_needs_cuda(spec.precision) and not spec.uses_gpus:
-        check.problem(("precision",), "fp16 autocast is not supported on CPU",
-                      "use precision: bf16 on CPU, or pick gpus:")
     if spec.gpus_per_node and spec.procs_per_node and spec.procs_per_node > spec.gpus_per_node:
         check.problem(("procs_per_node",),
                       f"{spec.procs_per_node} processes per node but only {spec.gpus_per_node} GPUs",

@@ -71,6 +71,8 @@ def nodes(check: Checker, data: dict, launcher: str) -> tuple[tuple[str, ...], i
 def gpus(check: Checker, data: dict, launcher: str) -> tuple[int | None, tuple[int, ...] | None]:
     raw = data.get("gpus")
     path = ("gpus",)
+    if isinstance(raw, str) and raw.strip() not in ("none", "all"):
+        raw = _lightning_ids(check, raw.strip(), path)
     if raw is None or raw == "none" or raw == 0 or raw == []:
         return 0, None
     if raw == "all":
@@ -78,6 +80,9 @@ def gpus(check: Checker, data: dict, launcher: str) -> tuple[int | None, tuple[i
             check.problem(path, "'all' is not a request Slurm understands", "give a count per node: gpus: 4")
         return None, None
     if isinstance(raw, int) and not isinstance(raw, bool):
+        if raw == -1:  # Lightning's "every GPU"
+            check.problem(path, "-1 is Lightning's 'every GPU'", "gpus: all")
+            return 0, None
         if not 0 <= raw <= MAX_GPUS:
             check.problem(path, f"{raw} is not a GPU count", f"gpus: 1..{MAX_GPUS}, or gpus: none for CPU")
             return 0, None
@@ -91,3 +96,22 @@ def gpus(check: Checker, data: dict, launcher: str) -> tuple[int | None, tuple[i
         return len(ids), ids
     check.problem(path, f"{raw!r} is not a GPU selection", "gpus: none | all | 4 | [0, 2]")
     return 0, None
+
+
+def _lightning_ids(check: Checker, text: str, path: tuple) -> object:
+    """Lightning's string form: "0, 1", "0,1" and "1," are GPU ids (returned as a list). A lone "2" is refused:
+    Lightning reads it as a count of 2, while a list means ids, so either reading would surprise someone.
+    Anything else comes back unchanged, for the usual "not a GPU selection" problem."""
+    words = [w.strip() for w in text.split(",")]
+    if not all(w.lstrip("-").isdigit() for w in words if w) or not any(words):
+        return text
+    if "," not in text:
+        n = int(text)
+        if n == -1:
+            check.problem(path, "'-1' is Lightning's 'every GPU'", "gpus: all")
+        else:
+            check.problem(path, f"{text!r} as a string is ambiguous: Lightning reads {text!r} as a count of {n}, "
+                          "but '0, 1' as GPU ids", f"gpus: {n} for {n} GPU{'s' if n != 1 else ''} (ids from 0), "
+                          f"or gpus: [{n}] for the GPU with id {n}")
+        return None
+    return [int(w) for w in words if w]

@@ -36,12 +36,14 @@ class Problem:
     path: str  # dotted field path, e.g. "slurm.time" or "gpus[1]"; "" for the file as a whole
     message: str
     hint: str | None = None
+    warning: bool = False  # usable as written, but likely not what was meant (e.g. an env name torch never reads)
 
     def format(self, filename: str) -> str:
         where = f"{filename}:{self.line}:{self.col}" if self.line else filename
         field_part = f" {self.path}:" if self.path else ""
+        level = " warning:" if self.warning else ""
         hint = f" (hint: {self.hint})" if self.hint else ""
-        return f"{where}:{field_part} {self.message}{hint}"
+        return f"{where}:{level}{field_part} {self.message}{hint}"
 
 
 @dataclass

@@ -5,7 +5,8 @@ A training script needs one import::
     from cockpit.train import Runtime
 
 Modules, one job each: ``config`` (environment contract -> RuntimeConfig, pure), ``dist`` (process group),
-``data`` (sharded, resumable loader), ``precision`` (autocast + GradScaler), ``checkpoint`` (atomic save,
+``data`` (sharded, resumable loader), ``precision`` (autocast + GradScaler), ``wrapping`` (DDP / DP / FSDP
+wrap, model state in and out of checkpoints), ``fsdp`` (FSDP2 sharding, DCP), ``checkpoint`` (atomic save,
 RNG states), ``metrics`` (JSON lines per rank), ``stop`` (signals, Slurm requeue), ``runtime`` (ties them).
 """
 

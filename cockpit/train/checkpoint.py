@@ -9,12 +9,19 @@ Contents (a plain dict, loadable with ``torch.load(..., weights_only=True)``):
 ``format``, ``step`` (optimizer steps done), ``epoch`` and ``batch_in_epoch`` (where the data stream is),
 ``world_size``, ``model`` (the unwrapped module's state_dict), ``optimizer``, ``scaler`` (or None) and
 ``rng`` (one entry per rank: torch, cuda, numpy, python ``random``).
+
+Under fsdp, model and optimizer are sharded: every rank writes its shards with DCP into
+``checkpoints/sharded-<step>/`` first, and only then does rank 0 replace ``latest.pt``, which holds
+``sharded`` (that directory's name) instead of ``model`` and ``optimizer``. ``latest.pt`` therefore only
+ever names a complete directory; older directories (and one a crash left half-written) are deleted after the
+replace. One atomic file stays the single answer to "where do we resume".
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +34,7 @@ from cockpit import run_layout as layout
 
 FORMAT = 1
 LATEST = "latest.pt"
+SHARDED_PREFIX = "sharded-"
 
 
 @dataclass(frozen=True)
@@ -123,3 +131,26 @@ def load_latest(directory: Path) -> dict[str, Any] | None:
 def position_of(payload: dict[str, Any]) -> Position:
     """The training position a checkpoint was taken at."""
     return Position(step=payload["step"], epoch=payload["epoch"], batch_in_epoch=payload["batch_in_epoch"])
+
+
+def sharded_dir(directory: Path, step: int) -> Path:
+    """Where the fsdp shards of the checkpoint at ``step`` go: ``checkpoints/sharded-<step, 9 digits>``."""
+    return directory / f"{SHARDED_PREFIX}{step:09d}"
+
+
+def prune_sharded(directory: Path, keep: str | None) -> None:
+    """Delete every ``sharded-*`` directory but ``keep`` (the one ``latest.pt`` names): old or half-written."""
+    for path in directory.glob(f"{SHARDED_PREFIX}*"):
+        if path.name != keep and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def check_kind(payload: dict[str, Any] | None, sharded: bool, path: Path) -> None:
+    """Refuse to resume an fsdp checkpoint without fsdp, or a ddp/dp one with fsdp, saying which is which."""
+    if payload is None or (payload.get("sharded") is not None) == sharded:
+        return
+    written, now = ("fsdp", "ddp or dp") if payload.get("sharded") is not None else ("ddp or dp", "fsdp")
+    raise RuntimeError(
+        f"checkpoint {path} was written under backend {written}, but this run uses {now}; "
+        f"hint: resume with the backend that wrote it, or move {path.parent} away to start from scratch"
+    )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cockpit import contract
 
-BACKENDS = ("ddp", "dp")
+BACKENDS = contract.BACKENDS
 PG_BACKENDS = ("nccl", "gloo")
 PRECISIONS = contract.PRECISIONS
 LAUNCHERS = ("torchrun", "slurm", "single")
@@ -46,11 +46,12 @@ class RuntimeConfig:
     launcher: str
     """Who started the process: "torchrun" (RANK set), "slurm" (SLURM_PROCID set) or "single"."""
     backend: str = "ddp"
-    """ "ddp" (DistributedDataParallel, one process per device) or "dp" (DataParallel, one process)."""
+    """ "ddp" (DistributedDataParallel) or "fsdp" (FSDP2 fully_shard), one process per device; or "dp"
+    (DataParallel, one process)."""
     pg_backend: str = "gloo"
     """Process-group backend: "nccl" (GPUs) or "gloo" (CPU)."""
     precision: str = "fp32"
-    """ "fp32", "fp16" (CUDA only: autocast + GradScaler) or "bf16" (autocast, CPU or CUDA)."""
+    """ "fp32", "fp16" (autocast + GradScaler) or "bf16" (autocast); CPU or CUDA (see cockpit.contract)."""
     seed: int = 0
     """Seed for torch, numpy and random; identical on every rank."""
     run_dir: Path | None = None
@@ -78,8 +79,8 @@ class RuntimeConfig:
 
     @property
     def distributed(self) -> bool:
-        """True when a process group is started: always under ddp (even for one process), never under dp."""
-        return self.backend == "ddp"
+        """True when a process group is started: always under ddp/fsdp (even for one process), never under dp."""
+        return contract.uses_process_group(self.backend)
 
 
 OVERRIDABLE = frozenset(
@@ -136,19 +137,15 @@ def check(cfg: RuntimeConfig, *, cuda_available: bool) -> None:
     for f in fields(cfg):
         if f.name.endswith("_every") and getattr(cfg, f.name) < 0:
             raise ConfigError(f"{f.name}={getattr(cfg, f.name)} is negative; hint: 0 switches it off")
-    if cfg.backend == "ddp" and cfg.pg_backend == "nccl" and not cuda_available:
+    if cfg.distributed and cfg.pg_backend == "nccl" and not cuda_available:
         raise ConfigError(
             f"{contract.PG_BACKEND}=nccl but this torch sees no CUDA device; "
             "hint: use gloo on CPU, or check CUDA_VISIBLE_DEVICES and the torch build (torch.version.cuda)"
         )
-    if contract.precision_needs_cuda(cfg.precision) and not cuda_available:
-        raise ConfigError(
-            f"{contract.PRECISION}=fp16 needs CUDA (autocast + GradScaler); hint: use bf16 on CPU"
-        )
-    if cfg.backend == "dp" and cfg.world_size != 1:
+    if not cfg.distributed and cfg.world_size != 1:
         raise ConfigError(
             f"{contract.BACKEND}=dp runs as ONE process, but WORLD_SIZE={cfg.world_size}; "
-            "hint: start dp with plain `python script.py`, or use ddp under torchrun"
+            "hint: start dp with plain `python script.py`, or use ddp or fsdp under torchrun"
         )
 
 

@@ -15,18 +15,18 @@ from cockpit.train.config import RuntimeConfig
 
 
 def pick_device(cfg: RuntimeConfig) -> torch.device:
-    """cuda:LOCAL_RANK under ddp+nccl, cuda:0 under dp with CUDA, else cpu."""
+    """cuda:LOCAL_RANK under ddp/fsdp + nccl, cuda:0 under dp with CUDA, else cpu."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
-    if cfg.backend == "ddp" and cfg.pg_backend == "nccl":
+    if cfg.distributed and cfg.pg_backend == "nccl":
         return torch.device("cuda", cfg.local_rank)
     if cfg.backend == "dp":
         return torch.device("cuda", 0)
-    return torch.device("cpu")  # ddp + gloo: CPU training even where a GPU exists
+    return torch.device("cpu")  # ddp/fsdp + gloo: CPU training even where a GPU exists
 
 
 def start(cfg: RuntimeConfig, device: torch.device, timeout_s: float = 1800.0) -> None:
-    """Start the process group for ddp (any world size); nothing for dp.
+    """Start the process group for ddp and fsdp (any world size); nothing for dp.
 
     torchrun's workers use ``env://`` (that also reuses the agent's store); the Slurm fallback rendezvous
     at tcp://MASTER_ADDR:MASTER_PORT; a single process uses an in-memory store (no port needed).

@@ -3,7 +3,7 @@
 ::
 
     rt = Runtime.from_env()                              # process group, device, seeds, signal handlers
-    model, optimizer = rt.setup(model, optimizer)        # to device, DDP/DP wrap, resume from a checkpoint
+    model, optimizer = rt.setup(model, optimizer)        # to device, DDP/DP/FSDP wrap, resume from a checkpoint
     loader = rt.loader(dataset, batch_size=64)           # sharded per rank, resumable mid-epoch
     for epoch in rt.epochs(10):                          # starts at the resumed epoch
         for x, y in rt.batches(loader):                  # on rt.device; skips batches done before a resume
@@ -41,7 +41,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from cockpit.train import checkpoint as ckpt
-from cockpit.train import dist
+from cockpit.train import dist, wrapping
 from cockpit.train.config import RuntimeConfig, config_from_env
 from cockpit.train.data import make_loader, shard_sampler, to_device
 from cockpit.train.metrics import PREFIX, MetricsWriter, Throughput, metrics_path, progress_line
@@ -58,7 +58,7 @@ class Runtime:
         self.device = dist.pick_device(cfg)
         dist.start(cfg, self.device)
         seed_everything(cfg.seed)
-        self.precision = Precision(cfg.precision, self.device)
+        self.precision = Precision(cfg.precision, self.device, sharded=cfg.backend == "fsdp")
         self.position = ckpt.Position()
         self.resumed_from: ckpt.Position | None = None
         self._model: nn.Module | None = None
@@ -102,12 +102,9 @@ class Runtime:
 
     # -- model, optimizer, data -------------------------------------------------------------------------
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Move ``model`` to the device and wrap it: DistributedDataParallel (ddp) or DataParallel (dp)."""
-        model = model.to(self.device)
-        if self.cfg.backend == "dp":
-            return nn.DataParallel(model)  # on CPU it simply calls the module
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+        """Move ``model`` to the device and wrap it: DistributedDataParallel (ddp), DataParallel (dp) or
+        FSDP2's fully_shard (fsdp; an optimizer built before it no longer fits: use :meth:`setup`)."""
+        return wrapping.wrap(model.to(self.device), self.cfg, self.device)
 
     def setup(
         self, model: nn.Module, optimizer: torch.optim.Optimizer
@@ -115,20 +112,26 @@ class Runtime:
         """Wrap ``model``, remember both for checkpoints, and resume from the latest checkpoint if any.
 
         Build ``optimizer`` over ``model.parameters()`` before calling this (moving a module keeps its
-        Parameter objects). Every rank loads the checkpoint (onto the CPU, then into the model).
+        Parameter objects; under fsdp its param groups are pointed at the sharded parameters). Every rank
+        loads the checkpoint: the whole file onto the CPU, and under fsdp its own shards.
         """
         model = model.to(self.device)
-        payload = ckpt.load_latest(ckpt.checkpoint_dir(self.cfg.run_dir)) if self.cfg.run_dir else None
-        if payload is not None:
-            model.load_state_dict(payload["model"])
-        wrapped = self.wrap(model)
+        where = ckpt.checkpoint_dir(self.cfg.run_dir) if self.cfg.run_dir else None
+        payload = ckpt.load_latest(where) if where else None
+        wrapped = wrapping.setup(model, optimizer, self.cfg, self.device, payload, where)
         self._model, self._optimizer = model, optimizer
         if payload is not None:
-            self._resume(payload, optimizer)
+            self._resume(payload)
         return wrapped, optimizer
 
-    def _resume(self, payload: dict[str, Any], optimizer: torch.optim.Optimizer) -> None:
-        optimizer.load_state_dict(payload["optimizer"])
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The unwrapped model's whole state_dict, on every rank (under fsdp a collective: call it on ALL
+        ranks; it gathers the shards)."""
+        if self._model is None:
+            raise RuntimeError("rt.full_state_dict() called before rt.setup(model, optimizer)")
+        return wrapping.full_state_dict(self._model, self.cfg)
+
+    def _resume(self, payload: dict[str, Any]) -> None:
         self.precision.load_state_dict(payload.get("scaler"))
         self.position = self.resumed_from = ckpt.position_of(payload)
         states = payload["rng"]
@@ -215,15 +218,19 @@ class Runtime:
             raise RuntimeError("rt.save_checkpoint() called before rt.setup(model, optimizer); "
                                "hint: call rt.setup first")
         rng = dist.gather_objects(ckpt.rng_state())  # collective: every rank gets here
-        if not self.is_main or self.cfg.run_dir is None:
+        if self.cfg.run_dir is None:
             return None
-        p = self.position
-        payload = {
+        p, where = self.position, ckpt.checkpoint_dir(self.cfg.run_dir)
+        payload: dict[str, Any] = {
             "format": ckpt.FORMAT, "step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch,
-            "world_size": self.world_size, "model": self._model.state_dict(),
-            "optimizer": self._optimizer.state_dict(), "scaler": self.precision.state_dict(), "rng": rng,
+            "world_size": self.world_size, "scaler": self.precision.state_dict(), "rng": rng,
         }
-        return ckpt.save_atomic(payload, ckpt.checkpoint_dir(self.cfg.run_dir))
+        wrapping.add_state(payload, self._model, self._optimizer, self.cfg, where)  # fsdp: every rank writes
+        if not self.is_main:
+            return None
+        path = ckpt.save_atomic(payload, where)
+        ckpt.prune_sharded(where, keep=payload.get("sharded"))  # under fsdp: older shard directories
+        return path
 
     def _stop_now(self) -> NoReturn:
         name = self._stop.signal_name or "a signal on another rank"

@@ -304,3 +304,21 @@ def test_secrets_stay_private_on_both_sides_and_out_of_every_argument_list(lab):
         assert len(found) > 10, found
         wrong = [line for line in found if line.split()[:2] not in (["d", "700"], ["f", "600"])]
         assert wrong == [], f"{host}: {wrong}"
+
+
+def test_a_script_that_spawns_its_ranks_runs_once_per_node_with_a_log_per_rank(lab):
+    """runner: spawn over ssh: node2 has its own run directory, so the hook's companion file must reach it and
+    its spawned ranks' files come back over SSH like torchrun's."""
+    runs = lab.runs()
+    job = lab.job("mnspawn", ["node1", "node2"], runner="spawn", procs_per_node=2, args='["2", "2"]')
+    job.write_text(job.read_text().replace("script: demo.py", "script: own/spawn_ddp.py"))
+    r = lab.cockpit(runs, "run", str(job), "--grace", "60")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run_dir, status = only_run(runs)
+    assert status.state == "succeeded" and sorted(status.ranks) == ["0", "1", "2", "3"]
+    for rank in range(4):
+        host = "node1" if rank < 2 else "node2"
+        assert f"[{host}:{rank}] spawned rank {rank} epoch 1" in r.stdout
+        assert (run_dir / f"logs/rank-{rank}.{host}.exit").read_text().split()[0] == "0"
+    assert "export NODE_RANK=1" in (run_dir / "commands/node-1.sh").read_text()
+    assert left_on_nodes(lab, status.run_id) == {"node1": [], "node2": []}

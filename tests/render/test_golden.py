@@ -36,7 +36,7 @@ def cases() -> list[tuple[Path, str, int | None]]:
                 check_kind(spec, kind)
             except RenderError:
                 continue
-            per_node = kind in ("torchrun", "launch") and spec.num_nodes > 1
+            per_node = kind in ("torchrun", "launch", "spawn") and spec.num_nodes > 1
             out += [(job, kind, n) for n in range(spec.num_nodes)] if per_node else [(job, kind, None)]
     return out
 

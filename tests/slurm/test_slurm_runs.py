@@ -302,3 +302,23 @@ def test_example_jobs_pass_sbatch_test_only(slurm_cluster, tmp_path, job):
     script.write_text(render(spec, dry_run_facts(spec, str(job), str(tmp_path)), "sbatch"))
     r = slurm_cluster.run("sbatch", "--test-only", str(script), check=False)
     assert r.returncode == 0 and "to start at" in r.stderr, r.stderr
+
+
+# runner: spawn: a script that calls torch.multiprocessing.spawn itself (jobs/own/spawn_ddp.py) runs as one srun
+# task per node; each spawned process is a rank with its own log and exit record, by global rank.
+def test_a_spawning_script_on_two_nodes_gives_one_log_per_spawned_rank(slurm_cluster, tmp_path, runs):
+    job = write_job(tmp_path, "spawn2x2", script=REPO / "jobs/own/spawn_ddp.py", args=["2", "2"])
+    job.write_text(job.read_text() + "runner: spawn\n")
+    r = cockpit(slurm_cluster, runs, "run", str(job))
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir, status = only_run(runs)
+    assert (status.state, status.hosts, status.world_size) == ("succeeded", ["n1", "n2"], 4)
+    assert "--ntasks-per-node=1" in (run_dir / "commands/sbatch.sh").read_text()
+    logs = sorted(p.name for p in (run_dir / "logs").glob("rank-*.log"))
+    assert logs == ["rank-0.n1.log", "rank-1.n1.log", "rank-2.n2.log", "rank-3.n2.log"]
+    for rank, host in enumerate(["n1", "n1", "n2", "n2"]):
+        assert f"[{host}:{rank}] spawned rank {rank} epoch 1" in r.stdout
+        assert (run_dir / "logs" / f"rank-{rank}.{host}.exit").read_text().split()[0] == "0"
+    for host in ("n1", "n2"):
+        assert "spawning 2 processes" in (run_dir / "logs" / f"agent.{host}.log").read_text()
+    assert sorted(status.ranks) == ["0", "1", "2", "3"]

@@ -5,7 +5,8 @@ test can signal it mid-run) and can send itself SIGUSR1 at a given step. It uses
 resume is exact only if the RNG and optimizer states are restored too.
 
 Writes under $COCKPIT_RUN_DIR/probe/ (or --out/probe/): pid-rank<R> at start; at the end, rank-<R>.json with
-{"indices": [...], "steps": N, "resumed_step": S or null} and params-rank<R>.pt (unwrapped state_dict).
+{"indices": [...], "steps": N, "resumed_step": S or null} and params-rank<R>.pt (the whole unwrapped
+state_dict, gathered under fsdp).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def main() -> None:
     resumed = rt.resumed_from.step if rt.resumed_from else None
     report = {"indices": seen, "steps": rt.position.step, "resumed_step": resumed}
     (out / f"rank-{rt.rank}.json").write_text(json.dumps(report))
-    torch.save(model.state_dict(), out / f"params-rank{rt.rank}.pt")
+    params = rt.full_state_dict()  # under fsdp a collective that gathers the shards
+    torch.save(params, out / f"params-rank{rt.rank}.pt")
     rt.finish()
 
 

@@ -76,9 +76,9 @@ def test_first_host(nodelist: str, host: str) -> None:
     ({"COCKPIT_PRECISION": "fp8"}, {}, "COCKPIT_PRECISION='fp8'"),
     ({"COCKPIT_SEED": "x"}, {}, "COCKPIT_SEED='x' is not an integer"),
     ({"COCKPIT_PG_BACKEND": "nccl"}, {}, "hint: use gloo on CPU"),
-    ({"COCKPIT_PRECISION": "fp16"}, {}, "hint: use bf16 on CPU"),
     ({"RANK": "2", "WORLD_SIZE": "2"}, {}, "outside world size"),
     ({"RANK": "0", "WORLD_SIZE": "2", "COCKPIT_BACKEND": "dp"}, {}, "dp runs as ONE process"),
+    ({"COCKPIT_BACKEND": "fsdp", "COCKPIT_PG_BACKEND": "nccl"}, {}, "hint: use gloo on CPU"),
     ({}, {"sede": 1}, "unknown override"),
     ({}, {"log_every": -1}, "negative"),
     ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, {}, "MASTER_ADDR"),
@@ -94,3 +94,12 @@ def test_any_valid_torchrun_rank_is_accepted(world: int, data: st.DataObject) ->
     rank = data.draw(st.integers(min_value=0, max_value=world - 1))
     cfg = config_from_env({"RANK": str(rank), "WORLD_SIZE": str(world)}, cuda_available=False)
     assert (cfg.rank, cfg.world_size, cfg.is_main) == (rank, world, rank == 0)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_16_bit_is_accepted_on_cpu_with_every_backend(precision: str) -> None:
+    for backend, env in (("ddp", {"RANK": "1", "WORLD_SIZE": "2"}), ("fsdp", {"RANK": "1", "WORLD_SIZE": "2"}),
+                         ("dp", {})):
+        cfg = config_from_env({**env, "COCKPIT_BACKEND": backend, "COCKPIT_PRECISION": precision},
+                              cuda_available=False)
+        assert (cfg.backend, cfg.precision, cfg.distributed) == (backend, precision, backend != "dp")

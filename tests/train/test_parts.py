@@ -1,5 +1,6 @@
-"""The runtime's parts in one process: checkpoint files and RNG states, the resumable sampler, precision,
-metrics lines and stop requests."""
+"""The runtime's parts in one process: checkpoint files and RNG states, the resumable sampler, precision
+(fp16 with its scaler on the CPU, autocast in DataParallel's replica threads), FSDP units, metrics lines and
+stop requests."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import random
 import signal
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +19,9 @@ from hypothesis import strategies as st
 
 from cockpit.train import checkpoint as ckpt
 from cockpit.train.data import ShardSampler, make_loader, shard_sampler, to_device
+from cockpit.train.fsdp import units
 from cockpit.train.metrics import MetricsWriter, progress_line
-from cockpit.train.precision import Precision
+from cockpit.train.precision import DTYPES, AutocastForward, Precision, cpu_fp16_problem
 from cockpit.train.stop import StopRequest, requeue_command
 
 
@@ -145,3 +148,66 @@ def test_stop_request_remembers_the_first_signal() -> None:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     assert requeue_command("10_2") == ["scontrol", "requeue", "10_2"]
+
+
+def test_fp16_on_cpu_scales_skips_an_overflowing_step_and_its_state_round_trips() -> None:
+    assert cpu_fp16_problem() is None  # torch 2.13: fp16 autocast and GradScaler("cpu") exist
+    lin = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    precision = Precision("fp16", torch.device("cpu"))
+    with precision.autocast():
+        out = lin(torch.ones(2, 4))
+    assert out.dtype == torch.float16
+    before = lin.weight.detach().clone()
+    precision.backward_and_step(out.float().sum() * float("inf"), opt)  # inf gradients: the step is skipped
+    assert torch.equal(before, lin.weight) and precision.state_dict()["scale"] == 2.0**15
+    precision.backward_and_step(lin(torch.ones(2, 4)).sum(), opt)
+    assert not torch.equal(before, lin.weight)
+    fresh = Precision("fp16", torch.device("cpu"))
+    fresh.load_state_dict(precision.state_dict())
+    assert fresh.state_dict() == precision.state_dict() and fresh.state_dict()["_growth_tracker"] == 1
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_autocast_forward_reaches_a_replica_thread_that_the_callers_autocast_does_not(precision: str) -> None:
+    """DataParallel runs each replica in a thread; autocast (on/off and dtype) is thread-local."""
+    lin = torch.nn.Linear(4, 4)
+    wrapped = AutocastForward(lin, precision, torch.device("cpu"))
+    seen: dict[str, torch.dtype] = {}
+
+    def replica() -> None:  # what DataParallel's parallel_apply runs per device
+        seen["plain"] = lin(torch.ones(1, 4)).dtype
+        seen["wrapped"] = wrapped(torch.ones(1, 4)).dtype
+
+    with Precision(precision, torch.device("cpu")).autocast():
+        thread = threading.Thread(target=replica)
+        thread.start()
+        thread.join()
+    assert seen == {"plain": torch.float32, "wrapped": DTYPES[precision]}
+
+
+def test_fsdp_units_are_the_blocks_of_containers_children_first() -> None:
+    inner = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), inner, torch.nn.ModuleList([torch.nn.Linear(2, 2)]))
+    got = units(model)
+    assert got.index(inner[0]) < got.index(inner)  # fully_shard goes bottom-up
+    assert set(map(id, got)) == {id(model[0]), id(inner), id(inner[0]), id(model[2]), id(model[2][0])}
+    assert all(not isinstance(m, torch.nn.ReLU) for m in got)  # no parameters: not a unit
+
+
+def test_a_checkpoint_is_resumed_only_by_the_kind_of_backend_that_wrote_it(tmp_path: Path) -> None:
+    ckpt.check_kind(None, True, tmp_path)
+    ckpt.check_kind({"sharded": "sharded-000000004"}, True, tmp_path)
+    ckpt.check_kind({"model": {}}, False, tmp_path)
+    with pytest.raises(RuntimeError, match=r"written under backend fsdp, but this run uses ddp or dp; hint"):
+        ckpt.check_kind({"sharded": "sharded-000000004"}, False, tmp_path / ckpt.LATEST)
+    with pytest.raises(RuntimeError, match=r"written under backend ddp or dp, but this run uses fsdp"):
+        ckpt.check_kind({"model": {}}, True, tmp_path / ckpt.LATEST)
+
+
+def test_prune_keeps_only_the_shard_directory_latest_names(tmp_path: Path) -> None:
+    for step in (4, 8, 12):
+        ckpt.sharded_dir(tmp_path, step).mkdir()
+    (tmp_path / ckpt.LATEST).write_bytes(b"x")
+    ckpt.prune_sharded(tmp_path, keep=ckpt.sharded_dir(tmp_path, 8).name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [ckpt.LATEST, "sharded-000000008"]

@@ -104,17 +104,17 @@ async def test_live_validation_and_preview(ctx):
         assert error(compose, "gpus") == ""
         assert text(compose, "#problems").startswith("✗ 1 problem\ndemo.yaml:")
         assert compose.query_one("#preview").text.startswith("(the preview appears")
-        await set_field(pilot, compose, "precision", "fp16")
-        assert "fp16 autocast is not supported on CPU" in error(compose, "precision")
+        await set_field(pilot, compose, "pg_backend", "nccl")
+        assert "nccl needs GPUs and this job uses none" in error(compose, "pg_backend")
         await set_field(pilot, compose, "gpus", "[0,x]")
         assert "'x' is not a GPU id" in error(compose, "gpus")
-        assert error(compose, "precision") == ""  # with GPUs asked for, fp16 is fine
+        assert error(compose, "pg_backend") == ""  # with GPUs asked for, nccl is fine
 
         # the preview follows the form
         await set_field(pilot, compose, "launcher", "local")
         await set_field(pilot, compose, "nodes", "")
         await set_field(pilot, compose, "gpus", "none")
-        await set_field(pilot, compose, "precision", "fp32")
+        await set_field(pilot, compose, "pg_backend", "auto")
         await set_field(pilot, compose, "backend", "ddp")
         await until(pilot, lambda: "torchrun" in compose.query_one("#preview").text, what="the torchrun preview")
         preview = compose.query_one("#preview").text

@@ -30,7 +30,7 @@ from cockpit import run_layout as layout
 from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions
-from cockpit.render import render
+from cockpit.render import default_kind, render
 from cockpit.run_records import PROCESS_KEYS, FirstFailure, NodeRecord, Trial
 from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_private, write_status
 from cockpit.spec.model import JobSpec
@@ -129,7 +129,7 @@ def prepare(spec: JobSpec, job_path: str, run_dir: Path, run_id: str, extra_args
         tdir.chmod(0o700)
         trun = f"{run_id}.trial-{i}"
         facts = facts_for(tspec, job_path, str(tdir.resolve()), trun, port, extra_args)
-        write_private(layout.node_script(tdir, 0), render(tspec, facts, "torchrun", 0))
+        write_private(layout.node_script(tdir, 0), render(tspec, facts, default_kind(tspec), 0))
         write_status(tdir, RunStatus(run_id=trun, name=spec.name, launcher="local", job_file=status.job_file,
                                      hosts=list(facts.node_names), world_size=tspec.world_size,
                                      note=f"trial {i} of {len(trials)}: {' '.join(args)}"))

@@ -47,8 +47,10 @@ def start_script(run_dir: str, host: str, node_rank: int, script_text: str | Non
     if script_text is not None:  # not shared: the node script, and the rank hook it puts on PYTHONPATH
         blob = base64.b64encode(script_text.encode()).decode()
         lines.append(f"printf '%s' {blob} | base64 -d > {script}")
-        hook = base64.b64encode((Path(__file__).parents[2] / "node" / "rankhook.py").read_bytes()).decode()
-        lines += [f"mkdir -p {layout.HOOK}", f"printf '%s' {hook} | base64 -d > {layout.HOOK}/{layout.HOOK_FILE}"]
+        lines.append(f"mkdir -p {layout.HOOK}")
+        for name, source in layout.HOOK_FILES:
+            blob = base64.b64encode((Path(__file__).parents[2] / "node" / source).read_bytes()).decode()
+            lines.append(f"printf '%s' {blob} | base64 -d > {layout.HOOK}/{name}")
     launch = (f"bash {script}; s=$?; printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > {end}")
     lines += [f"rm -f {end}",
               f"setsid sh -c {q(launch)} > {log} 2>&1 < /dev/null &",

@@ -1,0 +1,83 @@
+"""Habits carried over from other tools that a job file should catch: Lightning's string form of `gpus:`, and
+interface variables spelt in ways torch and NCCL never read (seed 004's GLOO_IFACE)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+from cockpit.spec.model import SpecError, parse_spec
+
+BASE = "name: t\nscript: train.py\n"
+
+
+def one_error(text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "job.yaml")
+    [line] = info.value.lines()
+    return line
+
+
+@pytest.mark.parametrize(("value", "ids"), [('"0, 1"', (0, 1)), ('"0,1"', (0, 1)), ("0,1", (0, 1)),
+                                            ('"1,"', (1,)), ('" 3 , 1 "', (3, 1))])
+def test_lightning_string_of_ids_is_gpu_ids(value, ids):
+    spec = parse_spec(BASE + f"gpus: {value}\n")
+    assert spec.gpu_ids == ids and spec.gpus_per_node == len(ids) and spec.nprocs == len(ids)
+
+
+def test_a_lone_string_is_refused_with_both_meanings():
+    line = one_error(BASE + 'gpus: "2"\n')
+    assert line.startswith("job.yaml:3:1: gpus: '2' as a string is ambiguous")
+    assert "(hint: gpus: 2 for 2 GPUs (ids from 0), or gpus: [2] for the GPU with id 2)" in line
+    assert parse_spec(BASE + "gpus: 2\n").gpu_ids == (0, 1) and parse_spec(BASE + "gpus: [2]\n").gpu_ids == (2,)
+
+
+def test_lightning_minus_one_points_to_all():
+    for value in ("-1", '"-1"'):
+        line = one_error(BASE + f"gpus: {value}\n")
+        assert line.startswith("job.yaml:3:1: gpus: ") and line.endswith("(hint: gpus: all)")
+
+
+def test_string_ids_keep_the_list_rules():
+    assert "GPU 0 is listed twice" in one_error(BASE + 'gpus: "0,0"\n')
+    assert "is not a GPU selection" in one_error(BASE + 'gpus: "0,x"\n')
+    line = one_error(BASE + 'launcher: slurm\ngpus: "0,1"\n')
+    assert "GPU ids are assigned by the scheduler" in line and "gpus: 2" in line
+
+
+@pytest.mark.parametrize(("name", "meant"), [("GLOO_IFACE", "GLOO_SOCKET_IFNAME"),
+                                             ("GLOO_SOCKET_IFACE", "GLOO_SOCKET_IFNAME"),
+                                             ("NCCL_SOCKET_IFACE", "NCCL_SOCKET_IFNAME"),
+                                             ("NCCL_IFNAME", "NCCL_SOCKET_IFNAME"),
+                                             ("NCCL_SOCKET_INTERFACE", "NCCL_SOCKET_IFNAME")])
+def test_interface_names_torch_never_reads_warn_and_name_the_real_one(name, meant):
+    spec = parse_spec(BASE + f"env:\n  NCCL_DEBUG: INFO\n  {name}: eth0\n", "job.yaml")
+    assert spec.env_dict[name] == "eth0"  # still valid, still passed on: a warning, not a refusal
+    [warning] = spec.warnings
+    assert warning.format("job.yaml") == (f"job.yaml:5:3: warning: env.{name}: {name} is read by neither torch nor "
+                                          f"NCCL, so it selects no interface (hint: rename it: {meant}: eth0)")
+
+
+def test_real_interface_names_do_not_warn():
+    env = "".join(f"  {n}: eth0\n" for n in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+                                             "NCCL_IB_HCA", "GLOO_DEVICE_TRANSPORT"))
+    assert parse_spec(BASE + "env:\n" + env).warnings == ()
+
+
+def test_node_env_warns_too():
+    text = BASE + "launcher: ssh\nnodes: [a, b]\nnode_env:\n  b: {GLOO_IFACE: ens5}\n"
+    [warning] = parse_spec(text, "job.yaml").warnings
+    assert warning.path == "node_env.b.GLOO_IFACE" and warning.line == 6
+
+
+def test_validate_prints_the_warning_and_still_says_ok(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(BASE + "env:\n  GLOO_IFACE: lo\n")
+    r = subprocess.run([sys.executable, "-m", "cockpit", "validate", str(job)], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == f"{job}: ok\n"
+    assert r.stderr == (f"{job}:4:3: warning: env.GLOO_IFACE: GLOO_IFACE is read by neither torch nor NCCL, so it "
+                        "selects no interface (hint: rename it: GLOO_SOCKET_IFNAME: lo)\n")
