@@ -56,7 +56,7 @@ def test_unshown_keys_ride_along_and_a_broken_file_still_opens():
     data, _ = form.to_data(f.set(launcher="slurm"))
     assert data["seed"] == 7 and data["workdir"] == "sub" and data["slurm"]["modules"] == ["cuda"]
     broken = form.from_text("name: a\nscript: t.py\nbackend: dpp\n")
-    assert [p.message for p in form.check(broken).problems] == ["'dpp' is not one of ddp | dp"]
+    assert [p.message for p in form.check(broken).problems] == ["'dpp' is not one of ddp | dp | fsdp"]
     with pytest.raises(form.FormError):
         form.from_text("- just\n- a list\n")
 
