@@ -78,12 +78,30 @@ def is_rank_wrapper(pid: int) -> bool:
         return False
 
 
+def parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def first_term(pids: list[int]) -> list[int]:
+    """Who gets the first SIGTERM of a stop, so that each rank gets exactly one: torchrun passes it to its
+    workers (the rank wrappers) and each wrapper to its rank, so a wrapper whose torchrun is in the run is left
+    to it, and so is that wrapper's rank. A second SIGTERM is not harmless: Lightning's handler acts on each."""
+    alive = set(pids)
+    relayed = {p for p in pids if is_rank_wrapper(p) and parent_pid(p) in alive}
+    return [p for p in pids if p not in relayed and parent_pid(p) not in relayed]
+
+
 def kill_run(run_id: str, grace: float, wrapper_grace: float = 2.0) -> int:
-    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` seconds: the ranks first, so
+    """SIGTERM every process of the run (each rank once: ``first_term``), SIGKILL what is left after ``grace``
+    seconds: the ranks first, so
     that their wrappers (which pass SIGTERM on and outlive it) still record how they ended, then, after at
     most ``wrapper_grace`` seconds, anything left. Returns how many needed SIGKILL."""
     pids = run_pids(run_id)
-    signal_pids(pids, signal.SIGTERM)
+    signal_pids(first_term(pids), signal.SIGTERM)
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
         time.sleep(0.1)

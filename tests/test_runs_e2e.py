@@ -173,3 +173,21 @@ def _story(run_dir: Path) -> str:
 def _read(run_dir: Path, stem: str) -> str:
     paths = list(run_dir.glob(stem + ".*.log"))
     return paths[0].read_text(errors="replace") if paths else ""
+
+
+def test_cockpit_stop_gives_each_rank_one_sigterm(tmp_path):
+    """torchrun passes SIGTERM to each rank wrapper and the wrapper to its rank; signalling them all besides
+    would deliver it two or three times, and Lightning's handler acts on each."""
+    job = tmp_path / "term.yaml"
+    job.write_text(f"name: term\nscript: {REPO / 'tests/term_count.py'}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "20"], cwd=REPO,
+                            env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
+
+    def logs() -> str:
+        return "".join(p.read_text() for p in (run_dir / "logs").glob("rank-*.log"))
+    wait_for(lambda: logs().count("term ready") == 2, 60, "both ranks to handle SIGTERM")
+    r = cockpit(tmp_path, "stop", run_dir.name, "--grace", "20")
+    proc.communicate(timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert logs().count("term count 1") == 2, logs()

@@ -7,8 +7,10 @@ not watching. It records the rank's pid (for stacks and process state) and puts 
 (cockpit.node.rankhook, installed as <run>/hook/sitecustomize.py) first on the rank's PYTHONPATH.
 The node script writes it into the run directory with a quoted heredoc (nothing expands).
 
-Under torchrun the wrapper passes TERM, HUP, USR1 and USR2 on to its rank: torchrun and ``kill`` signal the
-wrapper, its child. Under srun it must not (``wrapper(forward=False)``, the sbatch form): slurmstepd signals
+Under torchrun the wrapper passes TERM, HUP, USR1 and USR2 on to its rank only where torchrun signals the
+wrapper alone (torch 1.x); torchrun 2.x starts each worker in its own session and signals the whole group, the
+rank included, so the wrapper, leading its group, passes nothing on.
+Under srun it must not (``wrapper(forward=False)``, the sbatch form): slurmstepd signals
 every process of the step (srun's forwarded USR1, scancel, the time limit), the rank included, so a signal
 passed on arrives twice, and a handler that acts on each one, like Lightning's SIGUSR1 auto-requeue (a
 checkpoint, then ``scontrol requeue`` on rank 0), acts twice.
@@ -40,10 +42,17 @@ ended=${ended/,/.}
 printf '%s %s\n' "$status" "${ended:-$(date +%s.%N)}" >"$base.exit"
 exit "$status"
 """
-_FORWARD = r"""for sig in TERM HUP USR1 USR2; do
-  # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
-  trap "kill -$sig $child 2>/dev/null" "$sig"
-done"""
+_FORWARD = r"""# torchrun 2.x starts each worker in its own session and signals its whole group (os.killpg): the
+# rank gets the signal itself, and a copy passed on would be a second. Older torchrun signals the wrapper alone.
+read -r -a stat 2>/dev/null </proc/$$/stat
+if [ "${stat[4]:-}" = "$$" ]; then
+  for sig in TERM HUP USR1 USR2; do trap : "$sig"; done
+else
+  for sig in TERM HUP USR1 USR2; do
+    # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
+    trap "kill -$sig $child 2>/dev/null" "$sig"
+  done
+fi"""
 # A no-op trap, not `trap ''`: the wrapper outlives the signal to record the end, and nothing it starts later
 # inherits an ignored signal (Lightning skips its SIGUSR1 handler when one is already set, SIG_IGN included).
 _NO_FORWARD = r"""# slurmstepd signals every process of the step, this rank too: passing one on would deliver it twice.

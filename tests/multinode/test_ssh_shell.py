@@ -208,3 +208,29 @@ def test_the_stop_grace_comes_from_cockpit_stop_then_cockpit_run_then_the_plan(t
         run.loop.close()
         graces.append(run.sweep_grace)
     assert graces == [plan.timing.stop_grace, 7.0, 2.5]
+
+
+def test_stop_gives_each_rank_of_a_real_torchrun_one_sigterm(tmp_path):
+    """The node-side stop on a real torchrun run (started here by the local launcher): torchrun signals each
+    worker's group, so the stop leaves the rank wrappers and their ranks to it (as cockpit.procs.first_term
+    does); signalling them besides would deliver SIGTERM two or three times, and Lightning's handler acts on
+    each."""
+    from helpers import REPO
+
+    from cockpit.runs import list_runs
+
+    job = tmp_path / "term.yaml"
+    job.write_text(f"name: term\nscript: {REPO / 'tests/term_count.py'}\n")
+    env = {**os.environ, "COCKPIT_RUNS_DIR": str(tmp_path / "runs"), "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "30"], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = wait_for(lambda: (tmp_path / "runs").is_dir() and list_runs(tmp_path / "runs") and
+                       list_runs(tmp_path / "runs")[0][0], 30)
+
+    def logs() -> str:
+        return "".join(p.read_text() for p in (run_dir / "logs").glob("rank-*.log"))
+    wait_for(lambda: logs().count("term ready") == 2, 90)
+    r = sh(stop_script(run_dir.name, 20.0))
+    proc.communicate(timeout=60)
+    assert r.stdout.split()[1] == "0", r.stdout  # nothing needed SIGKILL
+    assert logs().count("term count 1") == 2, logs()

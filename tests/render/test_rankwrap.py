@@ -15,14 +15,15 @@ from helpers import require_tool
 from cockpit.render.rankwrap import WRAPPER, wrapper
 
 
-def start(tmp_path, *cmd: str, rank: str | None = "3", text: str = WRAPPER) -> subprocess.Popen:
+def start(tmp_path, *cmd: str, rank: str | None = "3", text: str = WRAPPER, session: bool = True) -> subprocess.Popen:
+    """The wrapper running ``cmd``; ``session``: in its own session, as torchrun 2.x starts a worker."""
     (tmp_path / "logs").mkdir(exist_ok=True)
     script = tmp_path / "wrap.sh"
     script.write_text(text)
     env = {"PATH": os.environ["PATH"], "COCKPIT_RUN_DIR": str(tmp_path), "COCKPIT_HOST": "h1"}
     if rank is not None:
         env["RANK"] = rank
-    return subprocess.Popen(["bash", str(script), *cmd], env=env, start_new_session=True)
+    return subprocess.Popen(["bash", str(script), *cmd], env=env, start_new_session=session)
 
 
 @pytest.mark.parametrize("forward", [True, False])
@@ -49,7 +50,7 @@ def test_no_rank_means_rank_0(tmp_path):
 def test_term_is_passed_on_and_recorded_as_signal(tmp_path):
     marker = tmp_path / "got-term"
     prog = f"trap 'touch {marker}; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
-    proc = start(tmp_path, "bash", "-c", prog)
+    proc = start(tmp_path, "bash", "-c", prog, session=False)  # torchrun 1.x: signals the wrapper alone
     log = tmp_path / "logs/rank-3.h1.log"
     deadline = time.time() + 10
     while time.time() < deadline and "ready" not in (log.read_text() if log.exists() else ""):
@@ -66,12 +67,12 @@ def test_killed_rank_is_recorded_as_128_plus_signal(tmp_path):
     assert (tmp_path / "logs/rank-3.h1.exit").read_text().startswith("137 ")
 
 
-def test_under_srun_a_signal_to_the_whole_step_reaches_the_rank_once(tmp_path):
-    """slurmstepd signals every process of the step (here: the process group): the srun form of the wrapper
-    must not pass USR1 on as well, or the rank's handler runs twice (Lightning: two checkpoints, two
-    `scontrol requeue`; with the torchrun form this rank counts 2); it outlives the signals and still records
-    the rank's end."""
-    proc = start(tmp_path, sys.executable, "-c", COUNT_USR1, text=wrapper(forward=False))
+@pytest.mark.parametrize("form", ["srun", "torchrun"])
+def test_a_signal_to_the_whole_group_reaches_the_rank_once(tmp_path, form):
+    """slurmstepd signals every process of the step, and torchrun 2.x a worker's whole session (here: the
+    process group): the wrapper must not pass USR1 on as well, or the rank's handler runs twice (Lightning:
+    two checkpoints, two `scontrol requeue`); it outlives the signals and still records the rank's end."""
+    proc = start(tmp_path, sys.executable, "-c", COUNT_USR1, text=wrapper(forward=form == "torchrun"))
     log = tmp_path / "logs/rank-3.h1.log"
 
     def wait_log(text: str) -> None:

@@ -77,7 +77,8 @@ def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
     return "\n".join([
         f"pids() {{ grep -lxzF {needle} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | grep -vx \"$$\"; }}",
         "found=$(pids); n=$(echo $found | wc -w); killed=0",
-        f'[ -n "$found" ] && kill -{signal} $found 2>/dev/null',
+        *(_first_term() if signal == "TERM" else ["first=$found"]),
+        f'[ -n "$first" ] && kill -{signal} $first 2>/dev/null',
         "left=$found; t=0",
         f'while [ -n "$left" ] && [ "$t" -lt {ticks} ]; do sleep 0.1; t=$((t+1)); left=$(pids); done',
         'if [ -n "$left" ]; then killed=$(echo $left | wc -w); kill -KILL $left 2>/dev/null; sleep 0.2; fi',
@@ -85,6 +86,18 @@ def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
         'for p in $left; do names="$names $p:$(tr -c \'[:alnum:]._\\n-\' _ < /proc/"$p"/comm 2>/dev/null)"; done',
         'echo "$n $killed $(echo $left | wc -w)$names"',
     ])
+
+
+def _first_term() -> list[str]:
+    """$first: the processes to SIGTERM so each rank gets it once (cockpit.procs.first_term): not a rank
+    wrapper whose torchrun is in the run (torchrun signals its worker's group), nor that wrapper's rank."""
+    ppid = 'pp=$(cut -d" " -f4 /proc/"$p"/stat 2>/dev/null)'
+    return ['all=" $(printf \'%s \' $found)"; relayed=" "',
+            f'for p in $found; do {ppid}; case "$all" in *" $pp "*)',
+            '  if grep -qaF /rank-wrapper. /proc/"$p"/cmdline 2>/dev/null; then relayed="$relayed$p "; fi ;;',
+            "  esac; done",
+            f'first=""; for p in $found; do {ppid}; case "$relayed" in *" $p "*|*" $pp "*) ;; *) first="$first $p" ;;',
+            '  esac; done']
 
 
 def list_script(run_id: str) -> str:
