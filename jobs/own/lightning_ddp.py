@@ -41,6 +41,7 @@ class Regressor(L.LightningModule):
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--accelerator", default="cpu", help="cpu | gpu | auto, as Lightning takes it")
     p.add_argument("--devices", type=int, default=2, help="processes per node (= the job's procs_per_node)")
     p.add_argument("--num-nodes", type=int, default=1)
     p.add_argument("--epochs", type=int, default=2)
@@ -52,7 +53,7 @@ def main() -> None:
     torch.manual_seed(0)
     x = torch.randn(512, 16)
     data = DataLoader(TensorDataset(x, x.sum(dim=1, keepdim=True)), batch_size=32)
-    trainer = L.Trainer(accelerator="cpu", devices=args.devices, num_nodes=args.num_nodes, strategy="ddp",
+    trainer = L.Trainer(accelerator=args.accelerator, devices=args.devices, num_nodes=args.num_nodes, strategy="ddp",
                         max_epochs=args.epochs, default_root_dir=args.root, logger=False,
                         enable_progress_bar=False, enable_model_summary=False)
     print(f"lightning: rank {trainer.global_rank} of {trainer.world_size}, "
