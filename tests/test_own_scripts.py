@@ -3,9 +3,10 @@ ranks, gloo): a Lightning Trainer(strategy="ddp"), an accelerate Accelerator() a
 script (jobs/own/). None imports cockpit; cockpit still gives each rank its own log, an exit record per rank,
 the summary and the first failure with its exception.
 
-Decisive per kind: each framework sets up (or, for accelerate on CPU without ACCELERATE_USE_CPU, silently
-skips) the process group its own way and handles SIGTERM its own way (Lightning installs a handler), so the
-world size each rank reports and how rank 0 ends after rank 1 fails are checked for each kind."""
+Decisive per kind: each framework sets up the process group its own way (accelerate on CPU silently skips it
+without the ACCELERATE_USE_CPU=1 cockpit sets for a job without GPUs) and handles SIGTERM its own way
+(Lightning installs a handler), so the world size each rank reports and how rank 0 ends after rank 1 fails
+are checked for each kind."""
 
 from __future__ import annotations
 

@@ -23,9 +23,16 @@ def contract_env(spec: JobSpec, facts: Facts, host: str) -> list[tuple[str, str]
     ]
 
 
+def device_env(spec: JobSpec) -> list[tuple[str, str]]:
+    """What every launcher sets about devices: nvidia-smi order for CUDA too, and, for a job without GPUs,
+    ACCELERATE_USE_CPU=1: without it accelerate's Accelerator() on a machine with no GPU ignores torchrun's
+    environment and every rank trains alone (what `accelerate launch --cpu` sets)."""
+    return [("CUDA_DEVICE_ORDER", "PCI_BUS_ID")] + ([] if spec.uses_gpus else [("ACCELERATE_USE_CPU", "1")])
+
+
 def gpu_env(spec: JobSpec) -> list[tuple[str, str]]:
-    """nvidia-smi order for CUDA too; the picked ids, except under Slurm, which sets them itself."""
-    env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+    """device_env, and the picked GPU ids, except under Slurm, which sets them itself."""
+    env = device_env(spec)
     if spec.launcher != "slurm" and spec.gpu_ids:
         env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in spec.gpu_ids)))
     return env

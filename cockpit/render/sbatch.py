@@ -20,7 +20,7 @@ the current attempt's; the rank logs are appended to across attempts.
 from __future__ import annotations
 
 from cockpit import run_layout as layout
-from cockpit.render.env import contract_env, program_words
+from cockpit.render.env import contract_env, device_env, program_words
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
@@ -126,7 +126,7 @@ def sbatch_script(spec: JobSpec, facts: Facts) -> str:
         lines += ["set +u", "# shellcheck disable=SC1090,SC1091  # sourced files are the cluster's", "{",
                   *(f"  {line}" for line in spec.slurm.setup), "}", "set -u"]
     lines.append(f"cd {quote(facts.workdir)}")
-    env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("PYTHONUNBUFFERED", "1")]
+    env = [*device_env(spec), ("PYTHONUNBUFFERED", "1")]
     env += [(k, v) for k, v in contract_env(spec, facts, "slurm") if k != "COCKPIT_HOST"] + list(spec.env)
     lines += [export(k, v) for k, v in env]
     if spec.runner == "spawn":
