@@ -81,3 +81,13 @@ def test_validate_prints_the_warning_and_still_says_ok(tmp_path):
     assert r.returncode == 0 and r.stdout == f"{job}: ok\n"
     assert r.stderr == (f"{job}:4:3: warning: env.GLOO_IFACE: GLOO_IFACE is read by neither torch nor NCCL, so it "
                         "selects no interface (hint: rename it: GLOO_SOCKET_IFNAME: lo)\n")
+
+
+@pytest.mark.parametrize("name", ["bash", "interactive"])
+def test_a_slurm_job_named_like_an_interactive_session_is_warned(name):
+    """Lightning's SLURMEnvironment steps aside for job names bash / interactive and spawns its own processes
+    in every srun task: a job that still runs, wrongly."""
+    [warning] = parse_spec(f"name: {name}\nscript: train.py\nlauncher: slurm\n", "job.yaml").warnings
+    assert warning.format("job.yaml").startswith(f"job.yaml:1:1: warning: name: Lightning takes a Slurm job named "
+                                                 f"'{name}' for an interactive session")
+    assert parse_spec(f"name: {name}\nscript: train.py\n").warnings == ()  # torchrun: Lightning ignores it

@@ -199,6 +199,9 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
 
 def _check_rules(check: Checker, spec: JobSpec) -> None:
     """Rules across fields (the seeds' and today's)."""
+    if spec.launcher == "slurm" and spec.name in ("bash", "interactive"):
+        check.warn(("name",), f"Lightning takes a Slurm job named {spec.name!r} for an interactive session: it "
+                   "ignores srun's tasks and starts its own processes in each", "give the job another name:")
     if (spec.script is None) == (spec.module is None):
         check.problem(("script",), "give exactly one of script: or module:",
                       "script: train.py  (or module: mypkg.train)")
