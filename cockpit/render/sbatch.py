@@ -107,10 +107,11 @@ def _wrapper() -> list[str]:
 
 def _signal_forwarding() -> list[str]:
     # With --signal=B:USR1@N only this batch shell gets USR1; bash runs a trap only when `wait` returns, so
-    # srun runs in the background and the trap passes the signal on to every task of the step.
+    # srun runs in the background and the trap passes the signal on to every task of the step. A USR1 after
+    # srun has ended must not fail the trap: under `set -e` that would end the batch shell with status 1.
     return ["srun_pid=", "# shellcheck disable=SC2317  # called by the trap",
             'forward_usr1() { echo "cockpit: USR1 (time limit near): asking the ranks to checkpoint" >&2;',
-            '  [ -n "$srun_pid" ] && kill -USR1 "$srun_pid"; }',
+            '  if [ -n "$srun_pid" ]; then kill -USR1 "$srun_pid" 2>/dev/null || true; fi; }',
             "trap forward_usr1 USR1"]
 
 

@@ -4,6 +4,7 @@ run's logs (fixtures/requeue-run), and the state of runs whose supervisor died."
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,12 +68,18 @@ def test_attempts_of_a_real_requeued_run(tmp_path):
     assert attempts == [slurm_attempts.Attempt(0, "2", "n1", None), slurm_attempts.Attempt(1, "2", "n1", 221)]
     assert slurm_attempts.describe(attempts) == "requeued 1 time: restart 1 resumed at step 221"
     assert log.read() == attempts  # incremental: nothing new, same answer
+    assert not log.requeue_asked  # the requeue was before the last start
+    with open(logs / "agent.sbatch.log", "a") as f:  # as slurmstepd writes it when the job requeues itself
+        f.write("slurmstepd-n1: error: *** JOB 2 ON n1 CANCELLED AT 2026-11-25T17:41:34 DUE TO JOB REQUEUE ***\n")
+    log.read()
+    assert log.requeue_asked  # the supervisor now waits for the job to come back, not 5 s
     with open(logs / "agent.sbatch.log", "a") as f:
         f.write("cockpit: start restart=2 job=2 nodes=n2 master=n2:12002 time=1\n")
     with open(logs / "rank-0.n2.log", "w") as f:
         f.write("[cockpit] start rank=0 world=2 local_rank=0\n[cockpit] resumed from /x/latest.pt step=400 epoch=0 "
                 "batch_in_epoch=400\n[cockpit] finish rank=0 step=600 exit_code=0\n[cockpit] start rank=0 wor")
     assert [a.resumed_step for a in log.read()] == [None, 221, 400]  # rank 0 moved to n2 for restart 2
+    assert not log.requeue_asked  # it came back
     assert slurm_attempts.describe([attempts[0]]) is None
 
 
@@ -90,3 +97,16 @@ def test_reconcile_a_slurm_run_whose_supervisor_died(tmp_path):
     assert (after.state, after.exit_code) == ("failed", 3) and "job 7_1 FAILED" in after.note
     assert read_status(run_dir).state == "failed"
     assert slurm.job_views([after]) == {}  # final runs need no query
+
+
+def test_a_usr1_after_srun_ended_does_not_end_the_batch_shell(tmp_path):
+    """The batch script's USR1 trap passes the signal to srun; a USR1 that comes when srun is gone (a requeued
+    attempt's end, a second signal) made `kill` fail inside the trap, and `set -e` ended the batch shell with
+    status 1: the job FAILED on its way back to the queue."""
+    from cockpit.render.sbatch import _signal_forwarding
+
+    script = tmp_path / "batch.sh"
+    script.write_text("\n".join(["set -euo pipefail", *_signal_forwarding(), "true & srun_pid=$!; wait",
+                                 'kill -USR1 "$$"', "sleep 0.1", "echo survived"]) + "\n")
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=10)
+    assert (r.returncode, r.stdout.strip()) == (0, "survived"), r.stderr

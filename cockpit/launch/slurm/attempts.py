@@ -20,6 +20,9 @@ from cockpit.render.sbatch import START_MARK
 _START = re.compile(re.escape(START_MARK) + r"(\d+) job=(\S+) nodes=(\S*)")
 _RANK0_START = "[cockpit] start rank=0 "
 _RESUMED = re.compile(r"^\[cockpit\] resumed from .* step=(\d+) epoch=\d+")
+# slurmstepd's line in the batch log when the job is being requeued (`scontrol requeue`, by the job itself):
+# "slurmstepd-n1: error: *** JOB 6435 ON n1 CANCELLED AT 2026-11-25T17:41:34 DUE TO JOB REQUEUE ***"
+REQUEUE_MARK = "DUE TO JOB REQUEUE"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class AttemptLog:
         self.logs_dir = logs_dir
         self.rank0: dict[Path, LineScanner] = {}
         self.starts: list[tuple[int, str, str]] = []
+        self.requeue_asked = False  # Slurm said, since the last start, that it is requeueing the job
         self.resumed: dict[Path, list[int | None]] = {}  # per rank-0 log: one entry per process start
 
     def read(self) -> list[Attempt]:
@@ -67,6 +71,9 @@ class AttemptLog:
             m = _START.search(line)
             if m:
                 self.starts.append((int(m.group(1)), m.group(2), m.group(3)))
+                self.requeue_asked = False
+            elif REQUEUE_MARK in line:
+                self.requeue_asked = True
         if self.logs_dir.is_dir():
             for path in sorted(self.logs_dir.glob("rank-0.*.log"), key=_mtime):
                 self._scan_rank0(path)

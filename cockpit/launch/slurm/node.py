@@ -33,6 +33,9 @@ from cockpit.slurm.tracker import JobTracker
 MISSES_BEFORE_LOST = 3  # successful refreshes that found the job nowhere before cockpit stops waiting
 GIVE_UP_AFTER_STOP = 600.0  # seconds without an answer from Slurm after a stop request before giving up
 REQUEUE_SETTLE = 5.0  # a job that may requeue itself is over only when Slurm still says so this much later
+# ... and this much once Slurm said it is requeueing it: the end state then lasts until every process of the
+# attempt is cleaned up (KillWait, the epilog), which a loaded node stretches well past REQUEUE_SETTLE
+REQUEUE_ASKED_SETTLE = 180.0
 
 
 class SlurmJobNode:
@@ -130,7 +133,8 @@ class SlurmJobNode:
         now, restarts = self.book.tracker.clock(), view.restarts or 0
         if self.final_seen is None or self.final_seen[1] != restarts:
             self.final_seen = (now, restarts)
-        if now - self.final_seen[0] < REQUEUE_SETTLE:
+        settle = REQUEUE_ASKED_SETTLE if self.attempts.requeue_asked else REQUEUE_SETTLE
+        if now - self.final_seen[0] < settle:
             self.book.tracker.doubt(self.job_id)
             return False
         return True
