@@ -72,7 +72,7 @@ def test_attempts_of_a_real_requeued_run(tmp_path):
     with open(logs / "agent.sbatch.log", "a") as f:  # as slurmstepd writes it when the job requeues itself
         f.write("slurmstepd-n1: error: *** JOB 2 ON n1 CANCELLED AT 2026-11-25T17:41:34 DUE TO JOB REQUEUE ***\n")
     log.read()
-    assert log.requeue_asked  # the supervisor now waits for the job to come back, not 5 s
+    assert log.requeue_asked and log.last_restart == 1  # the supervisor waits until Slurm shows restart 2
     with open(logs / "agent.sbatch.log", "a") as f:
         f.write("cockpit: start restart=2 job=2 nodes=n2 master=n2:12002 time=1\n")
     with open(logs / "rank-0.n2.log", "w") as f:

@@ -66,6 +66,11 @@ class AttemptLog:
         self.requeue_asked = False  # Slurm said, since the last start, that it is requeueing the job
         self.resumed: dict[Path, list[int | None]] = {}  # per rank-0 log: one entry per process start
 
+    @property
+    def last_restart(self) -> int:
+        """SLURM_RESTART_COUNT of the latest start seen (0 before any)."""
+        return self.starts[-1][0] if self.starts else 0
+
     def read(self) -> list[Attempt]:
         for line in self.batch.new_lines():
             m = _START.search(line)

@@ -133,7 +133,9 @@ class SlurmJobNode:
         now, restarts = self.book.tracker.clock(), view.restarts or 0
         if self.final_seen is None or self.final_seen[1] != restarts:
             self.final_seen = (now, restarts)
-        settle = REQUEUE_ASKED_SETTLE if self.attempts.requeue_asked else REQUEUE_SETTLE
+        # Slurm said it is requeueing, and the job has not come back yet (its restart count is still the attempt's)
+        waiting = self.attempts.requeue_asked and restarts <= self.attempts.last_restart
+        settle = REQUEUE_ASKED_SETTLE if waiting else REQUEUE_SETTLE
         if now - self.final_seen[0] < settle:
             self.book.tracker.doubt(self.job_id)
             return False
