@@ -217,9 +217,15 @@ def find_jobs(ref: str, history: History | None, runner: Runner = run_command) -
     """The job ``ref`` names ("123" or "123_4"); every task for an array's id. [] when Slurm knows none."""
     base = ref.split("_")[0]
     found = [j for j in _run_squeue(squeue_argv(jobs=[base]), runner) if _matches(j, ref)]
-    if found:
-        return found
-    return [j for j in _history(history, None, {ref}, runner) if _matches(j, ref)]
+    if not found:
+        found = [j for j in _history(history, None, {ref}, runner) if _matches(j, ref)]
+    return sorted(found, key=_order)
+
+
+def _order(job: UserJob) -> tuple[int, int]:
+    """Array tasks by task id (squeue lists the task that kept the array's id last)."""
+    task = job.array_task_id
+    return int(job.job_id.split("_")[0]), int(task) if task and task.isdigit() else -1
 
 
 def _matches(job: UserJob, ref: str) -> bool:
