@@ -1,41 +1,13 @@
 """`cockpit ps --all`: cockpit's runs, then every Slurm job of the user (one squeue call, plus the cluster's
-history of finished ones), each job marked with the cockpit run that submitted it, if one did.
-
-The table shows an array as one row (its tasks counted by state: a 1,000-task array stays one line); --json
-lists every task."""
+history of finished ones), each job marked with the cockpit run that submitted it, if one did. The table
+shows an array as one row (cockpit.slurm.arrays); --json lists every task."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 
+from cockpit.slurm.arrays import group, owner, tasks_summary
 from cockpit.slurm.jobs import UserJob
-
-# Which state an array's row shows: the first of these any task is in (what still moves comes first).
-ROW_STATE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "PENDING", "REQUEUED", "TIMEOUT", "OUT_OF_MEMORY",
-             "NODE_FAIL", "FAILED", "CANCELLED", "COMPLETED")
-
-
-def group(jobs: list[UserJob]) -> list[tuple[UserJob, list[UserJob]]]:
-    """(the row's job, the array's tasks) per row, in first-seen order; a plain job has no tasks."""
-    rows: dict[str, list[UserJob]] = {}
-    for job in jobs:
-        rows.setdefault(job.array_job_id or job.job_id, []).append(job)
-    out = []
-    for members in rows.values():
-        if len(members) == 1 and members[0].array_job_id is None:
-            out.append((members[0], []))
-            continue
-        states = {j.slurm_state for j in members}
-        state = next((s for s in ROW_STATE if s in states), sorted(states)[0])
-        lead = next(j for j in members if j.slurm_state == state)
-        out.append((lead, sorted(members, key=lambda j: int(j.array_task_id or 0))))
-    return out
-
-
-def tasks_summary(tasks: list[UserJob]) -> str:
-    counts = Counter(j.slurm_state for j in tasks)
-    return f"{len(tasks)} tasks: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.most_common())
 
 
 def jobs_table(jobs: list[UserJob], owned: dict[str, str]) -> str:
@@ -45,7 +17,7 @@ def jobs_table(jobs: list[UserJob], owned: dict[str, str]) -> str:
         jid = f"{job.array_job_id}_*" if tasks else job.job_id
         state = job.slurm_state + (f" ({job.reason})" if job.reason and job.reason != "None" else "")
         limit = f"{job.elapsed or '-'}/{job.time_limit or '?'}"
-        run = owned.get(job.job_id) or owned.get(job.array_job_id or "")
+        run = owner(job, owned)
         extra = " ".join(x for x in (tasks_summary(tasks) if tasks else "", f"run {run}" if run else "") if x)
         out.append(f"{jid:<12} {job.name[:12]:<12} {state[:24]:<24} {(job.nodes or '-')[:10]:<10} {limit:<16} "
                    f"{extra}".rstrip())
@@ -57,7 +29,7 @@ def ps_all(rows, as_json: bool) -> int:
     from cockpit.cli.console import ps_table
     from cockpit.cli.follow import notice
     from cockpit.cli.jobs import user_jobs
-    from cockpit.cli.targets import run_jobs
+    from cockpit.slurm.arrays import run_jobs
     from cockpit.slurm.runner import SlurmError
 
     owned = run_jobs(rows)
@@ -67,7 +39,7 @@ def ps_all(rows, as_json: bool) -> int:
         jobs, error = [], str(exc)
     if as_json:
         print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d)} for d, s in rows],
-                          "jobs": [{**j.to_dict(), "run": owned.get(j.job_id) or owned.get(j.array_job_id or "")}
+                          "jobs": [{**j.to_dict(), "run": owner(j, owned)}
                                    for j in jobs], "error": error}, indent=2))
     else:
         if rows:

@@ -100,24 +100,12 @@ async def refresh(fl) -> list[NodeReport]:
 
 
 # -- RUN or JOBID: what `logs`, `attach` and `diagnose` are pointed at ------------------------------------------
-def run_jobs(rows) -> dict[str, str]:
-    """Slurm job id -> the id of the cockpit run that submitted it, for every job id a run recorded: each
-    task ("123_4") and the array as a whole ("123")."""
-    owned = {}
-    for _, status in rows:
-        for node in status.nodes:
-            job = node.slurm
-            for job_id in (job.job_id, job.array_job_id) if job is not None else ():
-                if job_id:
-                    owned[job_id] = status.run_id
-    return owned
-
-
 def job_target(ref: str, runs_dir):
     """What ``ref`` names: (None, None) when it is no Slurm job id ("123", "123_4") and so a run reference;
     (job_id, run_dir) when a cockpit run submitted that job (cockpit then shows the run, with its per-rank
     logs); (job_id, None) for any other job of the user."""
     from cockpit.runs import list_runs
+    from cockpit.slurm.arrays import run_jobs
     from cockpit.slurm.jobs import parse_job_ref
 
     job_id = parse_job_ref(ref)

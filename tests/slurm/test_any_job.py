@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import REPO, wait_for
 
-from cockpit.cli.targets import run_jobs
 from cockpit.run_records import NodeRecord, SlurmJob
 from cockpit.run_status import RunStatus
+from cockpit.slurm.arrays import run_jobs
 
 pytestmark = pytest.mark.slow
 
