@@ -31,6 +31,17 @@ class FeedReady(Message):
         return isinstance(message, FeedReady)
 
 
+class JobsListed(Message):
+    """The user's Slurm jobs (cockpit.slurm.jobs.UserJob), or why Slurm did not answer."""
+
+    def __init__(self, jobs: list, error: str | None = None) -> None:
+        super().__init__()
+        self.jobs, self.error = jobs, error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, JobsListed)
+
+
 class RunsListed(Message):
     def __init__(self, runs: list[tuple[Path, RunStatus]]) -> None:
         super().__init__()
