@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     directory, nodes = Path(args.dir), args.nodes.split()
     verdict = judge(nodes, read_answers(directory, nodes), args.gpus)
     verdict.update(nodes=nodes, on_bad=args.on_bad,
-                   seconds=round(time.time() - args.started, 3) if args.started else None)
+                   seconds=round(time.time() - args.started, 3) if args.started is not None else None)
     (directory / VERDICT).write_text(json.dumps(verdict, indent=1) + "\n", encoding="utf-8")
     for line in lines(verdict):
         print(line, flush=True)
