@@ -28,6 +28,8 @@ class SlurmSpec:
     signal_seconds: int = 120
     extra: tuple[str, ...] = ()  # extra #SBATCH options, verbatim, e.g. "--exclusive"
     array_parallel: int | None = None  # sweeps: at most this many array tasks at once (--array=0-K%N)
+    preflight: bool = True  # one short srun step checks every node of the allocation before training
+    exclude_bad_nodes: bool = False  # a node the preflight finds bad: resubmit once with --exclude=<node>
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ def slurm_section(check: Checker, raw: object) -> SlurmSpec:
         signal_seconds=check.integer(raw, (*p, "signal_seconds"), 120, minimum=1, maximum=65535),  # sbatch's
         extra=check.sbatch_options(raw, (*p, "extra")),
         array_parallel=check.int_or_auto(raw, (*p, "array_parallel"), minimum=1, maximum=MAX_TRIALS),
+        preflight=check.boolean(raw, (*p, "preflight"), True),
+        exclude_bad_nodes=check.boolean(raw, (*p, "exclude_bad_nodes"), False),
     )
 
 
