@@ -14,11 +14,8 @@ way a broken node really differs (its nvidia-smi lists one GPU less); cockpit's 
 from __future__ import annotations
 
 import json
-import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -130,24 +127,11 @@ def test_a_good_allocation_passes_with_an_all_reduce_across_the_nodes(slurm_clus
     assert "cockpit: preflight: ok: 2 nodes in" in batch_log(run_dir)
 
 
-def test_cost_of_the_check_beside_the_bare_job(slurm_cluster, tmp_path):
-    """Not a timing assertion (the machine is shared): prints the check's own time (the judge's measure,
-    from before srun to the verdict) and the whole job's time with and without it, for the report."""
-    took, with_check, bare = [], [], []
-    for i in range(int(os.environ.get("COCKPIT_PREFLIGHT_ROUNDS", "1"))):
-        for on, into in ((True, with_check), (False, bare)):
-            sub = tmp_path / f"round-{i}-{on}"
-            sub.mkdir()
-            start = time.monotonic()
-            r, run_dir = run(slurm_cluster, sub, write_job(sub, "pf-cost", nodes=2, gpus=0,
-                                                           slurm={"preflight": on}))
-            into.append(time.monotonic() - start)
-            assert r.returncode == 0, r.stdout + r.stderr
-            if on:
-                (job_id,) = [n.slurm.job_id for n in read_status(run_dir).nodes]
-                took.append(json.loads((run_dir / "logs/preflight" / job_id / "verdict.json").read_text())["seconds"])
-            else:
-                assert not (run_dir / "logs" / "preflight").exists()
-    print(f"\npreflight check: median {statistics.median(took):.2f} s of {took}; whole job with it: median "
-          f"{statistics.median(with_check):.1f} s, without: {statistics.median(bare):.1f} s; "
-          f"load {os.getloadavg()[0]:.1f}")
+def test_preflight_false_leaves_the_check_out(slurm_cluster, tmp_path):
+    """slurm.preflight: false: no check step, no preflight files (the cost measured in the README comes from
+    alternating this with a checked job)."""
+    r, run_dir = run(slurm_cluster, tmp_path, write_job(tmp_path, "pf-off", nodes=2, gpus=0,
+                                                         slurm={"preflight": False}))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (run_dir / "logs" / "preflight").exists()
+    assert "cockpit: preflight" not in batch_log(run_dir)
