@@ -47,6 +47,7 @@ def _call(verb: str):
 def cmd_show(args) -> int:
     from cockpit.cli.runs import CommandError, find, status_of
     from cockpit.forecast import hms
+    from cockpit.launch.rerun import rerun_of
     from cockpit.runs import is_sweep
     from cockpit.sweep_trials import sort_rows, sweep_gpu_hours, table, trial_rows
 
@@ -58,12 +59,15 @@ def cmd_show(args) -> int:
     hours = sweep_gpu_hours(rows)
     if args.json:
         print(json.dumps({"run": status.run_id, "state": status.state, "note": status.note,
+                          "rerun_of": rerun_of(run_dir),
                           "gpu_hours": hours, "trials": [r.to_dict() for r in rows]}, indent=2))
         return 0
     took = hms((status.ended or time.time()) - (status.started or status.created))
     gpus = "CPU-only" if rows and all(r.forecast.gpus == 0 for r in rows) else (
         f"{hours:.2f} GPU-h" if hours is not None else "? GPU-h")
     print(f"== {status.name} ({status.run_id}): {status.state}, {len(rows)} trials, {took}, {gpus} ==")
+    if (which := rerun_of(run_dir)) is not None:
+        print(which)
     print(table(rows))
     if status.note:
         print(f"note: {status.note}")
@@ -74,7 +78,7 @@ def cmd_rerun(args) -> int:
     from cockpit.cli.follow import follow, notice
     from cockpit.cli.runs import CommandError, find, status_of
     from cockpit.launch.plan import LaunchError
-    from cockpit.launch.rerun import rerun_failed
+    from cockpit.launch.rerun import rerun_failed, rerun_of
 
     run_dir = find(args)
     status = status_of(run_dir)
@@ -82,8 +86,7 @@ def cmd_rerun(args) -> int:
         new_dir = rerun_failed(run_dir, status, grace=args.grace)
     except LaunchError as exc:
         raise CommandError(str(exc)) from None
-    new = status_of(new_dir)
-    notice(f"run {new_dir.name} started: {new.note}; run directory {new_dir}")
+    notice(f"run {new_dir.name} started: {rerun_of(new_dir)}; run directory {new_dir}")
     if args.detach:
         print(new_dir.name)
         return 0

@@ -14,6 +14,7 @@ the sweep. A Slurm rerun submits the same script as ``--array=<failed indices>``
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -92,8 +93,19 @@ def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
     else:
         slots = len({n.trial.slot for n in failed})
         sweep.note = f"{which}, {slots} at a time"
+    write_private(new_dir / layout.RERUN, json.dumps({"of": status.run_id, "trials": indices}) + "\n")
     write_status(new_dir, sweep)
     return new_dir
+
+
+def rerun_of(run_dir: Path) -> str | None:
+    """``rerun of failed trials 1, 3 of RUN`` for a rerun's run directory; None for any other run. Kept in
+    rerun.json, since the supervisor rewrites the run's note as it goes."""
+    try:
+        data = json.loads((run_dir / layout.RERUN).read_text(encoding="utf-8"))
+        return f"rerun of failed trials {', '.join(map(str, data['trials']))} of {data['of']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _trial(run_dir: Path, status: RunStatus, new_dir: Path, new_id: str, node: NodeRecord,
