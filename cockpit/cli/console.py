@@ -99,8 +99,12 @@ def _forecast_line(run_dir: Path, status: RunStatus) -> str:
 
         rows = trial_rows(run_dir, status)
         hours = sweep_gpu_hours(rows)
+        from cockpit.launch.rerun import rerun_of
+
         gpus = "CPU-only" if all(r.forecast.gpus == 0 for r in rows) else f"{hours or 0.0:.2f} GPU-h"
-        return f"sweep: {len(rows)} trials, {gpus} (cockpit sweep show {status.run_id} --sort loss)"
+        which = rerun_of(run_dir)
+        return (f"sweep: {len(rows)} trials{f' ({which})' if which else ''}, {gpus} "
+                f"(cockpit sweep show {status.run_id} --sort loss)")
     from cockpit.run_forecast import run_forecast
 
     return run_forecast(run_dir, status).line()
