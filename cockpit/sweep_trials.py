@@ -12,6 +12,7 @@ from pathlib import Path
 from cockpit.forecast import Forecast
 from cockpit.run_forecast import job_spec, read_metrics, run_forecast
 from cockpit.runs import RunStatus, read_status
+from cockpit.spec.model import JobSpec
 
 SORT_KEYS = ("trial", "loss", "state", "steps")
 FAILED_STATES = ("failed", "lost")  # what `cockpit sweep rerun --failed` reruns
@@ -34,9 +35,11 @@ class TrialRow:
                 "forecast": self.forecast.to_dict()}
 
 
-def trial_rows(run_dir: Path, status: RunStatus, now: float | None = None) -> list[TrialRow]:
-    """One row per trial of the sweep ``status`` (of ``run_dir``), in trial order."""
-    spec = job_spec(run_dir)
+def trial_rows(run_dir: Path, status: RunStatus, now: float | None = None,
+               spec: JobSpec | None = None) -> list[TrialRow]:
+    """One row per trial of the sweep ``status`` (of ``run_dir``), in trial order; ``spec``: its job, when
+    the caller has it already."""
+    spec = spec if spec is not None else job_spec(run_dir)
     rows = []
     for node in status.nodes:
         t = node.trial
