@@ -125,6 +125,8 @@ def test_params_need_samples_and_samples_are_bounded():
         parse_spec("name: rs\nscript: t.py\nsweep:\n  params: {lr: [1, 2]}\n")
     with pytest.raises(SpecError, match=r"2 x 6000 samples = 12000 trials, more than 10000"):
         parse_spec("name: rs\nscript: t.py\nsweep:\n  samples: 6000\n  params: {lr: [1]}\n  grid: {a: [1, 2]}\n")
+    with pytest.raises(SpecError, match=r"sweep.samples: expected a whole number, got 'auto'"):
+        parse_spec("name: rs\nscript: t.py\nsweep:\n  samples: auto\n  params: {lr: [1, 2]}\n")
     with pytest.raises(SpecError, match=r"total_steps: 0 is out of range"):
         parse_spec("name: t\nscript: t.py\ntotal_steps: 0\n")
     assert parse_spec("name: t\nscript: t.py\ntotal_steps: 5000\n").total_steps == 5000

@@ -118,9 +118,9 @@ def sweep_section(check: Checker, raw: object) -> SweepSpec | None:
     grid = check.grid(raw, ("sweep", "grid")) if "grid" in raw or not searched else ()
     samples = params = None
     if searched:
-        samples = check.int_or_auto(raw, ("sweep", "samples"), minimum=1, maximum=MAX_TRIALS)
+        samples = check.integer(raw, ("sweep", "samples"), 0, minimum=1, maximum=MAX_TRIALS) or None
         params = sample_params(check, raw)
-        if samples is None and "samples" not in raw:
+        if raw.get("samples") is None:
             check.problem(("sweep", "params"), "params are drawn at random: say how many trials",
                           "samples: 8 (and seed: 0 to change the draws)")
     sweep = SweepSpec(grid=grid,
