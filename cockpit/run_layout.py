@@ -5,6 +5,7 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     status.json                  the run's state (cockpit.runs.RunStatus), written atomically
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
+    rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
     hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH;
                                  hook/cockpit_rankspawn.py beside it (cockpit.node.rankspawn); Slurm runs:
@@ -36,6 +37,7 @@ JOB = "job.yaml"
 STATUS = "status.json"
 STOP = "stop.json"
 PREFLIGHT = "preflight.json"
+RERUN = "rerun.json"
 COMMANDS = "commands"
 LOGS = "logs"
 METRICS = "metrics"

@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cockpit.cli.fleet import add_fleet_commands
 
     add_fleet_commands(sub)
+    from cockpit.cli.sweep import add_sweep_commands
+
+    add_sweep_commands(sub)
 
     sub.add_parser("tui", help="the terminal UI (the default with no command): fleet, compose, runs, logs; "
                    "cockpit tui --help for its options", add_help=False)

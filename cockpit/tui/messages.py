@@ -77,3 +77,15 @@ class MetricsRead(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, MetricsRead)
+
+
+class ForecastRead(Message):
+    """The run's forecast line, and for a sweep its trial table's rows (cockpit.sweep_trials.TrialRow)."""
+
+    def __init__(self, line: str, trials: list | None) -> None:
+        super().__init__()
+        self.line = line
+        self.trials = trials
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ForecastRead)
