@@ -5,15 +5,18 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     status.json                  the run's state (cockpit.runs.RunStatus), written atomically
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
+    rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
     hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH;
-                                 hook/cockpit_rankspawn.py beside it (cockpit.node.rankspawn)
+                                 hook/cockpit_rankspawn.py beside it (cockpit.node.rankspawn); Slurm runs:
+                                 hook/cockpit_nodecheck.py, cockpit_nodejudge.py, cockpit_ifaces.py (preflight)
     logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json
     logs/agent.<host>.log        torchrun's (or the batch shell's, a trial's) own output; .exit for ssh nodes
     logs/supervisor.log          the supervisor's own output
     logs/dump.req                a stack / Flight Recorder dump asked of the ranks (cockpit.hang)
     logs/stacks.<stamp>.txt      the stacks gathered when the run stalled
     logs/attempt-<N>/            Slurm: the exit records of attempt N, set aside at a requeue
+    logs/preflight/<job id>/     Slurm: the preflight in the allocation: <node>.json, <node>.out, verdict.json
     metrics/rank-<R>.jsonl       written by cockpit.train
     checkpoints/                 written by cockpit.train
     trial-<I>/                   sweeps: one run directory per trial, laid out the same
@@ -34,6 +37,7 @@ JOB = "job.yaml"
 STATUS = "status.json"
 STOP = "stop.json"
 PREFLIGHT = "preflight.json"
+RERUN = "rerun.json"
 COMMANDS = "commands"
 LOGS = "logs"
 METRICS = "metrics"
@@ -42,6 +46,10 @@ HOOK = "hook"
 HOOK_FILE = "sitecustomize.py"
 # What goes into hook/: (installed name, source file in cockpit/node/). The companion serves runner: spawn.
 HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py"))
+# Slurm's preflight inside the allocation, installed into hook/: (installed name, source in cockpit/node/)
+NODECHECK, NODEJUDGE = "cockpit_nodecheck.py", "cockpit_nodejudge.py"
+NODECHECK_FILES = ((NODECHECK, "nodecheck.py"), (NODEJUDGE, "nodejudge.py"), ("cockpit_ifaces.py", "ifaces.py"))
+PREFLIGHT_DIR = f"{LOGS}/preflight"
 SSH_PLAN = f"{COMMANDS}/ssh.json"
 SBATCH_SCRIPT = f"{COMMANDS}/sbatch.sh"
 SUPERVISOR_LOG = f"{LOGS}/supervisor.log"
@@ -136,6 +144,11 @@ def metrics_file(run_dir: Path, rank: int) -> Path:
 
 def hook_dir(run_dir: Path) -> Path:
     return run_dir / HOOK
+
+
+def preflight_dir(run_dir: Path, job_id: str) -> Path:
+    """Where the Slurm preflight of job ``job_id`` (a requeue checks again: the latest check) left its files."""
+    return run_dir / PREFLIGHT_DIR / job_id
 
 
 def trial_name(trial: int) -> str:

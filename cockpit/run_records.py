@@ -171,19 +171,28 @@ class SlurmJob:
     source: str | None = None  # squeue | sacct | jobcomp
     restarts: int | None = None
     resumed_steps: tuple[int | None, ...] | None = None  # per restart: the checkpoint step it resumed from
+    # slurm.exclude_bad_nodes: the jobs submitted before this one, whose preflight found a bad node, and the
+    # nodes this one was submitted without (--exclude)
+    earlier_jobs: tuple[str, ...] | None = None
+    excluded: tuple[str, ...] | None = None
 
     def items(self) -> dict:
         steps = None if self.resumed_steps is None else list(self.resumed_steps)
         return {"job_id": self.job_id, "array_job_id": self.array_job_id, "slurm_state": self.slurm_state,
                 "reason": self.reason, "nodes": self.nodes, "source": self.source, "restarts": self.restarts,
-                "resumed_steps": steps}
+                "resumed_steps": steps, "earlier_jobs": _listed(self.earlier_jobs), "excluded": _listed(self.excluded)}
 
     @classmethod
     def from_dict(cls, d: dict, where: str) -> SlurmJob:
         s = (str, None)
         return cls(get(d, "job_id", s, where), get(d, "array_job_id", s, where), get(d, "slurm_state", s, where),
                    get(d, "reason", s, where), get(d, "nodes", s, where), get(d, "source", s, where),
-                   get(d, "restarts", (int, None), where), get_list(d, "resumed_steps", (int, None), where))
+                   get(d, "restarts", (int, None), where), get_list(d, "resumed_steps", (int, None), where),
+                   get_list(d, "earlier_jobs", (str,), where), get_list(d, "excluded", (str,), where))
+
+
+def _listed(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
 
 
 @dataclass(frozen=True)

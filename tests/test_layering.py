@@ -19,10 +19,11 @@ LAYERS = {
     "core": ("cockpit", "cockpit.spec", "cockpit.render", "cockpit.logs", "cockpit.preflight", "cockpit.contract",
              "cockpit.gpu", "cockpit.run_records", "cockpit.run_status",
              "cockpit.run_layout", "cockpit.fleet.report", "cockpit.slurm.hostlist", "cockpit.slurm.states",
-             "cockpit.hang.progress", "cockpit.hang.stacks"),
+             "cockpit.hang.progress", "cockpit.hang.stacks", "cockpit.forecast"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
                 "cockpit.procs", "cockpit.paths", "cockpit.requeue"),
-    "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang"),
+    "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang",
+                "cockpit.run_forecast", "cockpit.sweep_trials"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }

@@ -83,10 +83,31 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
             out.append(f"  next: {f['next']}")
         if f.get("stacks"):
             out.append(f"  every rank's stack: {f['stacks']}")
+    out.append(_forecast_line(run_dir, status))
     if status.note:
         out.append(f"note: {status.note}")
     out.append(f"run directory: {run_dir}")
     return "\n".join(out)
+
+
+def _forecast_line(run_dir: Path, status: RunStatus) -> str:
+    """Will it finish in time, and the GPU-hours (a sweep: its trials' sum); cockpit.forecast."""
+    from cockpit.runs import is_sweep
+
+    if is_sweep(status):
+        from cockpit.sweep_trials import sweep_gpu_hours, trial_rows
+
+        rows = trial_rows(run_dir, status)
+        hours = sweep_gpu_hours(rows)
+        from cockpit.launch.rerun import rerun_of
+
+        gpus = "CPU-only" if all(r.forecast.gpus == 0 for r in rows) else f"{hours or 0.0:.2f} GPU-h"
+        which = rerun_of(run_dir)
+        return (f"sweep: {len(rows)} trials{f' ({which})' if which else ''}, {gpus} "
+                f"(cockpit sweep show {status.run_id} --sort loss)")
+    from cockpit.run_forecast import run_forecast
+
+    return run_forecast(run_dir, status).line()
 
 
 def _victim_note(status: RunStatus, ff: FirstFailure) -> str:
@@ -120,14 +141,35 @@ def _describe(rank: RankExit, stopped_at: float | None = None) -> str:
     return how if how.startswith("exit") else f"killed by {how}"
 
 
+def _forecast_cells(run_dir: Path, status: RunStatus, now: float) -> str:
+    """ps's FORECAST and GPU-H cells: ``eta 12m fits`` / ``2 requeues`` / ``?``, GPU-hours or ``cpu``."""
+    from cockpit.runs import UNREADABLE, is_sweep
+
+    if status.state == UNREADABLE:
+        return f"{'-':<16} {'-':>6}"
+    if is_sweep(status):
+        from cockpit.sweep_trials import sweep_gpu_hours, trial_rows
+
+        rows = trial_rows(run_dir, status, now)
+        hours = sweep_gpu_hours(rows)
+        gpu = "cpu" if all(r.forecast.gpus == 0 for r in rows) else f"{hours or 0.0:.2f}"
+        return f"{'-':<16} {gpu:>6}"
+    from cockpit.run_forecast import run_forecast
+
+    fc = run_forecast(run_dir, status, now=now)
+    gpu = "cpu" if fc.gpus == 0 else ("-" if fc.gpu_hours is None else f"{fc.gpu_hours:.2f}")
+    return f"{('-' if fc.ended else fc.short())[:16]:<16} {gpu:>6}"
+
+
 def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
-    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}  HEALTH"]
+    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}  "
+           f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
     now = time.time()
-    for _, s in rows:
+    for run_dir, s in rows:
         nodes = ",".join(s.hosts)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}  "
-                   f"{health(s)}")
+                   f"{_forecast_cells(run_dir, s, now)}  {health(s)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:
             if (t := node.trial) is not None:

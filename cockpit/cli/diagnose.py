@@ -1,4 +1,5 @@
-"""`cockpit diagnose PATH|RUN … [--json]`: what broke, where, and what to try, from log files or a run.
+"""`cockpit diagnose PATH|RUN|JOBID … [--json]`: what broke, where, and what to try, from log files, a run, or
+any Slurm job of the user (the files its batch script wrote).
 
 Exit codes: 0 no error findings, 1 at least one error finding, 2 bad input."""
 
@@ -11,16 +12,41 @@ from cockpit import run_layout as layout
 from cockpit.paths import default_runs_dir
 from cockpit.rundiag import hang_findings, run_findings, run_sources
 from cockpit.runs import RunNotFound, resolve_run
+from cockpit.slurm.jobs import parse_job_ref
 
 
 class DiagnoseInputError(Exception):
     pass
 
 
+def run_of(arg: str, runs_dir: Path) -> Path | None:
+    """The run ``arg`` names: a run reference, or a Slurm job id a cockpit run submitted; None otherwise."""
+    from cockpit.cli.targets import job_target
+
+    if Path(arg).is_file():
+        return None
+    job_id, run_dir = job_target(arg, runs_dir)
+    if job_id is not None:
+        return run_dir
+    try:
+        return resolve_run(runs_dir, arg)
+    except RunNotFound:
+        return None
+
+
 def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | None]]:
     path = Path(arg)
     if path.is_file():
         return [(arg, None, None)]
+    if (run_dir := run_of(arg, runs_dir)) is not None:
+        return run_sources(run_dir)
+    if (job_id := parse_job_ref(arg)) is not None:  # any Slurm job: the files its batch script wrote
+        from cockpit.cli.jobs import JobError, sources
+
+        try:
+            return sources(job_id)
+        except JobError as exc:
+            raise DiagnoseInputError(str(exc)) from None
     if path.is_dir() and not (path / layout.STATUS).exists():
         raise DiagnoseInputError(f"{arg}: a directory, not a log file or a run directory "
                                  "(hint: give the log files, e.g. logs/*.log)")
@@ -38,7 +64,7 @@ def cmd_diagnose(args) -> int:
     sources = [s for arg in args.inputs for s in sources_for(arg, runs_dir)]
     try:
         report = diagnose_sources(sources)
-        runs = [resolve_run(runs_dir, arg) for arg in args.inputs if not Path(arg).is_file()]
+        runs = [d for arg in args.inputs if (d := run_of(arg, runs_dir)) is not None]
         hang = [f for run_dir in runs for f in hang_findings(run_dir)]
         for run_dir in runs:
             report = run_findings(run_dir, report)

@@ -104,13 +104,15 @@ def _add_run_commands(sub) -> None:
     p.set_defaults(func=_runs("run"))
 
     p = sub.add_parser("attach", help="follow a running job again (or show how it ended)")
-    p.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or last")
+    p.add_argument("run", metavar="RUN|JOBID", help="run id, a unique prefix of one, or last; or any Slurm job "
+                   "of yours (123, 123_4)")
     p.add_argument("--from-start", action="store_true", help="replay the logs from their start")
     _add_follow_options(p)
     p.set_defaults(func=_runs("attach"))
 
-    p = sub.add_parser("logs", help="print a run's per-rank logs")
-    p.add_argument("run", metavar="RUN")
+    p = sub.add_parser("logs", help="print a run's per-rank logs, or any Slurm job's output")
+    p.add_argument("run", metavar="RUN|JOBID", help="run id, a unique prefix of one, or last; or any Slurm job "
+                   "of yours (123, 123_4): its StdOut/StdErr files")
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the run ends")
     p.add_argument("-n", "--lines", type=int, help="only the last N lines of each rank")
     _add_follow_options(p)
@@ -118,6 +120,8 @@ def _add_run_commands(sub) -> None:
 
     p = sub.add_parser("ps", help="list runs and their states")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--all", "-a", action="store_true", help="also every Slurm job of yours (squeue, and the "
+                   "cluster's history of finished ones)")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("ps"))
 
@@ -172,12 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     from cockpit.cli.fleet import add_fleet_commands
 
     add_fleet_commands(sub)
+    from cockpit.cli.sweep import add_sweep_commands
+
+    add_sweep_commands(sub)
 
     sub.add_parser("tui", help="the terminal UI (the default with no command): fleet, compose, runs, logs; "
                    "cockpit tui --help for its options", add_help=False)
     p = sub.add_parser("diagnose", help="say what broke in NCCL / torch / torchrun / Slurm logs, where, "
                        "and what to try (exit 1 when an error is found)")
-    p.add_argument("inputs", nargs="+", metavar="PATH|RUN", help="log files, run directories or run ids")
+    p.add_argument("inputs", nargs="+", metavar="PATH|RUN|JOBID", help="log files, run directories, run ids, or "
+                   "Slurm job ids (any job of yours: its output files)")
     p.add_argument("--json", action="store_true", help="exactly one JSON object on stdout")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_diagnose)

@@ -33,6 +33,29 @@ def find(args) -> Path:
         raise CommandError(str(exc)) from None
 
 
+def plain_job(args) -> str | None:
+    """The Slurm job id when RUN is one ("123", "123_4") that no cockpit run submitted; None for a run (a job
+    a cockpit run submitted is shown as that run, with its per-rank logs: said on stderr)."""
+    from cockpit.cli.targets import job_target
+
+    job_id, run_dir = job_target(args.run, runs_dir_of(args))
+    if run_dir is not None:
+        notice(f"Slurm job {job_id} belongs to cockpit run {run_dir.name}: showing the run")
+        args.run = str(run_dir)
+        return None
+    return job_id
+
+
+def _job_errors(call):
+    """A plain job's problem (unknown id, Slurm down) as a CommandError: one line, exit 2."""
+    from cockpit.cli.jobs import JobError
+
+    try:
+        return call()
+    except JobError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def status_of(run_dir: Path):
     """The run's status, or a CommandError saying why there is none to use (exit 2)."""
     try:
@@ -78,6 +101,10 @@ def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
 
 
 def cmd_attach(args) -> int:
+    if (job_id := plain_job(args)) is not None:
+        from cockpit.cli import jobs
+
+        return _job_errors(lambda: jobs.follow(job_id, from_start=args.from_start, banner=True))
     run_dir = find(args)
     status = refresh([(run_dir, status_of(run_dir))])[0][1]
     if status.final:
@@ -92,6 +119,10 @@ def cmd_attach(args) -> int:
 
 
 def cmd_logs(args) -> int:
+    if (job_id := plain_job(args)) is not None:
+        from cockpit.cli import jobs
+
+        return _job_errors(lambda: jobs.follow(job_id) if args.follow else jobs.cmd_logs(job_id, args.lines))
     run_dir = find(args)
     status = status_of(run_dir)
     files = sorted(rank_files(run_dir, "log").items())
@@ -123,6 +154,10 @@ def _check_ranks(run_dir: Path, status, found: list[int], wanted) -> None:
 
 def cmd_ps(args) -> int:
     rows = refresh(list_runs(runs_dir_of(args)))
+    if getattr(args, "all", False):
+        from cockpit.cli.jobs_table import ps_all
+
+        return ps_all(rows, args.json)
     if args.json:
         print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d)} for d, s in rows]}, indent=2))
     elif rows:

@@ -1,5 +1,7 @@
-"""Which nodes `cockpit gpus` and `cockpit doctor` (without a job) look at: the options that name them
-(--nodes, --job, --cluster, else this machine), the ssh settings for them, and the fleet that probes them.
+"""What a command is pointed at. Which nodes `cockpit gpus` and `cockpit doctor` (without a job) look at: the
+options that name them (--nodes, --job, --cluster, else this machine), the ssh settings for them, and the fleet
+that probes them. And whether a RUN argument of `logs` / `attach` / `diagnose` is a Slurm job id (a bare number
+or ``123_4``: cockpit's run ids never are) and which cockpit run, if any, submitted that job.
 Nothing heavy is imported at module level: the options are registered for every `cockpit` invocation."""
 
 from __future__ import annotations
@@ -95,3 +97,20 @@ async def refresh(fl) -> list[NodeReport]:
         return [n.node_report() for n in await fl.refresh()]
     finally:
         await fl.pool.close()
+
+
+# -- RUN or JOBID: what `logs`, `attach` and `diagnose` are pointed at ------------------------------------------
+def job_target(ref: str, runs_dir):
+    """What ``ref`` names: (None, None) when it is no Slurm job id ("123", "123_4") and so a run reference;
+    (job_id, run_dir) when a cockpit run submitted that job (cockpit then shows the run, with its per-rank
+    logs); (job_id, None) for any other job of the user."""
+    from cockpit.runs import list_runs
+    from cockpit.slurm.arrays import run_jobs
+    from cockpit.slurm.jobs import parse_job_ref
+
+    job_id = parse_job_ref(ref)
+    if job_id is None:
+        return None, None
+    rows = list_runs(runs_dir)
+    run_id = run_jobs(rows).get(job_id)
+    return job_id, next((d for d, s in rows if s.run_id == run_id), None) if run_id else None

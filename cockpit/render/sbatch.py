@@ -44,6 +44,10 @@ _SPAWN_SHIM = quote(
 # below Linux's ephemeral range (32768+) so it does not race with outgoing connections.
 _SC2016 = "# shellcheck disable=SC2016  # the shim's $-words are for each task's shell"
 _PORT_FROM_JOB_ID = "$(( 12000 + SLURM_JOB_ID % 20000 ))"
+# The preflight's time limits: the whole
+# step (nvidia-smi that hangs on a broken GPU, torch's import, the store) and the store / all-reduce alone.
+PREFLIGHT_STEP_SECONDS, PREFLIGHT_RENDEZVOUS_SECONDS = 120, 30
+_FREE_PORT = 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
 
 
 def batch_log(run_dir: str, array: bool) -> str:
@@ -51,15 +55,22 @@ def batch_log(run_dir: str, array: bool) -> str:
     return f"{run_dir}/{layout.LOGS}/{layout.agent_log_name('trial-%a' if array else BATCH_HOST)}"
 
 
+def _gpu_option(spec: JobSpec) -> list[str]:
+    """How GPUs are asked for, the job's way (the preflight step asks for all of them the same way)."""
+    if not spec.gpus_per_node:
+        return []
+    s = spec.slurm
+    kind = f"{s.gres_type}:" if s.gres_type else ""
+    flag = "--gres=gpu:" if s.gpu_flag == "gres" else "--gpus-per-node="
+    return [f"{flag}{kind}{spec.gpus_per_node}"]
+
+
 def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]:
     s = spec.slurm
     out = [f"--job-name={spec.name}"]
     out += [f"--nodes={spec.num_nodes}"] if spec.nodelist is None else [f"--nodelist={spec.nodelist}"]
     out.append(f"--ntasks-per-node={1 if spec.runner == 'spawn' else spec.nprocs}")
-    if spec.gpus_per_node:
-        kind = f"{s.gres_type}:" if s.gres_type else ""
-        flag = "--gres=gpu:" if s.gpu_flag == "gres" else "--gpus-per-node="
-        out.append(f"{flag}{kind}{spec.gpus_per_node}")
+    out += _gpu_option(spec)
     for name, value in (("cpus-per-task", s.cpus_per_task), ("mem", s.mem), ("time", s.time),
                         ("partition", s.partition), ("account", s.account), ("qos", s.qos)):
         if value is not None:
@@ -115,6 +126,28 @@ def _signal_forwarding() -> list[str]:
             "trap forward_usr1 USR1"]
 
 
+def _preflight(spec: JobSpec, facts: Facts) -> list[str]:
+    """One short srun step, one task per node (cockpit.node.nodecheck), then the judge (cockpit.node.nodejudge)
+    in this shell: a bad node is named in this log and the script exits PREFLIGHT_EXIT before training."""
+    py, hook = quote(facts.python), f"$COCKPIT_RUN_DIR/{layout.HOOK}"
+    gpus = " ".join(_gpu_option(spec))
+    every_node = f"--nodes={spec.num_nodes} --ntasks={spec.num_nodes}"
+    step = [f"timeout {PREFLIGHT_STEP_SECONDS} srun {every_node}",
+            "--ntasks-per-node=1 --kill-on-bad-exit=1" + (f" {gpus}" if gpus else ""),
+            '--output="$preflight/%N.out" --error="$preflight/%N.out"',
+            f'{py} -u "{hook}/{layout.NODECHECK}" --dir="$preflight" --master="$MASTER_ADDR" --port="$preflight_port"',
+            f"--backend={spec.dist_backend} --timeout={PREFLIGHT_RENDEZVOUS_SECONDS} || true"]
+    judge = [f'{py} "{hook}/{layout.NODEJUDGE}" --dir="$preflight" --nodes="$preflight_nodes"',
+             f'--gpus={spec.gpus_per_node or 0} --started="$preflight_started"',
+             f"--on-bad={'exclude' if spec.slurm.exclude_bad_nodes else 'fail'} || exit $?"]
+    return ["# Preflight inside the allocation (slurm.preflight: false skips it): each node reports its facts and",
+            "# joins a tiny all-reduce; a bad node is named here and the job exits before training starts.",
+            f'preflight="$COCKPIT_RUN_DIR/{layout.PREFLIGHT_DIR}/$SLURM_JOB_ID"', 'mkdir -p "$preflight"',
+            'rm -f "$preflight"/*.json', "preflight_nodes=${hosts//$'\\n'/ }", "preflight_started=$(date +%s.%N)",
+            f"preflight_port=$({py} -c {quote(_FREE_PORT)})",
+            command(step), command(judge)]
+
+
 def sbatch_script(spec: JobSpec, facts: Facts) -> str:
     """The whole batch script for ``spec`` (a job array when it has a sweep)."""
     trials = spec.sweep.trials() if spec.sweep else []
@@ -140,6 +173,8 @@ def sbatch_script(spec: JobSpec, facts: Facts) -> str:
     lines += ['hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST")', "MASTER_ADDR=${hosts%%$'\\n'*}",
               f"MASTER_PORT={master_port}", "export MASTER_ADDR MASTER_PORT COCKPIT_RUN_DIR",
               'mkdir -p "$COCKPIT_RUN_DIR/logs"', *_attempt(), *_wrapper()]
+    if spec.slurm.preflight:
+        lines += _preflight(spec, facts)
     program = program_words(spec, facts, quote) + (['"${trial_args[@]}"'] if trials else [])
     task_out = '"$COCKPIT_RUN_DIR/logs/srun-%t.%N.out"'
     words = ["srun --kill-on-bad-exit=1", f"--output={task_out}", f"--error={task_out}"]

@@ -246,8 +246,7 @@ class Checker:
         out = []
         for key in value:
             flag = key if key.startswith("-") else f"--{key}"
-            if not re.match(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$", flag):
-                self.problem((*path, key), f"{key!r} is not an argument name", "e.g. lr or --lr")
+            if not self.flag_name(flag, (*path, key)):
                 continue
             items = self.str_list(value, (*path, key))
             if not items:
@@ -255,6 +254,13 @@ class Checker:
                 continue
             out.append((flag, items))
         return tuple(out)
+
+    def flag_name(self, flag: str, path: tuple) -> bool:
+        """A sweep's argument name (``--lr``); a problem at ``path`` when it is not one."""
+        if re.match(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$", flag):
+            return True
+        self.problem(path, f"{path[-1]!r} is not an argument name", "e.g. lr or --lr")
+        return False
 
 
 # Interface selectors with a near-miss name (seed 004 wrote GLOO_IFACE): torch 2.13's libraries name only

@@ -20,6 +20,8 @@ from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
 from cockpit.spec.yamlpos import Problem
 
+MAX_TOTAL_STEPS = 10**12
+
 LAUNCHERS = ("local", "ssh", "slurm")
 BACKENDS = contract.BACKENDS
 PG_BACKENDS = ("auto", "nccl", "gloo")
@@ -59,6 +61,7 @@ class JobSpec:
     python: str | None = None  # interpreter on the nodes; None: this one (local) or python3
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     sweep: SweepSpec | None = None
+    total_steps: int | None = None  # a script that is not cockpit.train: its optimizer steps, for the forecast
     source: str = "<memory>"  # the job file it came from
     # Valid but likely not meant (positioned, like problems); not part of what the job is.
     warnings: tuple[Problem, ...] = field(default=(), compare=False)
@@ -156,7 +159,7 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env", "runner")
+             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env", "runner", "total_steps")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -190,11 +193,23 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         python=check.string(data, ("python",)),
         slurm=slurm_section(check, data.get("slurm")),
         sweep=sweep_section(check, data.get("sweep")),
+        total_steps=total_steps(check, data),
         source=filename,
     )
     _check_rules(check, spec)
     check_runner(check, spec)
     return spec
+
+
+def total_steps(check: Checker, data: dict) -> int | None:
+    """``total_steps:``: the steps a script that is not cockpit.train will run, for the forecast."""
+    if data.get("total_steps") is None:
+        return None
+    value = check.int_or_auto(data, ("total_steps",), minimum=1, maximum=MAX_TOTAL_STEPS)
+    if value is None and data.get("total_steps") == "auto":
+        check.problem(("total_steps",), "auto is not a step count",
+                      "drop total_steps: (cockpit.train reports its own), or give the optimizer steps, e.g. 10000")
+    return value
 
 
 def _check_rules(check: Checker, spec: JobSpec) -> None:
@@ -235,7 +250,8 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
                           "GPUs per trial", f"procs_per_node: {per_trial}, or drop it (one per GPU)")
     if spec.sweep is not None:
         own = {a.split("=", 1)[0] for a in spec.args if a.startswith("-")}
-        for flag, _ in spec.sweep.grid:
+        searched = [("grid", flag) for flag, _ in spec.sweep.grid] + [("params", p.flag) for p in spec.sweep.params]
+        for part, flag in searched:
             if flag in own:
-                check.problem(("sweep", "grid", flag.lstrip("-")), f"{flag} is also in args:, so each trial "
+                check.problem(("sweep", part, flag.lstrip("-")), f"{flag} is also in args:, so each trial "
                               "would pass it twice", f"remove {flag} from args:")

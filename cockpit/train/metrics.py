@@ -6,9 +6,11 @@ Each rank appends to ``<run_dir>/metrics/rank-<RANK>.jsonl`` one object per reco
 
 ``step`` counts optimizer steps from the start of the run (a resumed run continues the count), ``loss`` is
 this rank's loss of that step, ``samples_per_s`` is this rank's throughput since its previous record, and
-``time`` is Unix time. The file is opened line-buffered and flushed per record, so a reader never sees half a
-line of a live run. After a resume the steps between the checkpoint and the crash appear twice; readers keep
-the last record of each step.
+``time`` is Unix time. ``total_steps``, when the runtime knows it (epochs x batches per epoch, or what the
+script set as ``rt.total_steps``), is the step count the run will end at: cockpit's forecast reads it. It is
+absent otherwise, and readers ignore keys they do not know. The file is opened line-buffered and flushed
+per record, so a reader never sees half a line of a live run. After a resume the steps between the
+checkpoint and the crash appear twice; readers keep the last record of each step.
 """
 
 from __future__ import annotations
@@ -61,12 +63,15 @@ class MetricsWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh: TextIO | None = path.open("a", buffering=1, encoding="utf-8")
 
-    def write(self, *, step: int, epoch: int, loss: float, samples_per_s: float) -> dict[str, float | int]:
+    def write(self, *, step: int, epoch: int, loss: float, samples_per_s: float,
+              total_steps: int | None = None) -> dict[str, float | int]:
         """Append one record and return it."""
         line = {
             "step": step, "epoch": epoch, "loss": loss, "samples_per_s": round(samples_per_s, 3),
             "time": time.time(), "rank": self.rank,
         }
+        if total_steps is not None:
+            line["total_steps"] = total_steps
         if self._fh is None:
             raise ValueError(f"metrics file {self.path} is closed; hint: no records after rt.finish()")
         self._fh.write(json.dumps(line) + "\n")

@@ -60,6 +60,8 @@ class Runtime:
         seed_everything(cfg.seed)
         self.precision = Precision(cfg.precision, self.device, sharded=cfg.backend == "fsdp")
         self.position = ckpt.Position()
+        self.total_steps: int | None = None  # the step the run ends at; set by epochs() + batches(), or by you
+        self._epochs: int | None = None
         self.resumed_from: ckpt.Position | None = None
         self._model: nn.Module | None = None
         self._optimizer: torch.optim.Optimizer | None = None
@@ -152,6 +154,7 @@ class Runtime:
 
     def epochs(self, n: int) -> Iterator[int]:
         """Epoch numbers from the resumed epoch (0 on a fresh run) up to ``n - 1``."""
+        self._epochs = n
         for epoch in range(self.position.epoch, n):
             if epoch != self.position.epoch:
                 self.position = ckpt.Position(self.position.step, epoch, 0)
@@ -163,6 +166,8 @@ class Runtime:
         Sets the sampler's epoch (the shuffle) and, after a resume, skips the batches the checkpoint
         already covered; the RNG states of the checkpoint are restored right before the first batch.
         """
+        if self.total_steps is None and self._epochs is not None and (batches := _length(loader)) is not None:
+            self.total_steps = self._epochs * batches  # the forecast's denominator
         skip = self.position.batch_in_epoch * loader.batch_size
         shard_sampler(loader).set_position(self.position.epoch, skip)
         if self._pending_rng is not None:
@@ -197,7 +202,7 @@ class Runtime:
         self._progress_rate.add(samples)
         if self._metrics is not None and _due(step, self.cfg.metrics_every):
             self._metrics.write(step=step, epoch=p.epoch, loss=_value(loss),
-                                samples_per_s=self._metrics_rate.rate())
+                                samples_per_s=self._metrics_rate.rate(), total_steps=self.total_steps)
         if self.is_main and _due(step, self.cfg.log_every):
             rate = self._progress_rate.rate() * self.world_size  # ranks see equal batch sizes
             print(progress_line(step=step, epoch=p.epoch, loss=_value(loss), samples_per_s=rate), flush=True)
@@ -298,3 +303,11 @@ def _due(step: int, every: int) -> bool:
 
 def _value(loss: torch.Tensor | float) -> float:
     return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+
+
+def _length(loader: DataLoader) -> int | None:
+    """Batches per epoch; None for an iterable-style dataset without a length (then there is no forecast)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None

@@ -220,7 +220,7 @@ def build_context(args: argparse.Namespace) -> Context:
     from cockpit.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions
     from cockpit.runs import resolve_run
-    from cockpit.tui.context import default_requeue
+    from cockpit.tui.context import default_requeue, default_user_jobs
     from cockpit.tui.fleetfeed import LiveFleet
 
     runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
@@ -233,7 +233,8 @@ def build_context(args: argparse.Namespace) -> Context:
     pool = RemotePool(cluster.ssh if cluster else SSHOptions())
     feed = LiveFleet(hosts, pool, interval=args.interval, python=cluster.python if cluster else "python3")
     return Context(runs_dir=runs_dir, fleet=feed, job=Path(args.job) if args.job else None, run=run,
-                   theme=args.theme, requeue=default_requeue())
+                   theme=args.theme, requeue=default_requeue(),
+                   user_jobs=default_user_jobs())
 
 
 def run_tui(argv: list[str] | None = None) -> int:

@@ -29,6 +29,24 @@ def default_requeue() -> Callable[[Path], object] | None:
     return slurm.requeue
 
 
+def default_user_jobs() -> Callable[[], list] | None:
+    """Every Slurm job of the user (cockpit.slurm.jobs, one squeue call plus the cluster's history) where
+    squeue is installed; None elsewhere, and the Runs screen shows runs only. Raises SlurmError when called
+    and Slurm does not answer."""
+    import getpass
+    import shutil
+
+    if shutil.which("squeue") is None:
+        return None
+
+    def user_jobs() -> list:
+        from cockpit.slurm.jobs import list_jobs
+        from cockpit.slurm.query import read_history
+
+        return list_jobs(read_history(), getpass.getuser())
+    return user_jobs
+
+
 def default_partitions() -> list[str]:
     """Slurm's partitions where sinfo is installed and answers; [] elsewhere."""
     from cockpit.fleet.nodes import NodesError, slurm_nodes
@@ -53,6 +71,7 @@ class Context:
     facts: Callable[[Facts], Facts] = _same  # applied to dry-run facts before a preview renders
     partitions: Callable[[], list[str]] = default_partitions
     requeue: Callable[[Path], object] | None = None
+    user_jobs: Callable[[], list] | None = None  # the Runs screen's Slurm jobs (default_user_jobs); None: none
     runs_every: float = 2.0  # seconds between runs-list refreshes
     stop_grace: float = 10.0
     max_lines: int = 10_000  # per rank, and for the merged view

@@ -31,6 +31,17 @@ class FeedReady(Message):
         return isinstance(message, FeedReady)
 
 
+class JobsListed(Message):
+    """The user's Slurm jobs (cockpit.slurm.jobs.UserJob), or why Slurm did not answer."""
+
+    def __init__(self, jobs: list, error: str | None = None) -> None:
+        super().__init__()
+        self.jobs, self.error = jobs, error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, JobsListed)
+
+
 class RunsListed(Message):
     def __init__(self, runs: list[tuple[Path, RunStatus]]) -> None:
         super().__init__()
@@ -66,3 +77,15 @@ class MetricsRead(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, MetricsRead)
+
+
+class ForecastRead(Message):
+    """The run's forecast line, and for a sweep its trial table's rows (cockpit.sweep_trials.TrialRow)."""
+
+    def __init__(self, line: str, trials: list | None) -> None:
+        super().__init__()
+        self.line = line
+        self.trials = trials
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ForecastRead)

@@ -13,6 +13,7 @@ from cockpit.tui.logstore import MERGED, label
 if TYPE_CHECKING:
     from cockpit.logs.diagnose_model import Report
     from cockpit.runs import RunStatus
+    from cockpit.sweep_trials import TrialRow
     from cockpit.tui.feedcore import LiveEvent
 
 APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
@@ -104,3 +105,29 @@ def evidence_target(source: tuple | None, line_no: int, text: str | None, view: 
         text = f"{label(source)} {text}"
     near = None if source_lines is None or merged else line_no - 1 - (source_lines - log_lines)
     return text, near
+
+
+# A sweep's trial table (key, title, width): fixed widths, so rows that fill in do not move the columns.
+TRIAL_COLUMNS = (("trial", "trial", 5), ("state", "state", 10), ("steps", "steps", 11), ("loss", "loss", 10),
+                 ("forecast", "forecast", 16), ("args", "args", 48))
+TRIAL_SORTS = ("trial", "loss")  # what `o` cycles through
+
+
+def trial_cells(row: TrialRow) -> tuple[str, ...]:
+    """One trial's cells: its index, state, steps (of the total), last loss, forecast and arguments."""
+    total = row.forecast.total_steps
+    steps = "-" if row.steps is None else f"{row.steps}/{total}" if total else str(row.steps)
+    loss = "-" if row.last_loss is None else f"{row.last_loss:.4g}"
+    fc = "-" if row.forecast.ended or row.state == "pending" else row.forecast.short()
+    return (str(row.index), row.state, steps, loss, fc, " ".join(row.args))
+
+
+def sweep_line(rows: list[TrialRow], sort: str) -> str:
+    """The forecast line of a sweep: trials by state, GPU-hours, the table's order."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    gpus = [r.forecast.gpu_hours for r in rows if r.forecast.gpu_hours is not None]
+    held = "CPU-only" if all(r.forecast.gpus == 0 for r in rows) else f"{sum(gpus):.2f} GPU-h"
+    states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return f"sweep: {len(rows)} trials ({states}); {held}; sorted by {sort} (o: sort)"

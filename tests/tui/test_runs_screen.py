@@ -117,3 +117,28 @@ async def test_a_bad_theme_is_reported_and_skipped(ctx, tmp_path):
         assert app.theme in ("cockpit-dark", "cockpit-light") and "pink" not in app.available_themes
         assert any("teal.yaml: variables.footer-key-foreground: 'zzz notacolour' is not a colour" in n
                    for n in notes) and "teal" not in app.available_themes
+
+
+async def test_runs_screen_lists_the_users_slurm_jobs_below_the_runs(ctx, runs):
+    """Jobs from real squeue output (tests/slurm/fixtures/squeue-user-jobs.txt), injected as Context.user_jobs:
+    one row per job, an array as one row with its tasks counted; 80x24 keeps both tables on screen."""
+    from dataclasses import replace
+
+    from cockpit.slurm.jobs import parse_squeue
+
+    text = (REPO / "tests/slurm/fixtures/squeue-user-jobs.txt").read_text()
+    lines = "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith("#"))
+    app = CockpitApp(replace(ctx, user_jobs=lambda: parse_squeue(lines)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f4")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.jobs, what="the jobs list")
+        table = app.screen.query_one("#jobs-table")
+        assert table.display and table.row_count == 5
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(5)]
+        assert rows[1][:3] == ["12904_*", "arr", "FAILED (NonZeroExitCode)"]
+        assert rows[1][5] == "3 tasks: 2 failed, 1 completed"
+        assert rows[4][2] == "PENDING (JobHeldUser)"
+        assert app.screen.query_one("#runs-table").region.height >= 5  # the runs stay usable at 80x24
+        table.focus()
+        await pilot.press("enter")
+        assert any("cockpit logs -f 12903" in n.message for n in app._notifications)

@@ -55,7 +55,8 @@ async def show_run_view(pilot) -> None:
     await pilot.press("enter")
     app = pilot.app
     await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen.report is not None
-                and "loss" in str(app.screen.query_one("#loss-label").content), what="the run view")
+                and "loss" in str(app.screen.query_one("#loss-label").content)
+                and str(app.screen.query_one("#run-forecast").content), what="the run view")
     await settle(pilot)
 
 

@@ -19,18 +19,17 @@ is honoured throughout.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit import contract
 from cockpit import run_layout as layout
 from cockpit.launch.local.launcher import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
 from cockpit.run_records import NodeRecord, SlurmJob, Trial
@@ -78,7 +77,9 @@ class SlurmLauncher:
         return not is_sweep(status)  # a sweep's array tasks are runs of their own
 
     def summarize(self, status: RunStatus, nodes: list) -> str | None:
-        return None
+        """A job the preflight stopped: its note (bad node, reason, hint) is the whole story, no rank ran."""
+        stopped = [n for n in nodes if getattr(n, "preflight_failed", False)]
+        return stopped[0].note if stopped and not is_sweep(status) else None
 
     def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
         try:
@@ -110,6 +111,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or DEFAULT_MASTER_PORT,
                       extra_args)
     write_private(run_dir / SCRIPT, render(spec, facts, "sbatch"))
+    if spec.slurm.preflight:
+        install_nodecheck(run_dir)
     trials = spec.sweep.trials() if spec.sweep else []
     # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
     status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
@@ -120,6 +123,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
         tdir.chmod(0o700)
         install_hook(tdir)
+        if spec.slurm.preflight:
+            install_nodecheck(tdir)
         status.nodes.append(NodeRecord(layout.trial_name(i), i, run_dir=str(tdir), trial=Trial(i, tuple(args)),
                                        slurm=SlurmJob(None), null_keys=frozenset({"job_id"})))
         write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
@@ -131,18 +136,12 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     return run_dir
 
 
-def submit_env() -> dict[str, str]:
-    """This environment without cockpit's contract variables: sbatch copies the submitter's environment
-    into the job (--export=ALL), and the script sets those itself."""
-    return {k: v for k, v in os.environ.items() if k not in contract.ALL}
-
-
-def parse_job_id(stdout: str) -> str:
-    """``sbatch --parsable`` prints "<job id>" or "<job id>;<cluster>"."""
-    job_id = stdout.strip().splitlines()[-1].split(";")[0].strip() if stdout.strip() else ""
-    if not job_id.isdigit():
-        raise LaunchError(f"sbatch answered {stdout.strip()!r}, not a job id (hint: is `sbatch` Slurm's?)")
-    return job_id
+def install_nodecheck(run_dir: Path) -> None:
+    """The preflight's node side (cockpit.node.nodecheck, nodejudge, ifaces) into <run>/hook/: the batch script
+    runs them with the job's python, which may have no cockpit."""
+    node = Path(__file__).parents[2] / "node"
+    for name, source in layout.NODECHECK_FILES:
+        write_private(layout.hook_dir(run_dir) / name, (node / source).read_text(encoding="utf-8"))
 
 
 def submit(run_dir: Path, sbatch: str = "sbatch") -> str:

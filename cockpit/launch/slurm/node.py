@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cockpit import run_layout as layout
 from cockpit.launch.slurm import attempts as slurm_attempts
+from cockpit.launch.slurm import preflight as slurm_preflight
 from cockpit.run_records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord
 from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
@@ -69,6 +70,7 @@ class SlurmJobNode:
         self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
                                                                                      errors="replace")
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
+        self.preflight_failed = False  # the job ended in the preflight, before training: note says why
 
     # -- the supervisor's interface ---------------------------------------------------------------------
     def poll(self) -> int | None:
@@ -144,6 +146,10 @@ class SlurmJobNode:
     def _ended(self, view: JobView) -> None:
         row = lookup(view.slurm_state)
         code = view.exit_status
+        found = slurm_preflight.verdict(self.run_dir, self.job_id) if row.state != "succeeded" else None
+        if found is not None and not found.get("ok"):
+            self._preflight_failed(found, code or 1)
+            return
         self.exit_code = code if row.state == "succeeded" else (code or 1)
         self.note = f"Slurm job {self.job_id} {view.slurm_state} ({row.meaning})"
         if view.reason:
@@ -151,6 +157,32 @@ class SlurmJobNode:
         requeues = slurm_attempts.describe(self.history)
         if requeues:
             self.note += f"; {requeues}"
+        advice = slurm_preflight.interface_advice(self.run_dir, self.job_id) if row.state == "failed" else None
+        if advice:
+            self.note += f"; {advice}"
+
+    def _preflight_failed(self, found: dict, code: int) -> None:
+        """The preflight stopped the job before training: say why; with slurm.exclude_bad_nodes (the verdict's
+        on_bad), resubmit once without the bad nodes and follow the new job instead."""
+        job = self.entry.slurm
+        self.note = slurm_preflight.failure_note(self.run_dir, self.job_id, found)
+        bad = list(found.get("bad") or {})
+        if found.get("on_bad") != "exclude" or not bad or job.earlier_jobs or self.trial is not None:
+            self.exit_code, self.preflight_failed = code, True
+            return
+        try:
+            new = slurm_preflight.resubmit(self.book.run_dir, bad)
+        except SlurmError as exc:
+            self.exit_code, self.preflight_failed = code, True
+            self.note = f"{self.note}; not resubmitted: {exc}"
+            return
+        self.book.tracker.ids.discard(self.job_id)
+        self.book.tracker.ids.add(new)
+        self.entry = replace(self.entry, slurm=replace(job, job_id=new, earlier_jobs=(self.job_id,),
+                                                       excluded=tuple(bad)))
+        self.note = f"{self.note}; resubmitted as Slurm job {new} with --exclude={','.join(bad)}"
+        self.job_id, self.view, self.final_seen, self.misses = new, None, None, 0
+        self.book.tracker.hurry()
 
     def _lost(self) -> None:
         exits = rank_exits(self.run_dir)

@@ -30,7 +30,7 @@ from cockpit.runs import RunStatus
 from cockpit.tui import runview
 from cockpit.tui.logfilter import LineFilter
 from cockpit.tui.logstore import MERGED
-from cockpit.tui.messages import FeedReady, MetricsRead
+from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
 from cockpit.tui.metrics import MetricsReader
 from cockpit.tui.ranktable import rank_rate, rank_state, rank_step, short_age
 from cockpit.tui.runfeed import Drained, LiveEvent, RunFeed, SourceStats
@@ -57,6 +57,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         Binding("k", "stacks", "Stacks"),
         Binding("s", "stop", "Stop"),
         Binding("R", "requeue", "Requeue"),
+        Binding("o", "sort_trials", "Sort trials", show=False),
     ]
 
     def __init__(self, run_dir: Path, max_lines: int = 10_000, parse_budget: float = 0.15,
@@ -81,21 +82,29 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self._skipped = 0  # the live scan's skipped lines as the title shows them (updated once a second)
         self._apply_pending = False
         self._after_view: tuple[int, Callable[[], None]] | None = None  # (view request, what to do on its answer)
+        self.trial_sort = runview.TRIAL_SORTS[0]
+        self._spec: object = None  # the run's job, read once by the forecast worker (False: unreadable)
+        self._trial_cells: list[tuple] | None = None  # the trial table's rows as shown
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
         yield Static(self.run_dir.name, id="run-title", markup=False)
+        yield Static("", id="run-forecast", markup=False)
         with Horizontal(id="run-body"):
             with Vertical(id="run-side"):
                 yield RankTable(id="ranks")
                 yield MetricsPlot(id="plot")
             with Vertical(id="run-main"):
+                yield DataTable(id="trials", cursor_type="row")
                 yield RankLog(self.app.ctx.max_lines, id="log")
                 yield Input(placeholder="search (enter: apply, escape: clear)", id="search", compact=True)
         yield FindingsList(id="findings")
         yield Footer()
 
     def on_mount(self) -> None:
+        trials = self.query_one("#trials", DataTable)
+        for key, title, width in runview.TRIAL_COLUMNS:
+            trials.add_column(title, key=key, width=width)
         self.query_one(NavBar).info = self.run_dir.name
         self._show_findings()
         self._show_title()
@@ -153,6 +162,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             findings_changed = self.status is None or d.status.findings != self.status.findings
             self.status = d.status
             self._update_ranks()
+            self.read_forecast()
             self.refresh_bindings()
             if findings_changed:
                 self._show_findings()
@@ -192,6 +202,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
     def _tick(self) -> None:
         self._update_ranks()
         self.read_metrics()
+        self.read_forecast()
         if self._skipped != self.feed.skipped:
             self._skipped = self.feed.skipped
             self._show_title()
@@ -234,6 +245,43 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
 
     def on_metrics_read(self, message: MetricsRead) -> None:
         self.query_one(MetricsPlot).show(message.series)
+
+    # --- the forecast, and a sweep's trials --------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
+    def read_forecast(self) -> None:
+        status, now = self.status, self.app.ctx.clock()
+        if status is None:
+            return
+        from cockpit.run_forecast import job_spec, run_forecast
+        from cockpit.runs import is_sweep
+        from cockpit.sweep_trials import sort_rows, trial_rows
+
+        if self._spec is None:
+            self._spec = job_spec(self.run_dir) or False
+        spec = self._spec or None
+        if is_sweep(status):
+            rows = sort_rows(trial_rows(self.run_dir, status, now, spec=spec), self.trial_sort)
+            self.post_message(ForecastRead(runview.sweep_line(rows, self.trial_sort), rows))
+        else:
+            self.post_message(ForecastRead(run_forecast(self.run_dir, status, spec=spec, now=now).line(), None))
+
+    def on_forecast_read(self, message: ForecastRead) -> None:
+        line = self.query_one("#run-forecast", Static)
+        if str(line.content) != message.line:
+            line.update(message.line, layout=False)
+        table = self.query_one("#trials", DataTable)
+        table.set_class(message.trials is not None, "-sweep")
+        rows = [runview.trial_cells(r) for r in message.trials or ()]
+        if rows != self._trial_cells:
+            self._trial_cells = rows
+            table.clear()
+            for cells in rows:
+                table.add_row(*cells, key=cells[0])
+
+    def action_sort_trials(self) -> None:
+        sorts = runview.TRIAL_SORTS
+        self.trial_sort = sorts[(sorts.index(self.trial_sort) + 1) % len(sorts)]
+        self.read_forecast()
 
     # --- follow, search, level ----------------------------------------------------------------------------------
     def action_toggle_follow(self) -> None:

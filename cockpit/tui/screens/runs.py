@@ -1,7 +1,10 @@
 """Runs: every run directory with its state, launcher, nodes, ranks and age; enter opens the run view.
 
 The list is read in a worker every few seconds (cockpit.runs.list_runs, with cockpit.launch.control fixing
-the state of runs whose supervisor died, whatever their launcher, as `cockpit ps` does)."""
+the state of runs whose supervisor died, whatever their launcher, as `cockpit ps` does). Where Slurm is
+installed (Context.user_jobs), a second table below lists every Slurm job of the user, cockpit's or not, as
+`cockpit ps --all` does (arrays one row), read in its own worker; enter on a job a run submitted opens the run,
+on any other job says how to read its output. Without Slurm the table stays hidden."""
 
 from __future__ import annotations
 
@@ -15,11 +18,12 @@ from textual.widgets import DataTable, Footer
 
 from cockpit.rundiag import duration, health
 from cockpit.runs import RunStatus
-from cockpit.tui.messages import RunsListed
+from cockpit.tui.messages import JobsListed, RunsListed
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar
 
 COLUMNS = ("RUN", "STATE", "LAUNCHER", "NODES", "RANKS", "AGE", "HEALTH")
+JOB_COLUMNS = ("JOBID", "NAME", "STATE", "NODES", "TIME/LIMIT", "ARRAY/RUN")
 
 
 class RunsScreen(CockpitScreen):
@@ -29,22 +33,54 @@ class RunsScreen(CockpitScreen):
     def __init__(self) -> None:
         super().__init__()
         self.runs: list[tuple[Path, RunStatus]] = []
+        self.jobs: list[tuple[str, str | None, str]] = []  # (job id, owning run's directory, output hint)
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
         with Vertical(id="runs"):
             yield DataTable(id="runs-table", cursor_type="row")
+            yield DataTable(id="jobs-table", cursor_type="row", classes="hidden")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one("#runs-table", DataTable)
         for label in COLUMNS:
             table.add_column(label, key=label)
+        jobs = self.query_one("#jobs-table", DataTable)
+        for label in JOB_COLUMNS:
+            jobs.add_column(label, key=label)
         self.reload()
         self.set_interval(self.app.ctx.runs_every, self.reload)
 
     def action_reload(self) -> None:
         self.reload()
+
+    @work(thread=True, exclusive=True, group="user-jobs", exit_on_error=False)
+    def reload_jobs(self) -> None:
+        from cockpit.slurm.runner import SlurmError
+
+        try:
+            self.post_message(JobsListed(self.app.ctx.user_jobs()))
+        except SlurmError as exc:
+            self.post_message(JobsListed([], str(exc)))
+
+    def on_jobs_listed(self, message: JobsListed) -> None:
+        from cockpit.slurm.arrays import group, owner, run_jobs, tasks_summary
+
+        table = self.query_one("#jobs-table", DataTable)
+        table.set_class(not message.jobs, "hidden")
+        owned = run_jobs(self.runs)
+        dirs = {s.run_id: str(d) for d, s in self.runs}
+        table.clear()
+        self.jobs = []
+        for job, tasks in group(message.jobs):
+            jid = f"{job.array_job_id}_*" if tasks else job.job_id
+            run = owner(job, owned)
+            state = job.slurm_state + (f" ({job.reason})" if job.reason and job.reason != "None" else "")
+            table.add_row(jid, job.name[:16], state[:28], (job.nodes or "-")[:16],
+                          f"{job.elapsed or '-'}/{job.time_limit or '?'}",
+                          f"run {run}" if run else (tasks_summary(tasks) if tasks else ""), key=jid)
+            self.jobs.append((job.array_job_id or job.job_id, dirs.get(run) if run else None, jid))
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def reload(self) -> None:
@@ -54,12 +90,14 @@ class RunsScreen(CockpitScreen):
         warnings: list[str] = []
         runs = reconcile_runs(list_runs(self.app.ctx.runs_dir), warnings.append)
         self.post_message(RunsListed(runs))
+        if self.app.ctx.user_jobs is not None:
+            self.app.call_from_thread(self.reload_jobs)
         for text in warnings:
             self.app.call_from_thread(self.notify, text, severity="warning", timeout=8)
 
     def on_runs_listed(self, message: RunsListed) -> None:
         self.runs = list(reversed(message.runs))  # newest first
-        table = self.query_one(DataTable)
+        table = self.query_one("#runs-table", DataTable)
         current = self._current()
         now = self.app.ctx.clock()
         table.clear()
@@ -78,14 +116,28 @@ class RunsScreen(CockpitScreen):
             if self.runs else f"no runs in {where} yet: compose a job and launch it (F3)")
 
     def _current(self) -> str | None:
-        table = self.query_one(DataTable)
+        table = self.query_one("#runs-table", DataTable)
         if not self.runs or not 0 <= table.cursor_row < len(self.runs):
             return None
         return str(self.runs[table.cursor_row][0])
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
+        if event.data_table.id == "jobs-table":
+            self._open_job(event.cursor_row)
+            return
         self.app.open_run(Path(str(event.row_key.value)))
+
+    def _open_job(self, row: int) -> None:
+        """A job a run submitted opens that run; any other job: how to read its output (the CLI follows it)."""
+        if not 0 <= row < len(self.jobs):
+            return
+        job_id, run_dir, shown = self.jobs[row]
+        if run_dir is not None:
+            self.app.open_run(Path(run_dir))
+        else:
+            self.notify(f"job {shown}: `cockpit logs -f {job_id}` follows its output, `cockpit diagnose {job_id}` "
+                        "reads it", timeout=8)
 
     def action_open_run(self) -> None:
         current = self._current()

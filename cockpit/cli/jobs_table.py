@@ -1,0 +1,51 @@
+"""`cockpit ps --all`: cockpit's runs, then every Slurm job of the user (one squeue call, plus the cluster's
+history of finished ones), each job marked with the cockpit run that submitted it, if one did. The table
+shows an array as one row (cockpit.slurm.arrays); --json lists every task."""
+
+from __future__ import annotations
+
+import json
+
+from cockpit.slurm.arrays import group, owner, tasks_summary
+from cockpit.slurm.jobs import UserJob
+
+
+def jobs_table(jobs: list[UserJob], owned: dict[str, str]) -> str:
+    """The jobs as a table that fits 80 columns; ARRAY/RUN last (an array's tasks, or the owning cockpit run)."""
+    out = [f"{'JOBID':<12} {'NAME':<12} {'STATE':<24} {'NODES':<10} {'TIME/LIMIT':<16} ARRAY/RUN"]
+    for job, tasks in group(jobs):
+        jid = f"{job.array_job_id}_*" if tasks else job.job_id
+        state = job.slurm_state + (f" ({job.reason})" if job.reason and job.reason != "None" else "")
+        limit = f"{job.elapsed or '-'}/{job.time_limit or '?'}"
+        run = owner(job, owned)
+        extra = " ".join(x for x in (tasks_summary(tasks) if tasks else "", f"run {run}" if run else "") if x)
+        out.append(f"{jid:<12} {job.name[:12]:<12} {state[:24]:<24} {(job.nodes or '-')[:10]:<10} {limit:<16} "
+                   f"{extra}".rstrip())
+    return "\n".join(out)
+
+
+def ps_all(rows, as_json: bool) -> int:
+    """Print the runs and the jobs; 1 when Slurm did not answer (the runs are printed all the same)."""
+    from cockpit.cli.console import ps_table
+    from cockpit.cli.follow import notice
+    from cockpit.cli.jobs import user_jobs
+    from cockpit.slurm.arrays import run_jobs
+    from cockpit.slurm.runner import SlurmError
+
+    owned = run_jobs(rows)
+    try:
+        jobs, error = user_jobs(), None
+    except SlurmError as exc:
+        jobs, error = [], str(exc)
+    if as_json:
+        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d)} for d, s in rows],
+                          "jobs": [{**j.to_dict(), "run": owner(j, owned)}
+                                   for j in jobs], "error": error}, indent=2))
+    else:
+        if rows:
+            print(ps_table(rows) + "\n")
+        print(jobs_table(jobs, owned) if jobs else "no Slurm jobs of yours in the queue or its recent history")
+    if error:
+        notice(f"your Slurm jobs are not listed: {error}")
+        return 1
+    return 0

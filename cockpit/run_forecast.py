@@ -1,0 +1,119 @@
+"""A run's forecast from its files: the metrics' steps and times, the job's limits, the status's times, handed
+to the pure cockpit.forecast. Read-only and cheap (the tail of one metrics file, the job copy, the tail of
+one agent log), so `cockpit ps` can ask it for every run.
+
+Where each input comes from:
+
+* steps and their times, the last loss, ``total_steps``: rank 0's metrics (``metrics/rank-0.jsonl``, the last
+  64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
+* ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
+  trial belongs to).
+* time held: status.json's ``started`` to ``ended`` (or now); the current attempt of a Slurm job starts at the
+  last ``cockpit: start restart=N ... time=T`` line of its batch log.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit import run_layout as layout
+from cockpit.forecast import Forecast, forecast, slurm_seconds
+from cockpit.render.sbatch import START_MARK
+from cockpit.runs import RunStatus, tail_lines
+from cockpit.spec.model import JobSpec, SpecError, parse_spec
+from cockpit.spec.yamlpos import LoadError
+
+TAIL_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class MetricsTail:
+    """What the end of rank 0's metrics says: (time, step) points, the last loss, the run's total steps."""
+
+    points: tuple[tuple[float, int], ...] = ()
+    last_loss: float | None = None
+    total_steps: int | None = None
+
+    @property
+    def step(self) -> int | None:
+        return max((s for _, s in self.points), default=None)
+
+
+def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
+    """The tail of a rank's metrics file; an empty tail when there is none. A line that is not a record
+    (a half-written last line, text) is skipped."""
+    path = layout.metrics_file(run_dir, rank)
+    points, loss, total = [], None, None
+    for line in tail_lines(path, 10_000, TAIL_BYTES):
+        try:
+            rec = json.loads(line)
+            step, t = rec["step"], float(rec["time"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(step, int) or isinstance(step, bool):
+            continue
+        points.append((t, step))
+        if isinstance(rec.get("loss"), (int, float)):
+            loss = float(rec["loss"])
+        if isinstance(rec.get("total_steps"), int):
+            total = rec["total_steps"]
+    return MetricsTail(tuple(points), loss, total)
+
+
+def job_spec(run_dir: Path) -> JobSpec | None:
+    """The job a run (or the sweep of a trial) was launched with; None when its copy cannot be read."""
+    for where in (run_dir, run_dir.parent):
+        path = where / layout.JOB
+        if path.is_file():
+            try:
+                return parse_spec(path.read_text(encoding="utf-8"), str(path))
+            except (OSError, SpecError, LoadError):
+                return None
+    return None
+
+
+def gpus_held(spec: JobSpec | None, status: RunStatus, trial_gpus: tuple[int, ...] | None = None) -> int:
+    """GPUs the run holds on all its nodes: a local trial's own set, else the job's GPUs per node x nodes
+    (``gpus: all``: one rank per GPU, so the world size)."""
+    if trial_gpus:
+        return len(trial_gpus)
+    if spec is None or not spec.uses_gpus:
+        return 0
+    if spec.gpus_per_node:
+        return spec.gpus_per_node * spec.num_nodes
+    return status.world_size or 0
+
+
+def attempt_start(run_dir: Path) -> float | None:
+    """When the current attempt of a Slurm job began (its batch log's last start line), else None."""
+    trial = run_dir.name if run_dir.name.startswith("trial-") else None
+    log = (layout.agent_log(run_dir.parent, trial) if trial else layout.agent_log(run_dir, "sbatch"))
+    for line in reversed(tail_lines(log, 400)):
+        if START_MARK in line and " time=" in line:
+            try:
+                return float(line.rsplit(" time=", 1)[1].split()[0])
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+def run_forecast(run_dir: Path, status: RunStatus, *, spec: JobSpec | None = None, now: float | None = None,
+                 trial_gpus: tuple[int, ...] | None = None, metrics: MetricsTail | None = None) -> Forecast:
+    """The forecast of one run (or one trial); ``spec`` saves reading the job again for many trials."""
+    now = time.time() if now is None else now
+    spec = spec if spec is not None else job_spec(run_dir)
+    metrics = metrics if metrics is not None else read_metrics(run_dir)
+    started = status.started
+    elapsed = None if started is None else (status.ended or now) - started
+    slurm = status.launcher == "slurm"
+    begun = attempt_start(run_dir) if slurm and not status.final else None
+    return forecast(
+        points=metrics.points, total_steps=metrics.total_steps or (spec.total_steps if spec else None), now=now,
+        elapsed=elapsed, gpus=gpus_held(spec, status, trial_gpus),
+        time_limit=slurm_seconds(spec.slurm.time) if slurm and spec else None, limited=slurm,
+        attempt_elapsed=None if begun is None else now - begun,
+        requeue=bool(slurm and spec and spec.slurm.requeue),
+        signal_seconds=spec.slurm.signal_seconds if spec else 0.0, ended=status.final)
