@@ -144,6 +144,8 @@ def test_supervisor_killed_run_is_found_and_marked_by_ps(tmp_path):
     r = cockpit(tmp_path, "ps", "--json")
     [run] = json.loads(r.stdout)["runs"]
     assert run["state"] == "succeeded" and "supervisor died" in run["note"]
+    fc = run["forecast"]  # what the FORECAST / GPU-H columns say, read from the metrics cockpit.train wrote
+    assert (fc["ended"], fc["steps_done"], fc["total_steps"], fc["gpus"]) == (True, 30, 30, 0), fc
 
 
 def test_logs_and_filters(tmp_path):

@@ -159,7 +159,10 @@ def cmd_ps(args) -> int:
 
         return ps_all(rows, args.json)
     if args.json:
-        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d)} for d, s in rows]}, indent=2))
+        from cockpit.run_forecast import run_forecast
+
+        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d), "forecast": run_forecast(d, s).to_dict()}
+                                   for d, s in rows]}, indent=2))
     elif rows:
         print(ps_table(rows))
     else:
