@@ -17,9 +17,8 @@ import re
 from dataclasses import dataclass
 
 from cockpit.slurm.filenames import PatternFacts, Resolved, resolve
-from cockpit.slurm.query import History, _colon_status, _none, _tail, _wait_status
+from cockpit.slurm.query import History, SlurmEnd, _colon_status, _none, _tail, _wait_status
 from cockpit.slurm.runner import Runner, SlurmError, run_command
-from cockpit.slurm.states import lookup
 
 SQUEUE_FIELDS = ("JobID", "JobArrayID", "ArrayJobID", "ArrayTaskID", "UserName", "State", "Reason", "NodeList",
                  "BatchHost", "TimeUsed", "TimeLimit", "exit_code", "WorkDir", "STDOUT", "STDERR", "Name")
@@ -30,7 +29,7 @@ _JOB_REF = re.compile(r"^(\d+)(?:_(\d+))?$")
 
 
 @dataclass(frozen=True)
-class UserJob:
+class UserJob(SlurmEnd):
     """One job, or one task of an array, as Slurm reports it."""
 
     job_id: str  # as users write it: "123", or "123_4" for an array task
@@ -58,21 +57,6 @@ class UserJob:
     def array_task_id(self) -> str | None:
         return self.job_id.split("_")[1] if "_" in self.job_id else None
 
-    @property
-    def state(self) -> str:
-        """The cockpit state (cockpit.slurm.states)."""
-        return lookup(self.slurm_state).state
-
-    @property
-    def final(self) -> bool:
-        return lookup(self.slurm_state).final
-
-    @property
-    def exit_status(self) -> int:
-        """The shell's convention: the exit code, else 128 + the signal that ended the batch script."""
-        if self.exit_code:
-            return self.exit_code
-        return 128 + self.signal if self.signal else 0
 
     def to_dict(self) -> dict:
         return {"job_id": self.job_id, "raw_id": self.raw_id, "name": self.name, "user": self.user,

@@ -26,18 +26,13 @@ SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList")
 JOBCOMP_TAIL = 8 << 20  # read at most the last 8 MiB of a job-completion file: recent jobs are at its end
 
 
-@dataclass(frozen=True)
-class JobView:
-    """One job (or array task) as Slurm last reported it."""
+class SlurmEnd:
+    """What a job record's Slurm state and exit say in cockpit's terms; a record gives ``slurm_state``,
+    ``exit_code`` and ``signal``."""
 
-    job_id: str  # "123", or "123_4" for an array task
-    slurm_state: str  # normalised: RUNNING, PENDING, COMPLETED, ...
-    reason: str | None = None  # why it is pending or how it ended ("Priority", "NonZeroExitCode"); None: none
-    exit_code: int | None = None  # the batch script's exit code (final jobs)
-    signal: int | None = None  # the signal that ended the batch script, if one did
-    restarts: int | None = None  # requeues so far (squeue only)
-    nodes: str | None = None  # the allocation, as a hostlist
-    source: str = "squeue"  # squeue | sacct | jobcomp
+    slurm_state: str
+    exit_code: int | None
+    signal: int | None
 
     @property
     def state(self) -> str:
@@ -54,6 +49,21 @@ class JobView:
         if self.exit_code:
             return self.exit_code
         return 128 + self.signal if self.signal else 0
+
+
+@dataclass(frozen=True)
+class JobView(SlurmEnd):
+    """One job (or array task) as Slurm last reported it."""
+
+    job_id: str  # "123", or "123_4" for an array task
+    slurm_state: str  # normalised: RUNNING, PENDING, COMPLETED, ...
+    reason: str | None = None  # why it is pending or how it ended ("Priority", "NonZeroExitCode"); None: none
+    exit_code: int | None = None  # the batch script's exit code (final jobs)
+    signal: int | None = None  # the signal that ended the batch script, if one did
+    restarts: int | None = None  # requeues so far (squeue only)
+    nodes: str | None = None  # the allocation, as a hostlist
+    source: str = "squeue"  # squeue | sacct | jobcomp
+
 
 
 def _none(text: str) -> str | None:
