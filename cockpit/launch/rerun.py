@@ -117,6 +117,10 @@ def _trial(run_dir: Path, status: RunStatus, new_dir: Path, new_id: str, node: N
     (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
     (tdir / layout.COMMANDS).mkdir(mode=0o700)
     install_hook(tdir)
+    if (layout.hook_dir(old_tdir) / layout.NODECHECK).is_file():  # the old script runs the Slurm preflight
+        from cockpit.launch.slurm.launcher import install_nodecheck
+
+        install_nodecheck(tdir)
     tdir.chmod(0o700)
     old = read_status(old_tdir)
     if status.launcher == "local":
