@@ -35,6 +35,22 @@ class Plan:
     problem: str = ""
     changes: tuple[jobedit.Change, ...] = field(default=())
 
+    def describe(self) -> str:
+        """Each proposal: the finding's title, its evidence line, the reason, the changes and the manual steps;
+        then which job file."""
+        lines = []
+        for prop in self.proposals:
+            f = prop.finding
+            lines.append(f"{f.severity.upper()}  {f.title}")
+            if f.evidence:
+                lines.append(f"  evidence: {f.evidence[0][0]}:{f.evidence[0][1]}")
+            lines.append(f"  why: {prop.reason}")
+            lines += [f"  change: {c.words()}" for c in prop.changes]
+            lines += [f"  by hand: {m}" for m in prop.manual]
+            lines.append("")
+        lines.append(f"job file: {self.job_path} ({self.which})")
+        return "\n".join(lines)
+
     def diff(self) -> str:
         if self.new_text is None:
             return ""

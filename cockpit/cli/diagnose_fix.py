@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cockpit.runfix import FixError, Plan, plan, write_fixed
+from cockpit.runfix import FixError, plan, write_fixed
 
 
 def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) -> int:
@@ -18,7 +18,7 @@ def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) ->
         p = plan(run_dir, report)
     except FixError as exc:
         raise input_error(str(exc)) from None
-    print(describe(p))
+    print(p.describe())
     if not p.proposals:
         print("No finding has a configuration fix: nothing to change in the job file.")
         return 1
@@ -37,19 +37,3 @@ def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) ->
     print(f"\nwrote {path} (0600; {p.job_path.name} is unchanged)\nrun it: cockpit run {shlex.quote(str(path))}")
     return 0
 
-
-def describe(p: Plan) -> str:
-    """Each proposal: the finding's title, its evidence line, the reason, the changes and the manual steps."""
-    lines = []
-    for prop in p.proposals:
-        f = prop.finding
-        lines.append(f"{f.severity.upper()}  {f.title}")
-        if f.evidence:
-            path, line = f.evidence[0]
-            lines.append(f"  evidence: {path}:{line}")
-        lines.append(f"  why: {prop.reason}")
-        lines += [f"  change: {c.words()}" for c in prop.changes]
-        lines += [f"  by hand: {m}" for m in prop.manual]
-        lines.append("")
-    lines.append(f"job file: {p.job_path} ({p.which})")
-    return "\n".join(lines)
