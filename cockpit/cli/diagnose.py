@@ -1,7 +1,8 @@
 """`cockpit diagnose PATH|RUN|JOBID … [--json]`: what broke, where, and what to try, from log files, a run, or
 any Slurm job of the user (the files its batch script wrote).
 
-Exit codes: 0 no error findings, 1 at least one error finding, 2 bad input."""
+Exit codes: 0 no error findings, 1 at least one error finding, 2 bad input. With ``--fix`` / ``--apply`` (one
+run): see ``diagnose_fix``."""
 
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ def cmd_diagnose(args) -> int:
     from cockpit.logs.report import diagnose_sources, render_json, render_text
 
     runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
+    fixing = getattr(args, "fix", False) or getattr(args, "apply", False)
+    if fixing and (len(args.inputs) != 1 or args.json or run_of(args.inputs[0], runs_dir) is None):
+        raise DiagnoseInputError("--fix / --apply take one run (a run id or directory) and no --json "
+                                 "(hint: cockpit ps lists runs)")
     sources = [s for arg in args.inputs for s in sources_for(arg, runs_dir)]
     try:
         report = diagnose_sources(sources)
@@ -74,6 +79,10 @@ def cmd_diagnose(args) -> int:
         from dataclasses import replace
 
         report = replace(report, findings=(*hang, *report.findings))
+    if fixing:
+        from cockpit.cli.diagnose_fix import cmd_fix
+
+        return cmd_fix(runs[0], report, args.apply, DiagnoseInputError)
     if args.json:
         print(render_json(report))
     else:

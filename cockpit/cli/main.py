@@ -187,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="PATH|RUN|JOBID", help="log files, run directories, run ids, or "
                    "Slurm job ids (any job of yours: its output files)")
     p.add_argument("--json", action="store_true", help="exactly one JSON object on stdout")
+    p.add_argument("--fix", action="store_true", help="a run's configuration fixes as a diff of its job file "
+                   "(printed only; exit 1 when no finding has one)")
+    p.add_argument("--apply", action="store_true", help="with --fix: write the fixed job file next to the "
+                   "original as JOB.fixed.yaml (never over a file)")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_diagnose)
     return parser

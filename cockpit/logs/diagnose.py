@@ -26,6 +26,11 @@ from cockpit.logs.parse_kinds import (
     NCCL_NETWORK,
     NCCL_SOCKET_IFNAME,
     NCCL_VERSION,
+    NCCL_VERSION_MISMATCH,
+    PYTHON_EXCEPTION,
+    STOP_REQUESTED,
+    TEARDOWN_ABORT,
+    WORKER_FAILED,
 )
 
 _FAILURES = frozenset(FAILURE_KINDS)
@@ -74,9 +79,34 @@ def _rank_summary(unit: Unit, events: list[Event]) -> RankSummary:
         first_error=next((e for e in events if e.kind in _FAILURES), None))
 
 
+_NO_CRASH = frozenset({TEARDOWN_ABORT, STOP_REQUESTED, WORKER_FAILED})
+
+
+def in_file_context(events: Sequence[Event]) -> list[Event]:
+    """What a file's events say together that no line says alone (the parser keeps no such state, so that
+    one file's lines never change another's events): a second NCCL version in the file adds a
+    ``nccl_version_mismatch`` event on its line; a libstdc++ abort after the same rank's Python exception or
+    failure is that crash's echo, not a teardown abort, and is dropped."""
+    out: list[Event] = []
+    first_version = None
+    crashed: set[int | None] = set()  # ranks (None: unnamed) that failed before
+    for e in events:
+        if e.kind == TEARDOWN_ABORT and (e.rank in crashed or None in crashed):
+            continue
+        out.append(e)
+        if e.kind == NCCL_VERSION and e.version:
+            if first_version is None:
+                first_version = e.version
+            elif e.version != first_version:
+                out.append(dataclasses.replace(e, kind=NCCL_VERSION_MISMATCH, version=None))
+        elif e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _NO_CRASH):
+            crashed.add(e.rank)
+    return out
+
+
 def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:
     """The facts of one file, and one summary per process seen in it."""
-    events = resolve_ranks(events)
+    events = in_file_context(resolve_ranks(events))
     ranks = world_ranks(events)
     units: dict[Unit, list[Event]] = {}
     for e in events:

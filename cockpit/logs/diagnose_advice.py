@@ -6,6 +6,8 @@ as is, so keep each hint to what to check or change, with the variable or comman
 
 from __future__ import annotations
 
+from cockpit.logs.diagnose_model import CHOOSE, Fix
+
 # kind -> (severity, title, hint)
 KIND_ADVICE: dict[str, tuple[str, str, str]] = {
     "nccl_system_error": ("error", "NCCL system error: a system or network call failed",
@@ -61,4 +63,54 @@ KIND_ADVICE: dict[str, tuple[str, str, str]] = {
     "worker_failed": ("warning", "The launcher stopped the job after a worker failed",
                       "torchelastic's messages are consequences: the root-cause rank's own traceback, above "
                       "the failure table, says why it exited."),
+    "shm_exhausted": ("error", "/dev/shm is full or too small",
+                      "NCCL (and DataLoader workers) keep buffers in /dev/shm: give the container more "
+                      "(docker run --shm-size=16g or --ipc=host; Kubernetes: an emptyDir with medium: Memory on "
+                      "/dev/shm), clear stale /dev/shm/nccl-* files, or set NCCL_SHM_DISABLE=1 (slower) where "
+                      "the size cannot change."),
+    "ib_error": ("error", "InfiniBand / RoCE error",
+                 "Check the HCA and its port on the named hosts (ibstat: State Active, the right link layer); "
+                 "restrict NCCL to working HCAs with NCCL_IB_HCA=mlx5_0,mlx5_1; on RoCE set NCCL_IB_GID_INDEX "
+                 "to the RoCE v2 GID (show_gids; usually 3). Completion errors 12 (retry exceeded) and vendor "
+                 "err 129/81 mean a peer or a link went away: look at the peer's log and the fabric."),
+    "gpu_xid": ("error", "GPU Xid error (NVIDIA driver)",
+                "The driver reported a GPU fault on this node (nvidia-smi -q, dmesg | grep Xid): Xid 79 (fallen "
+                "off the bus) and 48/94/95 (ECC) need the node drained; Xid 13/31/43 are usually the "
+                "application. Exclude the node (sbatch --exclude=NODE) and report it to the admins."),
+    "gpu_ecc": ("error", "Uncorrectable GPU memory (ECC) error",
+                "The GPU's memory is faulty or needs a reset: exclude the node (sbatch --exclude=NODE), report "
+                "it (nvidia-smi -q -d ECC,ROW_REMAPPER), and resume from the last checkpoint."),
+    "slurm_oom_kill": ("error", "Slurm killed a task for exceeding its memory (cgroup OOM)",
+                       "Host memory, not GPU memory: request more (sbatch --mem=... or --mem-per-gpu=...), use "
+                       "fewer DataLoader workers / smaller prefetch, or load datasets lazily."),
+    "slurm_node_fail": ("error", "A node of the job failed",
+                        "Not the job's fault: resubmit without the node (sbatch --exclude=NODE), or let Slurm "
+                        "requeue it (sbatch --requeue) and resume from a checkpoint."),
+    "slurm_preempted": ("warning", "Slurm preempted the job",
+                        "A higher-priority job took the nodes: submit with --requeue and checkpoint often (sbatch "
+                        "--signal=USR1@120 with a handler), or use a partition/QOS that is not preemptible."),
+    "teardown_abort": ("warning", "A rank aborted at exit after its work",
+                       "libstdc++'s 'terminate called without an active exception' with no traceback before it: "
+                       "a process group torn down at interpreter exit. Call dist.destroy_process_group() "
+                       "before the script ends (then os._exit(0) for gloo)."),
+    "stop_requested": ("info", "A stop was requested (signal to the launcher, Ctrl-C or scancel)",
+                       "Not a failure of the job itself: the workers' SIGTERM exits follow from it. If nobody "
+                       "asked for it, look for scancel, a time limit or preemption in the scheduler's records."),
 }
+
+# kind -> the configuration change that addresses it, where one does (diagnose_findings fills in hosts).
+KIND_FIX: dict[str, Fix] = {
+    "shm_exhausted": Fix(container=(("shm-size", "16g"),),
+                         note="or --ipc=host; where the container cannot change, NCCL_SHM_DISABLE=1 (slower)"),
+    "cuda_oom": Fix(env=(("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),),
+                    note="against fragmentation; if memory is truly short, a smaller per-GPU batch"),
+    "ib_error": Fix(env=(("NCCL_IB_HCA", CHOOSE),),
+                    note="the HCAs whose ports are Active on every node (ibstat), e.g. mlx5_0,mlx5_1"),
+    "slurm_oom_kill": Fix(slurm=(("mem", CHOOSE),), note="more host memory per node, e.g. --mem=0 for all of it"),
+    "slurm_preempted": Fix(slurm=(("requeue", ""),), note="resume from the last checkpoint when requeued"),
+    "gloo_error": Fix(env=(("GLOO_SOCKET_IFNAME", CHOOSE),), note="an interface every node shares (ip -br a)"),
+}
+GID_FIX = Fix(env=(("NCCL_IB_GID_INDEX", "3"),),
+              note="RoCE v2 GID of the port (show_gids); 3 on most RoCE setups")
+EXCLUDE_KINDS = frozenset({"gpu_xid", "gpu_ecc", "slurm_node_fail"})
+"""Kinds whose fix is to leave the host out: ``sbatch --exclude=<hosts the lines name>``."""

@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from cockpit.logs.diagnose_advice import KIND_ADVICE
+from cockpit.logs.diagnose_advice import EXCLUDE_KINDS, GID_FIX, KIND_ADVICE, KIND_FIX
 from cockpit.logs.diagnose_model import (
+    CHOOSE,
     SEVERITIES,
     FileSummary,
     Finding,
+    Fix,
     Located,
     evidence_of,
     one_process,
@@ -30,11 +32,15 @@ from cockpit.logs.parse_kinds import (
     COLLECTIVE_TIMEOUT,
     ELASTIC_ROOT_CAUSE,
     FAILURE_KINDS,
+    IB_ERROR,
     NCCL_REMOTE_ERROR,
     PORT_IN_USE,
+    PYTHON_EXCEPTION,
     SLURM_CANCELLED,
     SLURM_TASK_EXIT,
     SLURM_TIME_LIMIT,
+    STOP_REQUESTED,
+    TEARDOWN_ABORT,
     WORKER_FAILED,
 )
 
@@ -44,10 +50,14 @@ _PRIORITY = {
     "nccl_system_error": 13, "nccl_internal_error": 14, "network_connect_error": 15, "rendezvous_error": 16,
     "gloo_error": 17, "collective_mismatch": 18, "ddp_unused_parameters": 19, COLLECTIVE_TIMEOUT: 20,
     NCCL_REMOTE_ERROR: 21, SLURM_TIME_LIMIT: 22, SLURM_CANCELLED: 23, SLURM_TASK_EXIT: 24, WORKER_FAILED: 25,
+    # diagnose-2: the host and the fabric are causes; a stop and a teardown abort explain the rest.
+    "gpu_ecc": 6, "gpu_xid": 7, "slurm_node_fail": 8, "slurm_oom_kill": 9, "shm_exhausted": 10,
+    IB_ERROR: 14, "slurm_preempted": 22, STOP_REQUESTED: 26, TEARDOWN_ABORT: 27,
 }
 _FAILURES = frozenset(FAILURE_KINDS)
 # Kinds that report a failure elsewhere rather than cause one: the launcher's and Slurm's reactions.
-_REACTIONS = frozenset({WORKER_FAILED, SLURM_TASK_EXIT, SLURM_CANCELLED, SLURM_TIME_LIMIT})
+_REACTIONS = frozenset({WORKER_FAILED, SLURM_TASK_EXIT, SLURM_CANCELLED, SLURM_TIME_LIMIT, STOP_REQUESTED,
+                        TEARDOWN_ABORT})
 _PORT = re.compile(r"[:\s](\d{2,5})\)?[^\n\d]{0,12}?\(?(?:errno:? 98|Address already in use)")
 
 
@@ -93,7 +103,7 @@ def port_in_use(located: Sequence[Located]) -> list[Finding]:
         "error", PORT_IN_USE, title,
         "Another job, or a leftover process of an earlier run, holds the port: pick a free MASTER_PORT "
         "(torchrun --master-port / --rdzv-endpoint) or stop the old process (ss -ltnp | grep PORT).",
-        evidence_of(hits))]
+        evidence_of(hits), Fix(env=(("MASTER_PORT", CHOOSE),), note="a free port on the rank-0 node"))]
 
 
 def first_failure(located: Sequence[Located]) -> list[Finding]:
@@ -103,6 +113,12 @@ def first_failure(located: Sequence[Located]) -> list[Finding]:
             "launcher's SIGTERMs) are usually consequences of it.")
     roots = [(p, e) for p, e in located if e.kind == ELASTIC_ROOT_CAUSE]
     if roots:
+        own = _own_error(located, *roots[0])
+        if own is not None:
+            path, e = own
+            what = e.kind if e.kind != PYTHON_EXCEPTION else "a Python exception"
+            return [Finding("error", "first_failure", f"First failure (torchelastic root cause, its own log): "
+                            f"{one_process(e) or 'a worker'}: {what}", hint, evidence_of([own]))]
         path, e = roots[0]
         code = f" with exit code {e.exit_code}" if e.exit_code is not None else ""
         return [Finding("error", "first_failure", f"First failure (torchelastic root cause): "
@@ -125,6 +141,43 @@ def first_failure(located: Sequence[Located]) -> list[Finding]:
                     evidence_of([(path, e)]))]
 
 
+def _own_error(located: Sequence[Located], root_path: str, root) -> Located | None:
+    """The first error in the root-cause rank's own log (another file than the launcher's table): its
+    exception or failure says why, where the table only says that it exited."""
+    if root.rank is None:
+        return None
+    for path, e in located:
+        if path != root_path and e.rank == root.rank and (
+                e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _REACTIONS)):
+            return (path, e)
+    return None
+
+
+_NODE_NAMED = re.compile(r"\bON (\S+) CANCELLED|Node failure on (\S+)|^\w{3} +\d+ [\d:]+ (\S+) kernel:")
+
+
+def _hosts(locs: Sequence[Located]) -> list[str]:
+    hosts = []
+    for _, e in locs:
+        m = _NODE_NAMED.search(e.text)
+        host = e.host or (next(g for g in m.groups() if g) if m else None)
+        if host and host not in hosts:
+            hosts.append(host)
+    return hosts
+
+
+def _fix_for(kind: str, locs: Sequence[Located]) -> Fix | None:
+    """The configuration change for a kind's finding: a GID index where the IB lines name GIDs or a QP
+    transition (RoCE's usual GID problem), ``--exclude`` of the named hosts for a broken node."""
+    if kind == IB_ERROR and any("GID" in e.text or "ibv_modify_qp" in e.text for _, e in locs):
+        return GID_FIX
+    if kind in EXCLUDE_KINDS:
+        hosts = _hosts(locs)
+        return Fix(slurm=(("exclude", ",".join(hosts) or CHOOSE),),
+                   note="leave the node out and report it to the admins" if hosts else "the node the lines name")
+    return KIND_FIX.get(kind)
+
+
 def kind_findings(located: Sequence[Located]) -> list[Finding]:
     """One finding per failure kind that no dedicated rule covers."""
     by_kind: dict[str, list[Located]] = {}
@@ -135,7 +188,8 @@ def kind_findings(located: Sequence[Located]) -> list[Finding]:
     for kind, locs in by_kind.items():
         severity, title, hint = KIND_ADVICE[kind]
         who = who_in(e for _, e in locs)
-        findings.append(Finding(severity, kind, title + (f" ({who})" if who else ""), hint, evidence_of(locs)))
+        findings.append(Finding(severity, kind, title + (f" ({who})" if who else ""), hint, evidence_of(locs),
+                                _fix_for(kind, locs)))
     return findings
 
 

@@ -2,6 +2,19 @@
 
 Pure data, and the small helpers shared by ``diagnose`` (summaries) and the rules (``diagnose_findings``,
 ``diagnose_nccl``): which process an event belongs to, and how to name processes and evidence in a finding.
+
+A finding whose remedy is a configuration change carries it as data in ``Finding.fix`` (a ``Fix``, else None),
+so that `cockpit diagnose --fix/--apply` can offer it without reading the hint's prose. Its shape::
+
+    Fix(env=(("NCCL_IB_GID_INDEX", "3"),),        # variables to set in every rank's environment
+        unset=("NCCL_SOCKET_IFNAME",),            # variables to remove from it
+        slurm=(("exclude", "gpu004"),),           # sbatch/srun long options without "--" ("mem", "exclude")
+        container=(("shm-size", "16g"),),         # container runtime options (docker run --shm-size=16g)
+        node_env=None,                            # the host the env change is for, None for every node
+        note="...")                               # one line: why, and what a value depends on
+
+Every field is optional (empty / None); a value of ``"?"`` means "the user must choose" (e.g. a memory size
+cockpit cannot know). ``Fix.as_dict()`` is the ``--json`` form (``"fix": {...}`` on a finding, or null).
 """
 
 from __future__ import annotations
@@ -13,6 +26,32 @@ from cockpit.logs.parse import Event
 from cockpit.logs.parse_kinds import NCCL_CHANNEL, NCCL_INIT_COMPLETE, NCCL_INIT_START
 
 SEVERITIES = ("error", "warning", "info")
+CHOOSE = "?"
+"""A ``Fix`` value the user must choose (a size, a node list): cockpit proposes the key, not the value."""
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A configuration change that addresses a finding: pure data, applied (or not) by the faces."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    """(variable, value) to set in every rank's environment (or ``node_env``'s only), in order."""
+    unset: tuple[str, ...] = ()
+    """Variables to remove from the ranks' environment."""
+    slurm: tuple[tuple[str, str], ...] = ()
+    """(sbatch long option without "--", value): ("mem", "?"), ("exclude", "gpu004"), ("requeue", "")."""
+    container: tuple[tuple[str, str], ...] = ()
+    """(container runtime option without "--", value): ("shm-size", "16g"), ("ipc", "host")."""
+    node_env: str | None = None
+    """The host ``env`` is meant for; None: every node."""
+    note: str = ""
+    """One line: why this change, and what a value depends on."""
+
+    def as_dict(self) -> dict[str, object]:
+        """The ``--json`` form: ``{"env": {..}, "unset": [..], "slurm": {..}, "container": {..}, "node_env",
+        "note"}``."""
+        return {"env": dict(self.env), "unset": list(self.unset), "slurm": dict(self.slurm),
+                "container": dict(self.container), "node_env": self.node_env, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -28,6 +67,9 @@ class Finding:
     """What to do about it, concretely."""
     evidence: tuple[tuple[str, int], ...]
     """(path, line) pairs, first occurrence first; at most ``MAX_EVIDENCE``."""
+    fix: Fix | None = None
+    """The configuration change that addresses it, as data (see the module docstring); None where the remedy
+    is in the code or unknown."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from cockpit.logs.diagnose_model import (
     Finding,
+    Fix,
     Located,
     evidence_of,
     one_process,
@@ -29,6 +30,7 @@ from cockpit.logs.parse_kinds import (
     NCCL_NETWORK,
     NCCL_SOCKET_IFNAME,
     NCCL_VERSION,
+    NCCL_VERSION_MISMATCH,
 )
 
 _LOCAL_IFACE = re.compile(r"(?:lo|docker\d*|veth\w*|br-\w+|virbr\d*|cni\d*|podman\d*)$")
@@ -66,7 +68,8 @@ def local_interface(located: Sequence[Located]) -> list[Finding]:
         "Loopback and container-bridge interfaces do not reach other nodes. Set NCCL_SOCKET_IFNAME to an "
         "interface every node shares (e.g. eth0, ib0, bond0) or exclude the local ones with "
         "NCCL_SOCKET_IFNAME=^lo,docker0 (GLOO_SOCKET_IFNAME likewise for gloo).",
-        evidence_of(bad))]
+        evidence_of(bad), Fix(env=(("NCCL_SOCKET_IFNAME", "^lo,docker0"), ("GLOO_SOCKET_IFNAME", "?")),
+                              note="GLOO_SOCKET_IFNAME: an interface every node shares (ip -br a)"))]
 
 
 def version_mismatch(located: Sequence[Located]) -> list[Finding]:
@@ -75,16 +78,22 @@ def version_mismatch(located: Sequence[Located]) -> list[Finding]:
     for path, e in located:
         if e.kind == NCCL_VERSION and e.version:
             first.setdefault(e.version, (path, e))
-    if len(first) < 2:
+    said = [(p, e) for p, e in located if e.kind == NCCL_VERSION_MISMATCH]
+    if len(first) < 2 and not said:
         return []
+    if len(first) < 2:  # NCCL's own "Mismatched NCCL version detected" / "version mismatch with remote peer"
+        return [Finding("error", "nccl_version_mismatch", "NCCL reports peers with another NCCL version",
+                        _VERSION_HINT, evidence_of(said))]
     parts = [f"{version} ({' in '.join(x for x in (one_process(e), path) if x)})"
              for version, (path, e) in first.items()]
     return [Finding(
-        "error", "nccl_version_mismatch", "NCCL versions differ: " + "; ".join(parts),
-        "Every rank must load the same NCCL: use one container image / environment on all nodes and check "
-        "python -c 'import torch; print(torch.cuda.nccl.version())' on each (LD_LIBRARY_PATH can shadow the "
-        "bundled NCCL).",
+        "error", "nccl_version_mismatch", "NCCL versions differ: " + "; ".join(parts), _VERSION_HINT,
         evidence_of(first.values()))]
+
+
+_VERSION_HINT = ("Every rank must load the same NCCL: use one container image / environment on all nodes and "
+                 "check python -c 'import torch; print(torch.cuda.nccl.version())' on each (LD_LIBRARY_PATH can "
+                 "shadow the bundled NCCL).")
 
 
 def init_incomplete(located: Sequence[Located]) -> list[Finding]:

@@ -23,11 +23,23 @@ WORKER_FAILED = "worker_failed"
 SLURM_TIME_LIMIT = "slurm_time_limit"
 SLURM_CANCELLED = "slurm_cancelled"
 SLURM_TASK_EXIT = "slurm_task_exit"
+# diagnose-2: the host, the fabric, the scheduler, and two that are no crash of the work itself.
+SHM_EXHAUSTED = "shm_exhausted"  # /dev/shm full or too small (NCCL's segment, DataLoader's, a bus error)
+NCCL_VERSION_MISMATCH = "nccl_version_mismatch"  # NCCL's own message, or two versions in one log
+IB_ERROR = "ib_error"  # InfiniBand / RoCE: completion errors, ibv_* calls, GID, ports
+GPU_XID = "gpu_xid"  # fields: xid. An "NVRM: Xid" line (pasted from dmesg)
+GPU_ECC = "gpu_ecc"  # uncorrectable ECC (Xid 48/63/64/94/95, or CUDA's "uncorrectable ECC error")
+SLURM_OOM_KILL = "slurm_oom_kill"  # the step's cgroup killed a task for memory
+SLURM_NODE_FAIL = "slurm_node_fail"
+SLURM_PREEMPTED = "slurm_preempted"
+TEARDOWN_ABORT = "teardown_abort"  # libstdc++'s abort at exit, with no traceback before it
+STOP_REQUESTED = "stop_requested"  # a stop someone asked for (a signal to the launcher, Ctrl-C): no failure
 FAILURE_KINDS = (
     COLLECTIVE_TIMEOUT, NCCL_SYSTEM_ERROR, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_CUDA_ERROR,
     NCCL_REMOTE_ERROR, NETWORK_CONNECT_ERROR, CUDA_OOM, RENDEZVOUS_ERROR, PORT_IN_USE, GLOO_ERROR,
     DDP_UNUSED_PARAMETERS, COLLECTIVE_MISMATCH, WORKER_FAILED, SLURM_TIME_LIMIT, SLURM_CANCELLED,
-    SLURM_TASK_EXIT,
+    SLURM_TASK_EXIT, SHM_EXHAUSTED, NCCL_VERSION_MISMATCH, IB_ERROR, GPU_XID, GPU_ECC, SLURM_OOM_KILL,
+    SLURM_NODE_FAIL, SLURM_PREEMPTED, TEARDOWN_ABORT, STOP_REQUESTED,
 )
 
 # Informational kinds: facts about the job, not failures.
@@ -41,9 +53,10 @@ NCCL_INIT_COMPLETE = "nccl_init_complete"  # fields: rank, nranks, cuda_dev, bus
 NCCL_WARN = "nccl_warn"  # an NCCL WARN line that names no failure kind
 WATCHDOG_DETECTED = "watchdog_detected"  # fields: seq ("detected by watchdog at work: N")
 ELASTIC_ROOT_CAUSE = "elastic_root_cause"  # the record torchelastic names as first failure; rank, host
+PYTHON_EXCEPTION = "python_exception"  # a traceback's last line ("RuntimeError: ...") that names no kind
 INFO_KINDS = (
     NCCL_VERSION, NCCL_NETWORK, NCCL_BOOTSTRAP, NCCL_SOCKET_IFNAME, NCCL_CHANNEL, NCCL_INIT_START,
-    NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE,
+    NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE, PYTHON_EXCEPTION,
 )
 
 Hit = tuple[str, dict[str, object]]

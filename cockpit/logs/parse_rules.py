@@ -22,18 +22,29 @@ from cockpit.logs.parse_kinds import (
     CUDA_OOM,
     DDP_UNUSED_PARAMETERS,
     GLOO_ERROR,
+    GPU_ECC,
+    GPU_XID,
+    IB_ERROR,
     NCCL_CUDA_ERROR,
     NCCL_INTERNAL_ERROR,
     NCCL_INVALID_USAGE,
     NCCL_REMOTE_ERROR,
     NCCL_SYSTEM_ERROR,
+    NCCL_VERSION_MISMATCH,
     NCCL_WARN,
     NETWORK_CONNECT_ERROR,
     PORT_IN_USE,
+    PYTHON_EXCEPTION,
     RENDEZVOUS_ERROR,
+    SHM_EXHAUSTED,
     SLURM_CANCELLED,
+    SLURM_NODE_FAIL,
+    SLURM_OOM_KILL,
+    SLURM_PREEMPTED,
     SLURM_TASK_EXIT,
     SLURM_TIME_LIMIT,
+    STOP_REQUESTED,
+    TEARDOWN_ABORT,
     WATCHDOG_DETECTED,
     WORKER_FAILED,
     Hit,
@@ -50,8 +61,9 @@ class _Rule:
     pattern: re.Pattern[str]
     nccl_only: bool = False
     """Only on lines that mention NCCL (for wording other libraries use too, e.g. 'internal error')."""
-    unless: str | None = None
-    """A substring that hands the line to another kind (a time-limit cancel is not a plain cancel)."""
+    unless: tuple[str, ...] = ()
+    """Substrings that hand the line to another kind (a time-limit cancel is not a plain cancel, a gloo
+    "Connection reset by peer" is no NCCL error)."""
 
 
 def _rule(kind: str, tokens: tuple[str, ...], pattern: str, **kw: object) -> _Rule:
@@ -68,41 +80,83 @@ _RULES: tuple[_Rule, ...] = (
           r"invalid usage|ncclInvalidUsage|Duplicate GPU detected"),
     _rule(NCCL_CUDA_ERROR, ("cuda error", "CudaError", "Cuda failure", "to CUDA"),
           r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure\b|Failed to CUDA \w+"),
+    # gloo's tcp pair prints the same errno text ("Read error [10.0.0.1]:5: Connection reset by peer").
     _rule(NCCL_REMOTE_ERROR, ("emote", "reset by peer", "Broken pipe"),
           r"remote process exited or there was a network error|ncclRemoteError|onnection closed by remote "
-          r"peer|Connection reset by peer|Broken pipe"),
-    _rule(NETWORK_CONNECT_ERROR, ("onnect", "ibv_", "ompletion", "No route", "unreachable"),
-          r"Connection refused|socket\w*Connect\b|Connect to \S+ failed|ibv_\w+\b[^\n]{0,40}?\b(?:failed|error)|"
-          r"ailed to (?:call )?ibv_\w+|ot completion (?:from peer \S+ )?with error|No route to host|"
-          r"Network is unreachable|Connection timed out"),
-    _rule(CUDA_OOM, ("out of memory", "OutOfMemory"),
-          r"(?:CUDA|Cuda|cuda)\b[^\n]{0,24}?out of memory|OutOfMemoryError|'out of memory'"),
-    _rule(RENDEZVOUS_ERROR, ("endezvous", "Store", "client socket", "imed out"),
-          r"Rendezvous\w*(?:Error|Exception)|DistStoreError|client socket has (?:timed out|failed to connect)|"
-          r"TCPStore\b[^\n]{0,300}?(?:timed out|failed|[Ee]rror)|store[ _]based[ _]barrier[^\n]{0,300}?[Tt]imed out|"
-          r"imed out[^\n]{0,300}?(?:store[ _]based[ _]barrier|waiting for clients)"),
+          r"peer|Connection reset by peer|Broken pipe", unless=("gloo", "Gloo", "error [")),
+    # IB / RoCE wording (verbs calls, completions, GIDs, ports) is ib_error, however the socket call ends.
+    _rule(NETWORK_CONNECT_ERROR, ("onnect", "No route", "unreachable"),
+          r"Connection refused|socket\w*Connect\b|Connect to \S+ failed|No route to host|"
+          r"Network is unreachable|Connection timed out", unless=("ibv_", "NET/IB")),
+    _rule(IB_ERROR, ("ibv_", "ompletion", "NET/IB", "GID", "vendor", "not active"),
+          r"ot completion (?:from peer \S+ )?with (?:error|status)|vendor[ _]err|ibv_\w+\b[^\n]{0,40}?\b"
+          r"(?:failed|error)|ailed to (?:call )?ibv_\w+|NET/IB\w*/?\w* ?:[^\n]{0,300}?(?:[Ff]ail|[Ee]rror|"
+          r"[Uu]nable|GID|not active|[Cc]ould not|fatal)|GID (?:index|table)\b[^\n]{0,80}?(?:invalid|fail|"
+          r"not|error|changed)|[Pp]ort \d+ (?:is )?(?:not active|down|DOWN)"),
+    _rule(CUDA_OOM, ("out of memory", "OutOfMemory", "OUT_OF_MEMORY", "MemoryAllocation"),
+          r"(?:CUDA|Cuda|cuda|HIP)\b[^\n]{0,24}?out of memory|OutOfMemoryError|'out of memory'|"
+          r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"),
+    # torch's DistStoreError / DistNetworkError and torchelastic's Rendezvous*Error, the TCPStore client's
+    # socket messages; a bind that failed because the port is taken is port_in_use alone.
+    _rule(RENDEZVOUS_ERROR, ("endezvous", "Store", "client socket", "imed out", "DistNetwork", "got 0 bytes",
+                             "timeout after", "C10d store"),
+          r"Rendezvous\w*(?:Error|Exception)|DistStoreError|DistNetworkError|client socket has (?:timed out|"
+          r"failed to connect)|TCPStore\b[^\n]{0,300}?(?:timed out|failed|[Ee]rror)|store[ _]based[ _]barrier"
+          r"[^\n]{0,300}?[Tt]imed out|imed out[^\n]{0,300}?(?:store[ _]based[ _]barrier|waiting for clients)|"
+          r"[Ff]ailed to recv, got 0 bytes|[Ww]ait timeout after \d+ms, keys|connection to the C10d store",
+          unless=("already in use", "errno: 98")),
     _rule(PORT_IN_USE, ("in use", "errno", "EADDRINUSE"), r"Address already in use|errno:? 98\b|EADDRINUSE"),
-    _rule(GLOO_ERROR, ("gloo", "Gloo"),
+    _rule(GLOO_ERROR, ("gloo", "Gloo", "error [", "closed by peer ["),
           r"gloo/transport/|third_party/gloo/|Gloo connectFullMesh failed|gloo::\w*(?:Error|Exception)|"
           r"EnforceNotMet[^\n]{0,300}gloo|enforce fail at [^\n]{0,300}gloo|"
-          r"ProcessGroupGloo[^\n]{0,300}?(?: failed|Error|timed out)"),
+          r"ProcessGroupGloo[^\n]{0,300}?(?: failed|Error|timed out)|(?:Read|Write) error \[[^\]\n]{1,80}\]|"
+          r"Connection closed by peer \["),
     _rule(DDP_UNUSED_PARAMETERS, ("finished reduction", "receive grad"),
           r"Expected to have finished reduction in the prior iteration|did not receive grad"),
-    _rule(COLLECTIVE_MISMATCH, ("ismatch", "nconsistent"),
-          r"ismatch between collectives|running inconsistent collective"),
-    _rule(WORKER_FAILED, ("ChildFailed", "(exitcode", "Root Cause", "signal", "group FAILED"),
+    # NCCL's own: "Message truncated : received N bytes instead of M" (IB), "message truncated : receiving
+    # ... there may be a mismatch in collective sizes" (sockets): ranks called collectives of other sizes.
+    _rule(COLLECTIVE_MISMATCH, ("ismatch", "nconsistent", "truncated"),
+          r"ismatch between collectives|running inconsistent collective|[Mm]essage truncated : receiv|"
+          r"mismatch in collective sizes"),
+    _rule(NCCL_VERSION_MISMATCH, ("ismatch",), r"Mismatched NCCL version|NCCL version mismatch"),
+    _rule(SHM_EXHAUSTED, ("shared memory", "shm", "unable to write"),
+          r"rror while (?:creating|attaching to) shared memory segment|failed to extend \S*shm\S* to|"
+          r"/dev/shm[^\n]{0,200}?No space left|No space left on device[^\n]{0,200}?/dev/shm|"
+          r"unable to write to file </torch_|out of shared memory|insufficient shared memory"),
+    _rule(GPU_XID, ("Xid",), r"NVRM: Xid \([^)\n]{0,80}\): (\d+)"),
+    _rule(GPU_ECC, ("ECC", "DBE"),
+          r"[Uu]ncorrectable (?:ECC|ecc) error|[Uu]ncontained ECC|Contained ECC error|\(DBE\) has been detected"),
+    _rule(WORKER_FAILED, ("ChildFailed", "(exitcode", "Root Cause", "signal", "group FAILED", "subprocess",
+                          "return code", "died with", "non-zero exit"),
           r"ChildFailedError|failed \(exitcode: -?\d+\)|Root Cause \(first observed failure\)|closing signal "
-          r"SIG\w+|Closing process \d+ via signal|Received \d+ death signal|Worker group FAILED"),
+          r"SIG\w+|Closing process \d+ via signal|Worker group FAILED|Killing subprocess \d+|exits with return "
+          r"code = -?\d+|died with <Signals\.SIG\w+|returned non-zero exit status"),
+    _rule(STOP_REQUESTED, ("death signal", "KeyboardInterrupt", "stop requested", "got signal"),
+          r"Received (?:\d+|Signals\.SIG\w+|SIG\w+) death signal|KeyboardInterrupt|\[cockpit\] stop requested|"
+          r"SignalException: Process \d+ got signal: (?:2|15)\b"),
+    _rule(TEARDOWN_ABORT, ("terminate called",), r"terminate called without an active exception"),
+    _rule(SLURM_OOM_KILL, ("oom_kill", "oom-kill", "Out Of Memory", "memory limit"),
+          r"oom[-_]kill event|Exceeded (?:job|step) memory limit|task \S+: Out Of Memory"),
+    _rule(SLURM_NODE_FAIL, ("NODE FAIL", "Node failure", "NODE_FAIL"),
+          r"DUE TO NODE FAIL|Node failure on|NODE_FAIL"),
+    _rule(SLURM_PREEMPTED, ("PREEMPT",), r"DUE TO PREEMPTION|PREEMPTED"),
     _rule(SLURM_TIME_LIMIT, ("TIME LIMIT",), r"DUE TO TIME LIMIT"),
-    _rule(SLURM_CANCELLED, ("CANCELLED",), r"CANCELLED AT", unless="DUE TO TIME LIMIT"),
+    _rule(SLURM_CANCELLED, ("CANCELLED",), r"CANCELLED AT",
+          unless=("DUE TO TIME LIMIT", "DUE TO NODE FAIL", "DUE TO PREEMPTION")),
     _rule(SLURM_TASK_EXIT, ("xited with",),
           r"srun: error: ([^\s:]+): tasks? ([\d,\-\[\]]+): Exited with exit code (-?\d+)"),
 )
+_ECC_XIDS = frozenset({48, 63, 64, 94, 95})
+"""Xids NVIDIA's XID catalogue files under memory errors: DBE (48), row remapping (63, 64), contained and
+uncontained ECC (94, 95)."""
 # Outside NCCL's own wording every failure message also carries one of these ("RuntimeError: ...",
 # "failed (exitcode: 1)", "closing signal", "timed out"): a shorter regex is a cheaper first test for the
 # many lines of application output.
 _PLAIN_GATE = re.compile(
-    r"rror|ail|AIL|imed out|onnect|signal|out of memory|Broken pipe|in use|receive grad|Duplicate GPU|CANCELLED")
+    r"rror|ail|AIL|imed out|onnect|signal|out of memory|Broken pipe|in use|receive grad|Duplicate GPU|CANCELLED|"
+    r"Xid|ECC|shm|shared memory|oom_kill|oom-kill|Out Of Memory|OUT_OF_MEMORY|memory limit|PREEMPT|KeyboardInterrupt|"
+    r"stop requested|terminate called|subprocess|return code|died with|non-zero exit|xception|truncated|"
+    r"ismatch|timeout after")
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
 _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out")
 
@@ -124,7 +178,7 @@ _OP = re.compile(r"OpType=(\w+)")
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)")
 _RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
 _STUCK = re.compile(r"got stuck for (\d+) seconds")
-_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_EXITCODE = re.compile(r"(?:exitcode\s*:|return code =)\s*(-?\d+)")
 _WATCHDOG_WORK = re.compile(r"detected by watchdog at work(?: sequence id)?: (\d+)")
 
 
@@ -144,6 +198,8 @@ def _failure_fields(rule: _Rule, m: re.Match[str], text: str) -> dict[str, objec
         if stuck and "elapsed_ms" not in fields:
             fields["elapsed_ms"] = int(stuck[1]) * 1000
         return fields
+    if kind == GPU_XID:
+        return {"xid": int(m[1])}
     if kind == WORKER_FAILED:
         code = _EXITCODE.search(text)
         return {"exit_code": int(code[1])} if code else {}
@@ -164,20 +220,50 @@ def _failures(text: str, nccl: bool, hits: list[Hit]) -> None:
             continue
         if rule.nccl_only and not nccl:
             continue
-        if rule.unless is not None and rule.unless in text:
+        if rule.unless and any(word in text for word in rule.unless):
             continue
         m = rule.pattern.search(text)
         if m:
             hits.append((rule.kind, _failure_fields(rule, m, text)))
+            if rule.kind == GPU_XID and int(m[1]) in _ECC_XIDS:
+                hits.append((GPU_ECC, {}))
+
+
+_EXC_ENDS = ("Error: ", "Exception: ", "Error:\n", "Interrupt")
+_EXC_BEFORE = frozenset(" :]>|\t")
+_EXC_NAME_MAX = 160
+
+
+def is_exception_line(text: str) -> bool:
+    """Whether ``text`` holds a Python traceback's last line: a dotted CamelCase name ending in Error /
+    Exception, then ": ", at the start of the text or after a launcher prefix ("[rank1]: RuntimeError: x",
+    "0: torch.OutOfMemoryError: ..."). Looks back at most ``_EXC_NAME_MAX`` characters from the first such
+    ending: linear."""
+    for end_word in _EXC_ENDS:
+        at = text.find(end_word)
+        if at <= 0:
+            continue
+        start = at
+        floor = max(0, at - _EXC_NAME_MAX)
+        while start > floor and (text[start - 1].isalnum() or text[start - 1] in "._"):
+            start -= 1
+        name = text[start:at]
+        if name and (start == 0 or text[start - 1] in _EXC_BEFORE) and name.rsplit(".", 1)[-1][:1].isupper():
+            return True
+    return False
 
 
 def classify(text: str) -> list[Hit]:
-    """The kinds of event in one record's text, with their parsed fields, in a fixed order."""
+    """The kinds of event in one record's text, with their parsed fields, in a fixed order. A record with no
+    failure but a Python exception's last line gives ``python_exception`` (a fact: the first-failure rule
+    looks for it in a rank's own log)."""
     if "NCCL" not in text and "nccl" not in text:
         if _PLAIN_GATE.search(text) is None:
             return []
         hits: list[Hit] = []
         _failures(text, False, hits)
+        if not hits and is_exception_line(text):
+            hits.append((PYTHON_EXCEPTION, {}))
         return hits
     if " INFO " in text:
         if _INFO_GATE.search(text) is None:

@@ -5,7 +5,8 @@ JSON shape (one object):
 
     {"files": [{"path", "nccl_version", "networks", "kinds", "init_complete_ranks",
                 "events": [{"line", "kind", "rank", "host", "text"}, ...]}, ...],
-     "findings": [{"severity", "code", "title", "hint", "evidence": [{"path", "line"}, ...]}, ...]}
+     "findings": [{"severity", "code", "title", "hint", "evidence": [{"path", "line"}, ...],
+                   "fix": null | {"env", "unset", "slurm", "container", "node_env", "note"}}, ...]}
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def render_findings(report: Report, color: bool = False) -> str:
 
 def _finding_dict(f: Finding) -> dict[str, object]:
     return {"severity": f.severity, "code": f.code, "title": f.title, "hint": f.hint,
-            "evidence": [{"path": path, "line": line} for path, line in f.evidence]}
+            "evidence": [{"path": path, "line": line} for path, line in f.evidence],
+            "fix": f.fix.as_dict() if f.fix is not None else None}
 
 
 def _file_dict(f: FileSummary) -> dict[str, object]:

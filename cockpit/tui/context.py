@@ -57,6 +57,23 @@ def default_partitions() -> list[str]:
         return []
 
 
+def default_relaunch(job: Path, runs_dir: Path) -> Path:
+    """Launch a job file as `cockpit run` does (prepare, then start); the new run's directory."""
+    from cockpit import launch
+    from cockpit.spec.model import load_spec
+
+    run_dir = launch.prepare(load_spec(job), str(job), runs_dir)
+    launch.start(run_dir)
+    return run_dir
+
+
+def default_fix_facts(run_dir: Path) -> object:
+    """What the fix review's proposals may depend on (cockpit.runfix.local_facts: a local run's interfaces)."""
+    from cockpit.runfix import local_facts
+
+    return local_facts(run_dir)
+
+
 @dataclass
 class Context:
     runs_dir: Path
@@ -71,6 +88,8 @@ class Context:
     facts: Callable[[Facts], Facts] = _same  # applied to dry-run facts before a preview renders
     partitions: Callable[[], list[str]] = default_partitions
     requeue: Callable[[Path], object] | None = None
+    relaunch: Callable[[Path, Path], Path] = default_relaunch  # (job file, runs dir) -> the new run's directory
+    fix_facts: Callable[[Path], object] = default_fix_facts  # run dir -> cockpit.logs.fixes.Facts
     user_jobs: Callable[[], list] | None = None  # the Runs screen's Slurm jobs (default_user_jobs); None: none
     runs_every: float = 2.0  # seconds between runs-list refreshes
     stop_grace: float = 10.0

@@ -232,7 +232,7 @@ def test_json_shape_round_trips_with_exact_keys(tmp_path: Path):
     assert [(e["line"], e["kind"], e["rank"]) for e in entry["events"]] == [
         (1, "nccl_version", None), (2, "collective_timeout", 0), (3, "cuda_oom", None)]
     for f in data["findings"]:
-        assert list(f) == ["severity", "code", "title", "hint", "evidence"]
+        assert list(f) == ["severity", "code", "title", "hint", "evidence", "fix"]
         assert all(list(ev) == ["path", "line"] for ev in f["evidence"])
 
 

@@ -57,6 +57,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         Binding("k", "stacks", "Stacks"),
         Binding("s", "stop", "Stop"),
         Binding("R", "requeue", "Requeue"),
+        Binding("F", "fix", "Fix + relaunch"),
         Binding("o", "sort_trials", "Sort trials", show=False),
     ]
 
@@ -113,6 +114,14 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.set_interval(1.0, self._tick)
         self.query_one(RankLog).focus()
         self.call_after_refresh(gc.freeze)  # this screen's widgets: out of the collector's scans (see app.py)
+
+    def action_fix(self) -> None:
+        from cockpit.tui.screens.fix import FixScreen
+
+        def opened(run_dir: Path | None) -> None:
+            if run_dir is not None:
+                self.app.open_run(run_dir)
+        self.app.push_screen(FixScreen(self.run_dir), opened)
 
     def on_unmount(self) -> None:
         self.feed.stop()
