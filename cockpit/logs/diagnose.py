@@ -19,11 +19,13 @@ from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Repor
 from cockpit.logs.parse import Event
 from cockpit.logs.parse_kinds import (
     FAILURE_KINDS,
+    GLOO_ERROR,
     NCCL_BOOTSTRAP,
     NCCL_CHANNEL,
     NCCL_INIT_COMPLETE,
     NCCL_INIT_START,
     NCCL_NETWORK,
+    NCCL_REMOTE_ERROR,
     NCCL_SOCKET_IFNAME,
     NCCL_VERSION,
     NCCL_VERSION_MISMATCH,
@@ -101,7 +103,25 @@ def in_file_context(events: Sequence[Event]) -> list[Event]:
                 out.append(dataclasses.replace(e, kind=NCCL_VERSION_MISMATCH, version=None))
         elif e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _NO_CRASH):
             crashed.add(e.rank)
-    return out
+    return _errno_without_nccl(out)
+
+
+_ERRNO_ONLY = ("Connection reset by peer", "Broken pipe")  # socket errno text any library prints
+
+
+def _errno_without_nccl(events: list[Event]) -> list[Event]:
+    """A bare socket errno line ("RuntimeError: Connection reset by peer") is an NCCL remote error only in a
+    file where NCCL speaks; in a gloo job it is gloo's, and where something else already explains the
+    failure (a rendezvous store that went away) it adds nothing."""
+    bare = [e for e in events if e.kind == NCCL_REMOTE_ERROR and "ncclRemoteError" not in e.text and
+            "remote process" not in e.text and "NCCL" not in e.text and any(w in e.text for w in _ERRNO_ONLY)]
+    if not bare or any(e.kind.startswith("nccl_") and e not in bare for e in events):
+        return events
+    gloo = any(e.kind == GLOO_ERROR or "gloo" in e.text.lower() for e in events)
+    others = any(e.kind in _FAILURES and e.kind != NCCL_REMOTE_ERROR for e in events)
+    if gloo:
+        return [dataclasses.replace(e, kind=GLOO_ERROR) if e in bare else e for e in events]
+    return [e for e in events if e not in bare] if others else events
 
 
 def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:

@@ -122,7 +122,8 @@ _RULES: tuple[_Rule, ...] = (
     _rule(SHM_EXHAUSTED, ("shared memory", "shm", "unable to write"),
           r"rror while (?:creating|attaching to) shared memory segment|failed to extend \S*shm\S* to|"
           r"/dev/shm[^\n]{0,200}?No space left|No space left on device[^\n]{0,200}?/dev/shm|"
-          r"unable to write to file </torch_|out of shared memory|insufficient shared memory"),
+          r"unable to write to file </torch_|out of shared memory|insufficient shared memory|"
+          r"shm\.h:\d+ NCCL WARN Call to posix_fallocate failed"),  # NCCL < 2.12's include/shm.h
     _rule(GPU_XID, ("Xid",), r"NVRM: Xid \([^)\n]{0,80}\): (\d+)"),
     _rule(GPU_ECC, ("ECC", "DBE"),
           r"[Uu]ncorrectable (?:ECC|ecc) error|[Uu]ncontained ECC|Contained ECC error|\(DBE\) has been detected"),

@@ -86,7 +86,7 @@ def render(result: dict) -> str:
     if result["unlabelled_missing_logs"]:
         lines.append("labelled but no log: " + ", ".join(result["unlabelled_missing_logs"]))
     for name, why in result["failing"].items():
-        lines.append(f"FAIL {name}: " + "; ".join(why["reasons"]) + f" (got {why['kinds']})")
+        lines.append(f"FAIL {name}: " + "; ".join(why["reasons"]) + f" (kinds found: {why['kinds']})")
     return "\n".join(lines)
 
 

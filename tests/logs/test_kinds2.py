@@ -125,6 +125,22 @@ def test_a_teardown_abort_after_a_crash_is_the_crash_not_a_teardown():
     assert clean.files[0].kinds == ("teardown_abort",)
 
 
+def test_a_bare_connection_reset_is_nccls_only_where_nccl_speaks():
+    """The socket errno text every library prints: NCCL's in an NCCL job, gloo's in a gloo job, nothing more
+    where the file already says what failed (a rendezvous store that went away)."""
+    reset = "RuntimeError: Connection reset by peer"
+    nccl = _report(("r.log", ["h1:1:2 [0] NCCL INFO NCCL version 2.18.3+cuda12.1", reset])).files[0].kinds
+    gloo = _report(("r.log", ["RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+                              "closed by peer [10.0.0.2]:5112", reset])).files[0]
+    store = _report(("r.log", ["torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was "
+                               "likely closed.", reset])).files[0].kinds
+    alone = _report(("r.log", [reset])).files[0].kinds
+    assert "nccl_remote_error" in nccl
+    assert "gloo_error" in gloo.kinds and "nccl_remote_error" not in gloo.kinds
+    assert "rendezvous_error" in store and "nccl_remote_error" not in store
+    assert alone == ("nccl_remote_error",)  # nothing else explains it: as before
+
+
 def test_the_root_cause_ranks_own_exception_beats_the_failure_table():
     table = ["[0]:", "  time      : 2024-01-01_10:00:00", "  host      : n1", "  rank      : 1 (local_rank: 1)",
              "  exitcode  : 1 (pid: 12)", "  error_file: <N/A>",
