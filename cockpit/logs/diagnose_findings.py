@@ -106,6 +106,13 @@ def port_in_use(located: Sequence[Located]) -> list[Finding]:
         evidence_of(hits), Fix(env=(("MASTER_PORT", CHOOSE),), note="a free port on the rank-0 node"))]
 
 
+def _exception_line(text: str, limit: int = 120) -> str:
+    """The exception's own words ("RuntimeError: injected failure on rank 1"), cut to a title's length."""
+    words = " ".join(text.split())
+    words = re.sub(r"^\[[^\]]{0,40}\]:? ?", "", words)  # a "[rank1]: " prefix
+    return words if len(words) <= limit else words[:limit - 1] + "…"
+
+
 def first_failure(located: Sequence[Located]) -> list[Finding]:
     """The rank that failed first: torchelastic's root cause, else the earliest timestamped error, else
     the first error in file order."""
@@ -116,7 +123,7 @@ def first_failure(located: Sequence[Located]) -> list[Finding]:
         own = _own_error(located, *roots[0])
         if own is not None:
             path, e = own
-            what = e.kind if e.kind != PYTHON_EXCEPTION else "a Python exception"
+            what = e.kind if e.kind != PYTHON_EXCEPTION else _exception_line(e.text)
             return [Finding("error", "first_failure", f"First failure (torchelastic root cause, its own log): "
                             f"{one_process(e) or 'a worker'}: {what}", hint, evidence_of([own]))]
         path, e = roots[0]

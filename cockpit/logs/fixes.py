@@ -52,7 +52,9 @@ def proposals(report: Report, job: Mapping, facts: Facts) -> list[Proposal]:
     by an earlier proposal (the same key) is not repeated."""
     out, seen = [], set()
     for finding in report.findings:
-        fix = finding.fix or derived(finding, report, job)
+        # what this run's lines say beats the rule's general fix; the first-failure finding restates another
+        own = derived(finding, report, job) if finding.code != "first_failure" else None
+        fix = own or finding.fix
         if fix is None:
             continue
         changes, manual = to_changes(fix, job, facts)
@@ -66,7 +68,7 @@ def proposals(report: Report, job: Mapping, facts: Facts) -> list[Proposal]:
 
 
 def derived(finding: Finding, report: Report, job: Mapping) -> Fix | None:
-    """A remedy for a finding whose rule attached none, where the finding and its lines decide it."""
+    """A remedy where the finding and its lines decide it (used before the rule's own, more general fix)."""
     texts = evidence_texts(finding, report)
     missing = next((m[1] for t in texts if (m := _GLOO_NO_IFACE.search(t))), None)
     if missing is not None:
