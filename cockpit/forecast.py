@@ -64,6 +64,8 @@ class Forecast:
                  f"/{self.total_steps if self.total_steps is not None else '?'}")
         rate = f", {self.seconds_per_step:.3g} s/step" if self.seconds_per_step else ""
         if self.ended:
+            if self.steps_done is None:  # a script that wrote no step metrics (not cockpit.train)
+                return f"progress: no step metrics (see Will it finish? for a script's own); {self.gpu_text()}"
             return f"progress: ended at {steps}{rate}; {self.gpu_text()}"
         eta = f", {hms(self.remaining_s)} to go" if self.remaining_s is not None else ""
         return f"forecast: {steps}{rate}{eta}; fits: {self.fits} ({self.why}); {self.gpu_text()}"

@@ -12,13 +12,36 @@ from cockpit.runs import FirstFailure, RunStatus, rank_files
 
 
 def diagnose_run(run_dir: Path):
-    """The whole diagnosis of a run directory, hang findings first (raises OSError for an unreadable log)."""
+    """The whole diagnosis of a run directory, hang findings first (raises OSError for an unreadable log).
+    A sweep's is that of its trial that failed first: its rank logs and exit records, not the sweep's
+    torchrun tables (which blame the rank that lost its peer)."""
     from dataclasses import replace
 
     from cockpit.logs.report import diagnose_sources
 
+    trial = first_failed_trial(run_dir)
+    if trial is not None:
+        return diagnose_run(trial)
+
     report = run_findings(run_dir, diagnose_sources(run_sources(run_dir)))
     return replace(report, findings=(*hang_findings(run_dir), *report.findings))
+
+
+def first_failed_trial(run_dir: Path) -> Path | None:
+    """A sweep's failed (or lost) trial that ended first; None for a run that is no sweep, or none failed."""
+    from cockpit.runs import is_sweep, read_status
+
+    status = read_status(run_dir)
+    if status is None or not is_sweep(status):
+        return None
+    failed = []
+    for node in status.nodes:
+        if node.trial is None or node.state not in ("failed", "lost"):
+            continue
+        tdir = Path(node.run_dir) if node.run_dir else layout.trial_dir(run_dir, node.trial.index)
+        trial = read_status(tdir)
+        failed.append((trial.ended if trial and trial.ended else float("inf"), node.trial.index, tdir))
+    return min(failed)[2] if failed else None
 
 
 def run_sources(run_dir: Path) -> list[tuple[str, str | None, int | None]]:
@@ -57,7 +80,7 @@ def run_findings(run_dir: Path, report):
     findings = teardown.without_stop(report.findings, status.first_failure is not None) \
         if status.state == "stopped" else report.findings
     logs = rank_files(run_dir, "log")
-    findings = _exact_first_failure(findings, status.first_failure, logs)
+    findings = _exact_first_failure(findings, status.first_failure, logs, report)
     aborted = []
     for rank, rec in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
         if rec.teardown_abort and int(rank) in logs:
@@ -66,7 +89,7 @@ def run_findings(run_dir: Path, report):
     return replace(report, findings=(*aborted, *findings))
 
 
-def _exact_first_failure(findings: tuple, first: FirstFailure | None, logs: dict) -> tuple:
+def _exact_first_failure(findings: tuple, first: FirstFailure | None, logs: dict, report=None) -> tuple:
     """torchelastic names its root cause by 1-second timestamps, the lowest rank on a tie: where it names
     another rank than the exit records (to the nanosecond) do, the exit records' rank is the first failure."""
     from cockpit.logs.diagnose_model import Finding
@@ -83,9 +106,23 @@ def _exact_first_failure(findings: tuple, first: FirstFailure | None, logs: dict
     evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()
     hint = named[0].hint if named else ("the other ranks' errors follow from this one: read its log from the "
                                         "evidence line and fix it first")
+    said = _exception_of(report, log[1]) if log and report is not None else None
     mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first.host}: "
-                   f"{first.description}", hint, evidence)
+                   f"{first.description}" + (f": {said}" if said else ""), hint, evidence)
     return (mine, *(f for f in findings if f.code != "first_failure"))
+
+
+def _exception_of(report, path: Path) -> str | None:
+    """The last line of the first Python exception in ``path`` as the report parsed it, in its own words."""
+    from cockpit.logs.parse_kinds import PYTHON_EXCEPTION
+
+    for f in report.files:
+        if Path(f.path) == path:
+            e = next((e for e in f.events if e.kind == PYTHON_EXCEPTION), None)
+            if e is not None:
+                words = re.sub(r"^\[[^\]]{0,40}\]:? ?", "", " ".join(e.text.split()))  # a "[rank1]: " prefix
+                return words if len(words) <= 120 else words[:119] + "…"
+    return None
 
 
 def _line_of(path: Path, text: str) -> int:

@@ -75,6 +75,13 @@ def test_a_failing_trial_fails_the_sweep_but_not_the_other_trials(tmp_path):
     ok, bad = trial_status(run_dir, 0), trial_status(run_dir, 1)
     assert ok.state == "succeeded" and bad.state == "failed" and bad.first_failure.rank == 1
     assert procs.run_pids(bad.run_id) == [] and procs.run_pids(ok.run_id) == []
+    # The sweep's diagnosis is its failed trial's: rank 1's own exception, not torchrun's table blaming rank 0
+    host = bad.hosts[0]
+    first = (f"First failure (exit records): rank 1 on {host}: exit code 1: RuntimeError: injected failure on "
+             "rank 1 after step 3")
+    assert first in r.stdout, r.stdout
+    d = cockpit(runs, "diagnose", run_dir.name)
+    assert d.stdout.startswith("ERROR   " + first) and f"{run_dir}/trial-1/logs/rank-1." in d.stdout, d.stdout
 
 
 def test_stop_ends_the_running_trial_and_cancels_the_waiting_one(tmp_path):

@@ -103,7 +103,7 @@ def _forecast_line(run_dir: Path, status: RunStatus) -> str:
 
         gpus = "CPU-only" if all(r.forecast.gpus == 0 for r in rows) else f"{hours or 0.0:.2f} GPU-h"
         which = rerun_of(run_dir)
-        return (f"sweep: {len(rows)} trials{f' ({which})' if which else ''}, {gpus} "
+        return (f"sweep: {len(rows)} trial{'s' if len(rows) != 1 else ''}{f' ({which})' if which else ''}, {gpus} "
                 f"(cockpit sweep show {status.run_id} --sort loss)")
     from cockpit.run_forecast import run_forecast
 

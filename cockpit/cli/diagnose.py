@@ -29,10 +29,13 @@ def run_of(arg: str, runs_dir: Path) -> Path | None:
     job_id, run_dir = job_target(arg, runs_dir)
     if job_id is not None:
         return run_dir
+    from cockpit.rundiag import first_failed_trial
+
     try:
-        return resolve_run(runs_dir, arg)
+        run_dir = resolve_run(runs_dir, arg)
     except RunNotFound:
         return None
+    return first_failed_trial(run_dir) or run_dir  # a sweep: its trial that failed first
 
 
 def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | None]]:

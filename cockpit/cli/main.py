@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="print what cockpit would run (a dry run): sbatch script or "
                        "per-node torchrun / torch.distributed.launch / DataParallel scripts")
     p.add_argument("job", metavar="JOB.yaml")
-    p.add_argument("--as", dest="form", choices=("sbatch", "torchrun", "launch", "dp"),
+    p.add_argument("--as", dest="form", choices=("sbatch", "torchrun", "launch", "spawn", "dp"),
                    help="form to print (default: what the job's launcher runs)")
     p.add_argument("--node-rank", type=int, help="only this node's script")
     p.add_argument("--show-secrets", action="store_true", help="print secret env values (names with KEY, TOKEN, "

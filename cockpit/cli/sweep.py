@@ -65,7 +65,8 @@ def cmd_show(args) -> int:
     took = hms((status.ended or time.time()) - (status.started or status.created))
     gpus = "CPU-only" if rows and all(r.forecast.gpus == 0 for r in rows) else (
         f"{hours:.2f} GPU-h" if hours is not None else "? GPU-h")
-    print(f"== {status.name} ({status.run_id}): {status.state}, {len(rows)} trials, {took}, {gpus} ==")
+    trials = f"{len(rows)} trial{'s' if len(rows) != 1 else ''}"
+    print(f"== {status.name} ({status.run_id}): {status.state}, {trials}, {took}, {gpus} ==")
     if (which := rerun_of(run_dir)) is not None:
         print(which)
     print(table(rows))

@@ -130,4 +130,4 @@ def sweep_line(rows: list[TrialRow], sort: str) -> str:
     gpus = [r.forecast.gpu_hours for r in rows if r.forecast.gpu_hours is not None]
     held = "CPU-only" if all(r.forecast.gpus == 0 for r in rows) else f"{sum(gpus):.2f} GPU-h"
     states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    return f"sweep: {len(rows)} trials ({states}); {held}; sorted by {sort} (o: sort)"
+    return f"sweep: {len(rows)} trial{'s' if len(rows) != 1 else ''} ({states}); {held}; sorted by {sort} (o: sort)"
