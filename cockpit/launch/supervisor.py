@@ -191,6 +191,9 @@ class Supervisor:
         leftover += self._kill_nodes()
         self._record_exits(time.monotonic())
         s = self.status
+        for rank, rec in s.progress.items():  # the watchdog's last look may predate the ranks' ends
+            if rank in s.ranks:
+                rec["state"] = "exited"
         codes = [node.poll() or 0 for node in self.nodes]
         s.exit_code = next((c for c in codes if c != 0), 0)
         if self.write_error is not None:
