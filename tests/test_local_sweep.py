@@ -80,6 +80,8 @@ def test_a_failing_trial_fails_the_sweep_but_not_the_other_trials(tmp_path):
     first = (f"First failure (exit records): rank 1 on {host}: exit code 1: RuntimeError: injected failure on "
              "rank 1 after step 3")
     assert first in r.stdout, r.stdout
+    logs = cockpit(runs, "logs", run_dir.name)  # a sweep's logs are its trials': say so, do not print nothing
+    assert logs.returncode == 2 and f"(hint: cockpit logs {run_dir}/trial-0;" in logs.stderr, logs.stderr
     d = cockpit(runs, "diagnose", run_dir.name)
     assert d.stdout.startswith("ERROR   " + first) and f"{run_dir}/trial-1/logs/rank-1." in d.stdout, d.stdout
 

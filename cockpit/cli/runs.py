@@ -15,7 +15,16 @@ from cockpit.cli.console import Painter, last_lines, ps_table, summary, use_colo
 from cockpit.cli.follow import follow, notice
 from cockpit.launch.local import launcher as local
 from cockpit.paths import default_runs_dir
-from cockpit.runs import RunNotFound, StatusError, list_runs, load_status, rank_files, read_status, resolve_run
+from cockpit.runs import (
+    RunNotFound,
+    StatusError,
+    is_sweep,
+    list_runs,
+    load_status,
+    rank_files,
+    read_status,
+    resolve_run,
+)
 
 
 class CommandError(Exception):
@@ -126,6 +135,10 @@ def cmd_logs(args) -> int:
     run_dir = find(args)
     status = status_of(run_dir)
     files = sorted(rank_files(run_dir, "log").items())
+    if not files and is_sweep(status):  # its ranks are its trials': say where, rather than print nothing
+        trials = [n.run_dir or str(run_dir / n.host) for n in status.nodes if n.trial is not None]
+        raise CommandError(f"{run_dir.name} is a sweep of {len(trials)} trials, each a run with its own logs "
+                           f"(hint: cockpit logs {trials[0]}; cockpit sweep show {run_dir.name})")
     _check_ranks(run_dir, status, [rank for rank, _ in files], args.rank or ())
     if args.follow:
         return follow(run_dir, args, skip_existing=False)
