@@ -179,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cockpit.cli.sweep import add_sweep_commands
 
     add_sweep_commands(sub)
+    from cockpit.cli.plot import add_plot_command
+
+    add_plot_command(sub)
 
     sub.add_parser("tui", help="the terminal UI (the default with no command): fleet, compose, runs, logs; "
                    "cockpit tui --help for its options", add_help=False)

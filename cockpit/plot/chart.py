@@ -1,0 +1,133 @@
+"""A chart as a value: what to draw (lines with labels, axes, a note; or a heat map), decided from a run's
+series before anything is drawn, so the terminal, the TUI and the PNG draw the same chart. Pure.
+
+One line per rank while there are at most ``MAX_LINES`` ranks; beyond that the mean with the min and the max
+(a band), because eight overlaid lines are already the most a reader can tell apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cockpit.plot.series import UNITS, Heat, RankSeries, band, heat
+
+MAX_LINES = 8
+METRICS = ("loss", "rate", "heat")
+MEAN, LOW, HIGH = "mean", "min", "max"
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+    role: str = "rank"  # "rank" | "trial" | MEAN | LOW | HIGH (the band's edges are drawn faint)
+
+
+@dataclass(frozen=True)
+class LineChart:
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: tuple[Line, ...]
+    note: str = ""  # said under the chart: why it is empty, a rank whose loss went NaN
+    x_is_time: bool = False  # x is seconds since the run's first point
+
+
+@dataclass(frozen=True)
+class HeatChart:
+    title: str
+    heat: Heat
+    note: str = ""
+
+
+Chart = LineChart | HeatChart
+
+
+HEAT_LABELS = 9  # the heat map's row labels ("120-127 ") take this many columns at most
+
+
+def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int) -> Chart:
+    """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area."""
+    if metric == "loss":
+        return loss_chart(series, f"{title}: loss per rank", width)
+    if metric == "rate":
+        return rate_chart(series, f"{title}: {_unit(series)} per rank", width)
+    return heat_chart(series, f"{title}: {_unit(series)} per rank over time", max(1, width - HEAT_LABELS),
+                      max(1, height - 4))
+
+
+def _unit(series: Sequence[RankSeries]) -> str:
+    return UNITS[series[0].source] if series else UNITS["metrics"]
+
+
+def pick(series: Sequence[RankSeries], ranks: Sequence[int] | None) -> list[RankSeries]:
+    """The series of ``ranks`` (all when None), in rank order."""
+    wanted = None if ranks is None else set(ranks)
+    return [s for s in series if wanted is None or s.rank in wanted]
+
+
+def loss_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> LineChart:
+    """Loss over steps: a line per rank, or the mean with a min-max band for many ranks."""
+    points = [(s.rank, s.losses()) for s in series]
+    points = [(r, p) for r, p in points if p]
+    bad = [f"rank {s.rank}: loss not finite from step {step}" for s in series
+           if (step := s.first_nonfinite()) is not None]
+    if not points:
+        why = "no loss recorded yet" if series else _NO_POINTS
+        return LineChart(title, "step", "loss", (), note="; ".join(bad) or why)
+    lines = _lines([(f"rank {r}", tuple((float(x), y) for x, y in p)) for r, p in points], width)
+    return LineChart(title, "step", "loss", lines, note="; ".join(bad[:3]))
+
+
+def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> LineChart:
+    """Rate over time (seconds since the first point): steps/s from metrics, collectives/s from beats."""
+    unit = UNITS[series[0].source] if series else UNITS["metrics"]
+    rated = [(s.rank, s.rate(max(2, width // 2))) for s in series]
+    rated = [(r, p) for r, p in rated if p]
+    if not rated:
+        why = "fewer than two points per rank yet" if series else _NO_POINTS
+        return LineChart(title, "seconds", unit, (), note=why, x_is_time=True)
+    t0 = min(s.times[0] for s in series if s.times)
+    lines = _lines([(f"rank {r}", tuple((t - t0, v) for t, v in p)) for r, p in rated], width)
+    return LineChart(title, "seconds", unit, lines, x_is_time=True)
+
+
+def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int) -> HeatChart:
+    """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells."""
+    grid = heat(list(series), columns, rows)
+    return HeatChart(title, grid, note="" if grid.labels else _NO_POINTS)
+
+
+def trials_chart(trials: Sequence[tuple[str, RankSeries | None]], title: str, width: int = 80) -> LineChart:
+    """A sweep's trials on one chart: each trial's rank-0 loss over steps, labelled with its arguments."""
+    lines = tuple(Line(label, tuple(float(x) for x, _ in pts), tuple(y for _, y in pts), "trial")
+                  for label, s in trials if s is not None and (pts := s.losses()))
+    note = "" if lines else "no trial has recorded a loss yet"
+    return LineChart(title, "step", "loss", lines, note=note)
+
+
+def _lines(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:
+    if len(named) <= MAX_LINES:
+        return tuple(Line(label, tuple(x for x, _ in p), tuple(y for _, y in p)) for label, p in named)
+    xs, mean, lo, hi = band([p for _, p in named], max(10, width))
+    first, last = named[0][0].split()[-1], named[-1][0].split()[-1]
+    return (Line(f"max of ranks {first}-{last}", xs, hi, HIGH), Line(f"mean of {len(named)} ranks", xs, mean, MEAN),
+            Line("min", xs, lo, LOW))
+
+
+_NO_POINTS = ("no metrics: cockpit.train writes metrics/rank-R.jsonl; a script may append "
+              '{"step": N, "time": T, "loss": L} lines there itself')
+
+
+def relabel(chart: Chart, old: str, new: str) -> Chart:
+    """The same chart with ``old`` said as ``new`` in its title and labels (a sweep's trials where a run's
+    ranks would be)."""
+    from dataclasses import replace
+
+    title = chart.title.replace(f"per {old}", f"per {new}")
+    if isinstance(chart, HeatChart):
+        return replace(chart, title=title)
+    lines = tuple(replace(line, label=line.label.replace(old, new)) for line in chart.lines)
+    return replace(chart, title=title, lines=lines)

@@ -1,0 +1,129 @@
+"""A run's chart data from its files, read as they grow: ``metrics/rank-R.jsonl`` (cockpit.train's records, or
+any script's ``{"step", "time", "loss"}`` lines), and for a run whose ranks write no metrics, the rank hook's
+``logs/rank-R.HOST.beat`` (collectives called, once a second).
+
+Incremental: each poll reads only the bytes added since the last one (at most ``CHUNK`` per file per poll, so
+a poll's time is bounded however far behind it is) and keeps a partial last line for the next poll. A file
+that shrank (a beat file starts over past 256 KiB, a metrics file replaced) is read again from its start;
+points already kept stay. A line that is not a record is skipped. IO happens in ``poll`` only: call it from
+a worker in the TUI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from cockpit import run_layout as layout
+from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
+
+CHUNK = 4 << 20
+_METRICS_NAME = re.compile(r"^rank-(\d+)\.jsonl$")
+
+
+class _File:
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self) -> list[bytes]:
+        """The whole lines appended since the last read."""
+        try:
+            with open(self.path, "rb") as f:
+                if self.path.stat().st_size < self.offset:
+                    self.offset, self.partial = 0, b""
+                f.seek(self.offset)
+                data = f.read(CHUNK)
+        except OSError:
+            return []
+        if not data:
+            return []
+        self.offset += len(data)
+        *whole, self.partial = (self.partial + data).split(b"\n")
+        return whole
+
+
+class RunSeries:
+    """The ranks' tracks of one run directory; ``poll`` brings them up to date."""
+
+    def __init__(self, run_dir: Path, keep: int = 500):
+        self.run_dir, self.keep = Path(run_dir), keep
+        self._files: dict[tuple[str, int], _File] = {}
+        self._tracks: dict[tuple[str, int], Track] = {}
+
+    def poll(self) -> bool:
+        """Read what was appended; True if any point arrived."""
+        new = False
+        for rank, path in self._metrics_files():
+            new |= self._read(METRICS, rank, path)
+        if not any(src == METRICS for src, _ in self._tracks):
+            for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "beat").items()):
+                new |= self._read(BEATS, rank, path)
+        return new
+
+    def poll_all(self, max_polls: int = 1000) -> None:
+        """Read everything there is now (a headless reader: poll until a poll brings nothing)."""
+        for _ in range(max_polls):
+            if not self.poll():
+                return
+
+    def _metrics_files(self) -> list[tuple[int, Path]]:
+        folder = self.run_dir / layout.METRICS
+        if not folder.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _METRICS_NAME.match(p.name))]
+        return sorted(found)
+
+    def _read(self, source: str, rank: int, path: Path) -> bool:
+        key = (source, rank)
+        file = self._files.get(key)
+        if file is None or file.path != path:
+            file = self._files[key] = _File(path)
+        track = self._tracks.get(key)
+        added = False
+        for raw in file.read():
+            point = _metrics_point(raw) if source == METRICS else _beat_point(raw)
+            if point is None:
+                continue
+            if track is None:
+                track = self._tracks[key] = Track(rank, source, self.keep)
+            track.add(*point)
+            added = True
+        return added
+
+    def source(self) -> str | None:
+        """Where the points come from: METRICS when any rank wrote metrics, else BEATS, else None."""
+        sources = {src for src, _ in self._tracks}
+        return METRICS if METRICS in sources else (BEATS if sources else None)
+
+    def series(self) -> list[RankSeries]:
+        """Every rank's series, by rank, from the one source the run has."""
+        source = self.source()
+        return [t.series() for (src, _), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1]) if src == source]
+
+    def ranks(self) -> list[int]:
+        return [s.rank for s in self.series()]
+
+
+def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:
+    try:
+        rec = json.loads(raw)
+        step, time = rec["step"], float(rec["time"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    loss = rec.get("loss")
+    ok = isinstance(loss, (int, float)) and not isinstance(loss, bool)  # NaN and inf kept: a chart says so
+    return step, time, float(loss) if ok else None
+
+
+def _beat_point(raw: bytes) -> tuple[int, float] | None:
+    try:
+        rec = json.loads(raw)
+        count, time = rec["n"], float(rec["t"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(count, int) or isinstance(count, bool):
+        return None
+    return count, time

@@ -1,0 +1,101 @@
+"""A chart (cockpit.plot.chart) drawn as text: line charts through plotext (axes, ticks, a legend), the heat
+map as rows of shaded cells. ``draw`` is the terminal's (`cockpit plot`); ``apply`` issues the same plotext
+calls on any plotext figure, which is how the TUI's chart widget (textual-plotext) draws the same chart.
+
+Without colour (a pipe, NO_COLOR) each line gets its own marker, so the lines stay apart in plain text.
+"""
+
+from __future__ import annotations
+
+from cockpit.plot.chart import HIGH, LOW, MEAN, Chart, HeatChart, LineChart
+from cockpit.plot.series import thin
+
+COLORS = ("blue+", "orange+", "green+", "red+", "magenta+", "cyan+", "yellow", "white")
+MARKERS = ("•", "x", "+", "o", "*", "#", "%", "=")
+SHADES = "░▒▓█"  # rate relative to the median cell: <40%, <70%, <90%, from 90%
+STALLED, NO_DATA = "·", " "
+HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · stalled"
+
+
+def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
+    """Draw ``chart`` onto the plotext figure ``plt`` (the ``plotext`` module or a textual-plotext Plot),
+    whose size the caller sets; ``width`` bounds the points per line to what the columns can show."""
+    plt.clear_data()
+    plt.title(chart.title)
+    plt.xlabel(chart.xlabel + (f"   ({chart.note})" if chart.note and chart.lines else ""))
+    plt.ylabel(chart.ylabel)
+    for i, line in enumerate(chart.lines):
+        pts = thin(tuple(zip(line.xs, line.ys, strict=True)), max(2, 2 * width))
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        style: dict = {"label": line.label}
+        if line.role in (LOW, HIGH):
+            style.update(color="gray", marker="dot" if color else ".")
+        elif color:
+            style["color"] = COLORS[0] if line.role == MEAN else COLORS[i % len(COLORS)]
+        else:
+            style["marker"] = MARKERS[i % len(MARKERS)]
+        plt.plot(xs, ys, **style)
+
+
+def draw(chart: Chart, width: int, height: int, color: bool = False) -> str:
+    """The chart as ``height`` lines of at most ``width`` columns (ANSI colours when ``color``)."""
+    if isinstance(chart, HeatChart):
+        return draw_heat(chart, width, color)
+    if not chart.lines:
+        return f"{chart.title}\n{chart.note}"
+    import plotext as plt
+
+    plt.clear_figure()
+    plt.theme("clear")
+    plt.plotsize(width, height)
+    apply(chart, plt, width, color)
+    text = plt.build()
+    return text if color else plt.uncolorize(text)
+
+
+def heat_rows(chart: HeatChart) -> list[tuple[str, list[tuple[str, int]]]]:
+    """Per row: its label and per cell (character, level): level 0 no data, 1 no progress, 2..5 the shades
+    from slowest to full speed."""
+    h = chart.heat
+    rows = []
+    for label, cells in zip(h.labels, h.cells, strict=True):
+        rows.append((label, [_cell(v, h.median) for v in cells]))
+    return rows
+
+
+def _cell(value: float | None, median: float | None) -> tuple[str, int]:
+    if value is None:
+        return NO_DATA, 0
+    if value <= 0 or not median:
+        return STALLED, 1
+    ratio = value / median
+    shade = 0 if ratio < 0.4 else 1 if ratio < 0.7 else 2 if ratio < 0.9 else 3
+    return SHADES[shade], shade + 2
+
+
+_ANSI = {1: "\x1b[31m", 2: "\x1b[31m", 3: "\x1b[33m", 4: "\x1b[32m", 5: "\x1b[32m"}
+
+
+def label_width(chart: HeatChart) -> int:
+    return max((len(label) for label in chart.heat.labels), default=1) + 1
+
+
+def draw_heat(chart: HeatChart, width: int, color: bool = False) -> str:
+    """Title, one row per rank (or group of ranks), a time axis and the legend."""
+    h = chart.heat
+    if not h.labels:
+        return f"{chart.title}\n{chart.note}"
+    lw = label_width(chart)
+    out = [chart.title]
+    for label, cells in heat_rows(chart):
+        body = "".join(f"{_ANSI[lvl]}{ch}\x1b[0m" if color and lvl else ch for ch, lvl in cells)
+        out.append(f"{label:>{lw - 1}} {body}")
+    span = h.t1 - h.t0
+    cols = len(h.cells[0])
+    left, right = "0 s", f"{span:.0f} s"
+    out.append(" " * lw + left + right.rjust(max(1, cols - len(left))))
+    median = f"of the median, {h.median:.3g} {h.unit}" if h.median else f"(no {h.unit} yet)"
+    out.append(f"{HEAT_LEGEND} {median}"[:max(width, 20)])
+    if chart.note:
+        out.append(chart.note)
+    return "\n".join(out)
