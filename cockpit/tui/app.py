@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import time
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -117,7 +118,7 @@ class CockpitApp(App):
     @work(exclusive=True, group="fleet", exit_on_error=False)
     async def follow_fleet(self) -> None:
         def publish(nodes: list[NodeReport]) -> None:
-            self.history.record(nodes)  # every reading; only redraws coalesce
+            self.history.record(nodes, time.time())  # every reading; only redraws coalesce
             self.post_message(FleetUpdated(nodes))
 
         await self.ctx.fleet.run(publish)

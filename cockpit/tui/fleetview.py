@@ -35,25 +35,32 @@ def memory_percent(gpu: Gpu) -> float | None:
 
 
 class History:
-    """The last ``keep`` readings of each GPU's utilization and memory use (percent), fed one snapshot at a time."""
+    """The last ``keep`` readings of each GPU's utilization and memory use (percent), fed one snapshot at a time,
+    each with the time it was taken (``now``, from the caller: this module reads no clock)."""
 
     def __init__(self, keep: int = 30):
         self.keep = keep
         self._util: dict[tuple[str, int], deque] = {}
         self._mem: dict[tuple[str, int], deque] = {}
+        self._time: dict[tuple[str, int], deque] = {}
 
-    def record(self, nodes: list[NodeReport]) -> None:
+    def record(self, nodes: list[NodeReport], now: float = 0.0) -> None:
         for node in nodes:
             for gpu in node.gpus:
                 key = (node.host, gpu.index)
                 self._util.setdefault(key, deque(maxlen=self.keep)).append(gpu.utilization_gpu)
                 self._mem.setdefault(key, deque(maxlen=self.keep)).append(memory_percent(gpu))
+                self._time.setdefault(key, deque(maxlen=self.keep)).append(now)
 
     def util(self, host: str, index: int) -> list[float | None]:
         return list(self._util.get((host, index), ()))
 
     def memory(self, host: str, index: int) -> list[float | None]:
         return list(self._mem.get((host, index), ()))
+
+    def times(self, host: str, index: int) -> list[float]:
+        """When each reading of util() and memory() was taken (the ``now`` given to record)."""
+        return list(self._time.get((host, index), ()))
 
 
 @dataclass(frozen=True)
