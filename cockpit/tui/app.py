@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import time
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
