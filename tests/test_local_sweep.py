@@ -61,6 +61,12 @@ def test_three_trials_two_at_a_time_on_cpu(tmp_path):
                                                        for i in range(3)]
     logs = cockpit(runs, "logs", str(run_dir / "trial-1"), "--rank", "0")
     assert logs.returncode == 0 and "[cockpit] finish rank=0 step=10 exit_code=0" in logs.stdout
+    plot = cockpit(runs, "plot", str(run_dir), "--width", "100", "--height", "20")  # the trials on one chart
+    assert plot.returncode == 0 and f"{run_dir.name}: loss per trial" in plot.stdout, plot.stderr
+    assert all(f"trial {i} --lr {lr}" in plot.stdout for i, lr in enumerate(lrs)), plot.stdout
+    heat = cockpit(runs, "plot", str(run_dir), "--metric", "heat", "--width", "60", "--height", "12")
+    assert heat.returncode == 0 and "steps/s per trial over time" in heat.stdout
+    assert [line[:2] for line in heat.stdout.splitlines()[1:4]] == ["0 ", "1 ", "2 "]
 
 
 def test_a_failing_trial_fails_the_sweep_but_not_the_other_trials(tmp_path):

@@ -18,9 +18,10 @@ def add_plot_command(sub) -> None:
     p = sub.add_parser("plot", help="a run's loss / step rate per rank (or a sweep's trials) as a terminal "
                        "chart, and a PNG with --png")
     p.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, last, or a run directory")
-    p.add_argument("--metric", choices=("loss", "rate", "heat"), default="loss",
-                   help="loss over steps (default), rate (steps/s) over time, or heat: a rank x time map of "
-                   "the rate where a straggler or a stall shows")
+    p.add_argument("--metric", choices=("loss", "rate", "heat", "wait"), default="loss",
+                   help="loss over steps (default); rate (steps/s) over time; heat: a rank x time map of the "
+                   "rate, where a stall shows; wait: a rank x time map of the share of time each rank waited "
+                   "in collectives, where a straggler shows (it hardly waits: the others wait for it)")
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--png", metavar="FILE", help="also write the chart to FILE as a PNG (needs matplotlib: "
                    "pip install 'cockpit[plot]')")
@@ -81,7 +82,8 @@ def _chart(args, run_dir, status, width: int, height: int):
             raise UsageError(f"run {run_dir.name} has no points for rank {', '.join(map(str, missing))} "
                              f"(it has ranks {_ranges(sorted(known))})")
         series = charts.pick(series, args.rank)
-    return charts.build(args.metric, series, run_dir.name, width, height)
+    beats = charts.pick(reader.beats(), args.rank)
+    return charts.build(args.metric, series, run_dir.name, width, height, beats)
 
 
 def _sweep_chart(args, run_dir, status, width: int, height: int):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cockpit.plot.series import UNITS, Heat, RankSeries, band, heat
+from cockpit.plot.series import UNITS, WAIT, Heat, RankSeries, band, heat, straggler
 
 MAX_LINES = 8
-METRICS = ("loss", "rate", "heat")
+METRICS = ("loss", "rate", "heat", "wait")
 MEAN, LOW, HIGH = "mean", "min", "max"
 
 
@@ -48,8 +48,13 @@ Chart = LineChart | HeatChart
 HEAT_LABELS = 9  # the heat map's row labels ("120-127 ") take this many columns at most
 
 
-def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int) -> Chart:
-    """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area."""
+def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int,
+          beats: Sequence[RankSeries] = ()) -> Chart:
+    """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area; ``beats``: the rank
+    hook's series, which the wait chart reads."""
+    if metric == "wait":
+        return wait_chart(beats, f"{title}: share of time waiting in collectives", max(1, width - HEAT_LABELS),
+                          max(1, height - 4))
     if metric == "loss":
         return loss_chart(series, f"{title}: loss per rank", width)
     if metric == "rate":
@@ -98,6 +103,18 @@ def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int
     """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells."""
     grid = heat(list(series), columns, rows)
     return HeatChart(title, grid, note="" if grid.labels else _NO_POINTS)
+
+
+def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int) -> HeatChart:
+    """The rank x time grid of the share of time each rank waited in collectives, and the straggler named
+    when one rank hardly waits while the others wait for it."""
+    grid = heat(list(beats), columns, rows, kind=WAIT)
+    if not grid.labels:
+        return HeatChart(title, grid, note="no beats: the rank hook (logs/rank-R.HOST.beat) wrote none yet")
+    found = straggler(list(beats))
+    note = (f"rank {found[0]} waits {found[1]:.0%} of its time, the others {found[2]:.0%}: they wait for "
+            f"rank {found[0]}" if found else "no rank stands out")
+    return HeatChart(title, grid, note=note)
 
 
 def trials_chart(trials: Sequence[tuple[str, RankSeries | None]], title: str, width: int = 80) -> LineChart:

@@ -30,15 +30,23 @@ class RankSeries:
     times: tuple[float, ...]
     loss: tuple[float | None, ...]
     source: str = METRICS
+    waited: tuple[float, ...] = ()  # beats: seconds spent inside collectives so far, at each point
+
+    def wait(self, at_most: int | None = None) -> tuple[tuple[float, float], ...]:
+        """(time, share of the interval spent waiting inside collectives), from beats: in synchronous data
+        parallelism every rank's step rate is the slowest one's, so this is where a straggler shows (it hardly
+        waits; the others wait for it), and a hang's culprit (the one rank not inside the collective)."""
+        if not self.waited:
+            return ()
+        pts = _strided(sorted(zip(self.times, self.waited, strict=True)), at_most)
+        return tuple((t1, min(1.0, max(0.0, (w1 - w0) / (t1 - t0))))
+                     for (t0, w0), (t1, w1) in zip(pts, pts[1:], strict=False) if t1 > t0)
 
     def rate(self, at_most: int | None = None) -> tuple[tuple[float, float], ...]:
         """(time, count per second over the interval that ends there), in time order; an interval whose count
         went back (a resume) says nothing and is left out. ``at_most``: that many intervals at most, each
         spanning several points (the exact mean rate over it, not the jitter of a 10 ms interval)."""
-        pts = sorted(zip(self.times, self.counts, strict=True))
-        if at_most and len(pts) > at_most + 1:
-            stride = -(-(len(pts) - 1) // at_most)
-            pts = pts[::stride] + ([pts[-1]] if (len(pts) - 1) % stride else [])
+        pts = _strided(sorted(zip(self.times, self.counts, strict=True)), at_most)
         out = []
         for (t0, c0), (t1, c1) in zip(pts, pts[1:], strict=False):
             if t1 > t0 and c1 >= c0:
@@ -55,19 +63,28 @@ class RankSeries:
         return next(bad, None)
 
 
+def _strided(pts: list, at_most: int | None) -> list:
+    """Every k-th point (and the last) so that at most ``at_most`` intervals remain."""
+    if at_most and len(pts) > at_most + 1:
+        stride = -(-(len(pts) - 1) // at_most)
+        return pts[::stride] + ([pts[-1]] if (len(pts) - 1) % stride else [])
+    return pts
+
+
 class Track:
     """One rank's points as they arrive, at most ``2 * keep`` of them (see the module's docstring)."""
 
     def __init__(self, rank: int, source: str = METRICS, keep: int = 500):
         self.rank, self.source, self.keep = rank, source, max(2, keep)
-        self._points: dict = {}  # metrics: step -> (time, loss); beats: time -> (count, None)
+        self._points: dict = {}  # metrics: step -> (time, loss); beats: time -> (count, seconds waited)
 
-    def add(self, count: int, time: float, loss: float | None = None) -> None:
+    def add(self, count: int, time: float, value: float | None = None) -> None:
+        """A point: ``value`` is the loss (metrics) or the seconds waited in collectives so far (beats)."""
         if self.source == METRICS:
             self._points.pop(count, None)  # the last record of a step wins, and moves to the end
-            self._points[count] = (time, loss)
+            self._points[count] = (time, value)
         else:
-            self._points[time] = (count, None)
+            self._points[time] = (count, value)
         if len(self._points) > 2 * self.keep:
             keys = sorted(self._points)
             self._points = {k: self._points[k] for k in keys[::2] + keys[-1:]}
@@ -78,17 +95,19 @@ class Track:
     def series(self) -> RankSeries:
         if self.source == METRICS:
             items = sorted((c, t, loss) for c, (t, loss) in self._points.items())
-        else:
-            items = sorted(((c, t, None) for t, (c, _) in self._points.items()), key=lambda x: x[1])
-        return RankSeries(self.rank, tuple(i[0] for i in items), tuple(i[1] for i in items),
-                          tuple(i[2] for i in items), self.source)
+            return RankSeries(self.rank, tuple(i[0] for i in items), tuple(i[1] for i in items),
+                              tuple(i[2] for i in items), self.source)
+        items = sorted((t, c, w) for t, (c, w) in self._points.items())
+        return RankSeries(self.rank, tuple(i[1] for i in items), tuple(i[0] for i in items),
+                          tuple(None for _ in items), self.source, tuple(i[2] or 0.0 for i in items))
 
 
 @dataclass(frozen=True)
 class Heat:
-    """A rank x time grid of rates: ``cells[row][column]`` is the row's rate in that time slice, 0.0 when it
-    made no progress while others did, None where it has no data (before its first point, at the very
-    end). ``median``: of the cells above 0, the level the shades are relative to."""
+    """A rank x time grid: ``cells[row][column]`` is the row's value in that time slice; None where it has no
+    data (before its first point, at the very end). ``kind`` RATE: a rate, 0.0 when the rank made no progress
+    while others did, shaded relative to ``median`` (of the cells above 0). ``kind`` WAIT: the share of time
+    spent waiting in collectives, 0..1, shaded as it is."""
 
     labels: tuple[str, ...]
     cells: tuple[tuple[float | None, ...], ...]
@@ -96,20 +115,30 @@ class Heat:
     t1: float
     median: float | None
     unit: str
+    kind: str = "rate"
 
 
-def heat(series: list[RankSeries], columns: int, rows: int) -> Heat:
-    """The grid for ``series`` over their common time span in ``columns`` slices. More ranks than ``rows``:
-    consecutive ranks share a row, which shows the slowest of them (a straggler must not be averaged away)."""
-    rated = [(s, s.rate(columns)) for s in series]
-    times = [t for _, r in rated for t, _ in r]
-    unit = UNITS[series[0].source] if series else UNITS[METRICS]
+RATE, WAIT = "rate", "wait"
+
+
+def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE) -> Heat:
+    """The grid for ``series`` over their common time span in ``columns`` slices: their rate, or (``kind``
+    WAIT) their wait share. More ranks than ``rows``: consecutive ranks share a row, which shows the lowest of
+    them (the slowest rate, the least waiting: a straggler must not be averaged away)."""
+    if kind == WAIT:
+        valued = [(s, s.wait(columns)) for s in series]
+        unit = "share of time waiting in collectives"
+    else:
+        valued = [(s, s.rate(columns)) for s in series]
+        unit = UNITS[series[0].source] if series else UNITS[METRICS]
+    times = [t for _, r in valued for t, _ in r]
     if not times or columns < 1 or rows < 1:
-        return Heat((), (), 0.0, 0.0, None, unit)
-    t0 = min(t for s, _ in rated for t in s.times)
+        return Heat((), (), 0.0, 0.0, None, unit, kind)
+    t0 = min(t for s, _ in valued for t in s.times)
     t1 = max(times)
     width = max(t1 - t0, 1e-9) / columns
-    per_rank = [(s.rank, _cells(r, t0, width, columns, t1)) for s, r in rated]
+    per_rank = [(s.rank, _cells(r, t0, width, columns, t1, stall=0.0 if kind == RATE else None))
+                for s, r in valued]
     group = -(-len(per_rank) // rows)
     labels, cells = [], []
     for i in range(0, len(per_rank), group):
@@ -118,14 +147,15 @@ def heat(series: list[RankSeries], columns: int, rows: int) -> Heat:
         labels.append(str(first) if first == last else f"{first}-{last}")
         cells.append(tuple(_slowest([c[col] for _, c in chunk]) for col in range(columns)))
     positive = [v for row in cells for v in row if v]
-    return Heat(tuple(labels), tuple(cells), t0, t1, statistics.median(positive) if positive else None, unit)
+    return Heat(tuple(labels), tuple(cells), t0, t1, statistics.median(positive) if positive else None, unit, kind)
 
 
 def _cells(rate: tuple[tuple[float, float], ...], t0: float, width: float, columns: int,
-           t1: float) -> tuple[float | None, ...]:
-    """A rate point (t, r) covers the interval since the point before it; each slice takes the mean of the
-    points that cover its middle. After the rank's last point: 0.0 (no progress) once the others went on for
-    more than two of its intervals; None until then (everyone ends within a beat of each other)."""
+           t1: float, stall: float | None = 0.0) -> tuple[float | None, ...]:
+    """A point (t, v) covers the interval since the point before it; each slice takes the value of the point
+    whose interval holds its middle. After the rank's last point: ``stall`` (for a rate 0.0: no progress)
+    once the others went on for more than two of its intervals; None until then (everyone ends within a beat
+    of each other)."""
     out: list[float | None] = []
     if not rate:
         return tuple([None] * columns)
@@ -141,7 +171,7 @@ def _cells(rate: tuple[tuple[float, float], ...], t0: float, width: float, colum
         if j < len(rate):
             out.append(rate[j][1] if starts[j] <= mid else None)
         else:
-            out.append(0.0 if t1 - last > grace and mid > last + grace / 2 else None)
+            out.append(stall if t1 - last > grace and mid > last + grace / 2 else None)
     return tuple(out)
 
 
@@ -182,3 +212,21 @@ def thin(points: tuple[tuple[float, float], ...], at_most: int) -> tuple[tuple[f
         chunk = points[int(i * size):int((i + 1) * size)] or points[int(i * size):int(i * size) + 1]
         out.append((sum(p[0] for p in chunk) / len(chunk), sum(p[1] for p in chunk) / len(chunk)))
     return tuple(out)
+
+
+def mean_wait(series: RankSeries) -> float | None:
+    """The share of its time a rank spent waiting in collectives, over all its beats."""
+    if len(series.waited) < 2 or series.times[-1] <= series.times[0]:
+        return None
+    return min(1.0, max(0.0, (series.waited[-1] - series.waited[0]) / (series.times[-1] - series.times[0])))
+
+
+def straggler(series: list[RankSeries], low: float = 0.5, busy: float = 0.2) -> tuple[int, float, float] | None:
+    """(rank, its wait share, the others' median) when one rank waits less than ``low`` x what the others
+    wait while they wait at least ``busy`` of their time: they wait for it. None otherwise."""
+    shares = [(s.rank, w) for s in series if (w := mean_wait(s)) is not None]
+    if len(shares) < 2:
+        return None
+    rank, least = min(shares, key=lambda rs: rs[1])
+    others = statistics.median(w for r, w in shares if r != rank)
+    return (rank, least, others) if others >= busy and least < low * others else None

@@ -1,6 +1,7 @@
 """A run's chart data from its files, read as they grow: ``metrics/rank-R.jsonl`` (cockpit.train's records, or
-any script's ``{"step", "time", "loss"}`` lines), and for a run whose ranks write no metrics, the rank hook's
-``logs/rank-R.HOST.beat`` (collectives called, once a second).
+any script's ``{"step", "time", "loss"}`` lines) and the rank hook's ``logs/rank-R.HOST.beat`` (once a second:
+collectives called, seconds waited inside them): the wait-share chart's data, and the rate's for a run whose
+ranks write no metrics.
 
 Incremental: each poll reads only the bytes added since the last one (at most ``CHUNK`` per file per poll, so
 a poll's time is bounded however far behind it is) and keeps a partial last line for the next poll. A file
@@ -56,9 +57,8 @@ class RunSeries:
         new = False
         for rank, path in self._metrics_files():
             new |= self._read(METRICS, rank, path)
-        if not any(src == METRICS for src, _ in self._tracks):
-            for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "beat").items()):
-                new |= self._read(BEATS, rank, path)
+        for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "beat").items()):
+            new |= self._read(BEATS, rank, path)
         return new
 
     def poll_all(self, max_polls: int = 1000) -> None:
@@ -97,8 +97,14 @@ class RunSeries:
         return METRICS if METRICS in sources else (BEATS if sources else None)
 
     def series(self) -> list[RankSeries]:
-        """Every rank's series, by rank, from the one source the run has."""
-        source = self.source()
+        """Every rank's series, by rank, from the run's metrics (its beats when it wrote none)."""
+        return self._of(self.source())
+
+    def beats(self) -> list[RankSeries]:
+        """Every rank's beats (the wait-share chart's data), by rank."""
+        return self._of(BEATS)
+
+    def _of(self, source: str | None) -> list[RankSeries]:
         return [t.series() for (src, _), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1]) if src == source]
 
     def ranks(self) -> list[int]:
@@ -118,12 +124,15 @@ def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:
     return step, time, float(loss) if ok else None
 
 
-def _beat_point(raw: bytes) -> tuple[int, float] | None:
+def _beat_point(raw: bytes) -> tuple[int, float, float] | None:
+    """(collectives called, time, seconds waited inside collectives so far, the one it is inside now included:
+    a rank blocked in a collective waits all the time)."""
     try:
         rec = json.loads(raw)
-        count, time = rec["n"], float(rec["t"])
+        count, time, sync = rec["n"], float(rec["t"]), float(rec.get("sync") or 0.0)
+        inside = time - float(rec["since"]) if rec.get("in") and rec.get("since") else 0.0
     except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(count, int) or isinstance(count, bool):
         return None
-    return count, time
+    return count, time, sync + max(0.0, inside)

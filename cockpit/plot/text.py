@@ -8,13 +8,14 @@ Without colour (a pipe, NO_COLOR) each line gets its own marker, so the lines st
 from __future__ import annotations
 
 from cockpit.plot.chart import HIGH, LOW, MEAN, Chart, HeatChart, LineChart
-from cockpit.plot.series import thin
+from cockpit.plot.series import WAIT, thin
 
 COLORS = ("blue+", "orange+", "green+", "red+", "magenta+", "cyan+", "yellow", "white")
 MARKERS = ("•", "x", "+", "o", "*", "#", "%", "=")
 SHADES = "░▒▓█"  # rate relative to the median cell: <40%, <70%, <90%, from 90%
 STALLED, NO_DATA = "·", " "
 HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · stalled"
+WAIT_LEGEND = "waiting: █ ≥75%  ▓ ≥50%  ▒ ≥25%  ░ <25% of the time"
 
 
 def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
@@ -49,7 +50,7 @@ def draw(chart: Chart, width: int, height: int, color: bool = False) -> str:
     plt.theme("clear")
     plt.plotsize(width, height)
     apply(chart, plt, width, color)
-    text = plt.build()
+    text = plt.build().rstrip("\n")
     return text if color else plt.uncolorize(text)
 
 
@@ -57,10 +58,15 @@ def heat_rows(chart: HeatChart) -> list[tuple[str, list[tuple[str, int]]]]:
     """Per row: its label and per cell (character, level): level 0 no data, 1 no progress, 2..5 the shades
     from slowest to full speed."""
     h = chart.heat
-    rows = []
-    for label, cells in zip(h.labels, h.cells, strict=True):
-        rows.append((label, [_cell(v, h.median) for v in cells]))
-    return rows
+    cell = _wait_cell if h.kind == WAIT else _cell
+    return [(label, [cell(v, h.median) for v in cells]) for label, cells in zip(h.labels, h.cells, strict=True)]
+
+
+def _wait_cell(value: float | None, _median: float | None) -> tuple[str, int]:
+    if value is None:
+        return NO_DATA, 0
+    shade = 0 if value < 0.25 else 1 if value < 0.5 else 2 if value < 0.75 else 3
+    return SHADES[shade], shade + 2
 
 
 def _cell(value: float | None, median: float | None) -> tuple[str, int]:
@@ -94,8 +100,11 @@ def draw_heat(chart: HeatChart, width: int, color: bool = False) -> str:
     cols = len(h.cells[0])
     left, right = "0 s", f"{span:.0f} s"
     out.append(" " * lw + left + right.rjust(max(1, cols - len(left))))
-    median = f"of the median, {h.median:.3g} {h.unit}" if h.median else f"(no {h.unit} yet)"
-    out.append(f"{HEAT_LEGEND} {median}"[:max(width, 20)])
+    if h.kind == WAIT:
+        legend = WAIT_LEGEND
+    else:
+        legend = HEAT_LEGEND + (f" of the median, {h.median:.3g} {h.unit}" if h.median else f" (no {h.unit} yet)")
+    out.append(legend[:max(width, 20)])
     if chart.note:
         out.append(chart.note)
     return "\n".join(out)

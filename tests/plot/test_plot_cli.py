@@ -1,0 +1,119 @@
+"""`cockpit plot` on real runs: the demo (cockpit.train's metrics: loss and steps/s per rank) and a plain
+torch.distributed script with a slow rank (no metrics: the rank hook's beats give collectives/s, and the
+wait share names the rank the others wait for). The PNG is written and opened; bad input gets one clear line
+and exit 2, and a file that is not a PNG is never overwritten."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+from test_runs_e2e import cockpit, only_run
+
+pytestmark = pytest.mark.slow
+PLAIN = REPO / "tests" / "hang" / "scripts" / "plain_hang.py"
+DEMO_ARGS = ["--epochs", "1", "--steps-per-epoch", "80", "--hidden", "64", "--layers", "1"]
+
+
+def run_job(runs: Path, name: str, script: Path, args: list[str]) -> Path:
+    job = runs.parent / f"{name}.yaml"
+    job.write_text(f"name: {name}\nscript: {script}\nargs: {json.dumps(args)}\nlauncher: local\ngpus: none\n")
+    r = cockpit(runs, "run", str(job), "-q", timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return only_run(runs)[0]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> tuple[Path, Path]:
+    runs = tmp_path_factory.mktemp("demo") / "runs"
+    return runs, run_job(runs, "demo", REPO / "jobs" / "demo.py", DEMO_ARGS)
+
+
+def open_png(path: Path):
+    from matplotlib.image import imread
+
+    pixels = imread(path)
+    return pixels
+
+
+def test_the_demos_loss_per_rank_in_the_terminal_and_as_a_png(demo, tmp_path):
+    runs, run_dir = demo
+    r = cockpit(runs, "plot", "last", "--width", "80", "--height", "24", "--png", str(tmp_path / "loss.png"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
+    assert f"{run_dir.name}: loss per rank" in lines[0]
+    assert "rank 0" in r.stdout and "rank 1" in r.stdout and "step" in lines[-1]
+    assert "\x1b[" not in r.stdout  # not a terminal: no colour codes
+    assert "┤" in r.stdout and "┬" in r.stdout  # a y axis with ticks, an x axis with ticks
+    assert r.stderr.strip() == f"wrote {tmp_path / 'loss.png'}"
+    pixels = open_png(tmp_path / "loss.png")
+    assert pixels.shape == (500, 1000, 4)
+    rgb = pixels[:, :, :3]
+    coloured = ((rgb.max(axis=2) - rgb.min(axis=2)) > 0.3).sum()  # the lines: not white, not grey
+    assert coloured > 500, coloured
+
+
+def test_the_demos_rate_and_heat_map(demo):
+    runs, _ = demo
+    rate = cockpit(runs, "plot", "last", "--metric", "rate", "--width", "100", "--height", "20")
+    assert rate.returncode == 0 and "steps/s per rank" in rate.stdout and "seconds" in rate.stdout
+    heat = cockpit(runs, "plot", "last", "--metric", "heat", "--width", "60", "--height", "12")
+    rows = [line for line in heat.stdout.splitlines() if line[:2] in ("0 ", "1 ")]
+    assert heat.returncode == 0 and len(rows) == 2
+    assert set(rows[0][2:].strip()) <= set("█▓▒░") and rows[0][2:].count("█") > 25  # a healthy run: mostly full
+    only = cockpit(runs, "plot", "last", "--rank", "1", "--width", "80", "--height", "20")
+    assert only.returncode == 0 and "rank 1" in only.stdout and "rank 0" not in only.stdout
+
+
+def test_a_slow_rank_in_a_plain_script_is_the_one_the_others_wait_for(tmp_path):
+    runs = tmp_path / "runs"
+    run_dir = run_job(runs, "slow", PLAIN, ["--steps", "150", "--step-ms", "5", "--slow-rank", "1",
+                                            "--slow-ms", "40"])
+    assert not (run_dir / "metrics").exists()  # the script writes none: the beats are the data
+    wait = cockpit(runs, "plot", "last", "--metric", "wait", "--width", "80", "--height", "12")
+    assert wait.returncode == 0, wait.stderr
+    assert "they wait for rank 1" in wait.stdout, wait.stdout
+    rate = cockpit(runs, "plot", "last", "--metric", "rate", "--width", "80", "--height", "16",
+                   "--png", str(tmp_path / "rate.png"))
+    assert rate.returncode == 0 and "collectives/s" in rate.stdout
+    assert open_png(tmp_path / "rate.png").shape == (500, 1000, 4)
+
+
+def test_bad_input_is_one_line_and_exit_2_and_nothing_on_disk_is_lost(demo, tmp_path):
+    runs, run_dir = demo
+    job = tmp_path / "job.yaml"
+    job.write_text("name: keep me\n")
+    r = cockpit(runs, "plot", "last", "--png", str(job), "--width", "80", "--height", "20")
+    assert r.returncode == 2 and "is there and is not a PNG; not replacing it" in r.stderr
+    assert job.read_text() == "name: keep me\n"
+    assert "Traceback" not in r.stderr
+    r = cockpit(runs, "plot", "nosuchrun")
+    assert r.returncode == 2 and r.stderr.startswith("cockpit: no run 'nosuchrun'")
+    r = cockpit(runs, "plot", "last", "--rank", "7")
+    assert r.returncode == 2 and "no points for rank 7 (it has ranks 0, 1)" in r.stderr
+    r = cockpit(runs, "plot", "last", "--png", str(tmp_path))
+    assert r.returncode == 2 and "is a directory" in r.stderr
+    r = cockpit(runs, "plot", "last", "--width", "5")
+    assert r.returncode == 2 and "out of range 10..1000" in r.stderr
+    empty = runs / "empty-run"
+    empty.mkdir()
+    (empty / "status.json").write_text((run_dir / "status.json").read_text())
+    r = cockpit(runs, "plot", str(empty), "--width", "80", "--height", "20")
+    assert r.returncode == 2 and "no metrics: cockpit.train writes metrics/rank-R.jsonl" in r.stdout
+
+
+def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
+    runs, _ = demo
+    # matplotlib made unimportable in this one process (sys.modules[name] = None makes `import` raise)
+    code = ("import sys; sys.modules['matplotlib'] = None; from cockpit.cli.main import main; "
+            f"sys.exit(main(['plot', 'last', '--width', '80', '--height', '20', '--png', {str(tmp_path / 'x.png')!r}]))")
+    env = {**__import__("os").environ, "COCKPIT_RUNS_DIR": str(runs)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "a PNG needs matplotlib, which is not installed (hint: pip install 'cockpit[plot]'" in r.stderr
+    assert not (tmp_path / "x.png").exists()
