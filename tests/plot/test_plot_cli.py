@@ -6,6 +6,7 @@ and exit 2, and a file that is not a PNG is never overwritten."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,9 +111,10 @@ def test_bad_input_is_one_line_and_exit_2_and_nothing_on_disk_is_lost(demo, tmp_
 def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
     runs, _ = demo
     # matplotlib made unimportable in this one process (sys.modules[name] = None makes `import` raise)
+    argv = ["plot", "last", "--width", "80", "--height", "20", "--png", str(tmp_path / "x.png")]
     code = ("import sys; sys.modules['matplotlib'] = None; from cockpit.cli.main import main; "
-            f"sys.exit(main(['plot', 'last', '--width', '80', '--height', '20', '--png', {str(tmp_path / 'x.png')!r}]))")
-    env = {**__import__("os").environ, "COCKPIT_RUNS_DIR": str(runs)}
+            f"sys.exit(main({argv!r}))")
+    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs)}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "a PNG needs matplotlib, which is not installed (hint: pip install 'cockpit[plot]'" in r.stderr

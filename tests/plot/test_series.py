@@ -104,7 +104,7 @@ def test_the_wait_share_names_the_rank_the_others_wait_for():
     rank, least, others = straggler(series)
     assert rank == 1 and math.isclose(least, 0.05) and math.isclose(others, 0.6)
     chart = charts.wait_chart(series, "w", columns=30, rows=8)
-    assert "rank 1 waits 5% of its time, the others 60%: they wait for rank 1" == chart.note
+    assert chart.note == "rank 1 waits 5% of its time, the others 60%: they wait for rank 1"
     rows = dict(heat_rows(chart))
     assert {ch for ch, _ in rows["1"][1:]} == {"░"} and {ch for ch, _ in rows["0"][1:]} == {"▓"}
 
