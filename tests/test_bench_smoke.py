@@ -26,6 +26,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_hang.py": "stall -> finding",
     "bench_live.py": "every line shown: yes",
     "bench_parse.py": "x bare loop",
+    "bench_plot.py": "x anchor",
     "bench_run.py": "every line shown once: yes",
     "bench_startup.py": "x torchrun",
     "bench_tail.py": "latency write->delivery",
