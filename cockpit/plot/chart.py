@@ -15,6 +15,7 @@ from cockpit.plot.series import UNITS, WAIT, Heat, RankSeries, band, heat, strag
 MAX_LINES = 8
 METRICS = ("loss", "rate", "heat", "wait")
 MEAN, LOW, HIGH = "mean", "min", "max"
+TIME_UNITS = (("hours", 3600), ("minutes", 60), ("seconds", 1))  # the largest that gives the axis 3 or more
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,10 @@ def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
         why = "fewer than two points per rank yet" if series else _NO_POINTS
         return LineChart(title, "seconds", unit, (), note=why, x_is_time=True)
     t0 = min(s.times[0] for s in series if s.times)
-    lines = _lines([(f"rank {r}", tuple((t - t0, v) for t, v in p)) for r, p in rated], width)
-    return LineChart(title, "seconds", unit, lines, x_is_time=True)
+    span = max(t for _, p in rated for t, _ in p) - t0
+    label, scale = next((name, sec) for name, sec in TIME_UNITS if span >= 3 * sec or sec == 1)
+    lines = _lines([(f"rank {r}", tuple(((t - t0) / scale, v) for t, v in p)) for r, p in rated], width)
+    return LineChart(title, label, unit, lines, x_is_time=True)
 
 
 def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int) -> HeatChart:

@@ -25,6 +25,9 @@ def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
     plt.title(chart.title)
     plt.xlabel(chart.xlabel + (f"   ({chart.note})" if chart.note and chart.lines else ""))
     plt.ylabel(chart.ylabel)
+    if chart.xlabel == "step" and chart.lines:
+        lo, hi = min(min(line.xs) for line in chart.lines), max(max(line.xs) for line in chart.lines)
+        plt.xticks(step_ticks(lo, hi, max(2, width // 16)))
     for i, line in enumerate(chart.lines):
         pts = thin(tuple(zip(line.xs, line.ys, strict=True)), max(2, 2 * width))
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
@@ -36,6 +39,18 @@ def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
         else:
             style["marker"] = MARKERS[i % len(MARKERS)]
         plt.plot(xs, ys, **style)
+
+
+def step_ticks(lo: float, hi: float, at_most: int) -> list[int]:
+    """Whole, round step numbers (1, 2 or 5 x 10^k apart) from ``lo`` to ``hi``, at most ``at_most`` of them."""
+    span = max(hi - lo, 1.0)
+    for exp in range(0, 12):
+        for base in (1, 2, 5):
+            gap = base * 10**exp
+            if span / gap <= at_most - 1:
+                first = -(-int(lo) // gap) * gap
+                return list(range(first, int(hi) + 1, gap)) or [int(lo)]
+    return [int(lo), int(hi)]
 
 
 def draw(chart: Chart, width: int, height: int, color: bool = False) -> str:

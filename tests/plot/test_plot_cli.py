@@ -43,7 +43,7 @@ def open_png(path: Path):
 
 def test_the_demos_loss_per_rank_in_the_terminal_and_as_a_png(demo, tmp_path):
     runs, run_dir = demo
-    r = cockpit(runs, "plot", "last", "--width", "80", "--height", "24", "--png", str(tmp_path / "loss.png"))
+    r = cockpit(runs, "plot", str(run_dir), "--width", "80", "--height", "24", "--png", str(tmp_path / "loss.png"))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
@@ -60,14 +60,14 @@ def test_the_demos_loss_per_rank_in_the_terminal_and_as_a_png(demo, tmp_path):
 
 
 def test_the_demos_rate_and_heat_map(demo):
-    runs, _ = demo
-    rate = cockpit(runs, "plot", "last", "--metric", "rate", "--width", "100", "--height", "20")
+    runs, run_dir = demo
+    rate = cockpit(runs, "plot", str(run_dir), "--metric", "rate", "--width", "100", "--height", "20")
     assert rate.returncode == 0 and "steps/s per rank" in rate.stdout and "seconds" in rate.stdout
-    heat = cockpit(runs, "plot", "last", "--metric", "heat", "--width", "60", "--height", "12")
+    heat = cockpit(runs, "plot", str(run_dir), "--metric", "heat", "--width", "60", "--height", "12")
     rows = [line for line in heat.stdout.splitlines() if line[:2] in ("0 ", "1 ")]
     assert heat.returncode == 0 and len(rows) == 2
     assert set(rows[0][2:].strip()) <= set("█▓▒░") and rows[0][2:].count("█") > 25  # a healthy run: mostly full
-    only = cockpit(runs, "plot", "last", "--rank", "1", "--width", "80", "--height", "20")
+    only = cockpit(runs, "plot", str(run_dir), "--rank", "1", "--width", "80", "--height", "20")
     assert only.returncode == 0 and "rank 1" in only.stdout and "rank 0" not in only.stdout
 
 
@@ -76,10 +76,10 @@ def test_a_slow_rank_in_a_plain_script_is_the_one_the_others_wait_for(tmp_path):
     run_dir = run_job(runs, "slow", PLAIN, ["--steps", "150", "--step-ms", "5", "--slow-rank", "1",
                                             "--slow-ms", "40"])
     assert not (run_dir / "metrics").exists()  # the script writes none: the beats are the data
-    wait = cockpit(runs, "plot", "last", "--metric", "wait", "--width", "80", "--height", "12")
+    wait = cockpit(runs, "plot", str(run_dir), "--metric", "wait", "--width", "80", "--height", "12")
     assert wait.returncode == 0, wait.stderr
     assert "they wait for rank 1" in wait.stdout, wait.stdout
-    rate = cockpit(runs, "plot", "last", "--metric", "rate", "--width", "80", "--height", "16",
+    rate = cockpit(runs, "plot", str(run_dir), "--metric", "rate", "--width", "80", "--height", "16",
                    "--png", str(tmp_path / "rate.png"))
     assert rate.returncode == 0 and "collectives/s" in rate.stdout
     assert open_png(tmp_path / "rate.png").shape == (500, 1000, 4)
@@ -89,29 +89,29 @@ def test_bad_input_is_one_line_and_exit_2_and_nothing_on_disk_is_lost(demo, tmp_
     runs, run_dir = demo
     job = tmp_path / "job.yaml"
     job.write_text("name: keep me\n")
-    r = cockpit(runs, "plot", "last", "--png", str(job), "--width", "80", "--height", "20")
+    r = cockpit(runs, "plot", str(run_dir), "--png", str(job), "--width", "80", "--height", "20")
     assert r.returncode == 2 and "is there and is not a PNG; not replacing it" in r.stderr
     assert job.read_text() == "name: keep me\n"
     assert "Traceback" not in r.stderr
     r = cockpit(runs, "plot", "nosuchrun")
     assert r.returncode == 2 and r.stderr.startswith("cockpit: no run 'nosuchrun'")
-    r = cockpit(runs, "plot", "last", "--rank", "7")
+    r = cockpit(runs, "plot", str(run_dir), "--rank", "7")
     assert r.returncode == 2 and "no points for rank 7 (it has ranks 0, 1)" in r.stderr
-    r = cockpit(runs, "plot", "last", "--png", str(tmp_path))
+    r = cockpit(runs, "plot", str(run_dir), "--png", str(tmp_path))
     assert r.returncode == 2 and "is a directory" in r.stderr
-    r = cockpit(runs, "plot", "last", "--width", "5")
+    r = cockpit(runs, "plot", str(run_dir), "--width", "5")
     assert r.returncode == 2 and "out of range 10..1000" in r.stderr
-    empty = runs / "empty-run"
-    empty.mkdir()
+    empty = tmp_path / "runs" / "empty-run"  # not beside the demo: the module's other tests plot the demo run
+    empty.mkdir(parents=True)
     (empty / "status.json").write_text((run_dir / "status.json").read_text())
     r = cockpit(runs, "plot", str(empty), "--width", "80", "--height", "20")
     assert r.returncode == 2 and "no metrics: cockpit.train writes metrics/rank-R.jsonl" in r.stdout
 
 
 def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
-    runs, _ = demo
+    runs, run_dir = demo
     # matplotlib made unimportable in this one process (sys.modules[name] = None makes `import` raise)
-    argv = ["plot", "last", "--width", "80", "--height", "20", "--png", str(tmp_path / "x.png")]
+    argv = ["plot", str(run_dir), "--width", "80", "--height", "20", "--png", str(tmp_path / "x.png")]
     code = ("import sys; sys.modules['matplotlib'] = None; from cockpit.cli.main import main; "
             f"sys.exit(main({argv!r}))")
     env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs)}
