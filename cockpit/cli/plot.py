@@ -25,6 +25,10 @@ def add_plot_command(sub) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--png", metavar="FILE", help="also write the chart to FILE as a PNG (needs matplotlib: "
                    "pip install 'cockpit[plot]')")
+    p.add_argument("-f", "--follow", action="store_true", help="redraw every --every seconds until the run ends "
+                   "(Ctrl-C leaves; the run goes on)")
+    p.add_argument("--every", type=float, default=2.0, metavar="S", help="with --follow: seconds between "
+                   "redraws (default 2)")
     p.add_argument("--width", type=_size, help="columns (default: the terminal's)")
     p.add_argument("--height", type=_size, help="lines (default: the terminal's, at most 30)")
     p.add_argument("--runs-dir")
@@ -43,37 +47,85 @@ def _size(text: str) -> int:
 
 def cmd_plot(args) -> int:
     from cockpit.cli.runs import CommandError, find, status_of
-    from cockpit.plot.text import draw
 
     try:
         run_dir = find(args)
         status = status_of(run_dir)
     except CommandError as exc:
         raise UsageError(str(exc)) from None
-    term = shutil.get_terminal_size((100, 30))
-    width = args.width or term.columns
-    height = args.height or max(10, min(30, term.lines - 2))
-    chart = _chart(args, run_dir, status, width, height)
-    lines = getattr(chart, "lines", None)
-    empty = not lines if lines is not None else not chart.heat.labels
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    print(draw(chart, width, height, color))
-    if empty:
+    if not 0.2 <= args.every <= 3600:
+        raise UsageError(f"--every {args.every:g} is out of range 0.2..3600 seconds")
+    readers: dict = {}
+    if args.follow:
+        return _follow(args, run_dir, status, readers)
+    chart = _chart(args, run_dir, status, readers, *_size_of(args))
+    print(_text(chart, args))
+    if _empty(chart):
         return EXIT_USAGE
     if args.png:
         _write_png(chart, args.png)
     return EXIT_OK
 
 
-def _chart(args, run_dir, status, width: int, height: int):
-    from cockpit.plot import chart as charts
+def _follow(args, run_dir, status, readers: dict) -> int:
+    """Redraw until the run ends (a last draw after), in place on a terminal; Ctrl-C leaves with 130."""
+    import time
+
+    from cockpit.cli.runs import refresh
+    from cockpit.runs import read_status
+
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            chart = _chart(args, run_dir, status, readers, *_size_of(args))
+            print(("\x1b[H\x1b[2J" if tty else "") + _text(chart, args), flush=True)
+            if status.final:
+                break
+            time.sleep(args.every)
+            # read again, and a run whose supervisor died worked out (else a lost run is followed forever)
+            status = refresh([(run_dir, read_status(run_dir) or status)])[0][1]
+    except KeyboardInterrupt:
+        return 130
+    if args.png and not _empty(chart):
+        _write_png(chart, args.png)
+    return EXIT_USAGE if _empty(chart) else EXIT_OK
+
+
+def _size_of(args) -> tuple[int, int]:
+    term = shutil.get_terminal_size((100, 30))
+    return args.width or term.columns, args.height or max(10, min(30, term.lines - 2))
+
+
+def _text(chart, args) -> str:
+    from cockpit.plot.text import draw
+
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    return draw(chart, *_size_of(args), color)
+
+
+def _empty(chart) -> bool:
+    lines = getattr(chart, "lines", None)
+    return not lines if lines is not None else not chart.heat.labels
+
+
+def _reader(readers: dict, run_dir):
+    """The run directory's reader, kept across redraws (each poll reads only what was appended)."""
     from cockpit.plot.source import RunSeries
+
+    reader = readers.get(run_dir)
+    if reader is None:
+        reader = readers[run_dir] = RunSeries(run_dir)
+    reader.poll_all()
+    return reader
+
+
+def _chart(args, run_dir, status, readers: dict, width: int, height: int):
+    from cockpit.plot import chart as charts
     from cockpit.runs import is_sweep
 
     if is_sweep(status):
-        return _sweep_chart(args, run_dir, status, width, height)
-    reader = RunSeries(run_dir)
-    reader.poll_all()
+        return _sweep_chart(args, run_dir, status, readers, width, height)
+    reader = _reader(readers, run_dir)
     series = reader.series()
     if args.rank:
         known = {s.rank for s in series}
@@ -86,15 +138,13 @@ def _chart(args, run_dir, status, width: int, height: int):
     return charts.build(args.metric, series, run_dir.name, width, height, beats)
 
 
-def _sweep_chart(args, run_dir, status, width: int, height: int):
+def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):
     from cockpit.plot import chart as charts
-    from cockpit.plot.source import RunSeries
     from cockpit.sweep_trials import trial_rows
 
     trials = []
     for row in trial_rows(run_dir, status):
-        reader = RunSeries(row.run_dir)
-        reader.poll_all()
+        reader = _reader(readers, row.run_dir)
         rank0 = [s for s in reader.series() if s.rank == (args.rank or [0])[0]]
         trials.append((row, rank0[0] if rank0 else None))
     if args.metric == "loss":

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, wait_for
 from test_runs_e2e import cockpit, only_run
+
+from cockpit.runs import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 PLAIN = REPO / "tests" / "hang" / "scripts" / "plain_hang.py"
@@ -119,3 +122,31 @@ def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
     assert r.returncode == 2, r.stderr
     assert "a PNG needs matplotlib, which is not installed (hint: pip install 'cockpit[plot]'" in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_follow_redraws_until_the_run_ends_and_ctrl_c_leaves_the_run_alone(tmp_path):
+    runs = tmp_path / "runs"
+    job = tmp_path / "long.yaml"
+    job.write_text(f"name: long\nscript: {REPO / 'jobs' / 'demo.py'}\nargs: {json.dumps(DEMO_ARGS[:2] + ['--steps-per-epoch', '800'])}\n"
+                   "launcher: local\ngpus: none\n")
+    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    run = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        run_dir = wait_for(lambda: (list_runs(runs) or [(None,)])[0][0], 60, "the run directory")
+        wait_for(lambda: (run_dir / "metrics" / "rank-1.jsonl").exists(), 60, "the first metrics")
+        plot = [sys.executable, "-m", "cockpit", "plot", str(run_dir), "-f", "--every", "0.3", "--width", "80",
+                "--height", "16"]
+        left = subprocess.Popen(plot, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert left.stdout.readline()  # the first chart is on its way
+        left.send_signal(signal.SIGINT)
+        out, err = left.communicate(timeout=30)
+        assert left.returncode == 130 and "Traceback" not in err, err
+        assert not read_status(run_dir).final  # leaving the chart left the run alone
+        followed = subprocess.run(plot, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        assert followed.returncode == 0, followed.stderr
+        assert read_status(run_dir).state == "succeeded"
+        charts = followed.stdout.count(f"{run_dir.name}: loss per rank")
+        assert charts >= 2, followed.stdout
+    finally:
+        run.communicate(timeout=180)
