@@ -127,8 +127,8 @@ def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
 def test_follow_redraws_until_the_run_ends_and_ctrl_c_leaves_the_run_alone(tmp_path):
     runs = tmp_path / "runs"
     job = tmp_path / "long.yaml"
-    job.write_text(f"name: long\nscript: {REPO / 'jobs' / 'demo.py'}\nargs: {json.dumps(DEMO_ARGS[:2] + ['--steps-per-epoch', '800'])}\n"
-                   "launcher: local\ngpus: none\n")
+    args = json.dumps(["--epochs", "1", "--steps-per-epoch", "800"])
+    job.write_text(f"name: long\nscript: {REPO / 'jobs' / 'demo.py'}\nargs: {args}\nlauncher: local\ngpus: none\n")
     env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
     run = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
