@@ -3,7 +3,7 @@ and the selection arriving in Compose."""
 
 from __future__ import annotations
 
-from tui.tuidata import until
+from tui.tuidata import fleet_shown, until
 
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen
@@ -22,7 +22,7 @@ def detail(app) -> str:
 async def test_fleet_table_and_selection_feeding_compose(ctx):
     app = CockpitApp(ctx)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: len(app.history.util("gpu-h100", 0)) == 6, what="the fleet snapshots")
+        await until(pilot, lambda: fleet_shown(app), what="the fleet snapshots")
         assert isinstance(app.screen, FleetScreen)
         table = app.screen.query_one(GpuTable)
         rows = row_texts(table)

@@ -5,12 +5,13 @@ user's toggles to the app, which passes the selection on to Compose."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from cockpit.tui import fleetview
+from cockpit.tui import fleetview, gpuhistory
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.gpu_table import GpuTable
 from cockpit.tui.widgets.navbar import NavBar
@@ -41,7 +42,8 @@ class FleetScreen(CockpitScreen):
         app = self.app
         nodes = app.nodes
         table = self.query_one(GpuTable)
-        table.show(fleetview.rows(nodes, app.history, app.selection))
+        spark = gpuhistory.spark_width(app.size.width)
+        table.show(fleetview.rows(nodes, app.history, app.selection, spark), spark)
         gpus = sum(len(n.gpus) for n in nodes)
         bad = sum(fleetview.node_summary(n)[0] == "node-error" for n in nodes)
         picked = len(app.selection.gpus) + len(app.selection.nodes)
@@ -50,6 +52,10 @@ class FleetScreen(CockpitScreen):
                     + (f" · {bad} down" if bad else "") + f" · {picked} picked")
             self.query_one(NavBar).info = text
         self._show_detail()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """The sparklines' width follows the terminal."""
+        self.refresh_fleet(None)
 
     def _show_detail(self) -> None:
         key = self.query_one(GpuTable).current_key()
