@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from textual.signal import Signal
 from textual.worker import Worker
 
 from cockpit.fleet.report import NodeReport
-from cockpit.tui import fleetview
+from cockpit.tui import fleetview, gpuhistory
 from cockpit.tui.context import Context
 from cockpit.tui.messages import FleetUpdated
 from cockpit.tui.screens.base import report_worker_error
@@ -64,7 +63,7 @@ class CockpitApp(App):
         super().__init__()
         self.ctx = ctx
         self.nodes: list[NodeReport] = []
-        self.history = fleetview.History()
+        self.history = gpuhistory.History()
         self.selection = fleetview.Selection()
         self.fleet_changed: Signal[None] = Signal(self, "fleet-changed")
         self.selection_changed: Signal[None] = Signal(self, "selection-changed")
@@ -118,7 +117,7 @@ class CockpitApp(App):
     @work(exclusive=True, group="fleet", exit_on_error=False)
     async def follow_fleet(self) -> None:
         def publish(nodes: list[NodeReport]) -> None:
-            self.history.record(nodes, time.time())  # every reading; only redraws coalesce
+            self.history.record(nodes, self.ctx.clock())  # every reading; only redraws coalesce
             self.post_message(FleetUpdated(nodes))
 
         await self.ctx.fleet.run(publish)

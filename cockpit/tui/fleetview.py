@@ -1,66 +1,23 @@
-"""The fleet as the TUI shows it: the fleet's NodeReports -> table rows, a short history per
-GPU for sparklines, and the user's selection of GPUs and whole nodes. Pure: no textual, no IO, no clock, so
+"""The fleet as the TUI shows it: the fleet's NodeReports -> table rows (with each GPU's sparklines from
+cockpit.tui.gpuhistory), and the user's selection of GPUs and whole nodes. Pure: no textual, no IO, no clock, so
 the same nodes always give the same rows (snapshots depend on it)."""
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cockpit.fleet.report import STATES, NodeReport
 from cockpit.nvml import Gpu
+from cockpit.tui.gpuhistory import MIN_SPARK, History, sparkline
 
-SPARK = "▁▂▃▄▅▆▇█"
 COLUMNS = ("", "NODE/GPU", "NAME", "UTIL", "MEMORY", "TEMP", "PROCS")
-WIDTHS = (1, 10, 16, 11, 14, 4, 5)  # fixed: the table fits 80 columns and does not jump as values change
-SPARK_WIDTH = 6
 
 
-def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH, maximum: float = 100.0) -> str:
-    """The last ``width`` values as block characters (0..maximum); unknown values are '·', padded left."""
-    out = []
-    for v in list(values)[-width:]:
-        if v is None:
-            out.append("·")
-        else:
-            level = max(0.0, min(1.0, v / maximum)) if maximum > 0 else 0.0
-            out.append(SPARK[min(len(SPARK) - 1, int(level * len(SPARK)))])
-    return "".join(out).rjust(width)
-
-
-def memory_percent(gpu: Gpu) -> float | None:
-    used, total = gpu.memory_used_mib, gpu.memory_total_mib
-    return None if used is None or not total else 100.0 * used / total
-
-
-class History:
-    """The last ``keep`` readings of each GPU's utilization and memory use (percent), fed one snapshot at a time,
-    each with the time it was taken (``now``, from the caller: this module reads no clock)."""
-
-    def __init__(self, keep: int = 30):
-        self.keep = keep
-        self._util: dict[tuple[str, int], deque] = {}
-        self._mem: dict[tuple[str, int], deque] = {}
-        self._time: dict[tuple[str, int], deque] = {}
-
-    def record(self, nodes: list[NodeReport], now: float = 0.0) -> None:
-        for node in nodes:
-            for gpu in node.gpus:
-                key = (node.host, gpu.index)
-                self._util.setdefault(key, deque(maxlen=self.keep)).append(gpu.utilization_gpu)
-                self._mem.setdefault(key, deque(maxlen=self.keep)).append(memory_percent(gpu))
-                self._time.setdefault(key, deque(maxlen=self.keep)).append(now)
-
-    def util(self, host: str, index: int) -> list[float | None]:
-        return list(self._util.get((host, index), ()))
-
-    def memory(self, host: str, index: int) -> list[float | None]:
-        return list(self._mem.get((host, index), ()))
-
-    def times(self, host: str, index: int) -> list[float]:
-        """When each reading of util() and memory() was taken (the ``now`` given to record)."""
-        return list(self._time.get((host, index), ()))
+def widths(spark: int = MIN_SPARK) -> tuple[int, ...]:
+    """Column widths for sparklines ``spark`` cells wide (gpuhistory.spark_width of the terminal): fixed for a
+    given terminal, so the table does not jump as values change; at 80 columns the table fits exactly."""
+    return (1, 10, 16, 5 + spark, 8 + spark, 4, 5)
 
 
 @dataclass(frozen=True)
@@ -135,8 +92,8 @@ def node_summary(node: NodeReport) -> tuple[str, str]:
     return "node-error", (state or "unknown").replace("_", " ")
 
 
-def rows(nodes: list[NodeReport], history: History, selection: Selection) -> list[Row]:
-    """Every node, then its GPUs in nvidia-smi order (index = PCI bus order)."""
+def rows(nodes: list[NodeReport], history: History, selection: Selection, spark: int = MIN_SPARK) -> list[Row]:
+    """Every node, then its GPUs in nvidia-smi order (index = PCI bus order), sparklines ``spark`` cells wide."""
     out = []
     for node in nodes:
         host = node.host
@@ -145,10 +102,10 @@ def rows(nodes: list[NodeReport], history: History, selection: Selection) -> lis
         for g in node.gpus:
             i = g.index
             util = g.utilization_gpu
-            util_text = ("  - " if util is None else f"{util:>3}%") + " " + sparkline(history.util(host, i))
+            util_text = ("  - " if util is None else f"{util:>3}%") + " " + sparkline(history.util(host, i), spark)
             out.append(Row(row_key(host, i), host, i, "gpu", (
                 selection.mark(node, i), f"  {i}", short_name(g.name)[:16], util_text,
-                f"{_memory(g):>7} {sparkline(history.memory(host, i))}",
+                f"{_memory(g):>7} {sparkline(history.memory(host, i), spark)}",
                 "-" if g.temperature_c is None else f"{g.temperature_c}C", str(len(g.processes)))))
     return out
 

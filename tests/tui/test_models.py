@@ -17,6 +17,7 @@ from tui.tuidata import fleet_snapshot
 from cockpit.spec.model import load_spec, parse_spec
 from cockpit.tui import fleetview, form
 from cockpit.tui.config import load_config, save_config
+from cockpit.tui.gpuhistory import History
 from cockpit.tui.launching import STAGE_DIR, job_file_for
 from cockpit.tui.logfilter import LineFilter, level_of
 from cockpit.tui.logstore import LineRing, LogStore
@@ -61,17 +62,8 @@ def test_unshown_keys_ride_along_and_a_broken_file_still_opens():
         form.from_text("- just\n- a list\n")
 
 
-def test_sparkline_and_history():
-    assert fleetview.sparkline([0, 50, 100, None], width=4) == "▁▅█·"
-    assert fleetview.sparkline([10], width=3) == "  ▁"
-    h = fleetview.History(keep=2)
-    for shift in (0, 10, 20):
-        h.record(fleet_snapshot(shift))
-    assert h.util("gpu-h100", 0) == [90, 80]
-
-
 def test_rows_are_in_nvidia_smi_order_with_cpu_and_error_nodes():
-    rows = fleetview.rows(fleet_snapshot(), fleetview.History(), fleetview.Selection())
+    rows = fleetview.rows(fleet_snapshot(), History(), fleetview.Selection())
     kinds = [(r.host, r.gpu, r.kind) for r in rows]
     assert kinds[0] == ("localhost", None, "node-cpu") and rows[0].cells[2] == "CPU · 2 cores"
     assert ("gpu-a5000", 1, "gpu") in kinds and kinds[-1] == ("gpu-down", None, "node-error")

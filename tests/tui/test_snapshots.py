@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
-from tui.tuidata import until
+from tui.tuidata import fleet_shown, until
 
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen
@@ -30,8 +30,8 @@ async def settle(pilot) -> None:
 
 async def show_fleet(pilot) -> None:
     app = pilot.app
-    await until(pilot, lambda: len(app.history.util("gpu-h100", 0)) == 6, what="the fleet history")
-    await pilot.press("down", "down", "space", "down", "down", "down", "space")
+    await until(pilot, lambda: fleet_shown(app), what="the fleet history")
+    await pilot.press("down", "down", "space", "down", "down", "down", "space", "up", "up", "up")  # the chart: H100
     await settle(pilot)
 
 

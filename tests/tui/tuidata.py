@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 
@@ -20,34 +21,54 @@ NVML = REPO / "tests" / "fixtures" / "nvml"
 NOW = 1_800_000_000.0  # the fixed clock of every snapshot
 
 
-def node_from_recording(host: str, name: str, util_shift: int = 0) -> NodeReport:
-    """A fleet node from a recorded NVML fixture (through the `cockpit gpus --json` shape, as a node sends it)."""
+def node_from_recording(host: str, name: str, util_shift: int = 0, memory_scale: float = 1.0,
+                        updated: float | None = None) -> NodeReport:
+    """A fleet node from a recorded NVML fixture (through the `cockpit gpus --json` shape, as a node sends it),
+    its GPUs' utilization lowered by ``util_shift`` points and memory use scaled, reported at ``updated``."""
     rec = json.loads((NVML / f"{name}.json").read_text())
     report = nvml.read(nvml_replay.RecordedSource(rec), env=rec.get("env", {})).to_dict()
     for gpu in report["gpus"]:
         if gpu["utilization_gpu"] is not None:
             gpu["utilization_gpu"] = max(0, min(100, gpu["utilization_gpu"] - util_shift))
+        if gpu["memory_used_mib"] is not None:
+            gpu["memory_used_mib"] = round(gpu["memory_used_mib"] * memory_scale)
     state = report.pop("state")
     reason = report.pop("reason")
     return NodeReport.from_dict({
-        "host": host, "state": state, "reason": reason, "hint": None, "updated": None, "hostname": host,
+        "host": host, "state": state, "reason": reason, "hint": None, "updated": updated, "hostname": host,
         "interfaces": [{"name": "eth0", "up": True, "loopback": False, "ipv4": ["10.0.0.7/24"]}],
         "versions": None, "ports": None, "cpus": 64 if report["gpus"] else 2, **report})
 
 
-def fleet_snapshot(util_shift: int = 0) -> list[NodeReport]:
-    nodes = [node_from_recording("localhost", "no-driver"),
-             node_from_recording("gpu-h100", "h100-80gb-hbm3-load", util_shift),
-             node_from_recording("gpu-a5000", "dual-rtx-a5000", util_shift),
-             node_from_recording("gpu-a100", "a100-sxm4-80gb-mig", util_shift)]
+def fleet_snapshot(util_shift: int = 0, memory_scale: float = 1.0, updated: float | None = None
+                   ) -> list[NodeReport]:
+    gpus = {"util_shift": util_shift, "memory_scale": memory_scale, "updated": updated}
+    nodes = [node_from_recording("localhost", "no-driver", updated=updated),
+             node_from_recording("gpu-h100", "h100-80gb-hbm3-load", **gpus),
+             node_from_recording("gpu-a5000", "dual-rtx-a5000", **gpus),
+             node_from_recording("gpu-a100", "a100-sxm4-80gb-mig", **gpus)]
     nodes.append(NodeReport("gpu-down", "unreachable", "connection refused (port 22)",
                             "is sshd running on the node? is the host name right?"))
     return nodes
 
 
+READINGS = 40  # fleet_history's length: wider than the 160-column sparklines, fewer than History keeps
+STEP = 2.0  # seconds between readings (the TUI's default refresh)
+
+
 def fleet_history() -> list[list[NodeReport]]:
-    """Several snapshots, so the sparklines have a history."""
-    return [fleet_snapshot(shift) for shift in (60, 40, 80, 20, 0, 10)]
+    """READINGS snapshots STEP seconds apart ending at NOW, so the sparklines and the chart have a history that
+    is the same on every machine: memory fills up over the first ten readings (a model loading), utilization
+    swings (data loading stalls) and ends 10 points under the recorded values, as before."""
+    shifts = [round(40 + 35 * math.sin(k / 2.5)) for k in range(READINGS - 1)] + [10]
+    return [fleet_snapshot(shift, min(1.0, 0.3 + 0.07 * k), NOW - STEP * (READINGS - 1 - k))
+            for k, shift in enumerate(shifts)]
+
+
+def fleet_shown(app) -> bool:
+    """The app has recorded every reading of fleet_history and handled the last one (the fleet's updates are
+    handled after they are recorded, and coalesce)."""
+    return len(app.history.util("gpu-h100", 0)) == READINGS and bool(app.nodes) and app.nodes[1].updated == NOW
 
 
 def fixed_facts(facts):

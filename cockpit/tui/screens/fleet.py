@@ -1,19 +1,28 @@
 """Fleet: nodes × GPUs with short histories; pick GPUs (space, enter, click on the mark) and whole nodes.
 
+Under the table, the highlighted row's details and, for a GPU, its utilization and memory over time as a chart
+(h shows or hides it). At 80 columns the chart takes the details' place (a chart narrower than the screen
+has too few columns to read, and the details' process lines need the width); from WIDE columns they sit
+side by side. The panel's height does not change with the cursor, so the table never jumps.
+
 The app owns the fleet data (it runs the feed worker) and the selection; this screen shows them and posts the
 user's toggles to the app, which passes the selection on to Compose."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from cockpit.tui import fleetview
+from cockpit.tui import fleetview, gpuhistory
 from cockpit.tui.screens.base import CockpitScreen
+from cockpit.tui.widgets.gpu_chart import GpuChart
 from cockpit.tui.widgets.gpu_table import GpuTable
 from cockpit.tui.widgets.navbar import NavBar
+
+WIDE = 120  # columns from which the details and the chart sit side by side
 
 
 class FleetScreen(CockpitScreen):
@@ -22,16 +31,21 @@ class FleetScreen(CockpitScreen):
         Binding("c", "compose_selection", "Compose"),
         Binding("x", "clear_selection", "Clear"),
         Binding("g", "refresh", "Refresh"),
+        Binding("h", "toggle_history", "History"),
     ]
 
     def compose(self) -> ComposeResult:
         yield NavBar("fleet", id="nav")
         with Vertical(id="fleet"):
             yield GpuTable(id="gpus")
-            yield Static("", id="fleet-detail", markup=False)
+            with Horizontal(id="fleet-bottom"):
+                yield Static("", id="fleet-detail", markup=False)
+                yield GpuChart(id="fleet-chart")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.add_class("-chart")
+        self.set_class(self.app.size.width >= WIDE, "-wide")
         self.app.fleet_changed.subscribe(self, self.refresh_fleet)
         self.app.theme_changed_signal.subscribe(self, lambda _: self.query_one(GpuTable).restyle())
         self.refresh_fleet(None)
@@ -41,7 +55,8 @@ class FleetScreen(CockpitScreen):
         app = self.app
         nodes = app.nodes
         table = self.query_one(GpuTable)
-        table.show(fleetview.rows(nodes, app.history, app.selection))
+        spark = gpuhistory.spark_width(app.size.width)
+        table.show(fleetview.rows(nodes, app.history, app.selection, spark), spark)
         gpus = sum(len(n.gpus) for n in nodes)
         bad = sum(fleetview.node_summary(n)[0] == "node-error" for n in nodes)
         picked = len(app.selection.gpus) + len(app.selection.nodes)
@@ -51,15 +66,31 @@ class FleetScreen(CockpitScreen):
             self.query_one(NavBar).info = text
         self._show_detail()
 
+    def on_resize(self, event: events.Resize) -> None:
+        """The sparklines' width and the panel's layout follow the terminal."""
+        self.set_class(event.size.width >= WIDE, "-wide")
+        self.refresh_fleet(None)
+
+    def action_toggle_history(self) -> None:
+        self.toggle_class("-chart")
+        self._show_detail()
+
     def _show_detail(self) -> None:
         key = self.query_one(GpuTable).current_key()
         detail = self.query_one("#fleet-detail", Static)
         node = self._node_of(key)
+        parts = key.split("\x1f") if key else []
+        gpu = int(parts[2]) if node is not None and parts[0] == "gpu" else None
+        reading = next((g for g in node.gpus if g.index == gpu), None) if node is not None else None
+        self.set_class(reading is not None, "-gpu")  # a GPU that is gone has its details ("gone"), no chart
         if node is None:
             detail.update("", layout=False)  # fixed height: no re-layout of the screen
             return
-        parts = key.split("\x1f")
-        detail.update("\n".join(fleetview.details(node, int(parts[2]) if parts[0] == "gpu" else None)), layout=False)
+        detail.update("\n".join(fleetview.details(node, gpu)), layout=False)
+        if reading is not None and self.has_class("-chart"):
+            history = self.app.history
+            self.query_one(GpuChart).show((key, history.count(node.host, gpu)),
+                                          lambda: gpuhistory.gpu_chart(node.host, reading, history))
 
     def _node_of(self, key: str | None) -> dict | None:
         if key is None:

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from cockpit.tui.fleetview import COLUMNS, WIDTHS, Row
+from cockpit.tui.fleetview import COLUMNS, Row, widths
 
 
 class GpuTable(DataTable):
@@ -25,14 +25,19 @@ class GpuTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self._keys: list[str] = []
         self._rows: dict[str, Row] = {}
+        self._spark = 0  # sparkline cells the columns are made for; 0: no columns yet
 
-    def on_mount(self) -> None:
-        for i, (label, width) in enumerate(zip(COLUMNS, WIDTHS, strict=True)):
-            self.add_column(label, width=width, key=f"c{i}")
-
-    def show(self, rows: list[Row]) -> None:
+    def show(self, rows: list[Row], spark: int) -> None:
+        """Show ``rows`` whose sparklines are ``spark`` cells wide: cells change in place; the columns are
+        made again only when the width changes (the terminal was resized), keeping the cursor's row."""
         keys = [r.key for r in rows]
         current = self.current_key()
+        if spark != self._spark:
+            self.clear(columns=True)
+            self._spark = spark
+            for i, (label, width) in enumerate(zip(COLUMNS, widths(spark), strict=True)):
+                self.add_column(label, width=width, key=f"c{i}")
+            self._keys = []
         if keys != self._keys:
             self.clear()
             for r in rows:
@@ -65,7 +70,7 @@ class GpuTable(DataTable):
     def restyle(self) -> None:
         """Colours come from the theme: redraw the cells after a theme change."""
         rows, self._keys = list(self._rows.values()), []
-        self.show(rows)
+        self.show(rows, self._spark)
 
     def action_toggle(self) -> None:
         key = self.current_key()
