@@ -10,9 +10,9 @@ from textual.message import Message
 
 from cockpit.fleet.report import NodeReport
 from cockpit.logs.diagnose_model import Report
+from cockpit.plot.series import RankSeries
 from cockpit.runs import RunStatus
 from cockpit.tui.form import Checked
-from cockpit.tui.metrics import Series
 
 
 class FleetUpdated(Message):
@@ -71,7 +71,9 @@ class Diagnosed(Message):
 
 
 class MetricsRead(Message):
-    def __init__(self, series: Series | None) -> None:
+    """The side panel's rank's series (None: no rank has points yet)."""
+
+    def __init__(self, series: RankSeries | None) -> None:
         super().__init__()
         self.series = series
 
@@ -89,3 +91,4 @@ class ForecastRead(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ForecastRead)
+
