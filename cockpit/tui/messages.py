@@ -92,3 +92,15 @@ class ForecastRead(Message):
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ForecastRead)
 
+
+class ChartsRead(Message):
+    """The charts screen's data for one (metric, pick): the chart as a value (None for the GPU chart, drawn
+    from the app's fleet history), the ranks (or a sweep's trials) there are, and each rank's GPU."""
+
+    def __init__(self, metric: str, pick: int | None, chart, ids: list[int], gpus: dict | None,
+                 sweep: bool) -> None:
+        super().__init__()
+        self.metric, self.pick, self.chart, self.ids, self.gpus, self.sweep = metric, pick, chart, ids, gpus, sweep
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ChartsRead)

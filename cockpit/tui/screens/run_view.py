@@ -55,6 +55,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         Binding("a", "merged", "All ranks", show=False),
         Binding("d", "diagnose", "Diagnose"),
         Binding("k", "stacks", "Stacks"),
+        Binding("c", "charts", "Charts"),
         Binding("s", "stop", "Stop"),
         Binding("R", "requeue", "Requeue"),
         Binding("F", "fix", "Fix + relaunch"),
@@ -114,6 +115,11 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.set_interval(1.0, self._tick)
         self.query_one(RankLog).focus()
         self.call_after_refresh(gc.freeze)  # this screen's widgets: out of the collector's scans (see app.py)
+
+    def action_charts(self) -> None:
+        from cockpit.tui.screens.charts import ChartsScreen
+
+        self.app.push_screen(ChartsScreen(self.run_dir))
 
     def action_fix(self) -> None:
         from cockpit.tui.screens.fix import FixScreen
