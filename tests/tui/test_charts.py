@@ -139,6 +139,25 @@ async def test_a_sweeps_loss_chart_has_its_trials_labelled_with_their_arguments(
         assert [line.label for line in drawn(screen)[0].lines] == ["trial 1"]
 
 
+def test_ranks_map_to_their_local_gpu_through_the_jobs_ids_and_fleets_name_for_this_machine():
+    hosts = {0: "node0", 1: "node0", 2: "gpu-b", 3: "gpu-b"}
+    assert chartsview.rank_gpus(hosts, None) == {0: ("node0", 0), 1: ("node0", 1), 2: ("gpu-b", 0), 3: ("gpu-b", 1)}
+    assert chartsview.rank_gpus(hosts, (2, 5))[1] == ("node0", 5)
+    readings = {("localhost", 0), ("localhost", 1), ("gpu-b", 0)}  # Fleet calls this machine localhost
+    mapped = chartsview.fleet_hosts(chartsview.rank_gpus(hosts, None), lambda h, i: (h, i) in readings,
+                                    ("localhost",))
+    assert mapped == {0: ("localhost", 0), 1: ("localhost", 1), 2: ("gpu-b", 0), 3: ("gpu-b", 1)}
+
+
+def test_the_pick_cycles_all_then_each_then_all():
+    picks, pick = [], None
+    for _ in range(4):
+        pick = chartsview.next_pick(pick, [2, 0, 1])
+        picks.append(pick)
+    assert picks == [0, 1, 2, None] and chartsview.next_pick(None, []) is None
+    assert [chartsview.next_metric(m) for m in chartsview.METRICS] == ["rate", "heat", "gpu", "loss"]
+
+
 # --- snapshots ---------------------------------------------------------------------------------------------------
 SIZES = [(80, 24), (160, 48)]
 
