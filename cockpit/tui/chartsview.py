@@ -55,7 +55,8 @@ def rank_gpus(rank_hosts: dict[int, str], gpu_ids: Sequence[int] | None) -> GpuM
 
 def fleet_hosts(gpus: GpuMap, has_data: Callable[[str, int], bool], local: Sequence[str]) -> GpuMap:
     """The same map with each host as Fleet names it: a local run's ranks name this machine by its hostname,
-    Fleet by its own name for it (``local``, e.g. localhost); a GPU with readings under its own name keeps it."""
+    Fleet by its own name for it (``local``, e.g. localhost: pass it for a local run only, whose every rank
+    is on this machine); a GPU with readings under its own name keeps it."""
     out: GpuMap = {}
     for rank, (host, index) in gpus.items():
         alias = next((name for name in local if has_data(name, index)), None)

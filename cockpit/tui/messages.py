@@ -98,9 +98,10 @@ class ChartsRead(Message):
     from the app's fleet history), the ranks (or a sweep's trials) there are, and each rank's GPU."""
 
     def __init__(self, metric: str, pick: int | None, chart, ids: list[int], gpus: dict | None,
-                 sweep: bool) -> None:
+                 sweep: bool, local: bool = False) -> None:
         super().__init__()
         self.metric, self.pick, self.chart, self.ids, self.gpus, self.sweep = metric, pick, chart, ids, gpus, sweep
+        self.local = local  # the run's ranks are all on this machine (the local launcher)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ChartsRead)

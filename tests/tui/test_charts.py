@@ -9,7 +9,7 @@ Update the snapshots with `pytest tests/tui/test_charts.py --snapshot-update`, t
 from __future__ import annotations
 
 import pytest
-from tui.chartdata import CPU_JOB, STALLED, STRAGGLER, TRIAL_LR, make_charts_run, make_charts_sweep
+from tui.chartdata import CPU_JOB, END, STALLED, STRAGGLER, T0, TRIAL_LR, make_charts_run, make_charts_sweep
 from tui.tuidata import until
 
 from cockpit.plot.chart import HeatChart, LineChart
@@ -139,14 +139,32 @@ async def test_a_sweeps_loss_chart_has_its_trials_labelled_with_their_arguments(
         assert [line.label for line in drawn(screen)[0].lines] == ["trial 1"]
 
 
+async def test_the_charts_follow_a_growing_run_and_a_resized_terminal(ctx):
+    import json
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        with open(run_dir / "metrics" / "rank-0.jsonl", "a") as f:  # the next poll (once a second) reads it
+            f.write(json.dumps({"step": 500, "loss": 0.05, "time": T0 + END + 1}) + "\n")
+        await until(pilot, lambda: drawn(screen)[0].lines[0].xs[-1] == 500.0, what="the new step on the chart")
+        await show(pilot, "heat")
+        wide = len(drawn(screen)[0].heat.cells[0])
+        await pilot.resize_terminal(80, 24)
+        await until(pilot, lambda: len(drawn(screen)[0].heat.cells[0]) < wide, what="a narrower heat map")
+        assert len(drawn(screen)[0].heat.cells[0]) <= 80 - 9
+
+
 def test_ranks_map_to_their_local_gpu_through_the_jobs_ids_and_fleets_name_for_this_machine():
     hosts = {0: "node0", 1: "node0", 2: "gpu-b", 3: "gpu-b"}
     assert chartsview.rank_gpus(hosts, None) == {0: ("node0", 0), 1: ("node0", 1), 2: ("gpu-b", 0), 3: ("gpu-b", 1)}
     assert chartsview.rank_gpus(hosts, (2, 5))[1] == ("node0", 5)
     readings = {("localhost", 0), ("localhost", 1), ("gpu-b", 0)}  # Fleet calls this machine localhost
-    mapped = chartsview.fleet_hosts(chartsview.rank_gpus(hosts, None), lambda h, i: (h, i) in readings,
-                                    ("localhost",))
-    assert mapped == {0: ("localhost", 0), 1: ("localhost", 1), 2: ("gpu-b", 0), 3: ("gpu-b", 1)}
+    has = lambda h, i: (h, i) in readings  # noqa: E731
+    local = {0: ("node0", 0), 1: ("node0", 1)}  # a local run: every rank on this machine
+    assert chartsview.fleet_hosts(local, has, ("localhost",)) == {0: ("localhost", 0), 1: ("localhost", 1)}
+    remote = {2: ("gpu-b", 0), 3: ("gpu-b", 1)}  # gpu-b:1 has no readings: it stays gpu-b's, never this machine's
+    assert chartsview.fleet_hosts(remote, has, ()) == remote
 
 
 def test_the_pick_cycles_all_then_each_then_all():

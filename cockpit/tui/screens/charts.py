@@ -120,7 +120,8 @@ class ChartsScreen(CockpitScreen):
         series = self._series.series()
         ids = [s.rank for s in series]
         if metric == "gpu":
-            return ChartsRead(metric, pick, None, ids, self._gpus(status), False)
+            local = status is not None and status.launcher == "local"
+            return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
         chosen = charts.pick(series, None if pick is None else [pick])
         return ChartsRead(metric, pick, charts.build(metric, chosen, self.run_dir.name, width, height), ids,
                           None, False)
@@ -175,7 +176,7 @@ class ChartsScreen(CockpitScreen):
             why = "the sweep's trials each have their own: open a trial's run" if message.sweep else "CPU-only run"
             return (LineChart(f"{title}: GPU per rank", "seconds", "%", (), f"{chartsview.NO_GPU} ({why})"),)
         history = self.app.history
-        local = tuple(getattr(self.app.ctx.fleet, "local_names", ()))
+        local = tuple(getattr(self.app.ctx.fleet, "local_names", ())) if message.local else ()
         gpus = chartsview.fleet_hosts(message.gpus, lambda h, i: bool(history.times(h, i)), local)
         chosen = {r: g for r, g in gpus.items() if self.pick is None or r == self.pick}
         width = self.query_one("#charts-body").size.width
