@@ -24,7 +24,8 @@ LAYERS = {
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
                 "cockpit.procs", "cockpit.paths", "cockpit.requeue"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang",
-                "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix", "cockpit.plot.source"),
+                "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix", "cockpit.plot.source",
+                "cockpit.sweep_series"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }

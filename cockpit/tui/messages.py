@@ -10,9 +10,9 @@ from textual.message import Message
 
 from cockpit.fleet.report import NodeReport
 from cockpit.logs.diagnose_model import Report
+from cockpit.plot.series import RankSeries
 from cockpit.runs import RunStatus
 from cockpit.tui.form import Checked
-from cockpit.tui.metrics import Series
 
 
 class FleetUpdated(Message):
@@ -71,7 +71,9 @@ class Diagnosed(Message):
 
 
 class MetricsRead(Message):
-    def __init__(self, series: Series | None) -> None:
+    """The side panel's rank's series (None: no rank has points yet)."""
+
+    def __init__(self, series: RankSeries | None) -> None:
         super().__init__()
         self.series = series
 
@@ -89,3 +91,17 @@ class ForecastRead(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ForecastRead)
+
+
+class ChartsRead(Message):
+    """The charts screen's data for one (metric, pick): the chart as a value (None for the GPU chart, drawn
+    from the app's fleet history), the ranks (or a sweep's trials) there are, and each rank's GPU."""
+
+    def __init__(self, metric: str, pick: int | None, chart, ids: list[int], gpus: dict | None,
+                 sweep: bool, local: bool = False) -> None:
+        super().__init__()
+        self.metric, self.pick, self.chart, self.ids, self.gpus, self.sweep = metric, pick, chart, ids, gpus, sweep
+        self.local = local  # the run's ranks are all on this machine (the local launcher)
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ChartsRead)

@@ -2,6 +2,7 @@
 
     python tests/bench/bench_tui.py [--ranks 64] [--rate 1000] [--warmup 15] [--keys 150] [--rounds 2]
                                     [--cols 120 --rows 36] [--baseline | --tui-only] [--json] [--smoke]
+                                    [--metrics] [--charts]
 
 Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a real process on a pseudo-terminal
 (`python -m cockpit.tui --run RUN`), so what is measured is what a user gets: bytes in, bytes out.
@@ -19,7 +20,11 @@ Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a rea
   the floor of textual + the harness on this machine at the time. ``--baseline`` measures only it,
   ``--tui-only`` only the TUI. The baseline's warm-up is at most 3 s (it has no stores to fill).
 
-The writer is another process: every 20 ms it appends rate/50 lines of ~100 bytes to each rank's log file.
+The writer is another process: every 20 ms it appends rate/50 lines of ~100 bytes to each rank's log file
+(and with ``--metrics`` a metrics record to each rank's metrics/rank-R.jsonl: 50 steps/s per rank, what the
+side panel and the charts read). ``--charts`` (implies --metrics): before the key presses the TUI opens the
+charts screen (`c`), waits for its first chart, and goes back (escape): the log view measured after it, and
+the seconds from `c` to the chart ("charts s"); the charts' poll must leave nothing behind.
 """
 
 from __future__ import annotations
@@ -53,11 +58,15 @@ HOSTS = 8
 TICK = 0.02
 
 
-def writer(run_dir: Path, ranks: int, rate: int, stop_after: float) -> None:
-    """Append to every rank's log at ``rate`` lines/s each until ``stop_after`` seconds (runs in a child)."""
+def writer(run_dir: Path, ranks: int, rate: int, stop_after: float, metrics: bool = False) -> None:
+    """Append to every rank's log at ``rate`` lines/s each until ``stop_after`` seconds (runs in a child); with
+    ``metrics``, a metrics record per rank per tick too."""
     per_tick = max(1, int(rate * TICK))
     files = [open(run_dir / "logs" / f"rank-{r}.node{r % HOSTS}.log", "a", buffering=1 << 16)  # noqa: SIM115
              for r in range(ranks)]
+    if metrics:
+        (run_dir / "metrics").mkdir(exist_ok=True)
+    records = [open(run_dir / "metrics" / f"rank-{r}.jsonl", "a") for r in range(ranks)] if metrics else []  # noqa: SIM115
     start = time.monotonic()
     seq, tick = 0, 0
     while time.monotonic() - start < stop_after:
@@ -69,9 +78,12 @@ def writer(run_dir: Path, ranks: int, rate: int, stop_after: float) -> None:
                              f"rank={r} seq={seq} padding-to-a-realistic-length-of-a-line\n")
             f.write("".join(lines))
             f.flush()
+        for r, f in enumerate(records):
+            f.write(json.dumps({"step": tick + 1, "time": time.time(), "loss": 2.0 / (tick + 2), "rank": r}) + "\n")
+            f.flush()
         tick += 1
         time.sleep(max(0.0, start + tick * TICK - time.monotonic()))
-    for f in files:
+    for f in files + records:
         f.close()
 
 
@@ -216,7 +228,8 @@ def measure(kind: str, args: argparse.Namespace, keys: int) -> dict:
     runs.mkdir(parents=True)
     # the writer needs the run directory and the run needs the writer's pid (it stands in for a supervisor)
     read_end, write_end = os.pipe()
-    proc = ctx.Process(target=_writer_after_go, args=(read_end, run_dir_holder, args.ranks, args.rate, duration))
+    proc = ctx.Process(target=_writer_after_go, args=(read_end, run_dir_holder, args.ranks, args.rate, duration,
+                                                      args.metrics))
     proc.start()
     run_dir = make_run(runs, args.ranks, proc.pid)
     for r in range(args.ranks):
@@ -239,6 +252,10 @@ def measure(kind: str, args: argparse.Namespace, keys: int) -> dict:
         if kind == "tui" and not term.wait_for("] [cockpit] step=", 30):
             raise SystemExit("no rank line reached the screen within 30 s")
         time.sleep(max(0.0, warmup - (time.monotonic() - started)))
+        if kind == "tui" and args.charts:
+            result["charts_s"] = term.press("c", " · loss · all ranks", 30)
+            if result["charts_s"] is None or term.press("\x1b", " · follow", 30) is None:
+                raise SystemExit("the charts screen did not open and close within 30 s")
         lat, lost, follow = [], 0, True
         for _ in range(keys):
             time.sleep(random.uniform(0.1, 0.25))
@@ -282,6 +299,7 @@ def summarize(sessions: list[dict], ranks: int) -> dict:
         "feed_rss_mb": max(s["feed_rss_mb"] for s in sessions),
         "tty_bytes": sum(s["tty_bytes"] for s in sessions),
         "load_avg": [round(s["load_avg"], 2) for s in sessions],
+        "charts_s": [round(s["charts_s"], 2) for s in sessions if s.get("charts_s") is not None],
     }
 
 
@@ -300,7 +318,10 @@ def main() -> int:
     p.add_argument("--baseline-app", action="store_true", help=argparse.SUPPRESS)  # the child of --baseline
     p.add_argument("--json", action="store_true")
     p.add_argument("--smoke", action="store_true", help="4 ranks, 4 keys, one round (the test suite's smoke test)")
+    p.add_argument("--metrics", action="store_true", help="the writer appends metrics records too")
+    p.add_argument("--charts", action="store_true", help="open the charts screen and go back before the keys")
     args = p.parse_args()
+    args.metrics = args.metrics or args.charts
     if args.smoke:
         args.ranks, args.rate, args.warmup, args.keys, args.rounds = 4, 50, 1.0, 4, 1
     if args.baseline_app:
@@ -341,13 +362,14 @@ def main() -> int:
     if "tui" in result:
         t = result["tui"]
         print(f"TUI streamed {t['streamed_s']} s at {t['lines_per_s']:,} lines/s written "
-              f"({t['lines_per_rank']:,} lines per rank at most)")
+              f"({t['lines_per_rank']:,} lines per rank at most)"
+              + (f"; c to the first chart: {t['charts_s']} s" if t["charts_s"] else ""))
     return 0
 
 
-def _writer_after_go(read_end: int, run_dir: Path, ranks: int, rate: int, duration: float) -> None:
+def _writer_after_go(read_end: int, run_dir: Path, ranks: int, rate: int, duration: float, metrics: bool) -> None:
     os.read(read_end, 1)  # wait until the TUI shows the run
-    writer(run_dir, ranks, rate, duration)
+    writer(run_dir, ranks, rate, duration, metrics)
 
 
 if __name__ == "__main__":

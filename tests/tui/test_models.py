@@ -14,6 +14,7 @@ import pytest
 from helpers import JOBS, REPO
 from tui.tuidata import fleet_snapshot
 
+from cockpit.plot.source import RunSeries
 from cockpit.spec.model import load_spec, parse_spec
 from cockpit.tui import fleetview, form
 from cockpit.tui.config import load_config, save_config
@@ -21,8 +22,8 @@ from cockpit.tui.gpuhistory import History
 from cockpit.tui.launching import STAGE_DIR, job_file_for
 from cockpit.tui.logfilter import LineFilter, level_of
 from cockpit.tui.logstore import LineRing, LogStore
-from cockpit.tui.metrics import MetricsReader
 from cockpit.tui.themes import load_themes, parse_theme
+from cockpit.tui.widgets.metrics_plot import SIDE_POINTS
 
 
 @pytest.mark.parametrize("job", JOBS, ids=[j.name for j in JOBS])
@@ -113,18 +114,19 @@ def test_level_filter_and_search():
     assert LineFilter().next_level().level == "warn"
 
 
-def test_metrics_reader_is_incremental_and_last_record_wins(tmp_path):
+def test_the_run_views_metrics_reader_is_incremental_and_last_record_wins(tmp_path):
+    """The side panel reads through cockpit.plot.source.RunSeries (one reader for the panel and the charts)."""
     path = tmp_path / "metrics" / "rank-0.jsonl"
     path.parent.mkdir()
-    rec = lambda step, loss: json.dumps({"step": step, "loss": loss, "samples_per_s": 10.0 * step}) + "\n"  # noqa: E731
+    rec = lambda step, loss: json.dumps({"step": step, "loss": loss, "time": 100.0 + step}) + "\n"  # noqa: E731
     path.write_text(rec(1, 1.0) + rec(2, 0.5) + '{"step": 3, "lo')
-    reader = MetricsReader(tmp_path)
-    assert reader.poll() and reader.series(0).steps == (1, 2)
+    reader = RunSeries(tmp_path, keep=SIDE_POINTS)
+    assert reader.poll() and reader.series()[0].counts == (1, 2)
     with open(path, "a") as f:
-        f.write('ss": 0.25, "samples_per_s": 30}\n' + rec(2, 0.4))  # a resumed run repeats step 2
+        f.write('ss": 0.25, "time": 103}\n' + rec(2, 0.4))  # a resumed run repeats step 2
     assert reader.poll() and not reader.poll()
-    s = reader.series(0)
-    assert s.steps == (1, 3, 2) and s.loss == (1.0, 0.25, 0.4)
+    s = reader.series()[0]
+    assert s.counts == (1, 2, 3) and s.loss == (1.0, 0.4, 0.25)
 
 
 def test_theme_files_load_and_bad_ones_are_reported_not_fatal(tmp_path):
@@ -188,7 +190,7 @@ def test_the_tui_package_never_imports_torch():
 
 
 def test_pure_models_do_not_import_textual():
-    pure = ("form", "fleetview", "logstore", "logfilter", "metrics", "runfeed", "feedcore", "feedproc", "config",
+    pure = ("form", "fleetview", "logstore", "logfilter", "chartsview", "runfeed", "feedcore", "feedproc", "config",
             "launching", "fleetfeed", "context")
     code = ("import sys\n" + "".join(f"import cockpit.tui.{m}\n" for m in pure)
             + "print('textual' in sys.modules)")

@@ -26,12 +26,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Static
 
+from cockpit.plot.source import RunSeries
 from cockpit.runs import RunStatus
 from cockpit.tui import runview
 from cockpit.tui.logfilter import LineFilter
 from cockpit.tui.logstore import MERGED
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
-from cockpit.tui.metrics import MetricsReader
 from cockpit.tui.ranktable import rank_rate, rank_state, rank_step, short_age
 from cockpit.tui.runfeed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.runview import APPLY_EVERY
@@ -39,7 +39,7 @@ from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.run_control import RunControls
 from cockpit.tui.screens.run_findings import RunFindings
 from cockpit.tui.widgets.findings_list import FindingsList
-from cockpit.tui.widgets.metrics_plot import MetricsPlot
+from cockpit.tui.widgets.metrics_plot import SIDE_POINTS, MetricsPlot
 from cockpit.tui.widgets.navbar import NavBar
 from cockpit.tui.widgets.rank_log import RankLog
 from cockpit.tui.widgets.rank_table import RankTable
@@ -55,6 +55,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         Binding("a", "merged", "All ranks", show=False),
         Binding("d", "diagnose", "Diagnose"),
         Binding("k", "stacks", "Stacks"),
+        Binding("c", "charts", "Charts"),
         Binding("s", "stop", "Stop"),
         Binding("R", "requeue", "Requeue"),
         Binding("F", "fix", "Fix + relaunch"),
@@ -67,7 +68,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.run_dir = Path(run_dir)
         self.feed = RunFeed(self.run_dir, lambda: self.post_message(FeedReady()), max_lines, parse_budget,
                             scan_slice)
-        self.reader = MetricsReader(self.run_dir)
+        self.reader = RunSeries(self.run_dir, keep=SIDE_POINTS)  # the side panel: a small window
         self._reader_lock = threading.Lock()
         self.status: RunStatus | None = None
         self.view: tuple | None = MERGED
@@ -114,6 +115,11 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.set_interval(1.0, self._tick)
         self.query_one(RankLog).focus()
         self.call_after_refresh(gc.freeze)  # this screen's widgets: out of the collector's scans (see app.py)
+
+    def action_charts(self) -> None:
+        from cockpit.tui.screens.charts import ChartsScreen
+
+        self.app.push_screen(ChartsScreen(self.run_dir))
 
     def action_fix(self) -> None:
         from cockpit.tui.screens.fix import FixScreen
@@ -248,8 +254,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         view = self.view
         with self._reader_lock:  # a cancelled worker's thread may still be reading
             self.reader.poll()
-            rank = runview.metrics_rank(view, self.reader.ranks())
-            series = None if rank is None else self.reader.series(rank)
+            every = self.reader.series()
+            rank = runview.metrics_rank(view, [s.rank for s in every])
+            series = next((s for s in every if s.rank == rank), None)
         self.post_message(MetricsRead(series))
 
     def on_metrics_read(self, message: MetricsRead) -> None:

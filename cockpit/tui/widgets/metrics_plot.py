@@ -1,4 +1,6 @@
-"""Loss and samples/s of one rank as sparklines, with the latest values (from cockpit.tui.metrics.Series)."""
+"""The run view's at-a-glance metrics: one rank's loss and rate as sparklines with the latest values, from
+cockpit.plot's RankSeries (the reader the charts screen uses too). The full charts, with axes, scale and every
+rank, are the charts screen's (`c`)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
-from cockpit.tui.metrics import Series
+from cockpit.plot.series import UNITS, RankSeries
+
+SIDE_POINTS = 100  # points kept per rank for the side panel (cockpit.plot.series.Track keeps up to twice that)
+SPARK_CELLS = 36  # the panel's width: rate intervals to compute (each the mean over its span)
 
 
 class MetricsPlot(Vertical):
@@ -16,15 +21,23 @@ class MetricsPlot(Vertical):
         yield Static("", id="sps-label", classes="plot-label", markup=False)
         yield Sparkline([], id="sps-plot")
 
-    def show(self, series: Series | None) -> None:
+    def show(self, series: RankSeries | None) -> None:
         """Labels are one line each: updated without a layout pass (this runs every second)."""
-        loss, sps = self.query_one("#loss-plot", Sparkline), self.query_one("#sps-plot", Sparkline)
-        if series is None or not series.steps:
-            self.query_one("#loss-label", Static).update("metrics: none yet", layout=False)
-            self.query_one("#sps-label", Static).update("", layout=False)
-            loss.data, sps.data = [], []
+        loss_plot, rate_plot = self.query_one("#loss-plot", Sparkline), self.query_one("#sps-plot", Sparkline)
+        loss_label, rate_label = self.query_one("#loss-label", Static), self.query_one("#sps-label", Static)
+        if series is None or not series.counts:
+            loss_label.update("metrics: none yet", layout=False)
+            rate_label.update("", layout=False)
+            loss_plot.data, rate_plot.data = [], []
             return
-        self.query_one("#loss-label", Static).update(
-            f"rank {series.rank} loss {series.loss[-1]:.4g} @ {series.steps[-1]}", layout=False)
-        self.query_one("#sps-label", Static).update(f"samples/s {series.samples_per_s[-1]:,.0f}", layout=False)
-        loss.data, sps.data = list(series.loss), list(series.samples_per_s)
+        losses = series.losses()
+        rates = series.rate(SPARK_CELLS)
+        unit = UNITS[series.source]
+        if losses:
+            step, loss = losses[-1]
+            loss_label.update(f"rank {series.rank} loss {loss:.4g} @ {step}", layout=False)
+        else:
+            loss_label.update(f"rank {series.rank}: no loss recorded", layout=False)
+        rate_label.update(f"{unit} {rates[-1][1]:,.3g}" if rates else f"{unit}: -", layout=False)
+        loss_plot.data = [v for _, v in losses]
+        rate_plot.data = [v for _, v in rates]

@@ -1,0 +1,206 @@
+"""The charts screen (`c` in the run view): a run's curves with axes, scale and a legend. Loss per rank over
+steps, rate per rank over time, a rank x time heat map of the rate (a straggler or a stall at a glance), and
+each rank's GPU utilisation and memory over time from Fleet's readings; for a sweep, the trials' loss curves
+on one chart and rate / heat per trial. `m` cycles the chart, `r` picks one rank (or trial), `a` all again.
+
+The charts are cockpit.plot's values (what `cockpit plot RUN --metric ...` draws): built in a thread worker
+from cockpit.plot.source.RunSeries (or cockpit.sweep_series for a sweep), polled once a second while the
+screen is shown, each poll bounded; the UI thread only draws them (plotext through textual-plotext, the heat
+map as text). The GPU chart is drawn from the app's fleet history on the UI thread (small, in memory)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer, Static
+from textual_plotext import PlotextPlot
+
+from cockpit.plot.chart import HeatChart, LineChart
+from cockpit.tui import chartsview
+from cockpit.tui.messages import ChartsRead
+from cockpit.tui.screens.base import CockpitScreen
+from cockpit.tui.widgets.heat_map import HeatMap
+from cockpit.tui.widgets.navbar import NavBar
+
+
+class ChartsScreen(CockpitScreen):
+    TITLE = "Charts"
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("m", "next_metric", "Next chart"),
+        Binding("r", "next_pick", "Next rank"),
+        Binding("a", "all", "All ranks"),
+    ]
+
+    def __init__(self, run_dir: Path, metric: str = "loss") -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.metric = metric
+        self.pick: int | None = None  # one rank (a sweep: one trial); None: all
+        self.ids: list[int] = []  # the ranks (trials) with points, as last read
+        self.sweep = False
+        self.shown: tuple | None = None  # what is on screen: (metric, pick, chart value), to skip equal redraws
+        self._lock = threading.Lock()  # a cancelled worker's thread may still be reading
+        self._series = None  # cockpit.plot.source.RunSeries, or cockpit.sweep_series.SweepSeries
+        self._spec: object = None  # the run's job, read once (False: unreadable)
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("runs", id="nav")
+        yield Static("", id="charts-title", markup=False)
+        with Vertical(id="charts-body"):
+            yield PlotextPlot(id="chart-a")
+            yield PlotextPlot(id="chart-b")
+            yield HeatMap(id="chart-heat")
+            yield Static("", id="charts-note", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(NavBar).info = self.run_dir.name
+        self._show_title()
+        self.poll()
+        self.set_interval(1.0, self.poll)
+
+    def on_resize(self) -> None:
+        self.shown = None
+        self.poll()
+
+    def poll(self) -> None:
+        body = self.query_one("#charts-body")
+        self.read_charts(self.metric, self.pick, max(20, body.size.width), max(6, body.size.height))
+
+    # --- keys ---------------------------------------------------------------------------------------------------
+    def action_next_metric(self) -> None:
+        self.metric = chartsview.next_metric(self.metric)
+        self._changed()
+
+    def action_next_pick(self) -> None:
+        self.pick = chartsview.next_pick(self.pick, self.ids)
+        self._changed()
+
+    def action_all(self) -> None:
+        self.pick = None
+        self._changed()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def _changed(self) -> None:
+        self._show_title()
+        self.poll()
+
+    def _show_title(self) -> None:
+        text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep)
+        self.query_one("#charts-title", Static).update(text, layout=False)
+
+    # --- reading ------------------------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
+    def read_charts(self, metric: str, pick: int | None, width: int, height: int) -> None:
+        from cockpit.runs import is_sweep, read_status
+
+        status = read_status(self.run_dir)
+        with self._lock:
+            if status is not None and is_sweep(status):
+                message = self._read_sweep(status, metric, pick, width, height)
+            else:
+                message = self._read_run(status, metric, pick, width, height)
+        self.post_message(message)
+
+    def _read_run(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:
+        from cockpit.plot import chart as charts
+        from cockpit.plot.source import RunSeries
+
+        if self._series is None:
+            self._series = RunSeries(self.run_dir)
+        self._series.poll()
+        series = self._series.series()
+        ids = [s.rank for s in series]
+        if metric == "gpu":
+            local = status is not None and status.launcher == "local"
+            return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
+        chosen = charts.pick(series, None if pick is None else [pick])
+        return ChartsRead(metric, pick, charts.build(metric, chosen, self.run_dir.name, width, height), ids,
+                          None, False)
+
+    def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:
+        from cockpit.sweep_series import SweepSeries, sweep_chart
+
+        if self._series is None:
+            self._series = SweepSeries(self.run_dir)
+        self._series.poll(status)
+        trials = self._series.trials(0)
+        ids = [row.index for row, _ in trials]
+        if metric == "gpu":
+            return ChartsRead(metric, pick, None, ids, None, True)
+        chosen = [(row, s) for row, s in trials if pick is None or row.index == pick]
+        return ChartsRead(metric, pick, sweep_chart(metric, chosen, self.run_dir.name, width, height), ids,
+                          None, True)
+
+    def _gpus(self, status) -> chartsview.GpuMap | None:
+        """rank -> (host, GPU index); None for a job that uses no GPUs."""
+        from cockpit import run_layout as layout
+        from cockpit.run_forecast import job_spec
+
+        if self._spec is None:
+            self._spec = job_spec(self.run_dir) or False
+        spec = self._spec or None
+        if spec is not None and not spec.uses_gpus:
+            return None
+        hosts = {rank: host for rank, (host, _) in layout.rank_files(self.run_dir, "log").items()}
+        if not hosts and status is not None:  # no logs here (yet): the watchdog's record of each rank
+            hosts = {int(r): rec["host"] for r, rec in status.progress.items() if r.isdigit() and rec.get("host")}
+        return chartsview.rank_gpus(hosts, spec.gpu_ids if spec is not None else None)
+
+    # --- drawing ------------------------------------------------------------------------------------------------
+    def on_charts_read(self, message: ChartsRead) -> None:
+        if (message.metric, message.pick) != (self.metric, self.pick):
+            return  # a read for a chart no longer asked for; the one asked for is on its way
+        self.ids = message.ids
+        if message.sweep != self.sweep:
+            self.sweep = message.sweep
+            self._show_title()
+        charts = self._gpu_charts(message) if message.metric == "gpu" else (message.chart,)
+        key = (message.metric, message.pick, charts)
+        if key == self.shown:
+            return  # nothing new: no repaint (a finished run polls the same points every second)
+        self.shown = key
+        self._draw(charts)
+
+    def _gpu_charts(self, message: ChartsRead) -> tuple[LineChart, ...]:
+        title = self.run_dir.name
+        if message.gpus is None:
+            why = "the sweep's trials each have their own: open a trial's run" if message.sweep else "CPU-only run"
+            return (LineChart(f"{title}: GPU per rank", "seconds", "%", (), f"{chartsview.NO_GPU} ({why})"),)
+        history = self.app.history
+        local = tuple(getattr(self.app.ctx.fleet, "local_names", ())) if message.local else ()
+        gpus = chartsview.fleet_hosts(message.gpus, lambda h, i: bool(history.times(h, i)), local)
+        chosen = {r: g for r, g in gpus.items() if self.pick is None or r == self.pick}
+        width = self.query_one("#charts-body").size.width
+        util = {r: (history.times(*g), history.util(*g)) for r, g in chosen.items()}
+        mem = {r: (history.times(*g), history.memory(*g)) for r, g in chosen.items()}
+        return (chartsview.gpu_chart(util, chosen, title, "utilisation", width),
+                chartsview.gpu_chart(mem, chosen, title, "memory", width))
+
+    def _draw(self, charts: tuple) -> None:
+        first = charts[0]
+        heat = isinstance(first, HeatChart)
+        empty = not heat and not first.lines
+        self.set_class(heat, "-heat")
+        self.set_class(empty, "-empty")
+        self.set_class(len(charts) > 1 and not empty, "-two")
+        note = self.query_one("#charts-note", Static)
+        note.update(f"{first.title}\n{first.note}" if empty else "")
+        if heat:
+            self.query_one(HeatMap).show(first)
+            return
+        if empty:
+            return
+        from cockpit.plot.text import apply
+
+        for plot, chart in zip(self.query(PlotextPlot), charts, strict=False):
+            apply(chart, plot.plt, max(10, plot.size.width or self.size.width))
+            plot.refresh()

@@ -1,0 +1,203 @@
+"""The charts screen (`c` in the run view) on real run directories (tests/tui/chartdata.py: 4 ranks, rank 2 a
+straggler for a stretch, rank 3 stalled at the end; a sweep of 3 trials): `m` cycles loss -> rate -> heat ->
+GPU, `r` picks a rank and the legend then names only it, escape goes back; the GPU chart maps each rank to its
+GPU from the run's logs and job and draws Fleet's readings of it, or says a CPU-only run has none. SVG
+snapshots of loss, rate and heat at 80x24 and 160x48, and of a sweep's trials.
+
+Update the snapshots with `pytest tests/tui/test_charts.py --snapshot-update`, then read the SVGs."""
+
+from __future__ import annotations
+
+import pytest
+from tui.chartdata import CPU_JOB, END, STALLED, STRAGGLER, T0, TRIAL_LR, make_charts_run, make_charts_sweep
+from tui.tuidata import until
+
+from cockpit.plot.chart import HeatChart, LineChart
+from cockpit.tui import chartsview
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.screens.charts import ChartsScreen
+from cockpit.tui.screens.run_view import RunViewScreen
+from cockpit.tui.widgets.heat_map import HeatMap
+
+
+async def open_charts(pilot, run_dir) -> ChartsScreen:
+    """The run view of ``run_dir``, then `c`; returns once the first chart is drawn."""
+    app = pilot.app
+    app.open_run(run_dir)
+    await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
+    await pilot.press("c")
+    await until(pilot, lambda: isinstance(app.screen, ChartsScreen) and app.screen.shown is not None,
+                what="the charts screen's first chart")
+    return app.screen
+
+
+async def show(pilot, metric: str) -> ChartsScreen:
+    """Press `m` until ``metric``'s chart is drawn."""
+    screen = pilot.app.screen
+    while screen.metric != metric:
+        await pilot.press("m")
+    await until(pilot, lambda: screen.shown is not None and screen.shown[0] == metric, what=f"the {metric} chart")
+    return screen
+
+
+def drawn(screen: ChartsScreen) -> tuple:
+    return screen.shown[2]
+
+
+def legend(screen: ChartsScreen) -> list[str]:
+    return [line.label for chart in drawn(screen) for line in chart.lines]
+
+
+async def test_m_cycles_the_charts_and_escape_goes_back(ctx):
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        assert screen.metric == "loss" and isinstance(drawn(screen)[0], LineChart)
+        assert legend(screen) == ["rank 0", "rank 1", "rank 2", "rank 3"]
+        assert "loss · all ranks" in str(screen.query_one("#charts-title").content)
+        await show(pilot, "rate")
+        assert drawn(screen)[0].ylabel == "steps/s" and drawn(screen)[0].x_is_time
+        await show(pilot, "heat")
+        heat = drawn(screen)[0]
+        assert isinstance(heat, HeatChart) and screen.has_class("-heat") and screen.query_one(HeatMap).display
+        rows = dict(chartsview_rows(heat))
+        assert "·" in rows[str(STALLED)] and "·" not in rows["0"]  # the stall, on its rank's row only
+        assert "▒" in rows[str(STRAGGLER)] or "░" in rows[str(STRAGGLER)]  # the straggler's slow stretch
+        assert set(rows["0"].strip()) == {"█"}
+        await show(pilot, "gpu")
+        await pilot.press("m")
+        await until(pilot, lambda: screen.shown[0] == "loss", what="back to the loss chart")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(pilot.app.screen, RunViewScreen), what="the run view again")
+
+
+def chartsview_rows(heat: HeatChart) -> list[tuple[str, str]]:
+    from cockpit.plot.text import heat_rows
+
+    return [(label, "".join(ch for ch, _ in cells)) for label, cells in heat_rows(heat)]
+
+
+async def test_r_picks_a_rank_and_the_legend_names_only_it(ctx):
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        for rank in range(4):
+            await pilot.press("r")
+            await until(pilot, lambda r=rank: screen.shown[1] == r, what=f"rank {rank} picked")
+            assert legend(screen) == [f"rank {rank}"]
+            assert f"loss · rank {rank}" in str(screen.query_one("#charts-title").content)
+        await pilot.press("r")  # past the last rank: all again
+        await until(pilot, lambda: screen.shown[1] is None, what="all ranks")
+        assert len(legend(screen)) == 4
+        await pilot.press("r", "r", "a")
+        await until(pilot, lambda: screen.pick is None and screen.shown[1] is None, what="a: all ranks")
+        await pilot.press("r")
+        await show(pilot, "heat")  # the pick holds across charts: the heat map has the one row
+        assert drawn(screen)[0].heat.labels == ("0",)
+
+
+async def test_the_gpu_chart_draws_each_ranks_gpu_from_fleet(ctx):
+    run_dir = make_charts_run(ctx.runs_dir)  # ranks 0, 1 on gpu-a5000 and 2, 3 on gpu-h100; gpus: [0, 1]
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: len(app.history.util("gpu-h100", 0)) == 6, what="the fleet history")
+        screen = await open_charts(pilot, run_dir)
+        await show(pilot, "gpu")
+        util, mem = drawn(screen)
+        assert util.title.endswith("GPU utilisation per rank (%)") and mem.title.endswith("GPU memory per rank (%)")
+        # gpu-h100 has one GPU: rank 3's gpu1 has no readings, so no line
+        assert [line.label for line in util.lines] == ["rank 0 gpu-a5000:gpu0", "rank 1 gpu-a5000:gpu1",
+                                                       "rank 2 gpu-h100:gpu0"]
+        assert list(util.lines[2].ys) == app.history.util("gpu-h100", 0)
+        assert list(mem.lines[1].ys) == app.history.memory("gpu-a5000", 1)
+        assert screen.has_class("-two") and screen.query_one("#chart-b").display
+        await pilot.press("r", "r", "r", "r")  # rank 3: its GPU has no readings
+        await until(pilot, lambda: screen.shown[1] == 3, what="rank 3 picked")
+        assert screen.has_class("-empty")
+        assert "no GPU data for this run: Fleet has no readings of gpu-h100:gpu1" in str(
+            screen.query_one("#charts-note").content)
+
+
+async def test_a_cpu_only_run_says_it_has_no_gpu_data(ctx):
+    run_dir = make_charts_run(ctx.runs_dir, job=CPU_JOB)
+    async with CockpitApp(ctx).run_test(size=(80, 24)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await show(pilot, "gpu")
+        assert screen.has_class("-empty") and chartsview.NO_GPU in str(screen.query_one("#charts-note").content)
+
+
+async def test_a_sweeps_loss_chart_has_its_trials_labelled_with_their_arguments(ctx):
+    run_dir = make_charts_sweep(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        assert legend(screen) == [f"trial {i} --lr {lr}" for i, lr in enumerate(TRIAL_LR)]
+        assert "all trials" in str(screen.query_one("#charts-title").content)
+        await pilot.press("r", "r")
+        await until(pilot, lambda: screen.shown[1] == 1, what="trial 1 picked")
+        assert legend(screen) == ["trial 1 --lr 0.03"]
+        await show(pilot, "rate")
+        assert [line.label for line in drawn(screen)[0].lines] == ["trial 1"]
+
+
+async def test_the_charts_follow_a_growing_run_and_a_resized_terminal(ctx):
+    import json
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        with open(run_dir / "metrics" / "rank-0.jsonl", "a") as f:  # the next poll (once a second) reads it
+            f.write(json.dumps({"step": 500, "loss": 0.05, "time": T0 + END + 1}) + "\n")
+        await until(pilot, lambda: drawn(screen)[0].lines[0].xs[-1] == 500.0, what="the new step on the chart")
+        await show(pilot, "heat")
+        wide = len(drawn(screen)[0].heat.cells[0])
+        await pilot.resize_terminal(80, 24)
+        await until(pilot, lambda: len(drawn(screen)[0].heat.cells[0]) < wide, what="a narrower heat map")
+        assert len(drawn(screen)[0].heat.cells[0]) <= 80 - 9
+
+
+def test_ranks_map_to_their_local_gpu_through_the_jobs_ids_and_fleets_name_for_this_machine():
+    hosts = {0: "node0", 1: "node0", 2: "gpu-b", 3: "gpu-b"}
+    assert chartsview.rank_gpus(hosts, None) == {0: ("node0", 0), 1: ("node0", 1), 2: ("gpu-b", 0), 3: ("gpu-b", 1)}
+    assert chartsview.rank_gpus(hosts, (2, 5))[1] == ("node0", 5)
+    readings = {("localhost", 0), ("localhost", 1), ("gpu-b", 0)}  # Fleet calls this machine localhost
+    has = lambda h, i: (h, i) in readings  # noqa: E731
+    local = {0: ("node0", 0), 1: ("node0", 1)}  # a local run: every rank on this machine
+    assert chartsview.fleet_hosts(local, has, ("localhost",)) == {0: ("localhost", 0), 1: ("localhost", 1)}
+    remote = {2: ("gpu-b", 0), 3: ("gpu-b", 1)}  # gpu-b:1 has no readings: it stays gpu-b's, never this machine's
+    assert chartsview.fleet_hosts(remote, has, ()) == remote
+
+
+def test_the_pick_cycles_all_then_each_then_all():
+    picks, pick = [], None
+    for _ in range(4):
+        pick = chartsview.next_pick(pick, [2, 0, 1])
+        picks.append(pick)
+    assert picks == [0, 1, 2, None] and chartsview.next_pick(None, []) is None
+    assert [chartsview.next_metric(m) for m in chartsview.METRICS] == ["rate", "heat", "gpu", "loss"]
+
+
+# --- snapshots ---------------------------------------------------------------------------------------------------
+SIZES = [(80, 24), (160, 48)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("metric", ["loss", "rate", "heat"])
+def test_charts_snapshot(snap_compare, ctx, metric, size):
+    run_dir = make_charts_run(ctx.runs_dir)
+
+    async def run_before(pilot) -> None:
+        await open_charts(pilot, run_dir)
+        await show(pilot, metric)
+        await pilot.pause()
+
+    assert snap_compare(CockpitApp(ctx), terminal_size=size, run_before=run_before)
+
+
+def test_sweep_charts_snapshot(snap_compare, ctx):
+    run_dir = make_charts_sweep(ctx.runs_dir)
+
+    async def run_before(pilot) -> None:
+        await open_charts(pilot, run_dir)
+        await pilot.pause()
+
+    assert snap_compare(CockpitApp(ctx), terminal_size=(80, 24), run_before=run_before)
