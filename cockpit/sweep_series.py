@@ -18,6 +18,7 @@ from cockpit.runs import RunStatus
 from cockpit.sweep_trials import TrialRow, trial_rows
 
 Trials = list[tuple[TrialRow, RankSeries | None]]
+WAIT_NOTE = "a sweep's trials are separate runs whose ranks never wait for each other: open a trial's run"
 
 
 class SweepSeries:
@@ -51,7 +52,7 @@ class SweepSeries:
         out = []
         for row in self.rows:
             reader = self._readers.get(row.run_dir)
-            found = [s for s in reader.series() if s.rank == rank] if reader is not None else []
+            found = reader.series([rank]) if reader is not None else []
             out.append((row, found[0] if found else None))
         return out
 
@@ -67,5 +68,8 @@ def sweep_chart(metric: str, trials: Trials, title: str, width: int, height: int
     if metric == "loss":
         named = [(trial_label(row), s) for row, s in trials]
         return charts.trials_chart(named, f"{title}: loss per trial", width)
+    if metric == "wait":
+        empty = charts.wait_chart([], f"{title}: share of time waiting in collectives", 1, 1)
+        return replace(empty, note=WAIT_NOTE)
     series = [replace(s, rank=row.index) for row, s in trials if s is not None]
     return charts.relabel(charts.build(metric, series, title, width, height), "rank", "trial")

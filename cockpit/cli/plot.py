@@ -139,27 +139,16 @@ def _chart(args, run_dir, status, readers: dict, width: int, height: int):
 
 
 def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):
-    from cockpit.plot import chart as charts
-    from cockpit.sweep_trials import trial_rows
+    from cockpit.sweep_series import SweepSeries, sweep_chart
 
-    trials = []
-    for row in trial_rows(run_dir, status):
-        reader = _reader(readers, row.run_dir)
-        rank0 = [s for s in reader.series() if s.rank == (args.rank or [0])[0]]
-        trials.append((row, rank0[0] if rank0 else None))
-    if args.metric == "loss":
-        named = [(f"trial {row.index} {' '.join(row.args)}".strip(), s) for row, s in trials]
-        return charts.trials_chart(named, f"{run_dir.name}: loss per trial", width)
-    # rate and heat: one row / line per trial, the trial's index where a rank's would be
-    series = [_as_rank(s, row.index) for row, s in trials if s is not None]
-    chart = charts.build(args.metric, series, run_dir.name, width, height)
-    return charts.relabel(chart, "rank", "trial")
-
-
-def _as_rank(series, index: int):
-    from dataclasses import replace
-
-    return replace(series, rank=index)
+    if args.metric == "wait":
+        raise UsageError(f"{run_dir.name} is a sweep: its trials are separate runs, whose ranks never wait for "
+                         f"each other (hint: cockpit plot {run_dir / 'trial-0'} --metric wait)")
+    sweep = readers.get(run_dir)
+    if sweep is None:
+        sweep = readers[run_dir] = SweepSeries(run_dir)  # kept across redraws: each poll reads what is new
+    sweep.poll_all(status)
+    return sweep_chart(args.metric, sweep.trials((args.rank or [0])[0]), run_dir.name, width, height)
 
 
 def _ranges(ranks: list[int]) -> str:

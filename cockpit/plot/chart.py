@@ -41,6 +41,7 @@ class HeatChart:
     title: str
     heat: Heat
     note: str = ""
+    flagged: tuple[str, ...] = ()  # row labels to point at: the rank the others wait for
 
 
 Chart = LineChart | HeatChart
@@ -83,7 +84,7 @@ def loss_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
     if not points:
         why = "no loss recorded yet" if series else _NO_POINTS
         return LineChart(title, "step", "loss", (), note="; ".join(bad) or why)
-    lines = _lines([(f"rank {r}", tuple((float(x), y) for x, y in p)) for r, p in points], width)
+    lines = lines_for([(f"rank {r}", tuple((float(x), y) for x, y in p)) for r, p in points], width)
     return LineChart(title, "step", "loss", lines, note="; ".join(bad[:3]))
 
 
@@ -98,7 +99,7 @@ def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
     t0 = min(s.times[0] for s in series if s.times)
     span = max(t for _, p in rated for t, _ in p) - t0
     label, scale = next((name, sec) for name, sec in TIME_UNITS if span >= 3 * sec or sec == 1)
-    lines = _lines([(f"rank {r}", tuple(((t - t0) / scale, v) for t, v in p)) for r, p in rated], width)
+    lines = lines_for([(f"rank {r}", tuple(((t - t0) / scale, v) for t, v in p)) for r, p in rated], width)
     return LineChart(title, label, unit, lines, x_is_time=True)
 
 
@@ -115,9 +116,17 @@ def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int)
     if not grid.labels:
         return HeatChart(title, grid, note="no beats: the rank hook (logs/rank-R.HOST.beat) wrote none yet")
     found = straggler(list(beats))
+    if found is None:
+        return HeatChart(title, grid, note="no rank stands out")
     note = (f"rank {found[0]} waits {found[1]:.0%} of its time, the others {found[2]:.0%}: they wait for "
-            f"rank {found[0]}" if found else "no rank stands out")
-    return HeatChart(title, grid, note=note)
+            f"rank {found[0]}")
+    return HeatChart(title, grid, note=note, flagged=tuple(lb for lb in grid.labels if _holds(lb, found[0])))
+
+
+def _holds(label: str, rank: int) -> bool:
+    """Whether the heat map's row ``label`` ("5" or "4-7") is or holds ``rank``."""
+    first, _, last = label.partition("-")
+    return int(first) <= rank <= int(last or first)
 
 
 def trials_chart(trials: Sequence[tuple[str, RankSeries | None]], title: str, width: int = 80) -> LineChart:
@@ -128,12 +137,13 @@ def trials_chart(trials: Sequence[tuple[str, RankSeries | None]], title: str, wi
     return LineChart(title, "step", "loss", lines, note=note)
 
 
-def _lines(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:
+def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:
+    """A line per (label, points) while there are at most MAX_LINES; beyond that the mean with the min and
+    the max over them all (``width``: the chart's columns, the band's buckets)."""
     if len(named) <= MAX_LINES:
         return tuple(Line(label, tuple(x for x, _ in p), tuple(y for _, y in p)) for label, p in named)
     xs, mean, lo, hi = band([p for _, p in named], max(10, width))
-    first, last = named[0][0].split()[-1], named[-1][0].split()[-1]
-    return (Line(f"max of ranks {first}-{last}", xs, hi, HIGH), Line(f"mean of {len(named)} ranks", xs, mean, MEAN),
+    return (Line(f"max of {len(named)}", xs, hi, HIGH), Line(f"mean of {len(named)}", xs, mean, MEAN),
             Line("min", xs, lo, LOW))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from cockpit import run_layout as layout
@@ -96,19 +97,23 @@ class RunSeries:
         sources = {src for src, _ in self._tracks}
         return METRICS if METRICS in sources else (BEATS if sources else None)
 
-    def series(self) -> list[RankSeries]:
-        """Every rank's series, by rank, from the run's metrics (its beats when it wrote none)."""
-        return self._of(self.source())
+    def series(self, ranks: Collection[int] | None = None) -> list[RankSeries]:
+        """Every rank's series (only ``ranks``'s when given), by rank, from the run's metrics (its beats when it
+        wrote none)."""
+        return self._of(self.source(), ranks)
 
-    def beats(self) -> list[RankSeries]:
+    def beats(self, ranks: Collection[int] | None = None) -> list[RankSeries]:
         """Every rank's beats (the wait-share chart's data), by rank."""
-        return self._of(BEATS)
+        return self._of(BEATS, ranks)
 
-    def _of(self, source: str | None) -> list[RankSeries]:
-        return [t.series() for (src, _), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1]) if src == source]
+    def _of(self, source: str | None, ranks: Collection[int] | None) -> list[RankSeries]:
+        return [t.series() for (src, rank), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1])
+                if src == source and (ranks is None or rank in ranks)]
 
     def ranks(self) -> list[int]:
-        return [s.rank for s in self.series()]
+        """The ranks with points, from the run's one source (cheap: no series is built)."""
+        source = self.source()
+        return sorted(rank for src, rank in self._tracks if src == source)
 
 
 def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:

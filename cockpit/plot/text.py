@@ -20,8 +20,9 @@ WAIT_LEGEND = "waiting: █ ≥75%  ▓ ≥50%  ▒ ≥25%  ░ <25% of the time
 
 def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
     """Draw ``chart`` onto the plotext figure ``plt`` (the ``plotext`` module or a textual-plotext Plot),
-    whose size the caller sets; ``width`` bounds the points per line to what the columns can show."""
-    plt.clear_data()
+    whose size and theme the caller sets afterwards; ``width`` bounds the points per line to what the columns
+    can show. The figure starts over (clear_data would keep the last chart's ticks and labels)."""
+    plt.clear_figure()
     plt.title(chart.title)
     plt.xlabel(chart.xlabel + (f"   ({chart.note})" if chart.note and chart.lines else ""))
     plt.ylabel(chart.ylabel)
@@ -61,10 +62,9 @@ def draw(chart: Chart, width: int, height: int, color: bool = False) -> str:
         return f"{chart.title}\n{chart.note}"
     import plotext as plt
 
-    plt.clear_figure()
+    apply(chart, plt, width, color)
     plt.theme("clear")
     plt.plotsize(width, height)
-    apply(chart, plt, width, color)
     text = plt.build().rstrip("\n")
     return text if color else plt.uncolorize(text)
 
@@ -101,25 +101,38 @@ def label_width(chart: HeatChart) -> int:
     return max((len(label) for label in chart.heat.labels), default=1) + 1
 
 
+def row_label(chart: HeatChart, label: str) -> str:
+    """A row's label, right-aligned in the label column; a flagged row (the rank the others wait for) ends in
+    '▶' where the others end in a space."""
+    return f"{label:>{label_width(chart) - 1}}" + ("▶" if label in chart.flagged else " ")
+
+
+def heat_axis(chart: HeatChart) -> str:
+    """The time axis under the rows: 0 s at the first column, the span at the last."""
+    h = chart.heat
+    cols = len(h.cells[0]) if h.cells else 0
+    left, right = "0 s", f"{h.t1 - h.t0:.0f} s"
+    return " " * label_width(chart) + left + right.rjust(max(1, cols - len(left)))
+
+
+def heat_legend(chart: HeatChart) -> str:
+    """What the shades mean: wait shares as they are, rates against the median cell."""
+    h = chart.heat
+    if h.kind == WAIT:
+        return WAIT_LEGEND
+    return HEAT_LEGEND + (f" of the median, {h.median:.3g} {h.unit}" if h.median else f" (no {h.unit} yet)")
+
+
 def draw_heat(chart: HeatChart, width: int, color: bool = False) -> str:
     """Title, one row per rank (or group of ranks), a time axis and the legend."""
-    h = chart.heat
-    if not h.labels:
+    if not chart.heat.labels:
         return f"{chart.title}\n{chart.note}"
-    lw = label_width(chart)
     out = [chart.title]
     for label, cells in heat_rows(chart):
         body = "".join(f"{_ANSI[lvl]}{ch}\x1b[0m" if color and lvl else ch for ch, lvl in cells)
-        out.append(f"{label:>{lw - 1}} {body}")
-    span = h.t1 - h.t0
-    cols = len(h.cells[0])
-    left, right = "0 s", f"{span:.0f} s"
-    out.append(" " * lw + left + right.rjust(max(1, cols - len(left))))
-    if h.kind == WAIT:
-        legend = WAIT_LEGEND
-    else:
-        legend = HEAT_LEGEND + (f" of the median, {h.median:.3g} {h.unit}" if h.median else f" (no {h.unit} yet)")
-    out.append(legend[:max(width, 20)])
+        out.append(row_label(chart, label) + body)
+    out.append(heat_axis(chart))
+    out.append(heat_legend(chart)[:max(width, 20)])
     if chart.note:
         out.append(chart.note)
     return "\n".join(out)

@@ -1,6 +1,6 @@
 """The charts screen's decisions, pure (no textual, no IO): which chart comes next, which rank is picked, the
 words of its title line, and the GPU chart: each rank's GPU (host, index) from the run's status and job, and
-its utilisation and memory over time from the fleet's history (cockpit.tui.fleetview.History readings).
+its utilisation and memory over time from the fleet's history (cockpit.tui.gpuhistory.History readings).
 
 A rank's GPU is the one its local rank uses (torchrun's, Slurm's LOCALID): the position of the rank among the
 ranks of its host, through the job's ``gpus: [ids]`` when it names them (CUDA_VISIBLE_DEVICES order).
@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from cockpit.plot.chart import HIGH, LOW, MAX_LINES, MEAN, Line, LineChart
-from cockpit.plot.series import band
+from cockpit.plot.chart import LineChart, lines_for
 
-METRICS = ("loss", "rate", "heat", "gpu")
-NAMES = {"loss": "loss", "rate": "rate", "heat": "heat map", "gpu": "GPU"}
+METRICS = ("loss", "rate", "heat", "wait", "gpu")
+NAMES = {"loss": "loss", "rate": "rate", "heat": "heat map", "wait": "wait map", "gpu": "GPU"}
 GpuMap = dict[int, tuple[str, int]]
 NO_GPU = "no GPU data for this run"
 
@@ -79,11 +78,5 @@ def gpu_chart(readings: dict[int, Readings], gpus: GpuMap, title: str, what: str
         return LineChart(full, "seconds", "%", (), note=why, x_is_time=True)
     t0 = min(p[0][0] for p in pts.values())
     named = [(r, tuple((t - t0, v) for t, v in p)) for r, p in pts.items()]
-    if len(named) <= MAX_LINES:
-        lines = tuple(Line(f"rank {r} {gpus[r][0]}:gpu{gpus[r][1]}", tuple(x for x, _ in p), tuple(y for _, y in p))
-                      for r, p in named)
-    else:
-        xs, mean, lo, hi = band([p for _, p in named], max(10, width))
-        lines = (Line(f"max of {len(named)} ranks", xs, hi, HIGH), Line("mean", xs, mean, MEAN),
-                 Line("min", xs, lo, LOW))
+    lines = lines_for([(f"rank {r} {gpus[r][0]}:gpu{gpus[r][1]}", p) for r, p in named], width)
     return LineChart(full, "seconds", "%", lines, x_is_time=True)

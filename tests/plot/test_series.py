@@ -121,7 +121,7 @@ def test_many_ranks_become_a_mean_with_a_min_max_band():
     assert [line.role for line in chart.lines] == ["max", "mean", "min"]
     high, mean, low = chart.lines
     assert all(lo <= m <= hi for lo, m, hi in zip(low.ys, mean.ys, high.ys, strict=True))
-    assert high.label == "max of ranks 0-15" and mean.label == "mean of 16 ranks"
+    assert high.label == "max of 16" and mean.label == "mean of 16"
     few = charts.loss_chart(series[:3], "loss", width=60)
     assert [line.label for line in few.lines] == ["rank 0", "rank 1", "rank 2"]
 

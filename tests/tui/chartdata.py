@@ -1,5 +1,6 @@
 """Run directories for the charts tests: 4 ranks writing cockpit.train's metrics records at 2 steps/s, rank 2 a
-straggler at half that rate for 15 s, rank 3 stalled for the last 20 s while the others go on; and a sweep
+straggler at half that rate for 15 s, rank 3 stalled for the last 20 s while the others go on; the rank hook's
+beats to match (who waits in collectives for whom, second by second); and a sweep
 of 3 trials with their arguments. Fixed times (no clock), deterministic losses (no randomness)."""
 
 from __future__ import annotations
@@ -40,6 +41,26 @@ def rank_records(rank: int) -> list[dict]:
     return out
 
 
+def wait_share(rank: int, t: float) -> float:
+    """The share of second t..t+1 the rank spends inside collectives, as a synchronous job would: everyone 10%;
+    in SLOW the others wait 50% for the straggler, which waits 5%; after STALL_AT the stalled rank is stuck in
+    its own code (0%) and the others wait inside the collective (100%)."""
+    if t >= STALL_AT:
+        return 0.0 if rank == STALLED else 1.0
+    if SLOW[0] <= t < SLOW[1]:
+        return 0.05 if rank == STRAGGLER else 0.5
+    return 0.1
+
+
+def beat_lines(rank: int) -> list[str]:
+    """The rank hook's beats, one a second: collectives called and seconds spent inside them."""
+    out, sync = [], 0.0
+    for i in range(int(END) + 1):
+        out.append(json.dumps({"t": T0 + i, "pid": 100 + rank, "sync": round(sync, 3), "n": i, "in": None}) + "\n")
+        sync += wait_share(rank, float(i))
+    return out
+
+
 def make_charts_run(runs_dir: Path, job: str = GPU_JOB) -> Path:
     run_id = "charts-20261231-000000-ab04"
     run_dir = create_run_dir(runs_dir, run_id)
@@ -50,6 +71,7 @@ def make_charts_run(runs_dir: Path, job: str = GPU_JOB) -> Path:
     (run_dir / "metrics").mkdir()
     for rank in range(RANKS):
         (run_dir / "logs" / f"rank-{rank}.{HOSTS[rank]}.log").write_text(f"[cockpit] start rank={rank} world=4\n")
+        (run_dir / "logs" / f"rank-{rank}.{HOSTS[rank]}.beat").write_text("".join(beat_lines(rank)))
         with open(run_dir / "metrics" / f"rank-{rank}.jsonl", "w") as f:
             f.writelines(json.dumps(rec) + "\n" for rec in rank_records(rank))
     write_status(run_dir, status)

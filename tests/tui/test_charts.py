@@ -64,6 +64,13 @@ async def test_m_cycles_the_charts_and_escape_goes_back(ctx):
         assert "·" in rows[str(STALLED)] and "·" not in rows["0"]  # the stall, on its rank's row only
         assert "▒" in rows[str(STRAGGLER)] or "░" in rows[str(STRAGGLER)]  # the straggler's slow stretch
         assert set(rows["0"].strip()) == {"█"}
+        await show(pilot, "wait")
+        wait = drawn(screen)[0]
+        assert isinstance(wait, HeatChart) and wait.flagged == (str(STALLED),)
+        assert wait.note == f"rank {STALLED} waits 17% of its time, the others 50%: they wait for rank {STALLED}"
+        rows = dict(chartsview_rows(wait))
+        assert rows[str(STALLED)].rstrip().endswith("░" * 10) and rows["0"].rstrip().endswith("█" * 10)
+        assert "░" in rows[str(STRAGGLER)] and "▓" in rows["0"]  # in SLOW: it hardly waits, the others wait for it
         await show(pilot, "gpu")
         await pilot.press("m")
         await until(pilot, lambda: screen.shown[0] == "loss", what="back to the loss chart")
@@ -100,7 +107,7 @@ async def test_the_gpu_chart_draws_each_ranks_gpu_from_fleet(ctx):
     run_dir = make_charts_run(ctx.runs_dir)  # ranks 0, 1 on gpu-a5000 and 2, 3 on gpu-h100; gpus: [0, 1]
     app = CockpitApp(ctx)
     async with app.run_test(size=(120, 36)) as pilot:
-        await until(pilot, lambda: len(app.history.util("gpu-h100", 0)) == 6, what="the fleet history")
+        await until(pilot, lambda: len(app.history.util("gpu-h100", 0)) >= 2, what="the fleet history")
         screen = await open_charts(pilot, run_dir)
         await show(pilot, "gpu")
         util, mem = drawn(screen)
@@ -173,7 +180,7 @@ def test_the_pick_cycles_all_then_each_then_all():
         pick = chartsview.next_pick(pick, [2, 0, 1])
         picks.append(pick)
     assert picks == [0, 1, 2, None] and chartsview.next_pick(None, []) is None
-    assert [chartsview.next_metric(m) for m in chartsview.METRICS] == ["rate", "heat", "gpu", "loss"]
+    assert [chartsview.next_metric(m) for m in chartsview.METRICS] == ["rate", "heat", "wait", "gpu", "loss"]
 
 
 # --- snapshots ---------------------------------------------------------------------------------------------------
@@ -181,7 +188,7 @@ SIZES = [(80, 24), (160, 48)]
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-@pytest.mark.parametrize("metric", ["loss", "rate", "heat"])
+@pytest.mark.parametrize("metric", ["loss", "rate", "heat", "wait"])
 def test_charts_snapshot(snap_compare, ctx, metric, size):
     run_dir = make_charts_run(ctx.runs_dir)
 

@@ -122,9 +122,10 @@ class ChartsScreen(CockpitScreen):
         if metric == "gpu":
             local = status is not None and status.launcher == "local"
             return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
-        chosen = charts.pick(series, None if pick is None else [pick])
-        return ChartsRead(metric, pick, charts.build(metric, chosen, self.run_dir.name, width, height), ids,
-                          None, False)
+        ranks = None if pick is None else [pick]
+        beats = self._series.beats(ranks) if metric == "wait" else ()
+        chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats)
+        return ChartsRead(metric, pick, chart, ids, None, False)
 
     def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:
         from cockpit.sweep_series import SweepSeries, sweep_chart

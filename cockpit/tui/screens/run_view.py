@@ -254,9 +254,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         view = self.view
         with self._reader_lock:  # a cancelled worker's thread may still be reading
             self.reader.poll()
-            every = self.reader.series()
-            rank = runview.metrics_rank(view, [s.rank for s in every])
-            series = next((s for s in every if s.rank == rank), None)
+            rank = runview.metrics_rank(view, self.reader.ranks())
+            found = self.reader.series([rank]) if rank is not None else []  # build only the rank shown
+            series = found[0] if found else None
         self.post_message(MetricsRead(series))
 
     def on_metrics_read(self, message: MetricsRead) -> None:

@@ -1,6 +1,7 @@
-"""The rank x time heat map of a run's rate (cockpit.plot.chart.HeatChart) as shaded cells: the same rows,
-characters and legend as `cockpit plot --metric heat` (cockpit.plot.text.heat_rows), coloured per level by the
-component classes below, whose colours come from the theme through app.tcss."""
+"""The rank x time heat maps (cockpit.plot.chart.HeatChart) as shaded cells: the same rows, characters and
+legend as `cockpit plot --metric heat|wait` (cockpit.plot.text), coloured by the component classes below, whose
+colours come from the theme through app.tcss: a rate per level (stalled, slow ... full speed); a wait share in
+one colour, with the rank the others wait for pointed at."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from cockpit.plot.chart import HeatChart
-from cockpit.plot.text import HEAT_LEGEND, heat_rows, label_width
+from cockpit.plot.series import WAIT
+from cockpit.plot.text import heat_axis, heat_legend, heat_rows, row_label
 
 _GLYPH_LEVEL = {"·": 1, "░": 2, "▒": 3, "▓": 4, "█": 5}
 LEVELS = ("heat-map--stalled", "heat-map--slowest", "heat-map--slow", "heat-map--near", "heat-map--full")
@@ -17,7 +19,7 @@ LEVELS = ("heat-map--stalled", "heat-map--slowest", "heat-map--slow", "heat-map-
 class HeatMap(Static):
     """Level 0 (no data) is blank; 1 stalled; 2..5 from slowest to full speed (see cockpit.plot.text)."""
 
-    COMPONENT_CLASSES = {*LEVELS, "heat-map--axis"}
+    COMPONENT_CLASSES = {*LEVELS, "heat-map--axis", "heat-map--wait", "heat-map--flagged"}
 
     def show(self, chart: HeatChart) -> None:
         self.update(self.text(chart))
@@ -29,21 +31,18 @@ class HeatMap(Static):
         if not h.labels:
             out.append(f"\n{chart.note}", style=axis)
             return out
+        wait = h.kind == WAIT
         styles = [self.get_component_rich_style(name) for name in LEVELS]
-        lw = label_width(chart)
+        waiting = self.get_component_rich_style("heat-map--wait")
+        flagged = self.get_component_rich_style("heat-map--flagged")
         for label, cells in heat_rows(chart):
-            out.append(f"\n{label:>{lw - 1}} ", style=axis)
+            out.append("\n" + row_label(chart, label), style=flagged if label in chart.flagged else axis)
             for ch, level in cells:
-                out.append(ch, style=styles[level - 1] if level else "")
-        cols = len(h.cells[0])
-        left, right = "0 s", f"{h.t1 - h.t0:.0f} s"
-        out.append("\n" + " " * lw + left + right.rjust(max(1, cols - len(left))), style=axis)
-        median = f"of the median, {h.median:.3g} {h.unit}" if h.median else f"(no {h.unit} yet)"
-        out.append("\n")
-        for ch in HEAT_LEGEND:  # the legend's glyphs in their colours
+                out.append(ch, style=(waiting if wait else styles[level - 1]) if level else "")
+        out.append("\n" + heat_axis(chart) + "\n", style=axis)
+        for ch in heat_legend(chart):  # the legend's glyphs in their colours
             level = _GLYPH_LEVEL.get(ch)
-            out.append(ch, style=styles[level - 1] if level else axis)
-        out.append(f" {median}", style=axis)
+            out.append(ch, style=(waiting if wait else styles[level - 1]) if level else axis)
         if chart.note:
-            out.append(f"\n{chart.note}", style=axis)
+            out.append(f"\n{chart.note}", style=flagged if chart.flagged else axis)
         return out
