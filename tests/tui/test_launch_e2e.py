@@ -32,7 +32,10 @@ async def test_launch_the_demo_follow_its_logs_and_stop_it(ctx, tmp_path):
             await until(pilot, lambda: compose.checked is not None and "3000" in compose.checked.text)
             compose.action_launch()  # ctrl+l, and an impatient second one before the first is done:
             compose.action_launch()  # it must not start a second run
-            await until(pilot, lambda: isinstance(app.screen, RunViewScreen), timeout=30, what="the run view")
+            # the screen is current once pushed; its widgets are mounted a moment later (on a loaded machine,
+            # after this test's next look)
+            await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen.query(RankLog),
+                        timeout=30, what="the run view, mounted")
             view = app.screen
             assert any("a launch is already under way" in n.message for n in app._notifications)
             [(run_dir, status)] = list_runs(ctx.runs_dir)

@@ -15,6 +15,17 @@ SPARK_CELLS = 36  # the panel's width: rate intervals to compute (each the mean 
 
 
 class MetricsPlot(Vertical):
+    """Shows the last series given; one that arrives before the widget's children are mounted (the run view's
+    first metrics read can beat them on a loaded machine) is kept and shown once they are."""
+
+    _pending: RankSeries | None = None
+    _ready = False
+
+    def on_mount(self) -> None:
+        self._ready = True
+        if self._pending is not None:
+            self.show(self._pending)
+
     def compose(self) -> ComposeResult:
         yield Static("metrics: none yet", id="loss-label", classes="plot-label", markup=False)
         yield Sparkline([], id="loss-plot")
@@ -23,6 +34,10 @@ class MetricsPlot(Vertical):
 
     def show(self, series: RankSeries | None) -> None:
         """Labels are one line each: updated without a layout pass (this runs every second)."""
+        if not self._ready:
+            self._pending = series
+            return
+        self._pending = None
         loss_plot, rate_plot = self.query_one("#loss-plot", Sparkline), self.query_one("#sps-plot", Sparkline)
         loss_label, rate_label = self.query_one("#loss-label", Static), self.query_one("#sps-label", Static)
         if series is None or not series.counts:
