@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import time
@@ -175,10 +176,20 @@ class RunNotFound(LookupError):
 
 
 def resolve_run(runs_dir: Path, ref: str) -> Path:
-    """A run directory from a run id, a unique prefix of one, `last`, or a path to a run directory."""
+    """A run directory from a run id, a unique prefix of one, `last`, or a path to a run directory; any of
+    these followed by /trial-I names a sweep's trial (`last/trial-2`)."""
     as_path = Path(ref)
     if (as_path / layout.STATUS).exists():
         return as_path
+    head, sep, tail = ref.partition("/")
+    if sep and re.fullmatch(r"trial-\d+", tail):
+        trial = resolve_run(runs_dir, head) / tail
+        if not (trial / layout.STATUS).exists():
+            raise RunNotFound(f"run {trial.parent.name} has no {tail} (hint: cockpit sweep show "
+                              f"{trial.parent.name} lists its trials)")
+        return trial
+    if len(as_path.parts) > 1 and as_path.is_dir():  # a path (not a bare id that a folder here happens to share)
+        raise RunNotFound(f"{ref} is not a run directory (it has no {layout.STATUS}; hint: cockpit ps lists runs)")
     runs = list_runs(runs_dir)
     if ref in ("last", "latest"):
         if not runs:

@@ -14,7 +14,7 @@ from pathlib import Path
 from cockpit.plot import chart as charts
 from cockpit.plot.series import RankSeries
 from cockpit.plot.source import RunSeries
-from cockpit.runs import RunStatus
+from cockpit.runs import FINAL_STATES, RunStatus
 from cockpit.sweep_trials import TrialRow, trial_rows
 
 Trials = list[tuple[TrialRow, RankSeries | None]]
@@ -62,14 +62,18 @@ def trial_label(row: TrialRow) -> str:
     return f"trial {row.index} {' '.join(row.args)}".strip()
 
 
-def sweep_chart(metric: str, trials: Trials, title: str, width: int, height: int) -> charts.Chart:
+def sweep_chart(metric: str, trials: Trials, title: str, width: int, height: int,
+                log_y: bool = False) -> charts.Chart:
     """The chart of ``metric`` (cockpit.plot.chart.METRICS) over a sweep's trials: loss curves labelled with
-    each trial's arguments; rate and heat with the trial's index where a rank's would be."""
+    each trial's arguments; rate and heat with the trial's index where a rank's would be (a finished trial's
+    row is blank after its end, not stalled)."""
     if metric == "loss":
         named = [(trial_label(row), s) for row, s in trials]
-        return charts.trials_chart(named, f"{title}: loss per trial", width)
+        return replace(charts.trials_chart(named, f"{title}: loss per trial", width), log_y=log_y)
     if metric == "wait":
         empty = charts.wait_chart([], f"{title}: share of time waiting in collectives", 1, 1)
         return replace(empty, note=WAIT_NOTE)
     series = [replace(s, rank=row.index) for row, s in trials if s is not None]
-    return charts.relabel(charts.build(metric, series, title, width, height), "rank", "trial")
+    ended = {row.index for row, _ in trials if row.state in FINAL_STATES}
+    chart = charts.build(metric, series, title, width, height, ended=ended, log_y=log_y)
+    return charts.relabel(chart, "rank", "trial")

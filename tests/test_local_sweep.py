@@ -66,7 +66,13 @@ def test_three_trials_two_at_a_time_on_cpu(tmp_path):
     assert all(f"trial {i} --lr {lr}" in plot.stdout for i, lr in enumerate(lrs)), plot.stdout
     heat = cockpit(runs, "plot", str(run_dir), "--metric", "heat", "--width", "60", "--height", "12")
     assert heat.returncode == 0 and "steps/s per trial over time" in heat.stdout
-    assert [line[:2] for line in heat.stdout.splitlines()[1:4]] == ["0 ", "1 ", "2 "]
+    rows = heat.stdout.splitlines()[1:4]
+    assert [line[:2] for line in rows] == ["0 ", "1 ", "2 "]
+    assert "·" not in "".join(rows)  # a finished trial is done, not stalled, while the others go on
+    one = cockpit(runs, "plot", f"{run_dir.name}/trial-1", "--width", "80", "--height", "16")  # RUN/trial-I
+    assert one.returncode == 0 and f"{run_dir.name}/trial-1" not in one.stderr and "rank 0" in one.stdout
+    rank1 = cockpit(runs, "plot", str(run_dir), "--rank", "1")
+    assert rank1.returncode == 2 and "have no rank 1 (each trial is a run of its own" in rank1.stderr
 
 
 def test_a_failing_trial_fails_the_sweep_but_not_the_other_trials(tmp_path):

@@ -23,6 +23,8 @@ def add_plot_command(sub) -> None:
                    "rate, where a stall shows; wait: a rank x time map of the share of time each rank waited "
                    "in collectives, where a straggler shows (it hardly waits: the others wait for it)")
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--log", action="store_true", help="loss and rate on a log y axis (a diverged trial "
+                   "flattens the others on a linear one)")
     p.add_argument("--png", metavar="FILE", help="also write the chart to FILE as a PNG (needs matplotlib: "
                    "pip install 'cockpit[plot]')")
     p.add_argument("-f", "--follow", action="store_true", help="redraw every --every seconds until the run ends "
@@ -55,12 +57,21 @@ def cmd_plot(args) -> int:
         raise UsageError(str(exc)) from None
     if not 0.2 <= args.every <= 3600:
         raise UsageError(f"--every {args.every:g} is out of range 0.2..3600 seconds")
+    if args.every != 2.0 and not args.follow:
+        raise UsageError("--every sets how often -f redraws (hint: cockpit plot RUN -f --every S)")
     readers: dict = {}
     if args.follow:
         return _follow(args, run_dir, status, readers)
     chart = _chart(args, run_dir, status, readers, *_size_of(args))
     print(_text(chart, args))
+    return _finish(chart, args)
+
+
+def _finish(chart, args) -> int:
+    """The PNG when asked, and the exit code: 2 (said on stderr) when there was nothing to draw."""
     if _empty(chart):
+        print(f"cockpit: nothing to draw: {chart.note}" + (" (no PNG written)" if args.png else ""),
+              file=sys.stderr)
         return EXIT_USAGE
     if args.png:
         _write_png(chart, args.png)
@@ -86,9 +97,7 @@ def _follow(args, run_dir, status, readers: dict) -> int:
             status = refresh([(run_dir, read_status(run_dir) or status)])[0][1]
     except KeyboardInterrupt:
         return 130
-    if args.png and not _empty(chart):
-        _write_png(chart, args.png)
-    return EXIT_USAGE if _empty(chart) else EXIT_OK
+    return _finish(chart, args)
 
 
 def _size_of(args) -> tuple[int, int]:
@@ -135,7 +144,7 @@ def _chart(args, run_dir, status, readers: dict, width: int, height: int):
                              f"(it has ranks {_ranges(sorted(known))})")
         series = charts.pick(series, args.rank)
     beats = charts.pick(reader.beats(), args.rank)
-    return charts.build(args.metric, series, run_dir.name, width, height, beats)
+    return charts.build(args.metric, series, run_dir.name, width, height, beats, reader.ended(), args.log)
 
 
 def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):
@@ -148,7 +157,12 @@ def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):
     if sweep is None:
         sweep = readers[run_dir] = SweepSeries(run_dir)  # kept across redraws: each poll reads what is new
     sweep.poll_all(status)
-    return sweep_chart(args.metric, sweep.trials((args.rank or [0])[0]), run_dir.name, width, height)
+    rank = (args.rank or [0])[0]
+    trials = sweep.trials(rank)
+    if args.rank and not any(s is not None for _, s in trials) and any(s for _, s in sweep.trials(0)):
+        raise UsageError(f"the trials of {run_dir.name} have no rank {rank} (each trial is a run of its own; "
+                         "--rank picks the rank within every trial, default 0)")
+    return sweep_chart(args.metric, trials, run_dir.name, width, height, args.log)
 
 
 def _ranges(ranks: list[int]) -> str:

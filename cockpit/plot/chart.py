@@ -7,8 +7,8 @@ One line per rank while there are at most ``MAX_LINES`` ranks; beyond that the m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 
 from cockpit.plot.series import UNITS, WAIT, Heat, RankSeries, band, heat, straggler
 
@@ -34,6 +34,7 @@ class LineChart:
     lines: tuple[Line, ...]
     note: str = ""  # said under the chart: why it is empty, a rank whose loss went NaN
     x_is_time: bool = False  # x is seconds since the run's first point
+    log_y: bool = False  # a log y axis (a diverged trial would flatten the others on a linear one)
 
 
 @dataclass(frozen=True)
@@ -51,18 +52,19 @@ HEAT_LABELS = 9  # the heat map's row labels ("120-127 ") take this many columns
 
 
 def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int,
-          beats: Sequence[RankSeries] = ()) -> Chart:
+          beats: Sequence[RankSeries] = (), ended: Collection[int] = (), log_y: bool = False) -> Chart:
     """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area; ``beats``: the rank
-    hook's series, which the wait chart reads."""
+    hook's series, which the wait chart reads; ``ended``: the ranks whose process exited (the heat map draws
+    no stall after their end); ``log_y``: the line charts' y axis on a log scale."""
     if metric == "wait":
         return wait_chart(beats, f"{title}: share of time waiting in collectives", max(1, width - HEAT_LABELS),
-                          max(1, height - 4))
+                          max(1, height - 5))
     if metric == "loss":
-        return loss_chart(series, f"{title}: loss per rank", width)
+        return replace(loss_chart(series, f"{title}: loss per rank", width), log_y=log_y)
     if metric == "rate":
-        return rate_chart(series, f"{title}: {_unit(series)} per rank", width)
+        return replace(rate_chart(series, f"{title}: {_unit(series)} per rank", width), log_y=log_y)
     return heat_chart(series, f"{title}: {_unit(series)} per rank over time", max(1, width - HEAT_LABELS),
-                      max(1, height - 4))
+                      max(1, height - 5), ended)
 
 
 def _unit(series: Sequence[RankSeries]) -> str:
@@ -103,9 +105,11 @@ def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
     return LineChart(title, label, unit, lines, x_is_time=True)
 
 
-def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int) -> HeatChart:
-    """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells."""
-    grid = heat(list(series), columns, rows)
+def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int,
+               ended: Collection[int] = ()) -> HeatChart:
+    """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells; ``ended``:
+    the ranks whose process exited."""
+    grid = heat(list(series), columns, rows, ended=ended)
     return HeatChart(title, grid, note="" if grid.labels else _NO_POINTS)
 
 
@@ -115,6 +119,8 @@ def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int)
     grid = heat(list(beats), columns, rows, kind=WAIT)
     if not grid.labels:
         return HeatChart(title, grid, note="no beats: the rank hook (logs/rank-R.HOST.beat) wrote none yet")
+    if len(beats) == 1:
+        return HeatChart(title, grid, note="one rank: compare it with the others (all ranks) to see who waits")
     found = straggler(list(beats))
     if found is None:
         return HeatChart(title, grid, note="no rank stands out")
@@ -154,10 +160,8 @@ _NO_POINTS = ("no metrics: cockpit.train writes metrics/rank-R.jsonl; a script m
 def relabel(chart: Chart, old: str, new: str) -> Chart:
     """The same chart with ``old`` said as ``new`` in its title and labels (a sweep's trials where a run's
     ranks would be)."""
-    from dataclasses import replace
-
     title = chart.title.replace(f"per {old}", f"per {new}")
     if isinstance(chart, HeatChart):
-        return replace(chart, title=title)
+        return replace(chart, title=title, heat=replace(chart.heat, who=new))
     lines = tuple(replace(line, label=line.label.replace(old, new)) for line in chart.lines)
     return replace(chart, title=title, lines=lines)

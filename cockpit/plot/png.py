@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from cockpit.plot.chart import HIGH, LOW, Chart, HeatChart, LineChart
+from cockpit.plot.series import WAIT
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SIZE_INCHES, DPI = (10.0, 5.0), 100
@@ -50,7 +51,9 @@ def write_png(chart: Chart, path: str | Path) -> Path:
 def _check_target(path: Path) -> None:
     if path.is_dir():
         raise PngError(f"{path}: is a directory (hint: give a file name, e.g. {path / 'loss.png'})")
-    if path.exists():
+    if path.name == "-" or not path.name:
+        raise PngError(f"{path}: a PNG goes to a file, not a stream (hint: give a file name, e.g. loss.png)")
+    if path.exists() and path.stat().st_size > 0:  # an empty file holds nothing to lose
         try:
             with open(path, "rb") as f:
                 head = f.read(len(PNG_MAGIC))
@@ -64,6 +67,8 @@ def _lines(ax, chart: LineChart) -> None:
     ax.set_title(chart.title)
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel(chart.ylabel)
+    if chart.log_y:
+        ax.set_yscale("log")
     edges = {line.role: line for line in chart.lines if line.role in (LOW, HIGH)}
     if LOW in edges and HIGH in edges:
         ax.fill_between(edges[LOW].xs, edges[LOW].ys, edges[HIGH].ys, color="0.85", label="min-max")
@@ -81,10 +86,13 @@ def _heat(fig, ax, chart: HeatChart) -> None:
     h = chart.heat
     ax.set_title(chart.title)
     values = [[float("nan") if v is None else v for v in row] for row in h.cells]
-    image = ax.imshow(values, aspect="auto", interpolation="nearest", cmap="RdYlGn",
+    wait = h.kind == WAIT  # a share, 0..1 as it is; a rate, red to green up to just above the median
+    image = ax.imshow(values, aspect="auto", interpolation="nearest", cmap="Blues" if wait else "RdYlGn",
                       extent=(0.0, max(h.t1 - h.t0, 1e-9), len(h.labels) - 0.5, -0.5),
-                      vmin=0.0, vmax=(h.median or 1.0) * 1.1)
-    ax.set_yticks(range(len(h.labels)), h.labels)
+                      vmin=0.0, vmax=1.0 if wait else (h.median or 1.0) * 1.1)
+    ax.set_yticks(range(len(h.labels)), [label + (" ◀" if label in chart.flagged else "") for label in h.labels])
     ax.set_xlabel("seconds")
-    ax.set_ylabel("rank")
+    ax.set_ylabel(h.who)
     fig.colorbar(image, ax=ax, label=h.unit)
+    if chart.note:
+        ax.text(0.0, -0.18, chart.note, transform=ax.transAxes, fontsize="small", color="0.3")

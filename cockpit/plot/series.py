@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Collection
 from dataclasses import dataclass
 
 METRICS, BEATS = "metrics", "beats"
@@ -116,20 +117,24 @@ class Heat:
     median: float | None
     unit: str
     kind: str = "rate"
+    who: str = "rank"  # what a row is: a rank, or a sweep's trial
 
 
 RATE, WAIT = "rate", "wait"
 
 
-def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE) -> Heat:
+def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE,
+         ended: Collection[int] = ()) -> Heat:
     """The grid for ``series`` over their common time span in ``columns`` slices: their rate, or (``kind``
     WAIT) their wait share. More ranks than ``rows``: consecutive ranks share a row, which shows the lowest of
-    them (the slowest rate, the least waiting: a straggler must not be averaged away)."""
+    them (the slowest rate, the least waiting: a straggler must not be averaged away). A rank in ``ended``
+    (its process exited: a finished trial) has no data after its last point, not "no progress"; nor has a
+    rank before its first progress (starting up)."""
     if kind == WAIT:
         valued = [(s, s.wait(columns)) for s in series]
         unit = "share of time waiting in collectives"
     else:
-        valued = [(s, s.rate(columns)) for s in series]
+        valued = [(s, _started(s.rate(columns))) for s in series]
         unit = UNITS[series[0].source] if series else UNITS[METRICS]
     times = [t for _, r in valued for t, _ in r]
     if not times or columns < 1 or rows < 1:
@@ -137,8 +142,8 @@ def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE) ->
     t0 = min(t for s, _ in valued for t in s.times)
     t1 = max(times)
     width = max(t1 - t0, 1e-9) / columns
-    per_rank = [(s.rank, _cells(r, t0, width, columns, t1, stall=0.0 if kind == RATE else None))
-                for s, r in valued]
+    per_rank = [(s.rank, _cells(r, t0, width, columns, t1,
+                                stall=0.0 if kind == RATE and s.rank not in ended else None)) for s, r in valued]
     group = -(-len(per_rank) // rows)
     labels, cells = [], []
     for i in range(0, len(per_rank), group):
@@ -175,6 +180,12 @@ def _cells(rate: tuple[tuple[float, float], ...], t0: float, width: float, colum
     return tuple(out)
 
 
+def _started(rate: tuple[tuple[float, float], ...]) -> tuple[tuple[float, float], ...]:
+    """The rate from the rank's first progress on (before it, it was starting: no data, not a stall)."""
+    first = next((i for i, (_, r) in enumerate(rate) if r > 0), len(rate))
+    return rate[first:]
+
+
 def _first_interval(rate: tuple[tuple[float, float], ...]) -> float:
     return rate[1][0] - rate[0][0] if len(rate) > 1 else 1.0
 
@@ -201,16 +212,20 @@ def band(series: list[tuple[tuple[float, float], ...]], buckets: int) -> tuple[t
             tuple(max(s) for _, s in rows))
 
 
-def thin(points: tuple[tuple[float, float], ...], at_most: int) -> tuple[tuple[float, float], ...]:
-    """At most ``at_most`` points for a chart that many cells wide (x-sorted input): the mean of each run of
-    consecutive points, so a spike narrower than a cell still moves its cell."""
-    if len(points) <= at_most or at_most < 1:
+def thin(points: tuple[tuple[float, float], ...], cells: int) -> tuple[tuple[float, float], ...]:
+    """At most ``2 * cells`` points for a chart ``cells`` columns wide (x-sorted input): per run of consecutive
+    points its lowest and its highest, in x order, so a peak narrower than a cell is drawn at its height (a mean
+    would flatten the first steps' loss)."""
+    if len(points) <= 2 * cells or cells < 1:
         return points
-    size = len(points) / at_most
-    out = []
-    for i in range(at_most):
-        chunk = points[int(i * size):int((i + 1) * size)] or points[int(i * size):int(i * size) + 1]
-        out.append((sum(p[0] for p in chunk) / len(chunk), sum(p[1] for p in chunk) / len(chunk)))
+    size = len(points) / cells
+    out: list[tuple[float, float]] = []
+    for i in range(cells):
+        chunk = points[int(i * size):int((i + 1) * size)]
+        if not chunk:
+            continue
+        low, high = min(chunk, key=lambda p: p[1]), max(chunk, key=lambda p: p[1])
+        out.extend(sorted({low, high}))
     return tuple(out)
 
 

@@ -110,6 +110,11 @@ class RunSeries:
         return [t.series() for (src, rank), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1])
                 if src == source and (ranks is None or rank in ranks)]
 
+    def ended(self) -> set[int]:
+        """The ranks whose process exited (an exit record in logs/): after their last point they are done,
+        not stalled."""
+        return set(layout.rank_files(self.run_dir, "exit"))
+
     def ranks(self) -> list[int]:
         """The ranks with points, from the run's one source (cheap: no series is built)."""
         source = self.source()
@@ -122,8 +127,8 @@ def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:
         step, time = rec["step"], float(rec["time"])
     except (ValueError, KeyError, TypeError):
         return None
-    if not isinstance(step, int) or isinstance(step, bool):
-        return None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0 or not 0 < time < 1e11:
+        return None  # a record no writer makes (a negative step, time 0) would stretch the axes to nothing
     loss = rec.get("loss")
     ok = isinstance(loss, (int, float)) and not isinstance(loss, bool)  # NaN and inf kept: a chart says so
     return step, time, float(loss) if ok else None
@@ -138,6 +143,6 @@ def _beat_point(raw: bytes) -> tuple[int, float, float] | None:
         inside = time - float(rec["since"]) if rec.get("in") and rec.get("since") else 0.0
     except (ValueError, KeyError, TypeError):
         return None
-    if not isinstance(count, int) or isinstance(count, bool):
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0 or not 0 < time < 1e11:
         return None
     return count, time, sync + max(0.0, inside)

@@ -14,8 +14,8 @@ COLORS = ("blue+", "orange+", "green+", "red+", "magenta+", "cyan+", "yellow", "
 MARKERS = ("•", "x", "+", "o", "*", "#", "%", "=")
 SHADES = "░▒▓█"  # rate relative to the median cell: <40%, <70%, <90%, from 90%
 STALLED, NO_DATA = "·", " "
-HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · stalled"
-WAIT_LEGEND = "waiting: █ ≥75%  ▓ ≥50%  ▒ ≥25%  ░ <25% of the time"
+HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · no progress"
+WAIT_LEGEND = "waiting: █ ≥75% ▓ ≥50% ▒ ≥25% ░ <25%"
 
 
 def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
@@ -25,12 +25,14 @@ def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
     plt.clear_figure()
     plt.title(chart.title)
     plt.xlabel(chart.xlabel + (f"   ({chart.note})" if chart.note and chart.lines else ""))
-    plt.ylabel(chart.ylabel)
+    plt.ylabel(chart.ylabel + (" (log)" if chart.log_y else ""))
+    if chart.log_y:
+        plt.yscale("log")
     if chart.xlabel == "step" and chart.lines:
         lo, hi = min(min(line.xs) for line in chart.lines), max(max(line.xs) for line in chart.lines)
         plt.xticks(step_ticks(lo, hi, max(2, width // 16)))
     for i, line in enumerate(chart.lines):
-        pts = thin(tuple(zip(line.xs, line.ys, strict=True)), max(2, 2 * width))
+        pts = thin(tuple(zip(line.xs, line.ys, strict=True)), max(2, width))
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         style: dict = {"label": line.label}
         if line.role in (LOW, HIGH):
@@ -64,6 +66,7 @@ def draw(chart: Chart, width: int, height: int, color: bool = False) -> str:
 
     apply(chart, plt, width, color)
     plt.theme("clear")
+    plt.limit_size(False, False)  # the size asked for, not the terminal's (a pipe, a report)
     plt.plotsize(width, height)
     text = plt.build().rstrip("\n")
     return text if color else plt.uncolorize(text)
@@ -115,24 +118,25 @@ def heat_axis(chart: HeatChart) -> str:
     return " " * label_width(chart) + left + right.rjust(max(1, cols - len(left)))
 
 
-def heat_legend(chart: HeatChart) -> str:
-    """What the shades mean: wait shares as they are, rates against the median cell."""
+def heat_legend(chart: HeatChart) -> list[str]:
+    """What the shades mean (wait shares as they are; rates against the median cell), one or two lines."""
     h = chart.heat
     if h.kind == WAIT:
-        return WAIT_LEGEND
-    return HEAT_LEGEND + (f" of the median, {h.median:.3g} {h.unit}" if h.median else f" (no {h.unit} yet)")
+        return [WAIT_LEGEND]
+    scale = f"100% = the median, {h.median:.3g} {h.unit}" if h.median else f"no {h.unit} yet"
+    return [HEAT_LEGEND, scale]
 
 
 def draw_heat(chart: HeatChart, width: int, color: bool = False) -> str:
     """Title, one row per rank (or group of ranks), a time axis and the legend."""
     if not chart.heat.labels:
         return f"{chart.title}\n{chart.note}"
-    out = [chart.title]
+    out = [chart.title[:width]]
     for label, cells in heat_rows(chart):
         body = "".join(f"{_ANSI[lvl]}{ch}\x1b[0m" if color and lvl else ch for ch, lvl in cells)
         out.append(row_label(chart, label) + body)
     out.append(heat_axis(chart))
-    out.append(heat_legend(chart)[:max(width, 20)])
+    out.extend(heat_legend(chart))
     if chart.note:
         out.append(chart.note)
     return "\n".join(out)

@@ -107,8 +107,27 @@ def test_bad_input_is_one_line_and_exit_2_and_nothing_on_disk_is_lost(demo, tmp_
     empty = tmp_path / "runs" / "empty-run"  # not beside the demo: the module's other tests plot the demo run
     empty.mkdir(parents=True)
     (empty / "status.json").write_text((run_dir / "status.json").read_text())
-    r = cockpit(runs, "plot", str(empty), "--width", "80", "--height", "20")
+    r = cockpit(runs, "plot", str(empty), "--width", "80", "--height", "20", "--png", str(tmp_path / "e.png"))
     assert r.returncode == 2 and "no metrics: cockpit.train writes metrics/rank-R.jsonl" in r.stdout
+    assert r.stderr.startswith("cockpit: nothing to draw: no metrics") and "(no PNG written)" in r.stderr
+    r = cockpit(runs, "plot", str(tmp_path))
+    assert r.returncode == 2 and "is not a run directory" in r.stderr
+    r = cockpit(runs, "plot", str(run_dir), "--every", "1")
+    assert r.returncode == 2 and "--every sets how often -f redraws" in r.stderr
+    r = cockpit(runs, "plot", str(run_dir), "--png", "-")
+    assert r.returncode == 2 and "a PNG goes to a file" in r.stderr and not (REPO / "-").exists()
+
+
+def test_the_size_asked_for_is_the_size_drawn_whatever_the_terminal(demo):
+    runs, run_dir = demo
+    for metric in ("loss", "rate", "heat", "wait"):
+        r = cockpit(runs, "plot", str(run_dir), "--metric", metric, "--width", "150", "--height", "40")
+        lines = r.stdout.splitlines()
+        assert r.returncode == 0 and max(len(line) for line in lines) <= 150, metric
+        if metric in ("loss", "rate"):  # not capped at the (absent) terminal's 80 x 24
+            assert max(len(line) for line in lines) == 150 and len(lines) == 40, metric
+    log = cockpit(runs, "plot", str(run_dir), "--log", "--width", "80", "--height", "20")
+    assert log.returncode == 0 and "loss (log)" in log.stdout
 
 
 def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):

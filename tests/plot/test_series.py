@@ -87,7 +87,17 @@ def test_the_heat_map_shows_a_stalled_rank_as_no_progress_while_the_others_go_on
     tail = "".join(ch for ch, _ in rows["2"][-20:])
     assert set(tail) == {"·"}, tail
     text = draw(chart, 60, 10)
-    assert "· stalled" in text and "2 " in text
+    assert "· no progress" in text and "100% = the median, 10 steps/s" in text
+    ended = charts.heat_chart(healthy[:2] + [stalled] + healthy[2:], "t", columns=40, rows=10, ended={2})
+    assert set("".join(ch for ch, _ in dict(heat_rows(ended))["2"][-20:])) == {" "}  # it exited: done, not stuck
+
+
+def test_a_rank_starting_up_is_no_data_not_a_stall():
+    track = Track(0, BEATS)
+    for i in range(20):
+        track.add(0 if i < 8 else (i - 8) * 10, 100.0 + i, 0.0)  # no collective for 8 s (model load), then 10/s
+    grid = heat([track.series(), beats(1, 0.1, 19, t0=100.0)], columns=19, rows=4)
+    assert grid.cells[0][:6] == (None,) * 6 and grid.cells[0][-1] == 10.0
 
 
 def test_the_heat_map_groups_many_ranks_and_a_group_shows_its_slowest():
@@ -138,8 +148,11 @@ def test_a_nan_loss_is_said_not_plotted():
 def test_band_and_thin_keep_shape_and_bounds():
     xs, mean, lo, hi = band([((0.0, 1.0), (1.0, 3.0)), ((0.0, 2.0), (1.0, 5.0))], buckets=2)
     assert mean == (1.5, 4.0) and lo == (1.0, 3.0) and hi == (2.0, 5.0)
-    points = tuple((float(i), float(i % 7)) for i in range(1000))
-    assert len(thin(points, 50)) == 50 and thin(points[:10], 50) == points[:10]
+    points = tuple((float(i), 1.0) for i in range(1000))
+    points = points[:3] + ((3.0, 50.0),) + points[4:]  # a one-point peak, as the first steps' loss
+    thinned = thin(points, 50)
+    assert len(thinned) <= 100 and (3.0, 50.0) in thinned and thin(points[:10], 50) == points[:10]
+    assert list(thinned) == sorted(thinned)
 
 
 def test_an_empty_run_gives_a_note_not_an_error():
@@ -154,7 +167,9 @@ def test_the_reader_reads_growing_files_half_lines_and_a_file_that_starts_over(t
     (tmp_path / "logs").mkdir()
     path = tmp_path / "metrics" / "rank-0.jsonl"
     rec = [json.dumps({"step": s, "time": 100.0 + s, "loss": 1.0 / (s + 1)}) for s in range(4)]
-    path.write_text(rec[0] + "\n" + rec[1] + "\nnot json\n" + rec[2][:10])
+    odd = [json.dumps({"step": -5, "time": 100.5, "loss": 0.5}), json.dumps({"step": 60, "time": 0, "loss": 0.5})]
+    path.write_text(rec[0] + "\n" + rec[1] + "\nnot json\n" + "\n".join(odd) + "\n" + rec[2][:10])  # odd: no writer
+    # makes these (a negative step, time 0); they would stretch the axes to nothing
     reader = RunSeries(tmp_path)
     assert reader.poll() and reader.series()[0].counts == (0, 1)
     with open(path, "a") as f:

@@ -124,7 +124,8 @@ class ChartsScreen(CockpitScreen):
             return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
         ranks = None if pick is None else [pick]
         beats = self._series.beats(ranks) if metric == "wait" else ()
-        chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats)
+        ended = self._series.ended() if metric == "heat" else ()
+        chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended)
         return ChartsRead(metric, pick, chart, ids, None, False)
 
     def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:

@@ -39,10 +39,12 @@ class HeatMap(Static):
             out.append("\n" + row_label(chart, label), style=flagged if label in chart.flagged else axis)
             for ch, level in cells:
                 out.append(ch, style=(waiting if wait else styles[level - 1]) if level else "")
-        out.append("\n" + heat_axis(chart) + "\n", style=axis)
-        for ch in heat_legend(chart):  # the legend's glyphs in their colours
-            level = _GLYPH_LEVEL.get(ch)
-            out.append(ch, style=(waiting if wait else styles[level - 1]) if level else axis)
+        out.append("\n" + heat_axis(chart), style=axis)
+        for line in heat_legend(chart):  # the legend's glyphs in their colours
+            out.append("\n")
+            for ch in line:
+                level = _GLYPH_LEVEL.get(ch)
+                out.append(ch, style=(waiting if wait else styles[level - 1]) if level else axis)
         if chart.note:
             out.append(f"\n{chart.note}", style=flagged if chart.flagged else axis)
         return out
