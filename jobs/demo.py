@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-rank", type=int, default=None, help="rank that fails (with --fail-step)")
     p.add_argument("--fail-step", type=int, default=None, help="fail after this many steps")
     p.add_argument("--fail-mode", choices=("raise", "kill", "hang"), default="raise")
+    p.add_argument("--slow-rank", type=int, default=None, help="rank that works --slow-ms longer per step "
+                   "(a straggler: cockpit plot RUN --metric wait names it)")
+    p.add_argument("--slow-ms", type=float, default=30.0)
     return p.parse_args(argv)
 
 
@@ -89,6 +92,8 @@ def train(args: argparse.Namespace) -> None:
     for epoch in rt.epochs(args.epochs):
         for x, y in rt.batches(loader):
             maybe_fail(args, rt.rank, rt.position.step)
+            if rt.rank == args.slow_rank:
+                time.sleep(args.slow_ms / 1000)  # a slow data loader or a throttled GPU on one rank
             with rt.autocast():
                 loss = loss_fn(model(x), y)
             rt.backward(loss, optimizer)
