@@ -20,7 +20,8 @@ from cockpit.runs import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 PLAIN = REPO / "tests" / "hang" / "scripts" / "plain_hang.py"
-DEMO_ARGS = ["--epochs", "1", "--steps-per-epoch", "80", "--hidden", "64", "--layers", "1"]
+DEMO_ARGS = ["--epochs", "1", "--steps-per-epoch", "80", "--hidden", "64", "--layers", "1", "--slow-rank", "1",
+             "--slow-ms", "60"]  # the README's straggler example: rank 1 works 60 ms more a step
 
 
 def run_job(runs: Path, name: str, script: Path, args: list[str]) -> Path:
@@ -70,6 +71,8 @@ def test_the_demos_rate_and_heat_map(demo):
     rows = [line for line in heat.stdout.splitlines() if line[:2] in ("0 ", "1 ")]
     assert heat.returncode == 0 and len(rows) == 2
     assert set(rows[0][2:].strip()) <= set("█▓▒░") and rows[0][2:].count("█") > 25  # a healthy run: mostly full
+    wait = cockpit(runs, "plot", str(run_dir), "--metric", "wait", "--width", "80", "--height", "12")
+    assert wait.returncode == 0 and "they wait for rank 1" in wait.stdout and "\n1▶" in wait.stdout, wait.stdout
     only = cockpit(runs, "plot", str(run_dir), "--rank", "1", "--width", "80", "--height", "20")
     assert only.returncode == 0 and "rank 1" in only.stdout and "rank 0" not in only.stdout
 
