@@ -208,3 +208,16 @@ def test_sweep_charts_snapshot(snap_compare, ctx):
         await pilot.pause()
 
     assert snap_compare(CockpitApp(ctx), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_a_run_without_a_loss_opens_on_its_rate_from_the_hooks_beats(ctx):
+    import shutil
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    shutil.rmtree(run_dir / "metrics")  # a plain script: no metrics, only the rank hook's beats
+    async with CockpitApp(ctx).run_test(size=(100, 30)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: screen.shown[0] == "rate", what="the rate chart")
+        assert drawn(screen)[0].ylabel == "collectives/s" and legend(screen) == [f"rank {r}" for r in range(4)]
+        await pilot.press("m")  # the user's own choice from here on
+        await until(pilot, lambda: screen.shown[0] == "heat", what="the heat map")

@@ -48,6 +48,7 @@ class ChartsScreen(CockpitScreen):
         self._lock = threading.Lock()  # a cancelled worker's thread may still be reading
         self._series = None  # cockpit.plot.source.RunSeries, or cockpit.sweep_series.SweepSeries
         self._spec: object = None  # the run's job, read once (False: unreadable)
+        self._first = True  # the first chart not yet chosen by the user: a run without a loss opens on its rate
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -75,6 +76,7 @@ class ChartsScreen(CockpitScreen):
 
     # --- keys ---------------------------------------------------------------------------------------------------
     def action_next_metric(self) -> None:
+        self._first = False
         self.metric = chartsview.next_metric(self.metric)
         self._changed()
 
@@ -162,6 +164,13 @@ class ChartsScreen(CockpitScreen):
         if (message.metric, message.pick) != (self.metric, self.pick):
             return  # a read for a chart no longer asked for; the one asked for is on its way
         self.ids = message.ids
+        chart = message.chart
+        if self._first and message.metric == "loss" and message.ids and isinstance(chart, LineChart) \
+                and not chart.lines:
+            self._first = False  # a script that records no loss (a plain one: the hook's beats) has a rate
+            self.metric = "rate"
+            self._changed()
+            return
         if message.sweep != self.sweep:
             self.sweep = message.sweep
             self._show_title()

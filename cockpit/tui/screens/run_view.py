@@ -260,7 +260,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.post_message(MetricsRead(series))
 
     def on_metrics_read(self, message: MetricsRead) -> None:
-        self.query_one(MetricsPlot).show(message.series)
+        sweep = self._trial_cells is not None  # a sweep's metrics are its trials': the charts (c) show them
+        self.query_one(MetricsPlot).show(message.series, "a sweep: c charts its trials" if sweep else None)
 
     # --- the forecast, and a sweep's trials --------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)

@@ -19,12 +19,13 @@ class MetricsPlot(Vertical):
     first metrics read can beat them on a loaded machine) is kept and shown once they are."""
 
     _pending: RankSeries | None = None
+    _empty: str | None = None
     _ready = False
 
     def on_mount(self) -> None:
         self._ready = True
-        if self._pending is not None:
-            self.show(self._pending)
+        if self._pending is not None or self._empty is not None:
+            self.show(self._pending, self._empty)
 
     def compose(self) -> ComposeResult:
         yield Static("metrics: none yet", id="loss-label", classes="plot-label", markup=False)
@@ -32,16 +33,17 @@ class MetricsPlot(Vertical):
         yield Static("", id="sps-label", classes="plot-label", markup=False)
         yield Sparkline([], id="sps-plot")
 
-    def show(self, series: RankSeries | None) -> None:
-        """Labels are one line each: updated without a layout pass (this runs every second)."""
+    def show(self, series: RankSeries | None, empty: str | None = None) -> None:
+        """Labels are one line each: updated without a layout pass (this runs every second). ``empty``: what
+        to say without a series (default: none yet)."""
         if not self._ready:
-            self._pending = series
+            self._pending, self._empty = series, empty
             return
         self._pending = None
         loss_plot, rate_plot = self.query_one("#loss-plot", Sparkline), self.query_one("#sps-plot", Sparkline)
         loss_label, rate_label = self.query_one("#loss-label", Static), self.query_one("#sps-label", Static)
         if series is None or not series.counts:
-            loss_label.update("metrics: none yet", layout=False)
+            loss_label.update(empty or "metrics: none yet", layout=False)
             rate_label.update("", layout=False)
             loss_plot.data, rate_plot.data = [], []
             return
