@@ -2,7 +2,7 @@
 
     python tests/bench/bench_tui.py [--ranks 64] [--rate 1000] [--warmup 15] [--keys 150] [--rounds 2]
                                     [--cols 120 --rows 36] [--baseline | --tui-only] [--json] [--smoke]
-                                    [--metrics] [--charts]
+                                    [--metrics] [--charts | --on-charts]
 
 Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a real process on a pseudo-terminal
 (`python -m cockpit.tui --run RUN`), so what is measured is what a user gets: bytes in, bytes out.
@@ -24,7 +24,9 @@ The writer is another process: every 20 ms it appends rate/50 lines of ~100 byte
 (and with ``--metrics`` a metrics record to each rank's metrics/rank-R.jsonl: 50 steps/s per rank, what the
 side panel and the charts read). ``--charts`` (implies --metrics): before the key presses the TUI opens the
 charts screen (`c`), waits for its first chart, and goes back (escape): the log view measured after it, and
-the seconds from `c` to the chart ("charts s"); the charts' poll must leave nothing behind.
+the seconds from `c` to the chart ("charts s"); the charts' poll must leave nothing behind. ``--on-charts``:
+the TUI stays on the charts screen and each key press is `m`, timed until the next chart's title is drawn
+(the charts read the metrics files while the log feed goes on behind the screen).
 """
 
 from __future__ import annotations
@@ -162,6 +164,11 @@ class Terminal:
             os.waitpid(self.pid, 0)
 
 
+# what each chart's title says, in the order `m` shows them (loss, rate, heat, wait, GPU): --on-charts waits
+# for the next one's after each press
+CHART_TITLES = ("loss per rank", "steps/s per rank", "per rank over time", "waiting in collectives", "no GPU data")
+
+
 def rss_mb(pid: int) -> tuple[float, float]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -256,11 +263,17 @@ def measure(kind: str, args: argparse.Namespace, keys: int) -> dict:
             result["charts_s"] = term.press("c", " · loss · all ranks", 30)
             if result["charts_s"] is None or term.press("\x1b", " · follow", 30) is None:
                 raise SystemExit("the charts screen did not open and close within 30 s")
+        on_charts = kind == "tui" and args.on_charts
+        if on_charts and term.press("c", "loss per rank", 30) is None:
+            raise SystemExit("the charts screen did not open within 30 s")
         lat, lost, follow = [], 0, True
-        for _ in range(keys):
+        for i in range(keys):
             time.sleep(random.uniform(0.1, 0.25))
             follow = not follow
-            got = term.press("f", " · follow" if follow else " · paused")
+            if on_charts:  # m: the next chart, drawn (its title on its way to the screen)
+                got = term.press("m", CHART_TITLES[(i + 1) % len(CHART_TITLES)])
+            else:
+                got = term.press("f", " · follow" if follow else " · paused")
             if got is None:
                 lost += 1
             else:
@@ -320,8 +333,10 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true", help="4 ranks, 4 keys, one round (the test suite's smoke test)")
     p.add_argument("--metrics", action="store_true", help="the writer appends metrics records too")
     p.add_argument("--charts", action="store_true", help="open the charts screen and go back before the keys")
+    p.add_argument("--on-charts", action="store_true", help="stay on the charts screen: each key is m (the next "
+                   "chart), timed until that chart is drawn")
     args = p.parse_args()
-    args.metrics = args.metrics or args.charts
+    args.metrics = args.metrics or args.charts or args.on_charts
     if args.smoke:
         args.ranks, args.rate, args.warmup, args.keys, args.rounds = 4, 50, 1.0, 4, 1
     if args.baseline_app:
