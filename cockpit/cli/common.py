@@ -8,6 +8,21 @@ import sys
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+def whole_number(lo: int, hi: int, unit: str = ""):
+    """An argparse type: a whole number in lo..hi, else a one-line error naming the range."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number{unit and ' of ' + unit}, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range {lo}..{hi}")
+        return value
+    return parse
+
+
 class UsageError(Exception):
     """Bad input from the user: printed as one clear line, exit 2."""
 

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from cockpit import __version__
-from cockpit.cli.common import EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job
+from cockpit.cli.common import EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -61,14 +61,7 @@ def _runs(name: str):
     return call
 
 
-def _seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole seconds, got {text!r}") from None
-    if not 0 <= value <= 7 * 86400:
-        raise argparse.ArgumentTypeError(f"{value} is out of range 0..604800")
-    return value
+_seconds = whole_number(0, 7 * 86400, "seconds")
 
 
 def _timeout(text: str) -> float:

@@ -6,12 +6,11 @@ Exit 0 with a chart drawn, 2 for bad input or nothing to draw (a run that record
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 
-from cockpit.cli.common import EXIT_OK, EXIT_USAGE, UsageError
+from cockpit.cli.common import EXIT_OK, EXIT_USAGE, UsageError, whole_number
 
 
 def add_plot_command(sub) -> None:
@@ -31,20 +30,10 @@ def add_plot_command(sub) -> None:
                    "(Ctrl-C leaves; the run goes on)")
     p.add_argument("--every", type=float, default=2.0, metavar="S", help="with --follow: seconds between "
                    "redraws (default 2)")
-    p.add_argument("--width", type=_size, help="columns (default: the terminal's)")
-    p.add_argument("--height", type=_size, help="lines (default: the terminal's, at most 30)")
+    p.add_argument("--width", type=whole_number(10, 1000), help="columns (default: the terminal's)")
+    p.add_argument("--height", type=whole_number(10, 1000), help="lines (default: the terminal's, at most 30)")
     p.add_argument("--runs-dir")
     p.set_defaults(func=cmd_plot)
-
-
-def _size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 10 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value} is out of range 10..1000")
-    return value
 
 
 def cmd_plot(args) -> int:
