@@ -133,7 +133,8 @@ def _chart(args, run_dir, status, readers: dict, width: int, height: int):
                              f"(it has ranks {_ranges(sorted(known))})")
         series = charts.pick(series, args.rank)
     beats = charts.pick(reader.beats(), args.rank)
-    return charts.build(args.metric, series, run_dir.name, width, height, beats, reader.ended(), args.log)
+    return charts.build(args.metric, series, run_dir.name, width, height, beats, reader.ended(), args.log,
+                        reader.span())
 
 
 def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):

@@ -52,19 +52,20 @@ HEAT_LABELS = 9  # the heat map's row labels ("120-127 ") take this many columns
 
 
 def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int,
-          beats: Sequence[RankSeries] = (), ended: Collection[int] = (), log_y: bool = False) -> Chart:
+          beats: Sequence[RankSeries] = (), ended: Collection[int] = (), log_y: bool = False,
+          span: tuple[float, float] | None = None) -> Chart:
     """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area; ``beats``: the rank
     hook's series, which the wait chart reads; ``ended``: the ranks whose process exited (the heat map draws
-    no stall after their end); ``log_y``: the line charts' y axis on a log scale."""
+    no stall after their end); ``log_y``: the line charts' y axis on a log scale; ``span``: the run's time
+    span (cockpit.plot.source.RunSeries.span), so that the rate, heat and wait charts share one time axis."""
+    columns, rows = max(1, width - HEAT_LABELS), max(1, height - 5)
     if metric == "wait":
-        return wait_chart(beats, f"{title}: share of time waiting in collectives", max(1, width - HEAT_LABELS),
-                          max(1, height - 5))
+        return wait_chart(beats, f"{title}: share of time waiting in collectives", columns, rows, span)
     if metric == "loss":
         return replace(loss_chart(series, f"{title}: loss per rank", width), log_y=log_y)
     if metric == "rate":
-        return replace(rate_chart(series, f"{title}: {_unit(series)} per rank", width), log_y=log_y)
-    return heat_chart(series, f"{title}: {_unit(series)} per rank over time", max(1, width - HEAT_LABELS),
-                      max(1, height - 5), ended)
+        return replace(rate_chart(series, f"{title}: {_unit(series)} per rank", width, span), log_y=log_y)
+    return heat_chart(series, f"{title}: {_unit(series)} per rank over time", columns, rows, ended, span)
 
 
 def _unit(series: Sequence[RankSeries]) -> str:
@@ -90,8 +91,10 @@ def loss_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
     return LineChart(title, "step", "loss", lines, note="; ".join(bad[:3]))
 
 
-def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> LineChart:
-    """Rate over time (seconds since the first point): steps/s from metrics, collectives/s from beats."""
+def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80,
+               span: tuple[float, float] | None = None) -> LineChart:
+    """Rate over time (seconds since the first point, or since ``span``'s start): steps/s from metrics,
+    collectives/s from beats."""
     unit = UNITS[series[0].source] if series else UNITS["metrics"]
     rated = [(s.rank, s.rate(max(2, width // 2))) for s in series]
     rated = [(r, p) for r, p in rated if p]
@@ -99,24 +102,26 @@ def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
         why = "fewer than two points per rank yet" if series else _NO_POINTS
         return LineChart(title, "seconds", unit, (), note=why, x_is_time=True)
     t0 = min(s.times[0] for s in series if s.times)
-    span = max(t for _, p in rated for t, _ in p) - t0
-    label, scale = next((name, sec) for name, sec in TIME_UNITS if span >= 3 * sec or sec == 1)
+    t0 = min(t0, span[0]) if span else t0
+    length = max(t for _, p in rated for t, _ in p) - t0
+    label, scale = next((name, sec) for name, sec in TIME_UNITS if length >= 3 * sec or sec == 1)
     lines = lines_for([(f"rank {r}", tuple(((t - t0) / scale, v) for t, v in p)) for r, p in rated], width)
     return LineChart(title, label, unit, lines, x_is_time=True)
 
 
 def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int,
-               ended: Collection[int] = ()) -> HeatChart:
+               ended: Collection[int] = (), span: tuple[float, float] | None = None) -> HeatChart:
     """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells; ``ended``:
     the ranks whose process exited."""
-    grid = heat(list(series), columns, rows, ended=ended)
+    grid = heat(list(series), columns, rows, ended=ended, span=span)
     return HeatChart(title, grid, note="" if grid.labels else _NO_POINTS)
 
 
-def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int) -> HeatChart:
+def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int,
+               span: tuple[float, float] | None = None) -> HeatChart:
     """The rank x time grid of the share of time each rank waited in collectives, and the straggler named
     when one rank hardly waits while the others wait for it."""
-    grid = heat(list(beats), columns, rows, kind=WAIT)
+    grid = heat(list(beats), columns, rows, kind=WAIT, span=span)
     if not grid.labels:
         return HeatChart(title, grid, note="no beats: the rank hook (logs/rank-R.HOST.beat) wrote none yet")
     if len(beats) == 1:

@@ -93,6 +93,15 @@ class Track:
     def __len__(self) -> int:
         return len(self._points)
 
+    def times(self) -> tuple[float, float] | tuple[()]:
+        """The first and the last time of this track's points (cheap: no series is built)."""
+        if not self._points:
+            return ()
+        if self.source == BEATS:
+            return min(self._points), max(self._points)
+        times = [t for t, _ in self._points.values()]
+        return min(times), max(times)
+
     def series(self) -> RankSeries:
         if self.source == METRICS:
             items = sorted((c, t, loss) for c, (t, loss) in self._points.items())
@@ -124,12 +133,13 @@ RATE, WAIT = "rate", "wait"
 
 
 def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE,
-         ended: Collection[int] = ()) -> Heat:
+         ended: Collection[int] = (), span: tuple[float, float] | None = None) -> Heat:
     """The grid for ``series`` over their common time span in ``columns`` slices: their rate, or (``kind``
     WAIT) their wait share. More ranks than ``rows``: consecutive ranks share a row, which shows the lowest of
     them (the slowest rate, the least waiting: a straggler must not be averaged away). A rank in ``ended``
     (its process exited: a finished trial) has no data after its last point, not "no progress"; nor has a
-    rank before its first progress (starting up)."""
+    rank before its first progress (starting up). ``span``: the time axis to lay the grid on (the run's, so
+    that its rate map and its wait map line up), widened to hold every point."""
     if kind == WAIT:
         valued = [(s, s.wait(columns)) for s in series]
         unit = "share of time waiting in collectives"
@@ -140,9 +150,11 @@ def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE,
     if not times or columns < 1 or rows < 1:
         return Heat((), (), 0.0, 0.0, None, unit, kind)
     t0 = min(t for s, _ in valued for t in s.times)
-    t1 = max(times)
+    t1 = last = max(times)  # last: the others' last point, what a stall is judged against
+    if span is not None:
+        t0, t1 = min(t0, span[0]), max(t1, span[1])
     width = max(t1 - t0, 1e-9) / columns
-    per_rank = [(s.rank, _cells(r, t0, width, columns, t1,
+    per_rank = [(s.rank, _cells(r, t0, width, columns, last,
                                 stall=0.0 if kind == RATE and s.rank not in ended else None)) for s, r in valued]
     group = -(-len(per_rank) // rows)
     labels, cells = [], []
@@ -203,10 +215,12 @@ def band(series: list[tuple[tuple[float, float], ...]], buckets: int) -> tuple[t
         return ((), (), (), ())
     lo_x, hi_x = min(xs), max(xs)
     width = (hi_x - lo_x) / buckets or 1.0
+    scale, top = 1.0 / width, buckets - 1
     slots: list[list[float]] = [[] for _ in range(buckets)]
     for pts in series:
         for x, y in pts:
-            slots[min(buckets - 1, int((x - lo_x) / width))].append(y)
+            i = int((x - lo_x) * scale)
+            slots[i if i < top else top].append(y)
     rows = [(lo_x + (i + 0.5) * width, s) for i, s in enumerate(slots) if s]
     return (tuple(x for x, _ in rows), tuple(sum(s) / len(s) for _, s in rows), tuple(min(s) for _, s in rows),
             tuple(max(s) for _, s in rows))

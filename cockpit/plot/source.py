@@ -110,6 +110,12 @@ class RunSeries:
         return [t.series() for (src, rank), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1])
                 if src == source and (ranks is None or rank in ranks)]
 
+    def span(self) -> tuple[float, float] | None:
+        """The first and last time of any point, metrics and beats together: one time axis for the run's
+        charts (the hook beats from interpreter start, the metrics from the first step)."""
+        times = [t for track in self._tracks.values() for t in track.times()]
+        return (min(times), max(times)) if times else None
+
     def ended(self) -> set[int]:
         """The ranks whose process exited (an exit record in logs/): after their last point they are done,
         not stalled."""

@@ -73,6 +73,11 @@ def test_the_demos_rate_and_heat_map(demo):
     assert set(rows[0][2:].strip()) <= set("█▓▒░") and rows[0][2:].count("█") > 25  # a healthy run: mostly full
     wait = cockpit(runs, "plot", str(run_dir), "--metric", "wait", "--width", "80", "--height", "12")
     assert wait.returncode == 0 and "they wait for rank 1" in wait.stdout and "\n1▶" in wait.stdout, wait.stdout
+    heat12 = cockpit(runs, "plot", str(run_dir), "--metric", "heat", "--width", "80", "--height", "12")
+
+    def axis(out: str) -> list[str]:
+        return [line for line in out.splitlines() if line.strip().startswith("0 s")]
+    assert axis(wait.stdout) == axis(heat12.stdout) and len(axis(wait.stdout)) == 1  # one time axis for both
     only = cockpit(runs, "plot", str(run_dir), "--rank", "1", "--width", "80", "--height", "20")
     assert only.returncode == 0 and "rank 1" in only.stdout and "rank 0" not in only.stdout
 

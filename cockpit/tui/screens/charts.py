@@ -27,6 +27,10 @@ from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.heat_map import HeatMap
 from cockpit.tui.widgets.navbar import NavBar
 
+# points kept per rank (up to twice that): several per column of a 200-column chart; the loss chart's band over
+# 64 ranks is built from them every second
+CHART_POINTS = 250
+
 
 class ChartsScreen(CockpitScreen):
     TITLE = "Charts"
@@ -117,7 +121,7 @@ class ChartsScreen(CockpitScreen):
         from cockpit.plot.source import RunSeries
 
         if self._series is None:
-            self._series = RunSeries(self.run_dir)
+            self._series = RunSeries(self.run_dir, keep=CHART_POINTS)
         self._series.poll()
         series = self._series.series()
         ids = [s.rank for s in series]
@@ -127,14 +131,15 @@ class ChartsScreen(CockpitScreen):
         ranks = None if pick is None else [pick]
         beats = self._series.beats(ranks) if metric == "wait" else ()
         ended = self._series.ended() if metric == "heat" else ()
-        chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended)
+        chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended,
+                             span=self._series.span())
         return ChartsRead(metric, pick, chart, ids, None, False)
 
     def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:
         from cockpit.sweep_series import SweepSeries, sweep_chart
 
         if self._series is None:
-            self._series = SweepSeries(self.run_dir)
+            self._series = SweepSeries(self.run_dir, keep=CHART_POINTS)
         self._series.poll(status)
         trials = self._series.trials(0)
         ids = [row.index for row, _ in trials]
