@@ -113,3 +113,13 @@ def test_render_of_an_ssh_job_exports_the_shells_nccl_variables_but_the_jobs_win
     r = subprocess.run([sys.executable, "-m", "cockpit", "render", "jobs/demo.yaml"], capture_output=True,
                        text=True, cwd=REPO, env=env, timeout=60)
     assert r.returncode == 0 and "NCCL_IB_DISABLE" not in r.stdout  # local ranks inherit it; nothing to write
+
+
+def test_output_to_a_full_disk_is_one_line_and_exit_1():
+    """`cockpit render JOB > /dev/full`: the output cannot be written; said once, no traceback."""
+    for args in (("render", "jobs/slurm.yaml"), ("validate", "jobs/demo.yaml")):
+        env = {**os.environ, "COCKPIT_RUNS_DIR": "/tmp/cockpit-cli-test-runs"}
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-m", "cockpit", *args], stdout=full, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO, env=env, timeout=60)
+        assert r.returncode == 1 and r.stderr == "cockpit: cannot write the output: No space left on device\n", args

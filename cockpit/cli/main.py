@@ -8,10 +8,12 @@ commands that need them, so `cockpit --help`, `validate` and `render` start fast
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 
 from cockpit import __version__
-from cockpit.cli.common import EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
+from cockpit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -222,3 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         # `cockpit render ... | head`: the reader left; not an error worth a traceback.
         sys.stderr.close()
         return EXIT_OK
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO) or exc.filename is not None:
+            raise
+        # the output itself could not be written (`cockpit ps > /dev/full`): one line, and what is still
+        # buffered goes nowhere (else the interpreter's last flush fails again, with a traceback)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"cockpit: cannot write the output: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
