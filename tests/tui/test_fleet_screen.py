@@ -104,6 +104,7 @@ async def test_history_chart_of_the_highlighted_gpu(ctx):
         screen = app.screen
         chart, text = screen.query_one(GpuChart), screen.query_one("#fleet-detail")
         assert text.display and not chart.display and chart.draws == 0  # a node's row: its details, no chart
+        assert "no GPU on this node: no utilisation or memory history" in detail(app)  # localhost: CPU only
         await pilot.press("down", "down")
         assert chart.display and not text.display  # 80 columns: the chart takes the details' place
         assert chart.drawn == (H100, READINGS) and chart.draws == 1

@@ -86,7 +86,10 @@ class FleetScreen(CockpitScreen):
         if node is None:
             detail.update("", layout=False)  # fixed height: no re-layout of the screen
             return
-        detail.update("\n".join(fleetview.details(node, gpu)), layout=False)
+        lines = fleetview.details(node, gpu)
+        if reading is None and not node.gpus and self.has_class("-chart"):
+            lines = [*lines, "", "no GPU on this node: no utilisation or memory history (h hides this panel)"]
+        detail.update("\n".join(lines), layout=False)
         if reading is not None and self.has_class("-chart"):
             history = self.app.history
             self.query_one(GpuChart).show((key, history.count(node.host, gpu)),
