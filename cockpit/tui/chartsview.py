@@ -33,10 +33,11 @@ def next_pick(pick: int | None, ids: Sequence[int]) -> int | None:
     return later[0] if later else None
 
 
-def title_line(run: str, metric: str, pick: int | None, sweep: bool) -> str:
+def title_line(run: str, metric: str, pick: int | None, sweep: bool, log_y: bool = False) -> str:
     who = "trial" if sweep else "rank"
     picked = f"all {who}s" if pick is None else f"{who} {pick}"
-    return f"{run} · {NAMES[metric]} · {picked}"  # the keys are the footer's
+    log = " · log y" if log_y and metric in ("loss", "rate") else ""
+    return f"{run} · {NAMES[metric]} · {picked}{log}"  # the keys are the footer's
 
 
 def rank_gpus(rank_hosts: dict[int, str], gpu_ids: Sequence[int] | None) -> GpuMap:

@@ -142,6 +142,9 @@ async def test_a_sweeps_loss_chart_has_its_trials_labelled_with_their_arguments(
         await pilot.press("r", "r")
         await until(pilot, lambda: screen.shown[1] == 1, what="trial 1 picked")
         assert legend(screen) == ["trial 1 --lr 0.03"]
+        await pilot.press("l")  # a log y axis: a diverged trial would flatten the others
+        await until(pilot, lambda: drawn(screen)[0].log_y, what="the log y axis")
+        assert str(screen.query_one("#charts-title").content).endswith("trial 1 · log y")
         await show(pilot, "rate")
         assert [line.label for line in drawn(screen)[0].lines] == ["trial 1"]
 

@@ -39,6 +39,7 @@ class ChartsScreen(CockpitScreen):
         Binding("m", "next_metric", "Next chart"),
         Binding("r", "next_pick", "Next rank"),
         Binding("a", "all", "All ranks"),
+        Binding("l", "toggle_log", "Log y"),
     ]
 
     def __init__(self, run_dir: Path, metric: str = "loss") -> None:
@@ -52,6 +53,7 @@ class ChartsScreen(CockpitScreen):
         self._lock = threading.Lock()  # a cancelled worker's thread may still be reading
         self._series = None  # cockpit.plot.source.RunSeries, or cockpit.sweep_series.SweepSeries
         self._spec: object = None  # the run's job, read once (False: unreadable)
+        self.log_y = False
         self._first = True  # the first chart not yet chosen by the user: a run without a loss opens on its rate
 
     def compose(self) -> ComposeResult:
@@ -76,7 +78,7 @@ class ChartsScreen(CockpitScreen):
 
     def poll(self) -> None:
         body = self.query_one("#charts-body")
-        self.read_charts(self.metric, self.pick, max(20, body.size.width), max(6, body.size.height))
+        self.read_charts(self.metric, self.pick, max(20, body.size.width), max(6, body.size.height), self.log_y)
 
     # --- keys ---------------------------------------------------------------------------------------------------
     def action_next_metric(self) -> None:
@@ -86,6 +88,11 @@ class ChartsScreen(CockpitScreen):
 
     def action_next_pick(self) -> None:
         self.pick = chartsview.next_pick(self.pick, self.ids)
+        self._changed()
+
+    def action_toggle_log(self) -> None:
+        """The loss and rate charts' y axis on a log scale, or back (a diverged trial flattens the others)."""
+        self.log_y = not self.log_y
         self._changed()
 
     def action_all(self) -> None:
@@ -100,23 +107,24 @@ class ChartsScreen(CockpitScreen):
         self.poll()
 
     def _show_title(self) -> None:
-        text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep)
+        text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep, self.log_y)
         self.query_one("#charts-title", Static).update(text, layout=False)
 
     # --- reading ------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
-    def read_charts(self, metric: str, pick: int | None, width: int, height: int) -> None:
+    def read_charts(self, metric: str, pick: int | None, width: int, height: int, log_y: bool = False) -> None:
         from cockpit.runs import is_sweep, read_status
 
         status = read_status(self.run_dir)
         with self._lock:
             if status is not None and is_sweep(status):
-                message = self._read_sweep(status, metric, pick, width, height)
+                message = self._read_sweep(status, metric, pick, width, height, log_y)
             else:
-                message = self._read_run(status, metric, pick, width, height)
+                message = self._read_run(status, metric, pick, width, height, log_y)
         self.post_message(message)
 
-    def _read_run(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:
+    def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
+                  log_y: bool) -> ChartsRead:
         from cockpit.plot import chart as charts
         from cockpit.plot.source import RunSeries
 
@@ -132,10 +140,11 @@ class ChartsScreen(CockpitScreen):
         beats = self._series.beats(ranks) if metric == "wait" else ()
         ended = self._series.ended() if metric == "heat" else ()
         chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended,
-                             span=self._series.span())
+                             log_y=log_y, span=self._series.span())
         return ChartsRead(metric, pick, chart, ids, None, False)
 
-    def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int) -> ChartsRead:
+    def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int,
+                    log_y: bool) -> ChartsRead:
         from cockpit.sweep_series import SweepSeries, sweep_chart
 
         if self._series is None:
@@ -146,7 +155,7 @@ class ChartsScreen(CockpitScreen):
         if metric == "gpu":
             return ChartsRead(metric, pick, None, ids, None, True)
         chosen = [(row, s) for row, s in trials if pick is None or row.index == pick]
-        return ChartsRead(metric, pick, sweep_chart(metric, chosen, self.run_dir.name, width, height), ids,
+        return ChartsRead(metric, pick, sweep_chart(metric, chosen, self.run_dir.name, width, height, log_y), ids,
                           None, True)
 
     def _gpus(self, status) -> chartsview.GpuMap | None:
