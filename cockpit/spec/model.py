@@ -19,7 +19,7 @@ from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
 from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
-from cockpit.spec.yamlpos import Problem
+from cockpit.spec.yamlpos import Positions, Problem
 
 MAX_TOTAL_STEPS = 10**12
 
@@ -66,6 +66,8 @@ class JobSpec:
     source: str = "<memory>"  # the job file it came from
     # Valid but likely not meant (positioned, like problems); not part of what the job is.
     warnings: tuple[Problem, ...] = field(default=(), compare=False)
+    # Where each field was written in the job file, for problems found later (`cockpit validate`'s file checks).
+    where: Positions = field(default_factory=Positions, compare=False, repr=False)
 
     @property
     def uses_gpus(self) -> bool:
@@ -158,7 +160,7 @@ def parse_spec(text: str, filename: str = "<memory>", arg_max: int | None = None
         check_exec_limits(check, spec, arg_max)
     if check.problems:
         raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
-    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))))
+    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))), where=positions)
 
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
