@@ -223,6 +223,9 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if spec.launcher == "slurm" and spec.name in ("bash", "interactive"):
         check.warn(("name",), f"Lightning takes a Slurm job named {spec.name!r} for an interactive session: it "
                    "ignores srun's tasks and starts its own processes in each", "give the job another name:")
+    if spec.launcher == "local" and spec.rdzv == "c10d":
+        check.warn(("rdzv",), "a local run always uses the static rendezvous, whose store cockpit holds to 127.0.0.1 "
+                   "(c10d would start a second store for the ranks on every interface)", "drop rdzv:")
     said = any(p.path in ("script", "module") for p in check.problems)  # a bad value is already a problem
     if (spec.script is None) == (spec.module is None) and not said:
         check.problem(("script",), "give exactly one of script: or module:",
