@@ -19,7 +19,7 @@ VARIABLE = "loopback_store"  # the shell variable of the node script that holds 
 # the node script holds it in single quotes. A torch without master_listen_fd (older than 2.1) is said, not fatal.
 PROGRAM = """import runpy, socket, sys
 module, args = sys.argv[2], sys.argv[3:]
-ports = [a.split("=", 1)[1] for a in args if a.startswith(("--master-port=", "--master_port="))]
+ports = [value for key, _, value in (a.partition("=") for a in args) if key in ("--master-port", "--master_port")]
 if ports:
     import torch.distributed as dist
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
