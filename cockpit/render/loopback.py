@@ -14,14 +14,16 @@ The ssh and Slurm launchers are untouched: there the other nodes must reach node
 
 from __future__ import annotations
 
+from cockpit.render.shell import quote
+
 VARIABLE = "loopback_store"  # the shell variable of the node script that holds the program
-# Run as `python -c "$loopback_store" -m torch.distributed.run --master-port=PORT ...`. No single quote in it:
-# the node script holds it in single quotes. A torch without master_listen_fd (older than 2.1) is said, not fatal.
-PROGRAM = """import runpy, socket, sys
+# Run as `python -c "$loopback_store" -m torch.distributed.run --master-port=PORT ...`. No single quote in it, so
+# that the node script shows it whole between two. A torch without master_listen_fd (older than 2.1) is said, not fatal.
+PROGRAM = """import importlib, runpy, socket, sys
 module, args = sys.argv[2], sys.argv[3:]
 ports = [value for key, _, value in (a.partition("=") for a in args) if key in ("--master-port", "--master_port")]
 if ports:
-    import torch.distributed as dist
+    dist = importlib.import_module("torch.distributed")  # torch of the job python, not cockpit
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -45,7 +47,7 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 def lines() -> list[str]:
     """The node script's lines that define the program (a comment says why)."""
     return ["# One machine: the rendezvous store listens on 127.0.0.1 only (torchrun alone binds every interface).",
-            f"{VARIABLE}='" + PROGRAM.rstrip("\n") + "'"]
+            f"{VARIABLE}={quote(PROGRAM.rstrip())}"]
 
 
 def command(python_word: str, module: str) -> str:
