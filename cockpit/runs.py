@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit import run_layout as layout
+from cockpit.paths import too_long
 from cockpit.run_layout import rank_files
 from cockpit.run_records import FirstFailure, NodeRecord, RankExit
 from cockpit.run_status import FINAL_STATES, STATES, RunStatus, StatusError
@@ -178,6 +179,9 @@ class RunNotFound(LookupError):
 def resolve_run(runs_dir: Path, ref: str) -> Path:
     """A run directory from a run id, a unique prefix of one, `last`, or a path to a run directory; any of
     these followed by /trial-I names a sweep's trial (`last/trial-2`)."""
+    if (why := too_long(ref)) is not None:
+        shown = ref if len(ref) <= 40 else ref[:37] + "..."
+        raise RunNotFound(f"no run {shown!r}: {why} (hint: cockpit ps lists runs)")
     as_path = Path(ref)
     if (as_path / layout.STATUS).exists():
         return as_path

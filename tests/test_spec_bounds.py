@@ -231,6 +231,7 @@ def cockpit(*args: str, cwd) -> subprocess.CompletedProcess:
 def test_validate_checks_every_file_like_a_linter(tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text(BASE)
+    (tmp_path / "train.py").write_text("")  # a good local job's script exists (validate checks it)
     (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
     os.mkfifo(tmp_path / "fifo.yaml")
     (tmp_path / "bad.yaml").write_text(BASE + "gpus: 1000000000\n")

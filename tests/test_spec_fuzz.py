@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.cli.main import main
-from cockpit.spec.model import JobSpec, SpecError, parse_spec
+from cockpit.spec.model import JobSpec, SpecError, load_spec, parse_spec
 
 KEYS = ["name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
         "pg_backend", "precision", "seed", "env", "master_port", "rdzv", "max_restarts", "workdir", "python",
@@ -30,6 +30,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
                       max_leaves=20)
 documents = st.dictionaries(st.sampled_from(KEYS), values, max_size=10)
 EXAMPLES = [j.read_text() for j in JOBS]
+SCRIPTS = sorted({load_spec(j).script for j in JOBS} - {None})
 
 
 def check_no_traceback(text: str) -> None:
@@ -66,6 +67,8 @@ def test_cli_exit_codes(tmp_path_factory, example, at, insert):
     at %= len(example) + 1
     path = tmp_path_factory.mktemp("fuzz") / "job.yaml"
     path.write_text(example[:at] + insert + example[at:], encoding="utf-8")
+    for script in SCRIPTS:  # validate checks that a local job's script exists: the examples' do
+        (path.parent / script).write_text("")
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:

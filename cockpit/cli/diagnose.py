@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit.paths import default_runs_dir
+from cockpit.paths import default_runs_dir, too_long
 from cockpit.rundiag import hang_findings, run_findings, run_sources
 from cockpit.runs import RunNotFound, resolve_run
 from cockpit.slurm.jobs import parse_job_ref
@@ -65,6 +65,10 @@ def cmd_diagnose(args) -> int:
     from cockpit.logs.report import diagnose_sources, render_json, render_text
 
     runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
+    for arg in args.inputs:  # asked before the file system, which answers a name too long with an OSError
+        if (why := too_long(arg)) is not None:
+            raise DiagnoseInputError(f"{arg[:40]}...: not a log file, run or Slurm job: {why} (hint: cockpit ps "
+                                     "lists runs)")
     fixing = getattr(args, "fix", False) or getattr(args, "apply", False)
     if fixing and (len(args.inputs) != 1 or args.json or run_of(args.inputs[0], runs_dir) is None):
         raise DiagnoseInputError("--fix / --apply take one run (a run id or directory) and no --json "

@@ -69,7 +69,7 @@ def _doctor_local(spec, args: argparse.Namespace) -> int:
     from cockpit.launch.local import facts as local_facts
     from cockpit.preflight.local import local_checks
 
-    facts = local_facts.probe(local_facts.files(spec, args.job_file), args.timeout)
+    facts = local_facts.probe(local_facts.here(spec, local_facts.files(spec, args.job_file)), args.timeout)
     return _print_checks(local_checks(spec, facts), args.json, {"nodes": [facts.node.to_dict()] if facts.node else []})
 
 

@@ -4,7 +4,9 @@
 Ctrl-C. A viewer detaches, like `tail -f` or `docker logs -f`: the run goes on untouched. `cockpit run`
 follows srun: one Ctrl-C prints where the run is and goes on; a second within ``CONFIRM_S`` asks the
 supervisor to stop it (SIGTERM to the ranks, SIGKILL after --grace), and the summary follows (exit 130);
-one more after that stops waiting.
+one more after that stops waiting. Presses made while the run was still starting (cockpit.cli.startup) count
+the same once the follower is in place: one reports, two stop. A stop asked before the supervisor has
+recorded itself waits for it (up to ``STARTING_S``): stopping without it could race the ranks' start.
 
 Neither a closed stdout (`cockpit run job.yaml | head -2`) nor a dead supervisor ends the following early:
 the lines stop, the exit code stays the job's; a supervisor that died is noticed within seconds and the
@@ -19,6 +21,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cockpit import run_layout as layout
@@ -28,6 +31,7 @@ from cockpit.launch.local import launcher as local
 from cockpit.runs import STOP_FILE, RunStatus, read_status
 
 CONFIRM_S = 1.0  # a second Ctrl-C within this many seconds stops the run (srun's convention)
+STARTING_S = 30.0  # a supervisor not recorded after this long is taken for dead (cockpit.launch.local.reconcile)
 LOOK_EVERY = {"local": 1.0}  # seconds between looks at the supervisor; others (asks nodes, Slurm): 5
 
 
@@ -186,9 +190,11 @@ def diagnosis(run_dir: Path, painter: Painter) -> str:
     return f"diagnosis:\n{text}" if text else ""
 
 
-def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None) -> int:
+def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None,
+           held: Callable[[], int] | None = None) -> int:
     """Stream the run's lines until it ends, then summarise; exit with the job's code (130 after a stop
-    by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module)."""
+    by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module);
+    ``held``: how many Ctrl-C were pressed while it was starting, asked once the follower's handler is in place."""
 
     painter = Painter(use_color())
     out = Output()
@@ -197,6 +203,18 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
     stopping: list[float] = []
     detached: list[float] = []
     following: list[asyncio.Task] = []
+    pending: list[float] = []  # when a stop was asked that waits for the supervisor to record itself
+
+    def ask_stop() -> None:
+        status = read_status(run_dir)
+        unrecorded = status is not None and not status.final and status.supervisor is None
+        if unrecorded and (not pending or time.monotonic() - pending[0] < STARTING_S):
+            if not pending:
+                notice(f"stopping {run_dir.name} as soon as its supervisor is up")
+                pending.append(time.monotonic())
+            return
+        pending.clear()
+        _stop(run_dir, args.grace)
 
     def on_batch(batch) -> None:
         # The lines first, in one write; the parser after: it must not delay what the user is waiting for.
@@ -213,6 +231,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
     behind = Behind()
 
     def on_status(status: RunStatus) -> RunStatus:
+        if pending:
+            ask_stop()
         live.stopping = live.stopping or status.stop_requested
         hang.on_status(status)
         return sup.check(status)
@@ -226,11 +246,22 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         if presses and now - presses[-1] <= CONFIRM_S:
             stopping.append(now)
             live.stopping = True
-            _stop(run_dir, args.grace)
+            ask_stop()
             return
         notice(f"{run_report(read_status(run_dir))}\n"
-               f"cockpit: Ctrl-C again within {CONFIRM_S:.0f} s stops the run (else it goes on)")
+               f"cockpit: Ctrl-C again within {CONFIRM_S:.0f} s stops the run (else it goes on; "
+               f"cockpit stop {run_dir.name} stops it later)")
         presses.append(time.monotonic())  # the window opens once the question is on the screen
+
+    def on_held(count: int) -> None:
+        """Presses made while the run was starting: two or more stop it, one is one press."""
+        if count == 1:
+            on_interrupt()
+            return
+        notice(f"Ctrl-C {count} times while {run_dir.name} was starting")
+        stopping.append(time.monotonic())
+        live.stopping = True
+        ask_stop()
 
     async def main():
         from cockpit.watch import follow_run
@@ -239,6 +270,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
         if banner:  # once Ctrl-C means what it should
             notice(banner)
+        if held is not None and (count := held()):
+            on_held(count)
         try:
             return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
                                     on_status=on_status, lossless=True)
@@ -253,7 +286,10 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
         return 130
     except Detach:
-        if stopping:
+        if pending:  # asked before the supervisor was up: nothing was stopped yet
+            notice(f"stopped waiting; {run_dir.name} was not stopped yet, its supervisor was starting "
+                   f"(cockpit stop {run_dir.name} stops it)")
+        elif stopping:
             notice(f"stopped waiting; the run is being stopped (cockpit attach {run_dir.name} shows its end)")
         else:
             notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")

@@ -17,10 +17,15 @@ from cockpit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, loa
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Every file is checked, like a linter: `ok` per good file, every problem of every bad one."""
+    """Every file is checked, like a linter: `ok` per good file, every problem of every bad one; a good file
+    also by what the preflight would refuse here at once (cockpit.cli.validate)."""
+    from cockpit.cli.validate import here_problems
+
     bad = 0
     for path in args.jobs:
         spec, problems = read_job(path)
+        if spec is not None and (found := here_problems(spec, path)):
+            spec, problems = None, [p.format(path) for p in found]
         if spec is None:
             bad += 1
             for line in problems:

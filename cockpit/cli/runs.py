@@ -78,20 +78,31 @@ def status_of(run_dir: Path):
 
 
 def cmd_run(args, spec, job_path: str) -> int:
+    """Launch, then follow as the run's owner. Ctrl-C before the run directory exists ends here (nothing was
+    made); after, it is held until the run has started and then counts (cockpit.cli.startup)."""
+    from cockpit.cli.startup import StartGuard
+
     extra = tuple(args.script_args)
     if args.stall_after is not None:
         spec = replace(spec, stall_after=args.stall_after)
-    try:
-        run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
-                                 trust_new_hosts=args.trust_new_hosts)
-    except launch.LaunchError as exc:
-        raise CommandError(f"{job_path}: {exc}") from None
-    if args.no_preflight:
-        for check in _failed_preflight(run_dir):
-            notice(f"preflight (ignored: --no-preflight): {check['name']}: {check['detail']}")
-    pid = launch.start(run_dir, grace=args.grace)
-    notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
-    return follow(run_dir, args, skip_existing=False, owner=True)
+    with StartGuard(runs_dir_of(args), spec.name) as guard:
+        try:
+            run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
+                                     trust_new_hosts=args.trust_new_hosts)
+        except launch.LaunchError as exc:
+            raise CommandError(f"{job_path}: {exc}") from None
+        except KeyboardInterrupt:
+            notice("interrupted before the run was made: nothing was started")
+            return 130
+        if args.no_preflight:
+            for check in _failed_preflight(run_dir):
+                notice(f"preflight (ignored: --no-preflight): {check['name']}: {check['detail']}")
+        try:
+            pid = launch.start(run_dir, grace=args.grace)
+        except launch.LaunchError as exc:
+            raise CommandError(f"{run_dir.name}: {exc}") from None
+        notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
+        return follow(run_dir, args, skip_existing=False, owner=True, held=guard.take)
 
 
 def _failed_preflight(run_dir) -> list[dict]:

@@ -3,7 +3,8 @@
 returning the same typed ``Check`` as the ssh preflight, whose GPU and version rules they reuse.
 
 The file checks come first and need no probe, so a job whose script does not exist is refused at once,
-not after its ranks have started (or after minutes in a queue).
+not after its ranks have started (or after minutes in a queue). `cockpit validate` makes the same file and
+interface checks (a job file that names a missing script or an interface this machine lacks is not ok).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cockpit.fleet.report import NodeReport
+from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import FAIL, OK, Check, JobFacts, gpus, versions
 from cockpit.spec.model import JobSpec
 
 HOST = "localhost"
+IFNAME_VARS = (ifadvice.GLOO, ifadvice.NCCL)  # what selects the ranks' network interface
 
 
 @dataclass(frozen=True)
@@ -24,26 +27,72 @@ class LocalFacts:
 
     workdir: str
     workdir_exists: bool
-    script_exists: bool
+    script_exists: bool  # a module: job has no script: False
     python: str
     node: NodeReport | None = None
     port: int | None = None  # the job's fixed master_port (auto: None, a free one is picked at start)
+    module_found: bool | None = None  # a module: job: whether the job's python finds it from workdir; None: not asked
+    module_error: str | None = None  # why the job's python could not be asked
+    interfaces: tuple[str, ...] | None = None  # this machine's network interface names; None: not listed
+    inherited: tuple[tuple[str, str], ...] = ()  # *_SOCKET_IFNAME of the launching shell (the ranks inherit it)
 
 
 def file_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
-    """The working directory and the script exist where the ranks will start."""
+    """The working directory exists where the ranks will start, and in it the script, or the module as the
+    job's python finds it (when it was asked)."""
     if not facts.workdir_exists:
         return [Check("workdir", FAIL, f"{facts.workdir} does not exist", (HOST,),
                       "create it, or fix workdir: in the job (relative to the job file's directory)")]
+    if spec.module is not None:
+        return [_module_check(spec.module, facts)]
     if not facts.script_exists:
         return [Check("script", FAIL, f"{spec.script} is missing in {facts.workdir}", (HOST,),
                       "fix script: (relative to workdir:), or create the script")]
     return [Check("script", OK, f"{spec.script} in {facts.workdir}")]
 
 
+def _module_check(module: str, facts: LocalFacts) -> Check:
+    if facts.module_error is not None:
+        return Check("module", FAIL, f"{facts.python} could not look for {module}: {facts.module_error}", (HOST,),
+                     "set python: in the job to an interpreter that exists here")
+    if facts.module_found is False:
+        return Check("module", FAIL, f"{module} is not found by {facts.python} from {facts.workdir}", (HOST,),
+                     "fix module: (python -m runs it from workdir:), install its package into the job's python, "
+                     "or use script: for a file")
+    if facts.module_found is None:
+        return Check("module", OK, f"{module}: not looked for here (the nodes' python imports it at the start)")
+    return Check("module", OK, f"{module} found from {facts.workdir}")
+
+
+def interface_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
+    """GLOO_SOCKET_IFNAME names interfaces that all exist here, NCCL_SOCKET_IFNAME selects at least one: a
+    rank whose library finds none fails at its first collective, well after the start. The value is the
+    job's env:, else the launching shell's (the ranks inherit it)."""
+    if facts.interfaces is None:
+        return []
+    env = {**dict(facts.inherited), **spec.env_dict}
+    out = []
+    for var in IFNAME_VARS:
+        value = env.get(var)
+        if value is None:
+            continue
+        sel = ifadvice.parse(var, value)
+        missing = [n for n in sel.names if n not in facts.interfaces] if var == ifadvice.GLOO else []
+        if missing or not any(sel.matches(name) for name in facts.interfaces):
+            what = f"names {', '.join(missing)}, which" if missing else "selects no interface:"
+            source = "" if var in spec.env_dict else " (from this shell's environment)"
+            out.append(Check("interface", FAIL, f"{var}={value}{source} {what} this machine does not have (it has "
+                             f"{', '.join(facts.interfaces)})", (HOST,),
+                             f"set {var} to one of them, e.g. lo for a run on this machine alone, or drop it"))
+        else:
+            out.append(Check("interface", OK, f"{var}={value} exists here"))
+    return out
+
+
 def local_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
-    """Files, then (once the node was asked) the job's python, GPUs and driver, torch, the master port."""
-    checks = file_checks(spec, facts)
+    """Files and interfaces, then (once the node was asked) the job's python, GPUs and driver, torch, the
+    master port."""
+    checks = file_checks(spec, facts) + interface_checks(spec, facts)
     node = facts.node
     if node is None:
         return checks

@@ -9,6 +9,7 @@ between versions).
 
 from __future__ import annotations
 
+from cockpit.render import loopback
 from cockpit.render.env import node_env_lines, program_words
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import HOOK_PATH_LINES, WRAPPER_PATH, write_wrapper_lines
@@ -35,7 +36,9 @@ def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str, wrapper: b
 
 def _rendezvous(spec: JobSpec, facts: Facts, node_rank: int, legacy: bool) -> list[str]:
     sep = "_" if legacy else "-"
-    if spec.rdzv == "c10d" and not legacy:
+    # On one machine, always the static form: its store can be held to loopback (cockpit.render.loopback);
+    # c10d's would start a second store for the ranks on every interface.
+    if spec.rdzv == "c10d" and not legacy and spec.launcher != "local":
         # c10d: node 0 hosts the store; the others must not try to bind it (they would fail or race).
         return ["--rdzv-backend=c10d", f"--rdzv-endpoint={quote(f'{facts.master_addr}:{facts.master_port}')}",
                 f"--rdzv-id={quote(facts.run_id)}", f"--rdzv-conf=is_host={1 if node_rank == 0 else 0}"]
@@ -43,13 +46,24 @@ def _rendezvous(spec: JobSpec, facts: Facts, node_rank: int, legacy: bool) -> li
             f"--master{sep}port={facts.master_port}"]
 
 
+def _launcher(spec: JobSpec, facts: Facts, module: str) -> str:
+    """``python -m MODULE``; for a local run, through the program that holds the store to loopback."""
+    if spec.launcher == "local":
+        return loopback.command(quote(facts.python), module)
+    return f"{quote(facts.python)} -m {module}"
+
+
+def _store_lines(spec: JobSpec) -> list[str]:
+    return loopback.lines() if spec.launcher == "local" else []
+
+
 def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
     """The script that starts torchrun on node ``node_rank``."""
     nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
-    segments = [f"{quote(facts.python)} -m torch.distributed.run", f"--nnodes={spec.num_nodes}",
+    segments = [_launcher(spec, facts, "torch.distributed.run"), f"--nnodes={spec.num_nodes}",
                 f"--nproc-per-node={nproc}", *_rendezvous(spec, facts, node_rank, legacy=False),
                 f"--max-restarts={spec.max_restarts}", "--no-python", *_rank_program(spec, facts)]
-    lines = _prologue(spec, facts, node_rank, "torchrun")
+    lines = _prologue(spec, facts, node_rank, "torchrun") + _store_lines(spec)
     lines += ["# torchrun's own output goes to this script's; each rank's to its log file.",
               "exec " + command(segments)]
     return "\n".join(lines) + "\n"
@@ -60,10 +74,10 @@ def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
     Flags are spelled with underscores, the only spelling old releases parse (torch 2.x takes both);
     --use_env because --no_python requires it, so the rank reads LOCAL_RANK, not a --local_rank argument."""
     nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
-    segments = [f"{quote(facts.python)} -m torch.distributed.launch", "--use_env",
+    segments = [_launcher(spec, facts, "torch.distributed.launch"), "--use_env",
                 f"--nnodes={spec.num_nodes}", f"--nproc_per_node={nproc}",
                 *_rendezvous(spec, facts, node_rank, legacy=True), "--no_python", *_rank_program(spec, facts)]
-    lines = _prologue(spec, facts, node_rank, "torch.distributed.launch")
+    lines = _prologue(spec, facts, node_rank, "torch.distributed.launch") + _store_lines(spec)
     lines += ["# Legacy launcher: --use_env sets LOCAL_RANK in the environment instead of --local_rank.",
               "exec " + command(segments)]
     return "\n".join(lines) + "\n"

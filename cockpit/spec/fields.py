@@ -64,13 +64,32 @@ class Checker:
             return None
         return text
 
+    def sbatch_value(self, data: dict, path: tuple) -> str | None:
+        """A string that becomes part of an ``#SBATCH`` line, which sbatch reads without a shell: one line of
+        printable text (a carriage return or a line separator would end the directive where sbatch stops)."""
+        text = self.string(data, path)
+        if text is not None and (bad := formats.unprintable(text)) is not None:
+            self.problem(path, f"{_shown(text)} contains the control character {bad!r}",
+                         "an #SBATCH line holds plain text only")
+            return None
+        return text
+
+    def python_module(self, data: dict, path: tuple) -> str | None:
+        """``module:``: what `python -m` runs, a dotted name of Python identifiers (pkg.train)."""
+        text = self.string(data, path)
+        if text is not None and not all(part.isidentifier() for part in text.split(".")):
+            self.problem(path, f"{_shown(text)} is not a Python module name",
+                         "a dotted name as `python -m` takes it, e.g. mypkg.train (for a file: script: train.py)")
+            return None
+        return text
+
     def name(self, data: dict, path: tuple) -> str:
         value = data.get(path[-1])
         if value is None:
             self.problem(path, "every job needs a name", "name: my-job")
             return "job"
         text = str(value)
-        if not formats.NAME.match(text):
+        if not formats.NAME.fullmatch(text):
             self.problem(path, f"{text!r} is not a usable job name",
                          "letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit")
             return "job"
@@ -162,7 +181,7 @@ class Checker:
         out = []
         for key, item in value.items():
             key_path = (*path, key)
-            if not formats.ENV_KEY.match(key):
+            if not formats.ENV_KEY.fullmatch(key):
                 self.problem(key_path, f"{key!r} is not a valid environment variable name",
                              "letters, digits and '_', not starting with a digit")
             elif key in _OWNED_ENV or key.startswith("COCKPIT_"):
@@ -181,7 +200,7 @@ class Checker:
         """A list of environment variable names (secret_env:)."""
         names = self.str_list(data, path)
         for i, name in enumerate(names):
-            if not formats.ENV_KEY.match(name):
+            if not formats.ENV_KEY.fullmatch(name):
                 self.problem((*path, i), f"{name!r} is not a valid environment variable name",
                              "letters, digits and '_', not starting with a digit")
         return names
@@ -202,7 +221,7 @@ class Checker:
         """ssh nodes: each [user@]host[:port] or [IPv6]; refused otherwise (the names reach shell text)."""
         hosts = self.str_list(data, path)
         for i, host in enumerate(hosts):
-            if not formats.HOST.match(host) or not formats.port_ok(host):
+            if not formats.HOST.fullmatch(host) or not formats.port_ok(host):
                 self.problem((*path, i), f"{_shown(host)} is not a host name",
                              "host, user@host, host:port or [IPv6]: letters, digits, '.', '_', '-'")
         return hosts  # a bad one is a problem already, so no spec is made from them
@@ -211,14 +230,14 @@ class Checker:
         """`module load` names: one module each, no spaces or shell syntax."""
         modules = self.str_list(data, path)
         for i, name in enumerate(modules):
-            if not formats.MODULE.match(name):
+            if not formats.MODULE.fullmatch(name):
                 self.problem((*path, i), f"{_shown(name)} is not a module name",
                              "one module per item, e.g. cuda/12.1; letters, digits and . _ + / @ : = -")
         return modules  # a bad one is a problem already, so no spec is made from them
 
     def slurm_time(self, data: dict, path: tuple) -> str | None:
         text = self.string(data, path)
-        if text is not None and not formats.SLURM_TIME.match(text):
+        if text is not None and not formats.SLURM_TIME.fullmatch(text):
             self.problem(path, f"{text!r} is not a Slurm time limit",
                          'minutes, "HH:MM:SS" or "D-HH:MM:SS" (quote it: YAML reads 1:30 as a number)')
             return None
@@ -226,7 +245,7 @@ class Checker:
 
     def slurm_mem(self, data: dict, path: tuple) -> str | None:
         text = self.string(data, path)
-        if text is not None and not formats.SLURM_MEM.match(text):
+        if text is not None and not formats.SLURM_MEM.fullmatch(text):
             self.problem(path, f"{text!r} is not a Slurm memory size", 'e.g. "64G" or "500M"')
             return None
         return text
@@ -234,9 +253,11 @@ class Checker:
     def sbatch_options(self, data: dict, path: tuple) -> tuple[str, ...]:
         options = self.str_list(data, path)
         for i, opt in enumerate(options):
-            if not opt.startswith("--") or "\n" in opt:
-                self.problem((*path, i), f"{opt!r} is not an sbatch long option", 'e.g. "--exclusive"')
-        return tuple(o for o in options if o.startswith("--") and "\n" not in o)
+            if not opt.startswith("--") or formats.unprintable(opt) is not None:
+                self.problem((*path, i), f"{_shown(opt)} is not an sbatch long option",
+                             'e.g. "--exclusive": one line of plain text (sbatch stops reading #SBATCH lines at a '
+                             "broken one)")
+        return tuple(o for o in options if o.startswith("--") and formats.unprintable(o) is None)
 
     def grid(self, data: dict, path: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
         value = data.get(path[-1])
@@ -257,7 +278,7 @@ class Checker:
 
     def flag_name(self, flag: str, path: tuple) -> bool:
         """A sweep's argument name (``--lr``); a problem at ``path`` when it is not one."""
-        if re.match(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$", flag):
+        if formats.FLAG.fullmatch(flag):
             return True
         self.problem(path, f"{path[-1]!r} is not an argument name", "e.g. lr or --lr")
         return False
@@ -266,12 +287,12 @@ class Checker:
 # Interface selectors with a near-miss name (seed 004 wrote GLOO_IFACE): torch 2.13's libraries name only
 # GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME (tensorpipe) among *IFNAME*/*IFACE* variables, and
 # NCCL's own list has NCCL_SOCKET_IFNAME as its one interface selector. Any other spelling is silently ignored.
-_IFNAME_LIKE = re.compile(r"^(GLOO|NCCL|TP)_(?:SOCKET_)?(?:IFACES?|IFNAMES?|IF_NAME|INTERFACES?|NIC)$")
+_IFNAME_LIKE = re.compile(r"\A(GLOO|NCCL|TP)_(?:SOCKET_)?(?:IFACES?|IFNAMES?|IF_NAME|INTERFACES?|NIC)\Z")
 
 
 def _misspelt_ifname(name: str) -> str | None:
     """The real variable a near-miss interface name meant (GLOO_IFACE -> GLOO_SOCKET_IFNAME), else None."""
-    match = _IFNAME_LIKE.match(name)
+    match = _IFNAME_LIKE.fullmatch(name)
     real = f"{match.group(1)}_SOCKET_IFNAME" if match else None
     return real if real != name else None
 

@@ -21,7 +21,7 @@ import yaml
 
 from cockpit.spec import yamlpos
 
-_PLAIN = re.compile(r"[A-Za-z0-9_./=^+@-][A-Za-z0-9_./=^+@,:-]*")
+_PLAIN = re.compile(r"\A[A-Za-z0-9_./=^+@-][A-Za-z0-9_./=^+@,:-]*\Z")  # a value YAML reads as written
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from cockpit import contract
 from cockpit.spec import jobfile, yamlpos
+from cockpit.spec.argv import check_exec_limits
 from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
 from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
-from cockpit.spec.yamlpos import Problem
+from cockpit.spec.yamlpos import Positions, Problem
 
 MAX_TOTAL_STEPS = 10**12
 
@@ -65,6 +66,8 @@ class JobSpec:
     source: str = "<memory>"  # the job file it came from
     # Valid but likely not meant (positioned, like problems); not part of what the job is.
     warnings: tuple[Problem, ...] = field(default=(), compare=False)
+    # Where each field was written in the job file, for problems found later (`cockpit validate`'s file checks).
+    where: Positions = field(default_factory=Positions, compare=False, repr=False)
 
     @property
     def uses_gpus(self) -> bool:
@@ -130,17 +133,18 @@ class SpecError(Exception):
         return [p.format(self.filename) for p in self.problems]
 
 
-def load_spec(path: str | Path) -> JobSpec:
+def load_spec(path: str | Path, arg_max: int | None = None) -> JobSpec:
     """Read and validate a job file. Raises SpecError (with every problem) or OSError (cannot open it)."""
     try:
         text = jobfile.read_text(path)
     except yamlpos.LoadError as exc:
         raise SpecError(str(path), exc.problems) from None
-    return parse_spec(text, str(path))
+    return parse_spec(text, str(path), arg_max)
 
 
-def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
-    """Validate job text; ``filename`` is used in messages and as ``JobSpec.source``."""
+def parse_spec(text: str, filename: str = "<memory>", arg_max: int | None = None) -> JobSpec:
+    """Validate job text; ``filename`` is used in messages and as ``JobSpec.source``. ``arg_max``: the
+    kernel's limit on one exec's arguments and environment (cockpit.spec.argv; None: this machine's)."""
     if len(text) > jobfile.MAX_BYTES:
         raise SpecError(filename, [jobfile.too_large(len(text.encode("utf-8", "replace")))])
     try:
@@ -152,9 +156,11 @@ def parse_spec(text: str, filename: str = "<memory>") -> JobSpec:
                                            "start from jobs/demo.yaml")])
     check = Checker(positions)
     spec = _build(check, data, filename)
+    if spec is not None:
+        check_exec_limits(check, spec, arg_max)
     if check.problems:
         raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
-    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))))
+    return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))), where=positions)
 
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
@@ -171,7 +177,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
     spec = JobSpec(
         name=check.name(data, ("name",)),
         script=check.string(data, ("script",)),
-        module=check.string(data, ("module",)),
+        module=check.python_module(data, ("module",)),
         args=check.str_list(data, ("args",), split_hint="give a list, one argument per item: [{items}]"),
         launcher=launcher, hosts=hosts, num_nodes=num_nodes, nodelist=nodelist,
         gpus_per_node=gpus_per_node, gpu_ids=gpu_ids,
@@ -217,7 +223,11 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if spec.launcher == "slurm" and spec.name in ("bash", "interactive"):
         check.warn(("name",), f"Lightning takes a Slurm job named {spec.name!r} for an interactive session: it "
                    "ignores srun's tasks and starts its own processes in each", "give the job another name:")
-    if (spec.script is None) == (spec.module is None):
+    if spec.launcher == "local" and spec.rdzv == "c10d":
+        check.warn(("rdzv",), "a local run always uses the static rendezvous, whose store cockpit holds to 127.0.0.1 "
+                   "(c10d would start a second store for the ranks on every interface)", "drop rdzv:")
+    said = any(p.path in ("script", "module") for p in check.problems)  # a bad value is already a problem
+    if (spec.script is None) == (spec.module is None) and not said:
         check.problem(("script",), "give exactly one of script: or module:",
                       "script: train.py  (or module: mypkg.train)")
     one_process = not contract.uses_process_group(spec.backend)  # dp; every precision is fine (contract.py)

@@ -96,13 +96,13 @@ def slurm_section(check: Checker, raw: object) -> SlurmSpec:
         return SlurmSpec()
     p = ("slurm",)
     return SlurmSpec(
-        partition=check.string(raw, (*p, "partition")),
+        partition=check.sbatch_value(raw, (*p, "partition")),
         time=check.slurm_time(raw, (*p, "time")),
-        account=check.string(raw, (*p, "account")),
-        qos=check.string(raw, (*p, "qos")),
+        account=check.sbatch_value(raw, (*p, "account")),
+        qos=check.sbatch_value(raw, (*p, "qos")),
         mem=check.slurm_mem(raw, (*p, "mem")),
         cpus_per_task=check.int_or_auto(raw, (*p, "cpus_per_task"), minimum=1, maximum=100_000),
-        gres_type=check.string(raw, (*p, "gres_type")),
+        gres_type=check.sbatch_value(raw, (*p, "gres_type")),
         gpu_flag=check.choice(raw, (*p, "gpu_flag"), ("gres", "gpus-per-node"), "gres"),
         modules=check.modules(raw, (*p, "modules")),
         setup=check.str_list(raw, (*p, "setup")),

@@ -10,10 +10,16 @@ Composing is bounded before it starts: a first pass over the parser's event stre
 measures nesting depth, alias count and the number of values the aliases would expand to, and refuses
 "billion laughs" files, recursive aliases and absurdly deep nesting with a positioned problem. Only then is
 the (recursive) composer run, so neither memory nor the stack can be exhausted by a job file.
+
+The message for a file nested too deep is cockpit's whatever libyaml says: from libyaml 0.2.6 (PyYAML 6.0.4's
+wheels) its scanner refuses more than 1000 levels while it looks ahead along a line of brackets, before the
+event pass has seen level 33; when libyaml refuses a text that could nest that deep, PyYAML's own parser (no
+limit of its own, the same YAML 1.1 and marks) measures it again, so cockpit's bound is what the user reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import yaml
@@ -70,17 +76,21 @@ class LoadError(Exception):
 
 
 def dotted(path: Path) -> str:
-    """("slurm", "modules", 2) -> "slurm.modules[2]"."""
+    """("slurm", "modules", 2) -> "slurm.modules[2]"; a key that is not printable text is written as Python
+    would (``env['A\\n']``), so a problem stays one line."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int) or not str(part).isprintable():
+            out += f"[{part!r}]"
+        else:
+            out += f".{part}" if out else str(part)
     return out
 
 
 def load(text: str) -> tuple[object, Positions]:
     """Parse ``text`` safely; return (plain value, positions). Raises LoadError with positions."""
     try:
-        _measure(text)
+        _bounded(text)
         node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -90,14 +100,27 @@ def load(text: str) -> tuple[object, Positions]:
                                  "check indentation and quoting on this line")]) from None
     except yaml.YAMLError as exc:
         raise LoadError([Problem(0, 0, "", f"YAML error: {exc}")]) from None
-    positions = Positions()
-    problems: list[Problem] = []
     if node is None:
-        return None, positions
-    value = _convert(node, (), positions, problems)
-    if problems:
-        raise LoadError(problems)
-    return value, positions
+        return None, Positions()
+    convert = _Converter()
+    value = convert.node(node, ())
+    if convert.problems:
+        raise LoadError(convert.problems)
+    return value, convert.positions
+
+
+def _bounded(text: str) -> None:
+    """``_measure`` with libyaml; where libyaml refuses the text and it holds more brackets than MAX_DEPTH (so
+    it could nest deeper by flow collections), again with PyYAML's parser, whose LoadError is cockpit's own
+    bound (see the module). If PyYAML refuses it too, libyaml's error stands, as before."""
+    try:
+        _measure(text, _LOADER)
+    except yaml.YAMLError as refused:
+        if _LOADER is yaml.SafeLoader or text.count("[") + text.count("{") <= MAX_DEPTH:
+            raise
+        with contextlib.suppress(yaml.YAMLError):  # PyYAML refuses it too: libyaml's message stands
+            _measure(text, yaml.SafeLoader)
+        raise refused from None
 
 
 class _Open:
@@ -127,7 +150,7 @@ def _too_big(event: yaml.Event, open_: list[_Open], what: str, hint: str) -> Loa
     return LoadError([Problem(mark.line + 1, mark.column + 1, dotted(_path_of(open_)), what, hint)])
 
 
-def _measure(text: str) -> None:
+def _measure(text: str, loader: type) -> None:
     """Walk the event stream once; raise LoadError if composing it would be too deep, too aliased or too big.
 
     The size of an anchored value is known when its end event arrives, so an alias costs exactly what it would
@@ -136,7 +159,7 @@ def _measure(text: str) -> None:
     sizes: dict[str, int] = {}  # anchor -> values it expands to
     open_: list[_Open] = []
     total = aliases = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.NodeEvent) and open_:
             parent = open_[-1]
             parent.items += 1
@@ -173,65 +196,70 @@ def _measure(text: str) -> None:
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
-def _convert(node: yaml.Node, path: Path, positions: Positions, problems: list[Problem]) -> object:
-    line, col = node.start_mark.line + 1, node.start_mark.column + 1
-    positions.at.setdefault(path, (line, col))
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
-        problems.append(Problem(line, col, dotted(path), f"tag {node.tag!r} is not allowed",
-                                "job files hold plain values only"))
-        return None
-    if isinstance(node, yaml.MappingNode):
-        return _convert_mapping(node, path, positions, problems)
-    if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, (*path, i), positions, problems) for i, item in enumerate(node.value)]
-    try:
-        return _scalar(node)
-    except yaml.YAMLError as exc:
-        what = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else str(exc)
-    except ValueError as exc:  # !!binary, or a number too long to be meant
-        what = str(exc)
-    problems.append(Problem(line, col, dotted(path), f"cannot read this value: {what}",
-                            "job files hold plain values only: strings, numbers, true/false; quote it if it is "
-                            "a string"))
-    return None
+class _Converter:
+    """Composed nodes -> plain values, with each value's position and every problem. One per load: PyYAML's
+    constructor keeps every node it built (for aliases), so a shared one would grow with each file read."""
 
+    def __init__(self) -> None:
+        self.positions = Positions()
+        self.problems: list[Problem] = []
+        self.safe = yaml.constructor.SafeConstructor()
 
-def _convert_mapping(node: yaml.MappingNode, path: Path, positions: Positions,
-                     problems: list[Problem]) -> dict:
-    out: dict = {}
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):
-            mark = key_node.start_mark
-            problems.append(Problem(mark.line + 1, mark.column + 1, dotted(path),
-                                    "a key must be a plain name", "remove the brackets or braces"))
-            continue
-        mark = key_node.start_mark
+    def node(self, node: yaml.Node, path: Path) -> object:
+        line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        self.positions.at.setdefault(path, (line, col))
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
+            self.problems.append(Problem(line, col, dotted(path), f"tag {node.tag!r} is not allowed",
+                                         "job files hold plain values only"))
+            return None
+        if isinstance(node, yaml.MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.node(item, (*path, i)) for i, item in enumerate(node.value)]
         try:
-            key = _scalar(key_node)
-        except (yaml.YAMLError, ValueError) as exc:
-            key = exc
-        if not isinstance(key, (str, int, float, bool)) or (key_node.tag not in _PLAIN_KEY_TAGS):
-            problems.append(Problem(mark.line + 1, mark.column + 1, dotted(path),
-                                    f"a key must be a plain name, not a {key_node.tag!r} value",
-                                    "remove the !tag before the key"))
-            continue
-        key = str(key)
-        if key in out:
-            problems.append(Problem(mark.line + 1, mark.column + 1, dotted((*path, key)),
-                                    "duplicate key", "keep one of them"))
-            continue
-        positions.at[(*path, key)] = (mark.line + 1, mark.column + 1)
-        out[key] = _convert(value_node, (*path, key), positions, problems)
-    return out
+            return _scalar(node, self.safe)
+        except yaml.YAMLError as exc:
+            what = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else str(exc)
+        except ValueError as exc:  # !!binary, or a number too long to be meant
+            what = str(exc)
+        self.problems.append(Problem(line, col, dotted(path), f"cannot read this value: {what}",
+                                     "job files hold plain values only: strings, numbers, true/false; quote it if "
+                                     "it is a string"))
+        return None
+
+    def mapping(self, node: yaml.MappingNode, path: Path) -> dict:
+        out: dict = {}
+        for key_node, value_node in node.value:
+            mark = key_node.start_mark
+            where = (mark.line + 1, mark.column + 1)
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problems.append(Problem(*where, dotted(path), "a key must be a plain name",
+                                             "remove the brackets or braces"))
+                continue
+            try:
+                key = _scalar(key_node, self.safe)
+            except (yaml.YAMLError, ValueError) as exc:
+                key = exc
+            if not isinstance(key, (str, int, float, bool)) or (key_node.tag not in _PLAIN_KEY_TAGS):
+                self.problems.append(Problem(*where, dotted(path),
+                                             f"a key must be a plain name, not a {key_node.tag!r} value",
+                                             "remove the !tag before the key"))
+                continue
+            key = str(key)
+            if key in out:
+                self.problems.append(Problem(*where, dotted((*path, key)), "duplicate key", "keep one of them"))
+                continue
+            self.positions.at[(*path, key)] = where
+            out[key] = self.node(value_node, (*path, key))
+        return out
 
 
-_SAFE = yaml.constructor.SafeConstructor()
 _PLAIN_KEY_TAGS = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
                    "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", "tag:yaml.org,2002:timestamp"}
 MAX_DIGITS = 100  # no job field needs more; Python refuses int("9" * 4301) anyway
 
 
-def _scalar(node: yaml.ScalarNode) -> object:
+def _scalar(node: yaml.ScalarNode, safe: yaml.constructor.SafeConstructor | None = None) -> object:
     # The safe constructor resolves `yes`, `null`, `~`, numbers as YAML says; it builds no objects.
     # Except YAML 1.1's base-60 numbers: `time: 1:30` would become 90; nobody means that, keep the text.
     if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and ":" in node.value:
@@ -243,4 +271,4 @@ def _scalar(node: yaml.ScalarNode) -> object:
         raise ValueError("!!binary data is not allowed")
     if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and len(node.value) > MAX_DIGITS:
         raise ValueError(f"a number longer than {MAX_DIGITS} characters")
-    return _SAFE.construct_object(node)
+    return (safe or yaml.constructor.SafeConstructor()).construct_object(node)

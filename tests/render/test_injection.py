@@ -36,7 +36,9 @@ any_text = st.one_of(st.sampled_from(PAYLOADS), line_text)
 module_text = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.+/@:=-]{0,20}", fullmatch=True)
 
 STUB_PYTHON = r"""#!/bin/bash
-# Plays torchrun / torch.distributed.launch: skip its options, run the rank command with RANK=0.
+# Plays torchrun / torch.distributed.launch: skip its options, run the rank command with RANK=0. A local run
+# starts it through cockpit's loopback program: `python -c PROGRAM -m torch.distributed.run ...`.
+if [ "$1" = -c ] && [ "$3" = -m ]; then shift 2; fi
 if [ "$1" = -m ] && { [ "$2" = torch.distributed.run ] || [ "$2" = torch.distributed.launch ]; }; then
   while [ $# -gt 0 ] && [ "$1" != --no-python ] && [ "$1" != --no_python ]; do shift; done
   shift; RANK=0 exec "$@"

@@ -1,12 +1,14 @@
 """What the local preflight (cockpit.preflight.local) looks at, gathered on this machine: the workdir and
-script by a stat, then the node probe (cockpit.node.probe) run by the job's own python, so the versions, GPUs
-and driver are the ones the ranks will see. The probe is stdlib + pynvml: it runs under any python >= 3.10
-with cockpit's directory on PYTHONPATH, whether or not cockpit is installed there."""
+script by a stat; a module: job's module as the job's python finds it, this machine's interface names and the
+shell's *_SOCKET_IFNAME (``here``); then the node probe (cockpit.node.probe) run by the job's own python, so the
+versions, GPUs and driver are the ones the ranks will see. The probe is stdlib + pynvml: it runs under any
+python >= 3.10 with cockpit's directory on PYTHONPATH, whether or not cockpit is installed there."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from dataclasses import replace
@@ -16,16 +18,65 @@ import cockpit
 from cockpit.fleet.report import NodeReport
 from cockpit.launch.plan import interpreter
 from cockpit.paths import job_workdir
-from cockpit.preflight.local import HOST, LocalFacts
+from cockpit.preflight.local import HOST, IFNAME_VARS, LocalFacts
 from cockpit.spec.model import JobSpec
 
 
 def files(spec: JobSpec, job_path: str) -> LocalFacts:
-    """The facts the file checks need (no process started)."""
+    """The facts the file checks need (no process started; a module: job's module is not looked for)."""
     workdir = job_workdir(job_path, spec.workdir)
-    script = Path(workdir) / os.path.expanduser(spec.script)
-    return LocalFacts(workdir, Path(workdir).is_dir(), script.is_file(), interpreter(spec),
-                      port=spec.master_port)
+    script = spec.script is not None and _is_file(Path(workdir) / os.path.expanduser(spec.script))
+    return LocalFacts(workdir, _is_dir(Path(workdir)), script, interpreter(spec), port=spec.master_port)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, a loop: not a script the ranks can run
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+# Finds a module as `python -m` would from the working directory, without running any of its code: the top
+# package by importlib, each submodule by the path finder alone (importing a parent would run its __init__).
+FIND_MODULE = """import importlib.machinery, importlib.util, sys
+top, *rest = sys.argv[1].split(".")
+found = importlib.util.find_spec(top)
+for part in rest:
+    paths = found.submodule_search_locations if found else None
+    found = importlib.machinery.PathFinder.find_spec(part, list(paths)) if paths else None
+sys.exit(0 if found else 3)
+"""
+
+
+def here(spec: JobSpec, facts: LocalFacts, environ=None, inherit: bool = True, timeout: float = 30.0,
+         run=subprocess.run) -> LocalFacts:
+    """``facts`` with what this machine says before a local run: the module of a module: job as the job's
+    python finds it from the workdir (in ``environ``, default this process's), the network interface names,
+    and (``inherit``) the *_SOCKET_IFNAME of ``environ``, which the ranks inherit."""
+    environ = os.environ if environ is None else environ
+    try:
+        names = tuple(name for _, name in socket.if_nameindex())
+    except OSError:
+        names = None
+    inherited = tuple((k, environ[k]) for k in IFNAME_VARS if k in environ) if inherit else ()
+    facts = replace(facts, interfaces=names, inherited=inherited)
+    if spec.module is None or not facts.workdir_exists:
+        return facts
+    try:
+        r = run([facts.python, "-c", FIND_MODULE, spec.module], capture_output=True, text=True, timeout=timeout,
+                cwd=facts.workdir, env=dict(environ), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return replace(facts, module_error=str(exc))
+    if r.returncode not in (0, 3):
+        return replace(facts, module_error=(r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1])
+    return replace(facts, module_found=r.returncode == 0)
 
 
 def probe(facts: LocalFacts, timeout: float = 30.0, run=subprocess.run) -> LocalFacts:
@@ -60,8 +111,8 @@ def check(spec: JobSpec, job_path: str) -> list:
     from cockpit.preflight import checks as preflight
     from cockpit.preflight import local as preflight_local
 
-    facts = files(spec, job_path)
-    checks = preflight_local.file_checks(spec, facts)
+    facts = here(spec, files(spec, job_path))
+    checks = preflight_local.file_checks(spec, facts) + preflight_local.interface_checks(spec, facts)
     if not preflight.failed(checks):
         checks = preflight_local.local_checks(spec, probe(facts))
     if preflight.failed(checks):

@@ -1,0 +1,34 @@
+"""What `cockpit validate` checks beyond the job file itself: what the preflight of `cockpit run` would refuse
+and this machine can say at once, without starting anything heavy. A local or Slurm job's working directory
+and script (for Slurm, on this submit host, as its preflight checks them); a local job's module, as its python
+finds it; and a local job's GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME against this machine's interfaces. An ssh
+job's files live on its nodes: `cockpit doctor JOB` checks them there.
+
+Each refusal is a positioned problem, like the file's own: ``job.yaml:LINE:COL: field: what (hint: ...)``.
+"""
+
+from __future__ import annotations
+
+from cockpit.spec.model import JobSpec
+from cockpit.spec.yamlpos import Problem
+
+
+def here_problems(spec: JobSpec, path: str) -> list[Problem]:
+    """The preflight's file (and, for a local job, interface) refusals for ``spec``, positioned."""
+    if spec.launcher == "ssh":
+        return []
+    from cockpit.launch.local import facts as local_facts
+    from cockpit.preflight.checks import FAIL
+    from cockpit.preflight.local import IFNAME_VARS, file_checks, interface_checks
+
+    facts = local_facts.files(spec, path)
+    checks = file_checks(spec, facts)
+    if spec.launcher == "local":  # the job file's own env: (the shell's is the run's business)
+        facts = local_facts.here(spec, facts, inherit=False)
+        checks = file_checks(spec, facts) + interface_checks(spec, facts)
+    out = []
+    for check in (c for c in checks if c.level == FAIL):
+        var = next((v for v in IFNAME_VARS if check.detail.startswith(f"{v}=")), None)
+        field = ("env", var) if var else (check.name,)
+        out.append(Problem(*spec.where.of(field), ".".join(field), check.detail, check.hint))
+    return out
