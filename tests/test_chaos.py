@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
 from cockpit.launch.local import launcher as local
@@ -27,7 +27,7 @@ LONG = ["--", "--epochs", "1", "--steps-per-epoch", "3000"]
 
 
 def env_for(runs: Path) -> dict[str, str]:
-    return {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    return cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

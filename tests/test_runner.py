@@ -3,12 +3,11 @@ node script each runner gets, and a real run of the demo under the legacy launch
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, node_scripts
 from cockpit.render import Facts, default_kind, render
@@ -79,7 +78,7 @@ def test_cockpit_render_prints_the_legacy_form_for_the_example_job():
 
 @pytest.mark.slow
 def test_demo_runs_for_real_under_the_legacy_launcher(tmp_path):
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(tmp_path), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path), NO_COLOR="1")
     r = subprocess.run([sys.executable, "-m", "cockpit", "run", "jobs/demo-launch.yaml", "--",
                         "--epochs", "1", "--steps-per-epoch", "20"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=180)

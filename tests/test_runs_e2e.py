@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit import procs
 from cockpit.runs import list_runs, read_status
@@ -22,7 +22,7 @@ SHORT = ["--", "--epochs", "1", "--steps-per-epoch", "30"]
 
 
 def env_for(runs: Path) -> dict[str, str]:
-    return {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    return cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

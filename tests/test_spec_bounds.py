@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from helpers import require_tool
+from helpers import cockpit_env, require_tool
 
 from cockpit.render import Facts, render
 from cockpit.render.shell import comment, header
@@ -225,7 +225,7 @@ def test_binary_env_value_is_refused():
 
 def cockpit(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=30, env={**os.environ, "COCKPIT_RUNS_DIR": str(cwd / "runs")})
+                          timeout=30, env=cockpit_env(COCKPIT_RUNS_DIR=str(cwd / "runs")))
 
 
 def test_validate_checks_every_file_like_a_linter(tmp_path):

@@ -4,19 +4,18 @@ exit status 2, no traceback."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.fleet import cluster
 
 
 def cockpit(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=60)
+                          env=cockpit_env(**(env or {})), timeout=60)
 
 
 def test_cluster_file(tmp_path):

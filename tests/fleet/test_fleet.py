@@ -13,6 +13,7 @@ import time
 import pytest
 from fleet.conftest import BAD_KEY, CHANGED_KEY, DROPPY, NODES, REFUSED, SILENT, UNKNOWN_KEY
 from fleet.sshd import USER
+from helpers import cockpit_env
 
 from cockpit.fleet import nodes as fleet
 from cockpit.remote import RemotePool
@@ -221,7 +222,7 @@ def test_expand_hostlist_asks_nothing_unless_told(tmp_path):
     (tmp_path / "scontrol").chmod(0o755)
     code = ("from cockpit.fleet import nodes as fleet; print(fleet.expand_hostlist('n[1-2]'), "
             "fleet.expand_hostlist('n[1-2]', fleet.scontrol_hostnames()))")
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    env = cockpit_env(PATH=f"{tmp_path}:{os.environ['PATH']}")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
     assert r.stdout.split("] ") == ["['n1', 'n2'", "['from-scontrol']\n"]
 

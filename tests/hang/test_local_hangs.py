@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
 from cockpit.runs import list_runs, rank_files, read_status
@@ -32,13 +32,13 @@ def job(tmp: Path, name: str, *, script: str = "plain_hang.py", args=(), extra: 
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=timeout)
 
 
 def start(runs: Path, *args: str, stderr=subprocess.PIPE) -> subprocess.Popen:
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     return subprocess.Popen([sys.executable, "-m", "cockpit", *args], stdout=subprocess.PIPE,
                             stderr=stderr, text=True, cwd=REPO, env=env)
 

@@ -15,7 +15,7 @@ import sys
 import time
 import types
 
-from helpers import require_tool
+from helpers import cockpit_env, require_tool
 
 from cockpit import procs
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, Timing
@@ -221,7 +221,7 @@ def test_stop_gives_each_rank_of_a_real_torchrun_one_sigterm(tmp_path):
 
     job = tmp_path / "term.yaml"
     job.write_text(f"name: term\nscript: {REPO / 'tests/term_count.py'}\n")
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(tmp_path / "runs"), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs"), NO_COLOR="1")
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "30"], cwd=REPO,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = wait_for(lambda: (tmp_path / "runs").is_dir() and list_runs(tmp_path / "runs") and

@@ -18,13 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import cockpit_env
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "jobs" / "demo.py"
 PROBE = Path(__file__).resolve().parent / "probe.py"
-LEAKY_PREFIXES = ("COCKPIT_", "SLURM_", "TORCHELASTIC_")
-LEAKY_NAMES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-               "GROUP_RANK", "ROLE_RANK", "TORCH_DISTRIBUTED_DEBUG"}
 
 
 def free_port() -> int:
@@ -35,12 +33,8 @@ def free_port() -> int:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """os.environ without launcher/contract variables, plus PYTHONUNBUFFERED=1 and ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(LEAKY_PREFIXES) and k not in LEAKY_NAMES}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
+    """helpers.cockpit_env (no launcher/contract variables of the caller's), PYTHONUNBUFFERED=1 and ``extra``."""
+    return cockpit_env(PYTHONUNBUFFERED="1", **extra)
 
 
 def torchrun_cmd(script: Path, args: list[str], nproc: int = 2) -> list[str]:
