@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -159,15 +160,31 @@ def test_fallback_script_for_real_on_a_node_without_nvidia_smi():
 
 
 def test_fallback_script_watch_form_repeats_the_block():
+    """The watch form prints one block after another: three blocks, each a whole report, while it still runs
+    (a form that printed once and exited ends the output early: the test fails, it does not spin)."""
     script = probe.fallback_script(watch=0.1)
-    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    blocks, lines = [], []
+    timer = threading.Timer(30, proc.kill)  # a stuck script: the read below ends, and the asserts say so
+    timer.start()
     try:
-        ends = 0
-        while ends < 2:
-            ends += proc.stdout.readline().strip() == "@@end"
+        while len(blocks) < 3:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.strip() == "@@end":
+                blocks.append("".join(lines))
+                lines = []
+        still_running = proc.poll() is None
     finally:
+        timer.cancel()
         proc.kill()
         proc.wait()
+    assert len(blocks) == 3, f"the watch form ended after {len(blocks)} block(s)"
+    assert still_running
+    for block in blocks:
+        assert probe.parse_fallback(block)["hostname"] == socket.gethostname()
 
 
 def sysfs_from_recording(root, name: str):
