@@ -107,7 +107,8 @@ def test_agent_watch_copies_from_offsets_and_reports_the_end(tmp_path):
     assert run_agent("watch", {**args, "copy": False})[-1]["gone"] is True
 
 
-def test_agent_check_and_listen_on_this_machine(tmp_path):
+def test_agent_check_and_listen_on_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # what the agent's runs_dir follows
     marker = tmp_path / "marker"
     marker.write_text("tok\n")
 
@@ -123,7 +124,7 @@ def test_agent_check_and_listen_on_this_machine(tmp_path):
         return json.loads(answer.stdout), json.loads(taken.stdout)
     answer, taken = asyncio.run(go())
     assert answer["reached"] and answer["shared"] and answer["workdir"] and answer["script"] is False
-    assert answer["runs_dir"].endswith("cockpit/runs")
+    assert answer["runs_dir"] == str(tmp_path / "state" / "cockpit" / "runs")
     lo = next(i for i in answer["interfaces"] if i["name"] == "lo")  # for nodes without cockpit's probe
     assert lo["loopback"] and lo["up"] and "127.0.0.1/8" in lo["ipv4"]
     assert taken["free"] is False and taken["error"]
