@@ -59,8 +59,9 @@ def require_tool(name: str) -> str:
     return path
 
 
-def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
-    """``predicate()``'s first truthy value, polled every ``every`` s; the test fails after ``timeout`` s."""
+def wait_for(predicate, timeout: float = 10.0, what: str = "the condition", every: float = 0.1):
+    """``predicate()``'s first truthy value, polled every ``every`` s; the test fails after ``timeout`` s, naming
+    ``what`` it waited for. The one wait of the suite: no test sleeps before an assert."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -12,7 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from helpers import cockpit_env
+from helpers import cockpit_env, wait_for
 
 from cockpit.runs import create_run_dir
 
@@ -29,15 +29,6 @@ def start(run_dir: Path, code: str, *, extra_path: str | None = None, hook: str 
     return subprocess.Popen(["bash", "-c", wrapper, "wrap", sys.executable, "-c", textwrap.dedent(code)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-
-
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (value := predicate()):
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def child_pid(wrapper: subprocess.Popen) -> int:

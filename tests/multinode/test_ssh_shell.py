@@ -15,7 +15,7 @@ import sys
 import time
 import types
 
-from helpers import cockpit_env, require_tool
+from helpers import cockpit_env, require_tool, wait_for
 
 from cockpit import procs
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, Timing
@@ -25,15 +25,6 @@ from cockpit.remote import LocalRemote, SSHOptions
 
 def sh(script: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (value := predicate()):
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def test_generated_shell_passes_shellcheck(tmp_path):

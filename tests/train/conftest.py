@@ -13,12 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import cockpit_env
+from helpers import cockpit_env, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "jobs" / "demo.py"
@@ -106,13 +105,8 @@ class Runner:
         return json.loads((self.run_dir(name) / "probe" / f"rank-{rank}.json").read_text())
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        """Poll ``predicate`` every 20 ms until it holds; fail the test after ``timeout`` seconds."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if predicate():
-                return
-            time.sleep(0.02)
-        pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        """helpers.wait_for, polling every 20 ms."""
+        wait_for(predicate, timeout, what, every=0.02)
 
 
 def descendants(pid: int) -> list[int]:
