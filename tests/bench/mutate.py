@@ -121,7 +121,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "cockpit/preflight/checks.py",
            "        elif missing or not chosen:\n",
            "        elif not chosen:\n",
-           ("tests/fleet/test_preflight_fleet.py", "tests/test_preflight_local.py")),
+           ("tests/test_preflight_ifnames.py", "tests/fleet/test_preflight_fleet.py", "tests/test_preflight_local.py")),
 )
 
 
