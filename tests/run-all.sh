@@ -4,7 +4,8 @@
 # System packages: shellcheck (generated scripts are checked), openssh-server (real sshd on loopback for
 # the SSH tests), slurmctld + slurmd + slurm-client + munge (a real Slurm started by the Slurm tests),
 # tmux (the TUI in a real terminal), iproute2 (`ip netns`: the multinode tests' namespaced hosts).
-# Python: torch pinned to 2.13.0, numpy, and cockpit itself with its test extras and the `fast` extra (hyperscan:
+# Python: torch pinned to 2.13.0, numpy, and cockpit itself with its test extras (pytest, pytest-timeout: every
+# test's time bound, ...) and the `fast` extra (hyperscan:
 # the parser's tests run both its paths, with the scanner and with the stdlib gate). The pin is the CPU build
 # where pip's config offers a local +cpu wheel (this project's machines); from the public index it is the CUDA
 # build: there, first `pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu` (README).

@@ -10,12 +10,12 @@ fleet tests), a pty (bench_tui).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import cockpit_env
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +41,7 @@ def test_every_benchmark_has_a_smoke_run():
 
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda p: p.stem)
 def test_benchmark_runs(bench: Path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    env.pop("COCKPIT_RUNS_DIR", None)
+    env = cockpit_env()
     done = subprocess.run([sys.executable, str(bench), "--smoke"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120, check=False)
     output = done.stdout + done.stderr

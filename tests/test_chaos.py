@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
 from cockpit.launch.local import launcher as local
@@ -27,7 +27,7 @@ LONG = ["--", "--epochs", "1", "--steps-per-epoch", "3000"]
 
 
 def env_for(runs: Path) -> dict[str, str]:
-    return {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    return cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -115,7 +115,7 @@ def test_ctrl_c_detaches_a_viewer_and_cockpit_stop_honours_its_grace(tmp_path):
     status = read_status(run_dir)
     print(f"cockpit stop --grace 3 (launched with --grace 30): stopped in {took:.1f} s")
     assert r.returncode == 0 and status.state == "stopped", r.stderr
-    assert took < 15  # 3 s grace + 2 s for the wrappers + polling; the launch's --grace was 30
+    assert took < 30  # stopped by the stop's --grace 3, not the launch's --grace 30
     assert status.first_failure is None and "first failure" not in out, out
     assert sorted(status.ranks) == ["0", "1"]  # killed ranks' wrappers still recorded their end
     assert "stopped (SIGKILL)" in out and "left no exit record" not in out, out

@@ -6,12 +6,22 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from helpers import REPO
+import pytest
+from helpers import REPO, cockpit_env
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch) -> Path:
+    """Each test's own runs directory (never one shared under the system temp dir)."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("COCKPIT_RUNS_DIR", str(runs))
+    return runs
 
 
 def cockpit(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COCKPIT_RUNS_DIR": "/tmp/cockpit-cli-test-runs"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=os.environ["COCKPIT_RUNS_DIR"])
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=60)
 
@@ -105,7 +115,7 @@ def test_the_tui_entry_points_and_their_errors(tmp_path):
 
 
 def test_render_of_an_ssh_job_exports_the_shells_nccl_variables_but_the_jobs_win():
-    env = {**os.environ, "NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+    env = cockpit_env(NCCL_IB_DISABLE="1", NCCL_DEBUG="WARN")
     r = subprocess.run([sys.executable, "-m", "cockpit", "render", "jobs/ssh-2node.yaml"], capture_output=True,
                        text=True, cwd=REPO, env=env, timeout=60)
     assert r.returncode == 0 and "export NCCL_IB_DISABLE=1\n" in r.stdout
@@ -118,7 +128,7 @@ def test_render_of_an_ssh_job_exports_the_shells_nccl_variables_but_the_jobs_win
 def test_output_to_a_full_disk_is_one_line_and_exit_1():
     """`cockpit render JOB > /dev/full`: the output cannot be written; said once, no traceback."""
     for args in (("render", "jobs/slurm.yaml"), ("validate", "jobs/demo.yaml")):
-        env = {**os.environ, "COCKPIT_RUNS_DIR": "/tmp/cockpit-cli-test-runs"}
+        env = cockpit_env(COCKPIT_RUNS_DIR=os.environ["COCKPIT_RUNS_DIR"])
         with open("/dev/full", "w") as full:
             r = subprocess.run([sys.executable, "-m", "cockpit", *args], stdout=full, stderr=subprocess.PIPE,
                                text=True, cwd=REPO, env=env, timeout=60)

@@ -5,7 +5,6 @@ machine does not have fails at init; the fix names one it has, as a diff of the 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -13,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.node.ifaces import interfaces
 from cockpit.runs import list_runs
@@ -31,7 +30,7 @@ env:
 
 
 def cockpit(runs: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=180)
 

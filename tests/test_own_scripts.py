@@ -10,13 +10,12 @@ are checked for each kind."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.runs import list_runs
 
@@ -33,7 +32,7 @@ KINDS = {
 
 
 def cockpit(runs: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=180)
 

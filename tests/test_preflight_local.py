@@ -4,13 +4,12 @@ probe under the job's python; the pure checks on facts."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import nvml
 from cockpit.fleet.report import NodeReport
@@ -22,7 +21,7 @@ from cockpit.spec.model import load_spec, parse_spec
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=timeout)
 
@@ -55,7 +54,7 @@ def test_a_gpu_job_is_refused_on_a_machine_without_its_gpus_and_no_preflight_sta
     run = cockpit(runs, "run", "jobs/local-gpus.yaml")
     assert run.returncode != 0 and fails(run) == fails(doctor) and fails(run)[0].startswith("FAIL  GPUs")
     assert list_runs(runs) == []
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "--no-preflight", "jobs/local-gpus.yaml"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.preflight import checks as preflight
 from cockpit.preflight.local import LocalFacts
@@ -68,7 +68,7 @@ def test_a_missing_script_is_refused_at_once_without_slurm(tmp_path):
     """No sinfo on PATH here: the partition is a warning; the script is checked on the submit host."""
     job_file = tmp_path / "slurm.yaml"
     job_file.write_text((REPO / "jobs" / "slurm.yaml").read_text().replace("script: demo.py", "script: nope.py"))
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(tmp_path / "runs"), "PATH": os.path.dirname(sys.executable)}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs"), PATH=os.path.dirname(sys.executable))
     run = subprocess.run([sys.executable, "-m", "cockpit", "run", str(job_file)], capture_output=True, text=True,
                          cwd=REPO, env=env, timeout=60)
     doctor = subprocess.run([sys.executable, "-m", "cockpit", "doctor", str(job_file)], capture_output=True,

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, cockpit_env, wait_for
 
 from cockpit.runs import list_runs
 
@@ -39,8 +39,7 @@ def waiter(env: dict[str, str]) -> subprocess.Popen:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    drop = ("COCKPIT_REQUEUE", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "RANK", "SLURM_PROCID")
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
+    return cockpit_env(**extra)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM])

@@ -4,14 +4,13 @@ reads and writes back byte for byte, and `cockpit ps --json` over them prints wh
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.run_records import NodeRecord, RankExit, RecordError
 from cockpit.runs import load_status
@@ -65,7 +64,7 @@ def test_a_record_of_the_wrong_shape_names_its_field():
 def test_ps_json_prints_what_the_untyped_code_printed(tmp_path: Path):
     runs = tmp_path / "runs"
     shutil.copytree(FIXTURES, runs)
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "PYTHONPATH": str(REPO)}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs))
     r = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--json"], capture_output=True, text=True, env=env,
                        timeout=120)
     assert r.returncode == 0, r.stderr

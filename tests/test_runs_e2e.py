@@ -8,11 +8,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
 from cockpit.runs import list_runs, read_status
@@ -22,7 +21,7 @@ SHORT = ["--", "--epochs", "1", "--steps-per-epoch", "30"]
 
 
 def env_for(runs: Path) -> dict[str, str]:
-    return {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    return cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
 
 
 def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -33,16 +32,6 @@ def cockpit(runs: Path, *args: str, timeout: float = 120) -> subprocess.Complete
 def only_run(runs: Path):
     [(run_dir, status)] = list_runs(runs)
     return run_dir, status
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_demo_completes_with_logs_metrics_and_summary(tmp_path):

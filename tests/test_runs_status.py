@@ -5,13 +5,12 @@ Real `cockpit` processes over a runs directory made here (no run is started)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.launch.control import reconcile_runs
 from cockpit.runs import UNREADABLE, RankExit, RunStatus, first_failure, list_runs, read_status, write_status
@@ -51,7 +50,7 @@ def runs(tmp_path):
 
 def cockpit(*args: str, runs_dir) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *args, "--runs-dir", str(runs_dir)],
-                          capture_output=True, text=True, cwd=REPO, timeout=60, env={**os.environ, "NO_COLOR": "1"})
+                          capture_output=True, text=True, cwd=REPO, timeout=60, env=cockpit_env(NO_COLOR="1"))
 
 
 def test_list_runs_keeps_unreadable_runs_with_the_reason(runs):

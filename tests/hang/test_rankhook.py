@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from helpers import cockpit_env, wait_for
+
 from cockpit.runs import create_run_dir
 
 
@@ -20,23 +22,13 @@ def start(run_dir: Path, code: str, *, extra_path: str | None = None, hook: str 
     """Python running ``code`` under the hook, as the rank wrapper would start it (a shell in between, so
     the interpreter's parent is the 'wrapper' whose pid the hook checks)."""
     path = str(run_dir / "hook") + (f":{extra_path}" if extra_path else "")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("COCKPIT_")},
-           "COCKPIT_RUN_DIR": str(run_dir), "COCKPIT_HOST": "h1", "RANK": "3", "PYTHONPATH": path}
+    env = cockpit_env(COCKPIT_RUN_DIR=str(run_dir), COCKPIT_HOST="h1", RANK="3", PYTHONPATH=path)
     if hook is not None:
         env["COCKPIT_HOOK"] = hook
     wrapper = 'export COCKPIT_WRAPPER_PID=$$; "$@" & wait $!' if as_wrapper else '"$@" & wait $!'
     return subprocess.Popen(["bash", "-c", wrapper, "wrap", sys.executable, "-c", textwrap.dedent(code)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-
-
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (value := predicate()):
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def child_pid(wrapper: subprocess.Popen) -> int:
@@ -125,7 +117,7 @@ def test_off_with_cockpit_hook_0_and_in_processes_the_wrapper_did_not_start(tmp_
 def test_importing_the_module_does_nothing():
     code = ("import sys, cockpit.node.rankhook as h; "
             "print(any(type(f).__name__ == '_TorchFinder' for f in sys.meta_path))")
-    env = {**os.environ, "COCKPIT_RUN_DIR": "/nonexistent", "COCKPIT_HOST": "h"}
+    env = cockpit_env(COCKPIT_RUN_DIR="/nonexistent", COCKPIT_HOST="h")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
     assert out.stdout.strip() == "False", out.stderr
 

@@ -6,7 +6,6 @@ interface checks). A cluster file points cockpit at the test ssh config (XDG_CON
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cockpit_env
 from multinode.netns import Cluster, NetnsError, Node, make_cluster
 
 from cockpit.remote import SSHOptions
@@ -36,8 +35,7 @@ class Lab:
         return SSHOptions(**{**base, **changes})
 
     def env(self, runs: Path) -> dict[str, str]:
-        return {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "XDG_CONFIG_HOME": str(self.config_home),
-                "NO_COLOR": "1"}
+        return cockpit_env(COCKPIT_RUNS_DIR=str(runs), XDG_CONFIG_HOME=str(self.config_home), NO_COLOR="1")
 
     def runs(self) -> Path:
         path = self.runs_root / f"t-{secrets.token_hex(3)}"

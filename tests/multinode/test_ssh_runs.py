@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, wait_for
 
 from cockpit.launch.local import launcher as local
 from cockpit.launch.ssh.shell import list_script
@@ -32,16 +32,6 @@ SHORT = ["--", "--epochs", "1", "--steps-per-epoch", "30"]
 def only_run(runs: Path):
     [(run_dir, status)] = list_runs(runs)
     return run_dir, status
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def read(pattern: str) -> str:

@@ -15,7 +15,7 @@ import sys
 import time
 import types
 
-from helpers import require_tool
+from helpers import cockpit_env, require_tool, wait_for
 
 from cockpit import procs
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, Timing
@@ -25,15 +25,6 @@ from cockpit.remote import LocalRemote, SSHOptions
 
 def sh(script: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (value := predicate()):
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def test_generated_shell_passes_shellcheck(tmp_path):
@@ -107,7 +98,8 @@ def test_agent_watch_copies_from_offsets_and_reports_the_end(tmp_path):
     assert run_agent("watch", {**args, "copy": False})[-1]["gone"] is True
 
 
-def test_agent_check_and_listen_on_this_machine(tmp_path):
+def test_agent_check_and_listen_on_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # what the agent's runs_dir follows
     marker = tmp_path / "marker"
     marker.write_text("tok\n")
 
@@ -123,7 +115,7 @@ def test_agent_check_and_listen_on_this_machine(tmp_path):
         return json.loads(answer.stdout), json.loads(taken.stdout)
     answer, taken = asyncio.run(go())
     assert answer["reached"] and answer["shared"] and answer["workdir"] and answer["script"] is False
-    assert answer["runs_dir"].endswith("cockpit/runs")
+    assert answer["runs_dir"] == str(tmp_path / "state" / "cockpit" / "runs")
     lo = next(i for i in answer["interfaces"] if i["name"] == "lo")  # for nodes without cockpit's probe
     assert lo["loopback"] and lo["up"] and "127.0.0.1/8" in lo["ipv4"]
     assert taken["free"] is False and taken["error"]
@@ -221,7 +213,7 @@ def test_stop_gives_each_rank_of_a_real_torchrun_one_sigterm(tmp_path):
 
     job = tmp_path / "term.yaml"
     job.write_text(f"name: term\nscript: {REPO / 'tests/term_count.py'}\n")
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(tmp_path / "runs"), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs"), NO_COLOR="1")
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "30"], cwd=REPO,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = wait_for(lambda: (tmp_path / "runs").is_dir() and list_runs(tmp_path / "runs") and

@@ -6,14 +6,13 @@ and exit 2, and a file that is not a PNG is never overwritten."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, cockpit_env, wait_for
 from test_runs_e2e import cockpit, only_run
 
 from cockpit.runs import list_runs, read_status
@@ -144,7 +143,7 @@ def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
     argv = ["plot", str(run_dir), "--width", "80", "--height", "20", "--png", str(tmp_path / "x.png")]
     code = ("import sys; sys.modules['matplotlib'] = None; from cockpit.cli.main import main; "
             f"sys.exit(main({argv!r}))")
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs)}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "a PNG needs matplotlib, which is not installed (hint: pip install 'cockpit[plot]'" in r.stderr
@@ -156,7 +155,7 @@ def test_follow_redraws_until_the_run_ends_and_ctrl_c_leaves_the_run_alone(tmp_p
     job = tmp_path / "long.yaml"
     args = json.dumps(["--epochs", "1", "--steps-per-epoch", "800"])
     job.write_text(f"name: long\nscript: {REPO / 'jobs' / 'demo.py'}\nargs: {args}\nlauncher: local\ngpus: none\n")
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"}
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     run = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -1,10 +1,9 @@
 """Every renderer on every example job, against golden files; every generated script passes bash -n and
-shellcheck. Regenerate after an intended change with: COCKPIT_UPDATE_GOLDEN=1 python -m pytest tests/render
-and review the diff."""
+shellcheck. Regenerate after an intended change with: python -m pytest tests/render --update-golden
+and review the diff. Only that option rewrites them (tests/conftest.py): a variable in the shell does not."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -56,13 +55,13 @@ def test_every_example_job_has_every_applicable_form():
 
 @pytest.mark.parametrize(("job", "kind", "node"), CASES,
                          ids=[f"{j.stem}-{k}" + (f"-n{n}" if n is not None else "") for j, k, n in CASES])
-def test_render_matches_golden(job, kind, node):
+def test_render_matches_golden(job, kind, node, update_golden):
     spec = load_spec(job)
     text = render(spec, golden_facts(spec), kind, node)
     path = golden_path(job, kind, node)
-    if os.environ.get("COCKPIT_UPDATE_GOLDEN"):
+    if update_golden:
         path.write_text(text)
-    assert path.exists(), f"no golden file {path.name}: run with COCKPIT_UPDATE_GOLDEN=1 and review it"
+    assert path.exists(), f"no golden file {path.name}: run pytest tests/render --update-golden and review it"
     assert text == path.read_text()
 
 

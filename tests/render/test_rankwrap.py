@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from helpers import require_tool
+from helpers import cockpit_env, require_tool
 
 from cockpit.render.rankwrap import WRAPPER, wrapper
 
@@ -20,7 +20,7 @@ def start(tmp_path, *cmd: str, rank: str | None = "3", text: str = WRAPPER, sess
     (tmp_path / "logs").mkdir(exist_ok=True)
     script = tmp_path / "wrap.sh"
     script.write_text(text)
-    env = {"PATH": os.environ["PATH"], "COCKPIT_RUN_DIR": str(tmp_path), "COCKPIT_HOST": "h1"}
+    env = cockpit_env(COCKPIT_RUN_DIR=str(tmp_path), COCKPIT_HOST="h1")
     if rank is not None:
         env["RANK"] = rank
     return subprocess.Popen(["bash", str(script), *cmd], env=env, start_new_session=session)

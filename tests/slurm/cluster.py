@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import cockpit_env
+
 NODES = ("n1", "n2")
 PARTITION = "gpu"  # the example jobs' partition, so their scripts pass --test-only unchanged
 GPU_TYPE = "a100"  # likewise their gres_type
@@ -97,7 +99,7 @@ class Cluster:
     @property
     def env(self) -> dict[str, str]:
         """The environment for client commands (and for cockpit): SLURM_CONF points at this cluster."""
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
+        return cockpit_env(SLURM_CONF=str(self.conf))
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
         r = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)

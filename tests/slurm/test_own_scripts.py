@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO
+from helpers import REPO, wait_for
 
 from cockpit import procs
 from cockpit.runs import list_runs, read_status
@@ -46,16 +46,6 @@ def env_for(cluster, runs: Path) -> dict[str, str]:
 def cockpit(cluster, runs: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=REPO,
                           env=env_for(cluster, runs), timeout=240)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def rank_log(run_dir: Path, rank: int) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import JOBS, REPO
+from helpers import JOBS, REPO, wait_for
 
 from cockpit import procs
 from cockpit.launch.plan import dry_run_facts
@@ -84,16 +84,6 @@ def start_cockpit(cluster, runs: Path, *args: str) -> subprocess.Popen:
 def only_run(runs: Path):
     [(run_dir, status)] = list_runs(runs)
     return run_dir, status
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def read(path: Path) -> str:

@@ -13,18 +13,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import cockpit_env, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "jobs" / "demo.py"
 PROBE = Path(__file__).resolve().parent / "probe.py"
-LEAKY_PREFIXES = ("COCKPIT_", "SLURM_", "TORCHELASTIC_")
-LEAKY_NAMES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-               "GROUP_RANK", "ROLE_RANK", "TORCH_DISTRIBUTED_DEBUG"}
 
 
 def free_port() -> int:
@@ -35,12 +32,8 @@ def free_port() -> int:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """os.environ without launcher/contract variables, plus PYTHONUNBUFFERED=1 and ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(LEAKY_PREFIXES) and k not in LEAKY_NAMES}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
+    """helpers.cockpit_env (no launcher/contract variables of the caller's), PYTHONUNBUFFERED=1 and ``extra``."""
+    return cockpit_env(PYTHONUNBUFFERED="1", **extra)
 
 
 def torchrun_cmd(script: Path, args: list[str], nproc: int = 2) -> list[str]:
@@ -112,13 +105,8 @@ class Runner:
         return json.loads((self.run_dir(name) / "probe" / f"rank-{rank}.json").read_text())
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        """Poll ``predicate`` every 20 ms until it holds; fail the test after ``timeout`` seconds."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if predicate():
-                return
-            time.sleep(0.02)
-        pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        """helpers.wait_for, polling every 20 ms."""
+        wait_for(predicate, timeout, what, every=0.02)
 
 
 def descendants(pid: int) -> list[int]:

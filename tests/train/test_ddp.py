@@ -22,6 +22,7 @@ def test_two_ranks_end_identical_see_disjoint_shards_and_write_metrics(runner, p
 
     run = runner.run_dir("ddp")
     p0, p1 = (torch.load(run / "probe" / f"params-rank{r}.pt") for r in (0, 1))
+    assert p0 and p0.keys() == p1.keys(), (sorted(p0), sorted(p1))  # the all() below is over something
     assert all(torch.equal(p0[k], p1[k]) for k in p0), "parameters differ between ranks"
 
     size = STEPS * BATCH * 2
@@ -63,4 +64,4 @@ def test_slurm_fallback_starts_two_ranks_without_torchrun(runner, paths, free_po
     assert "launcher=slurm" in outputs[0] and "world=2" in outputs[1]
     run = runner.run_dir("slurm")
     p0, p1 = (torch.load(run / "probe" / f"params-rank{r}.pt") for r in (0, 1))
-    assert all(torch.equal(p0[k], p1[k]) for k in p0)
+    assert p0 and p0.keys() == p1.keys() and all(torch.equal(p0[k], p1[k]) for k in p0)

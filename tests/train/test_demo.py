@@ -34,16 +34,18 @@ def test_dp_runs_as_one_process_on_cpu(runner, paths) -> None:
     assert (runner.run_dir("dp") / "checkpoints" / "latest.pt").exists()
 
 
-@pytest.mark.parametrize(("mode", "needle"), [
-    ("raise", "RuntimeError: injected failure on rank 1 after step 2 (--fail-mode raise)"),
-    ("kill", "Signal 9 (SIGKILL)"),
-])
-def test_injected_failure_fails_the_run_and_says_where(runner, paths, mode: str, needle: str) -> None:
+RAISED = "RuntimeError: injected failure on rank 1 after step 2 (--fail-mode raise)"
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_injected_failure_fails_the_run_and_says_where(runner, paths, mode: str) -> None:
+    """The demo's own words; that `kill` is a SIGKILL is cockpit's record of it (first_failure.signal in
+    tests/test_runs_e2e.py), not torchrun's wording of the signal."""
     args = [*TINY, "--fail-rank", "1", "--fail-step", "2", "--fail-mode", mode]
     done = runner.torchrun(f"fail-{mode}", paths["demo"], args)
     assert done.returncode != 0
     assert f"[demo] rank 1: injecting failure '{mode}' after step 2" in done.stdout
-    assert needle in done.stdout, done.stdout
+    assert (RAISED in done.stdout) == (mode == "raise"), done.stdout
 
 
 @pytest.mark.slow

@@ -32,10 +32,15 @@ async def open_charts(pilot, run_dir) -> ChartsScreen:
 
 
 async def show(pilot, metric: str) -> ChartsScreen:
-    """Press `m` until ``metric``'s chart is drawn."""
+    """Press `m` until ``metric``'s chart is drawn: once per chart at most, each press seen to move on."""
     screen = pilot.app.screen
-    while screen.metric != metric:
+    for _ in chartsview.METRICS:
+        if screen.metric == metric:
+            break
+        before = screen.metric
         await pilot.press("m")
+        await until(pilot, lambda before=before: screen.metric != before, what=f"`m` to leave the {before} chart")
+    assert screen.metric == metric, f"`m` went round every chart without reaching {metric}"
     await until(pilot, lambda: screen.shown is not None and screen.shown[0] == metric, what=f"the {metric} chart")
     return screen
 

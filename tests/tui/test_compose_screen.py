@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, cockpit_env
 from tui.tuidata import until
 
 from cockpit.fleet.report import Interface, NodeReport
@@ -199,7 +198,7 @@ async def test_an_opened_job_is_previewed_on_screen(ctx):
 
 
 def cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = cockpit_env()
     return subprocess.run([sys.executable, "-m", "cockpit", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import cockpit_env, wait_for
 
 from cockpit.runs import RunStatus, create_run_dir, write_status
 from cockpit.tui.logfilter import LineFilter
@@ -50,7 +50,7 @@ def make_run(tmp_path: Path, ranks: int) -> Path:
 
 
 def write(run_dir: Path, ranks: int, lines: int, per_tick: int = 50) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = cockpit_env()
     return subprocess.Popen([sys.executable, "-c", WRITER, str(run_dir), str(ranks), str(lines), str(per_tick)],
                             env=env)
 
@@ -186,7 +186,7 @@ def test_the_feed_process_dies_with_its_parent(tmp_path, how):
     """kill -9 of the UI: the feed sees its stdin close ("pipe"), or, when a forked process still holds that
     pipe ("fork"), its parent pid change."""
     run_dir = make_run(tmp_path, 2)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = cockpit_env()
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(run_dir), how], env=env, stdout=subprocess.PIPE,
                               text=True)
     feed_pid, holder = (int(x) for x in parent.stdout.readline().split())

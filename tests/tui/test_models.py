@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import JOBS, REPO
+from helpers import JOBS, REPO, cockpit_env
 from tui.tuidata import fleet_snapshot
 
 from cockpit.plot.source import RunSeries
@@ -182,7 +181,7 @@ def test_a_changed_form_is_staged_with_an_absolute_workdir(tmp_path):
 def test_the_tui_package_never_imports_torch():
     code = "import sys, cockpit.tui.app, cockpit.tui.screens.run_view; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+                         env=cockpit_env())
     assert out.stdout.strip() == "False", out.stderr
     offenders = [str(p.relative_to(REPO)) for p in (REPO / "cockpit" / "tui").rglob("*.py")
                  if any(w in p.read_text() for w in ("import torch", "from torch"))]

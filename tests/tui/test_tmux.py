@@ -13,7 +13,7 @@ import time
 
 import pytest
 import yaml
-from helpers import REPO, require_tool
+from helpers import REPO, cockpit_env, require_tool
 
 from cockpit import procs
 from cockpit.runs import list_runs
@@ -56,9 +56,7 @@ def test_fleet_table_and_launching_the_demo_in_a_real_terminal(tmp_path):
     job.update(script=str(REPO / "jobs" / "demo.py"), args=["--epochs", "1", "--steps-per-epoch", "20"])
     (tmp_path / "demo.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
     runs = tmp_path / "runs"
-    env = {**os.environ, "COCKPIT_RUNS_DIR": str(runs), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "TERM": "xterm-256color"}
-    env.pop("TMUX", None)
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), XDG_CONFIG_HOME=str(tmp_path / "config"), TERM="xterm-256color")
     tmux = Tmux(tmux_bin, f"cockpit-test-{os.getpid()}", env)
     command = f"cd {tmp_path} && {sys.executable} -m cockpit.tui --job demo.yaml --interval 1"
     tmux("new-session", "-d", "-s", tmux.name, "-x", "120", "-y", "36", command)

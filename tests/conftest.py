@@ -1,0 +1,66 @@
+"""What every test gets, whoever runs the suite and from whatever shell:
+
+- The caller's environment kept out. Variables that change what cockpit, torch, gloo, NCCL, Slurm or the
+  terminal do (GLOO_SOCKET_IFNAME=ib0, COCKPIT_RUNS_DIR, COCKPIT_UPDATE_GOLDEN, CUDA_VISIBLE_DEVICES, ...: see
+  ``helpers.LEAKY``) are removed from os.environ once at the start and again before each test; each test gets
+  its own empty $XDG_CONFIG_HOME and $XDG_STATE_HOME (no cluster.yaml, tui.yaml or runs of the caller's), and
+  PYTHONPATH names this checkout, so a subprocess that inherits the environment runs this checkout's cockpit.
+  Subprocesses the tests start take ``helpers.cockpit_env(...)``: only what the test sets plus PATH, HOME and
+  these.
+- A time bound on every test (pytest-timeout, set in pyproject.toml): TIMEOUT s, SLOW_TIMEOUT s for tests
+  marked slow and for everything under tests/slurm and tests/multinode (a Slurm or network-namespace cluster
+  starting under load). A hang fails that test by name instead of holding the run until CI's limit.
+- Golden files are rewritten only by an explicit ``--update-golden`` (tests/render/test_golden.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+from helpers import REPO, is_leaky
+
+SLOW_TIMEOUT = 900  # seconds; the default (300) is pyproject's [tool.pytest.ini_options] timeout
+HEAVY_DIRS = ("slurm", "multinode")
+_scratch = itertools.count()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/fixtures/golden/ from the renderers (then review the diff)")
+
+
+def pytest_configure(config):
+    for name in [n for n in os.environ if is_leaky(n)]:
+        del os.environ[name]
+    os.environ["PYTHONPATH"] = str(REPO)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (_heavy(item.path) or item.get_closest_marker("slow")) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+
+
+def _heavy(path) -> bool:
+    tests = REPO / "tests"
+    return path.is_relative_to(tests) and path.relative_to(tests).parts[0] in HEAVY_DIRS
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_environ(monkeypatch, tmp_path_factory):
+    """os.environ without the caller's leaky variables, with this test's own empty XDG directories."""
+    for name in [n for n in os.environ if is_leaky(n)]:
+        monkeypatch.delenv(name)
+    home = tmp_path_factory.getbasetemp() / "xdg" / str(next(_scratch))
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state")):
+        (home / sub).mkdir(parents=True)
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    """True only when pytest was started with --update-golden (never from a variable in the shell)."""
+    return bool(request.config.getoption("--update-golden"))
