@@ -38,7 +38,14 @@ class RunControls:
     def stop_run(self) -> None:
         from cockpit.launch import control
         from cockpit.runs import read_status
+        from cockpit.safeio import Untrusted
+        from cockpit.trust import own_run
 
+        try:
+            own_run(self.run_dir, "stop", "stop")  # another user's run is shown read-only
+        except Untrusted as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
         status = read_status(self.run_dir)
         if status is None or status.final:
             self.app.call_from_thread(self.notify, "the run has already ended", timeout=3)
@@ -57,7 +64,13 @@ class RunControls:
 
     @work(thread=True, exclusive=True, group="requeue", exit_on_error=False)
     def requeue(self) -> None:
+        from cockpit.safeio import Untrusted
+
         fn = self.app.ctx.requeue
         if fn is not None:
-            done = fn(self.run_dir)
+            try:
+                done = fn(self.run_dir)
+            except Untrusted as exc:  # another user's run: read-only
+                self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+                return
             self.app.call_from_thread(self.notify, f"requeue requested: {done}" if done else "requeue requested")
