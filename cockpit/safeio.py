@@ -216,8 +216,8 @@ def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
     (open_dir), never through a symlink at its name: run files hold env values such as API keys."""
     dfd = open_dir(path.parent)
     try:
-        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
-                     dir_fd=dfd)
+        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, mode, dir_fd=dfd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise SpecialFile(errno.EINVAL, "not a regular file", os.fspath(path))

@@ -108,3 +108,18 @@ def test_dev_zero_as_the_first_failures_log_or_metrics_hangs_nothing(tmp_path, h
     assert ps.returncode == 0 and GOOD in ps.stdout, ps.stderr
     plot = cockpit("plot", GOOD, runs=runs)
     assert plot.returncode == 2 and "nothing to draw" in plot.stderr and "skipped" in plot.stderr, plot.stderr
+
+
+def test_a_rank_log_that_is_a_symlink_to_another_file_is_never_read(tmp_path):
+    """A link planted at a rank log's name (to a file the reader may read, and the planter may not) is not
+    followed by any reader: logs, logs -f (the tail engine), attach, diagnose."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run = good_run(runs)
+    secret = tmp_path / "readers-own-secret"
+    secret.write_text("API_KEY=hunter2\n")
+    rank_file(run, "log", 1).symlink_to(secret)
+    for args in (["logs", GOOD], ["logs", GOOD, "-f"], ["attach", GOOD, "--from-start"], ["diagnose", GOOD, "--json"]):
+        r = cockpit(*args, runs=runs)
+        assert r.returncode in (0, 1) and "hunter2" not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+        assert "[rank0] done" in r.stdout or args[0] != "logs", (args, r.stdout)  # the other rank as before
