@@ -213,9 +213,6 @@ def cmd_ps(args) -> int:
     return 0
 
 
-FROZEN_FOR = 1.0  # seconds a supervisor stays frozen (T/D) before its ranks are stopped directly
-
-
 def cmd_stop(args) -> int:
     run_dir = find(args)
     own_run(run_dir, "stop", "stop")
@@ -247,7 +244,7 @@ def _wait_for_stop(run_dir: Path, status, grace: float, control):
             return now
         frozen = control.frozen_supervisor(now)
         frozen_since = (frozen_since or time.monotonic()) if frozen else None
-        if frozen and time.monotonic() - frozen_since >= FROZEN_FOR:
+        if frozen and time.monotonic() - frozen_since >= control.FROZEN_FOR:
             notice(f"{run_dir.name}: {control.describe_frozen(frozen)}; stopping the ranks directly")
             try:
                 return control.stop_frozen(run_dir, now, grace, frozen, warn=notice)

@@ -50,6 +50,18 @@ def frozen_supervisor(status: RunStatus) -> tuple[int, str] | None:
     return None if letter is None else (sup[0], letter)
 
 
+FROZEN_FOR = 1.0  # seconds a supervisor stays frozen (T/D) after a stop before its ranks are stopped directly
+
+
+def still_frozen(status: RunStatus, seconds: float) -> tuple[int, str] | None:
+    """(pid, state) when the run's supervisor is frozen now and still after ``seconds`` (a stop was just sent:
+    a live one acts on it at once); None as soon as it is not."""
+    deadline = time.monotonic() + seconds
+    while (frozen := frozen_supervisor(status)) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return frozen
+
+
 def describe_frozen(frozen: tuple[int, str]) -> str:
     pid, letter = frozen
     return f"the supervisor (pid {pid}) is frozen: state {letter}, {procs.FROZEN[letter]}"

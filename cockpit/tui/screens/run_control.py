@@ -52,7 +52,13 @@ class RunControls:
             return
         grace = self.app.ctx.stop_grace
         if control.request_stop(self.run_dir, status, grace):
-            self.app.call_from_thread(self.notify, "stopping: SIGTERM to the ranks, SIGKILL after the grace period")
+            frozen = control.still_frozen(status, control.FROZEN_FOR)
+            if frozen is None:
+                self.app.call_from_thread(self.notify, "stopping: SIGTERM to the ranks, SIGKILL after the grace "
+                                          "period")
+                return
+            status = control.stop_frozen(self.run_dir, status, grace, frozen, by="the TUI")  # it cannot act
+            self.app.call_from_thread(self.notify, status.note, severity="warning", timeout=10)
             return
         warnings: list[str] = []  # no supervisor: scancel / every node over SSH / the processes here
         status = control.stop_orphan(self.run_dir, status, grace, by="the TUI", warn=warnings.append)
