@@ -101,7 +101,11 @@ def printable(path: str | os.PathLike[str], prefix: str = "", *, block: int = PR
                 parts, size = [], 0
             parts.append(chunk[cut:] if cut else chunk)
             size += len(parts[-1])
-            if size > piece:  # a line without \n (a NUL run, progress bars): in pieces
+            if size > piece and all(map(_clean, parts)):  # a line without \n (a NUL run): its blocks as pieces
+                for part in parts:
+                    yield head + part + b"\n" if head else part + b"\n"
+                parts, size = [], 0
+            elif size > piece:  # progress bars (\r), other text: cut where a frame ends
                 carry = b"".join(parts)
                 while len(carry) > piece:
                     at = _piece_end(carry, piece)
@@ -115,9 +119,16 @@ def printable(path: str | os.PathLike[str], prefix: str = "", *, block: int = PR
 _OTHER_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")  # ASCII that splitlines also breaks at
 
 
+def _clean(data: bytes) -> bool:
+    """ASCII without a line break but \\n: printed as it is (memchr per character: faster than one regex)."""
+    return data.isascii() and not any(c in data for c in _OTHER_BREAKS)
+
+
 def _lines_out(data: bytes, head: bytes) -> bytes:
     """``data`` (whole lines, or a piece) as printed: each line after ``head``, ending in \\n."""
-    if data.isascii() and not any(c in data for c in _OTHER_BREAKS):  # memchr each: faster than one regex
+    if _clean(data):
+        if not head and data.endswith(b"\n"):
+            return data  # the common block: no copy
         body = data[:-1] if data.endswith(b"\n") else data
         return head + body.replace(b"\n", b"\n" + head) + b"\n" if head else body + b"\n"
     lines = data.decode("utf-8", "replace").splitlines()
