@@ -66,6 +66,25 @@ def test_a_directory_above_the_runs_directory_of_another_user_is_refused(users, 
     assert list(runs.iterdir()) == []
 
 
+def test_a_sticky_shared_directory_and_the_users_own_group_writable_one_are_accepted(users, tmp_shared):
+    """What may hold a run: a 1777 directory of root's (each run directory the caller's own, 0700), and a
+    directory of the caller's writable by its user-private group (umask 002 distributions). The run gets past
+    the check and is made (the system python has no torch, so torchrun fails: that is not what is tested)."""
+    victim, _ = users
+    jobs, sticky, above = tmp_shared(0o755), tmp_shared(0o1777), tmp_shared(0o755)
+    grouped = above / "runs"
+    grouped.mkdir()
+    grouped.chmod(0o775)
+    os.chown(grouped, victim.uid, victim.gid)
+    for runs in (sticky, grouped):
+        r = cockpit("run", str(job_file(jobs)), "--no-preflight", "-q", runs=runs, user=victim, timeout=120)
+        assert r.returncode != 2 and "hint: chmod" not in r.stderr, r.stderr
+        (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+        st = run_dir.stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (victim.uid, 0o700)
+        assert "cockpit supervisor:" not in (run_dir / "logs" / "supervisor.log").read_text()
+
+
 ATTACK = textwrap.dedent('''
     import os, signal, sys, time
     runs, marker = sys.argv[1], sys.argv[2]
