@@ -41,6 +41,63 @@ def is_alive(pid: int, started: str | None = None) -> bool:
     return started is None or stat[1] == started
 
 
+FROZEN = {"T": "stopped by a signal", "t": "stopped by a debugger",
+          "D": "in uninterruptible IO, e.g. a hung network file system write"}
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (R, S, D, T, Z, ...) from /proc/PID/stat; None if there is no such process."""
+    stat = _stat(pid)
+    return None if stat is None else stat[0]
+
+
+def frozen(pid: int) -> str | None:
+    """"T", "t" or "D" when the process is alive but cannot act (stopped, or stuck in IO); else None."""
+    letter = state(pid)
+    return letter if letter in FROZEN else None
+
+
+def _mine(pid: int) -> bool:
+    """The process runs as the caller (its /proc directory is owned by its effective uid)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+def has_run_id(pid: int, run_id: str) -> bool:
+    """``pid`` is a live process of the caller's whose environment carries COCKPIT_RUN_ID=<run_id>: a
+    process of that run, whatever file named the pid (a pid file can be stale, or planted)."""
+    if not _mine(pid) or not is_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = b"\0" + f.read()
+    except OSError:
+        return False
+    return b"\0" + f"{contract.RUN_ID}={run_id}".encode() + b"\0" in env + b"\0"
+
+
+def is_supervisor(pid: int, started: str | None, run_dir: str | os.PathLike[str]) -> bool:
+    """``pid`` is the caller's live cockpit supervisor of ``run_dir`` (started at ``started``): its command
+    line names the module and a directory that is ``run_dir``. A pid and a start time alone can be copied
+    from /proc by anyone into a status.json; what a process runs, and as whom, cannot."""
+    if not _mine(pid) or not is_alive(pid, started):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read(1 << 16).split(b"\0")
+    except OSError:
+        return False
+    if b"cockpit.launch.supervisor" not in words:
+        return False
+    where = words[words.index(b"cockpit.launch.supervisor") + 1:][:1]
+    try:
+        return bool(where) and os.path.samefile(os.path.join(f"/proc/{pid}/cwd", os.fsdecode(where[0])), run_dir)
+    except (OSError, ValueError):
+        return False
+
+
 def run_pids(run_id: str) -> list[int]:
     """Pids of live processes whose environment carries COCKPIT_RUN_ID=<run_id> (zombies excluded)."""
     needle = f"{contract.RUN_ID}={run_id}".encode() + b"\0"

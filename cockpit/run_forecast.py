@@ -14,15 +14,16 @@ Where each input comes from:
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit import run_layout as layout
+from cockpit import safeio
 from cockpit.forecast import Forecast, forecast, slurm_seconds
 from cockpit.render.sbatch import START_MARK
 from cockpit.runs import RunStatus, tail_lines
+from cockpit.spec import jobfile
 from cockpit.spec.model import JobSpec, SpecError, parse_spec
 from cockpit.spec.yamlpos import LoadError
 
@@ -49,7 +50,7 @@ def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
     points, loss, total = [], None, None
     for line in tail_lines(path, 10_000, TAIL_BYTES):
         try:
-            rec = json.loads(line)
+            rec = safeio.loads(line)  # nested too deep: a bad record like any other
             step, t = rec["step"], float(rec["time"])
         except (ValueError, KeyError, TypeError):
             continue
@@ -69,7 +70,7 @@ def job_spec(run_dir: Path) -> JobSpec | None:
         path = where / layout.JOB
         if path.is_file():
             try:
-                return parse_spec(path.read_text(encoding="utf-8"), str(path))
+                return parse_spec(jobfile.read_text(path), str(path))  # bounded, a regular file only
             except (OSError, SpecError, LoadError):
                 return None
     return None

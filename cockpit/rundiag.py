@@ -127,11 +127,15 @@ def _exception_of(report, path: Path) -> str | None:
 
 def _line_of(path: Path, text: str) -> int:
     """The line number of the last line holding ``text`` (1 when none)."""
+    from cockpit.logs.report import read_lines
+
     found = 1
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
+    try:
+        for n, line in enumerate(read_lines(path, follow=False), 1):  # bounded, regular files only
             if text in line:
                 found = n
+    except OSError:
+        return found
     return found
 
 
@@ -143,8 +147,11 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def health(s: RunStatus) -> str:
-    """The ps HEALTH column: what cockpit.hang's watchdog says of a run's ranks."""
+def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
+    """The ps HEALTH column: what cockpit.hang's watchdog says of a run's ranks; first, a supervisor that is
+    ``frozen`` (pid, state T or D: cockpit.launch.control.frozen_supervisor), which watches nothing."""
+    if frozen is not None and not s.final:
+        return f"frozen: supervisor pid {frozen[0]} state {frozen[1]}"
     words = []
     for f in s.findings:
         if f["kind"] == "straggler":

@@ -17,7 +17,6 @@ cockpit.run_records), named here too for the callers that read runs, as is the l
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -28,10 +27,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit import run_layout as layout
+from cockpit import safeio
 from cockpit.paths import too_long
 from cockpit.run_layout import rank_files
 from cockpit.run_records import FirstFailure, NodeRecord, RankExit
 from cockpit.run_status import FINAL_STATES, STATES, RunStatus, StatusError
+from cockpit.trust import check_new_run_dir, owner, trusted_runs_dir
 
 __all__ = ["FINAL_STATES", "STATES", "FirstFailure", "NodeRecord", "RankExit", "RunStatus", "StatusError"]
 
@@ -42,12 +43,23 @@ def new_run_id(name: str, now: float | None = None) -> str:
 
 
 def create_run_dir(runs_dir: Path, run_id: str) -> Path:
-    """Make the run directory (0700; the runs directory too if new). Never reuses an existing one."""
-    runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Make the run directory, 0700, in a runs directory nobody else can change (cockpit.trust; the runs
+    directory is created 0700 if new). Never reuses an existing one. Returned by its path with no symlink
+    left: that is the path torchrun and the ranks run scripts from."""
+    runs_dir = trusted_runs_dir(runs_dir)
+    parent = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.mkdir(run_id, 0o700, dir_fd=parent)
+        fd = os.open(run_id, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    finally:
+        os.close(parent)
     run_dir = runs_dir / run_id
-    run_dir.mkdir(mode=0o700)
-    for sub in (layout.COMMANDS, layout.LOGS):
-        (run_dir / sub).mkdir(mode=0o700)
+    try:
+        check_new_run_dir(fd, run_dir)
+        for sub in (layout.COMMANDS, layout.LOGS):
+            os.mkdir(sub, 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
     install_hook(run_dir)
     return run_dir
 
@@ -62,34 +74,27 @@ def install_hook(run_dir: Path) -> None:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``path`` readable by its owner only (0600, whatever the umask): job files and node scripts hold
-    env values such as API keys."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "w", encoding="utf-8") as f:
-        os.fchmod(f.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT
-        f.write(text)
+    """Write ``path`` readable by its owner only (0600, whatever the umask), in a directory of the caller's,
+    never through a symlink (cockpit.safeio): job files and node scripts hold env values such as API keys."""
+    safeio.write_private(path, text)
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one; the file is 0600. On an error (a full
-    disk, a read-only file system) the old file stays as it was, no temporary file is left behind, and the
-    OSError is raised for the caller to record."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """Readers see the old file or the new one, never half of one; the file is 0600; a symlink at the
+    temporary's name is never followed (cockpit.safeio.write_atomic). On an error (a full disk, a read-only
+    file system) the old file stays as it was, no temporary file is left behind, and the OSError is raised
+    for the caller to record."""
+    safeio.write_atomic(path, text)
+
+
+def write_run_file(run_dir: Path, name: str, text: str) -> None:
+    """write_atomic into a run directory, which must be the caller's (safeio.Untrusted otherwise): cockpit
+    never writes into a run of another user."""
+    safeio.write_atomic(run_dir / name, text, own_dir=True)
 
 
 def write_status(run_dir: Path, status: RunStatus) -> None:
-    write_atomic(run_dir / layout.STATUS, status.to_json())
+    write_run_file(run_dir, layout.STATUS, status.to_json())
 
 
 STOP_FILE = layout.STOP  # a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
@@ -97,13 +102,13 @@ STOP_FILE = layout.STOP  # a stop asked for: {"grace": seconds, "by": who}, read
 
 def request_stop(run_dir: Path, grace: float, by: str = "cockpit stop") -> None:
     """Leave the stop's grace (cockpit stop --grace) for the supervisor, which reads it when told to stop."""
-    write_atomic(run_dir / STOP_FILE, json.dumps({"grace": float(grace), "by": by}) + "\n")
+    write_run_file(run_dir, STOP_FILE, json.dumps({"grace": float(grace), "by": by}) + "\n")
 
 
 def stop_request(run_dir: Path) -> dict:
     """What the last stop asked for ({} when none was written or it cannot be read)."""
     try:
-        data = json.loads((run_dir / STOP_FILE).read_text(encoding="utf-8"))
+        data = safeio.loads(safeio.read_bytes(run_dir / STOP_FILE, SMALL_FILE_BYTES))
         return data if isinstance(data, dict) and isinstance(data.get("grace"), (int, float)) else {}
     except (OSError, ValueError):
         return {}
@@ -118,46 +123,58 @@ def read_status(run_dir: Path) -> RunStatus | None:
 
 
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunStatus]]:
-    """Every run under ``runs_dir`` with a status, oldest first. A run whose status.json cannot be read is
-    listed too, as state ``unreadable`` with the reason in ``note``, so that one bad file neither hides the
-    run nor breaks the list."""
-    if not runs_dir.is_dir():
+    """Every run under ``runs_dir`` with a status, oldest first. A run whose status.json cannot be read (not
+    JSON, nested too deep, a FIFO, a device, too large) is listed too, as state ``unreadable`` with the reason
+    in ``note``, so that one bad file neither hides the run nor breaks the list. Entries that are not
+    directories (a symlink among them: a run directory is never one) are no runs."""
+    try:
+        entries = list(os.scandir(runs_dir))
+    except OSError:
         return []
     found = []
-    for d in runs_dir.iterdir():
-        if not d.is_dir():
-            continue
+    for entry in entries:
+        d = Path(entry.path)
         try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
             found.append((d, load_status(d)))
         except (FileNotFoundError, NotADirectoryError):
             continue  # no status.json (yet): not a run, or one being created this instant
         except StatusError as exc:
+            if isinstance(exc.__cause__, PermissionError) and owner(d) is not None:
+                continue  # another user's private run (0700) in a shared runs directory: theirs to list
+            found.append((d, unreadable_status(d, str(exc))))
+        except OSError as exc:
             found.append((d, unreadable_status(d, str(exc))))
     return sorted(found, key=lambda item: item[1].created)
 
 
 UNREADABLE = "unreadable"  # list_runs' state for a run whose status.json cannot be read; never written
 MAX_STATUS_BYTES = 16 << 20  # a status is a few KB; a sweep of 10,000 trials stays far below this
+MAX_STATUS_DEPTH = 32  # status.json nests 5 deep; a deeper one is no status (and would break json.dumps)
+SMALL_FILE_BYTES = 64 << 10  # an exit record, a pid file, stop.json: a line each
 
 
 def load_status(run_dir: Path) -> RunStatus:
     """The run's status.json, checked field by field. Raises FileNotFoundError / NotADirectoryError when there
-    is none, StatusError (with the reason) when it is there but unusable."""
+    is none, StatusError (with the reason) when it is there but unusable: not a regular file (a FIFO is
+    never waited on), a symlink, too large, not JSON, nested too deep."""
     path = run_dir / layout.STATUS
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_STATUS_BYTES + 1)
+        raw = safeio.read_bytes(path, MAX_STATUS_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         raise
+    except safeio.TooLarge:
+        raise StatusError(f"{path}: larger than {MAX_STATUS_BYTES} bytes") from None
     except OSError as exc:
-        raise StatusError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if len(raw) > MAX_STATUS_BYTES:
-        raise StatusError(f"{path}: larger than {MAX_STATUS_BYTES} bytes")
+        raise StatusError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = safeio.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
         what = "empty" if not raw.strip() else f"not valid JSON ({exc}; truncated?)"
         raise StatusError(f"{path}: {what}") from None
+    if not safeio.depth_at_most(data, MAX_STATUS_DEPTH):
+        raise StatusError(f"{path}: nested deeper than {MAX_STATUS_DEPTH} levels: not a run status")
     return RunStatus.from_dict(data, f"{path}: ")
 
 
@@ -195,10 +212,11 @@ def resolve_run(runs_dir: Path, ref: str) -> Path:
     if len(as_path.parts) > 1 and as_path.is_dir():  # a path (not a bare id that a folder here happens to share)
         raise RunNotFound(f"{ref} is not a run directory (it has no {layout.STATUS}; hint: cockpit ps lists runs)")
     runs = list_runs(runs_dir)
-    if ref in ("last", "latest"):
-        if not runs:
-            raise RunNotFound(f"no runs in {runs_dir}")
-        return runs[-1][0]
+    if ref in ("last", "latest"):  # the caller's own latest: a shared runs directory holds others' too
+        mine = [d for d, _ in runs if owner(d) is None]
+        if not mine:
+            raise RunNotFound(f"no runs of yours in {runs_dir}" if runs else f"no runs in {runs_dir}")
+        return mine[-1]
     matches = [d for d, _ in runs if d.name == ref] or [d for d, _ in runs if d.name.startswith(ref)]
     if len(matches) == 1:
         return matches[0]
@@ -212,7 +230,7 @@ def rank_exits(run_dir: Path) -> dict[int, RankExit]:
     out = {}
     for rank, (host, path) in rank_files(run_dir, "exit").items():
         try:
-            status_text, when = path.read_text().split()[:2]
+            status_text, when = safeio.read_bytes(path, SMALL_FILE_BYTES).decode().split()[:2]
             out[rank] = RankExit(rank, host, int(status_text), float(when))
         except (OSError, ValueError):
             continue  # being written right now; the next look will see it whole
@@ -220,13 +238,13 @@ def rank_exits(run_dir: Path) -> dict[int, RankExit]:
 
 
 def tail_lines(path: Path, n: int, block: int = 65536) -> list[str]:
-    """The last ``n`` lines of a file (from its last ``block`` bytes); [] when it cannot be read."""
+    """The last ``n`` lines of a file (from its last ``block`` bytes, read from the end); [] when it cannot be
+    read or is not a regular file (a FIFO, /dev/zero: cockpit.safeio)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - block))
-            return f.read().decode("utf-8", "replace").splitlines()[-n:]
+        data, _whole = safeio.tail_bytes(path, block)
     except OSError:
         return []
+    return data.decode("utf-8", "replace").splitlines()[-n:]
 
 
 def rank_record(run_dir: Path, e: RankExit) -> RankExit:

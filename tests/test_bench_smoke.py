@@ -28,6 +28,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_parse.py": "x bare loop",
     "bench_plot.py": "x anchor",
     "bench_run.py": "every line shown once: yes",
+    "bench_safety.py": "safety: every case measured",
     "bench_startup.py": "x torchrun",
     "bench_tail.py": "latency write->delivery",
     "bench_train.py": "steps/s ratio cockpit/bare",

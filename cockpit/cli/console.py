@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 from cockpit.rundiag import duration, health
 from cockpit.runs import FirstFailure, RankExit, RunStatus, rank_files
+from cockpit.trust import owner
 
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
@@ -37,9 +37,12 @@ class Painter:
 
 
 def last_lines(path: Path, n: int) -> list[str]:
+    """The last ``n`` lines of a run's log, read from its end (cockpit.logs.bounded.tail: bounded on a 2 GiB
+    log or a line of 512 MB); [] when it cannot be read or is no regular file (a FIFO, /dev/zero)."""
+    from cockpit.logs.bounded import tail
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return [line.rstrip("\n") for line in deque(f, maxlen=n)]
+        return tail(path, n)
     except OSError:
         return []
 
@@ -164,12 +167,15 @@ def _forecast_cells(run_dir: Path, status: RunStatus, now: float) -> str:
 def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
     out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}  "
            f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
+    from cockpit.launch.control import frozen_supervisor
+
     now = time.time()
     for run_dir, s in rows:
         nodes = ",".join(s.hosts)
+        frozen = None if s.final else frozen_supervisor(s)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}  "
-                   f"{_forecast_cells(run_dir, s, now)}  {health(s)}")
+                   f"{_forecast_cells(run_dir, s, now)}  {health(s, frozen)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:
             if (t := node.trial) is not None:
@@ -180,4 +186,6 @@ def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
                 out.append(f"  trial {t.index:<30} {node.state or '?':<10} {where:<16} {' '.join(t.args)}")
         if s.note and not s.final:
             out.append(f"  note: {s.note}")
+        if (who := owner(run_dir)) is not None:
+            out.append(f"  owner: {who} (another user's run: shown read-only; cockpit stop and stacks refuse it)")
     return "\n".join(out)

@@ -74,8 +74,9 @@ def cmd_diagnose(args) -> int:
         raise DiagnoseInputError("--fix / --apply take one run (a run id or directory) and no --json "
                                  "(hint: cockpit ps lists runs)")
     sources = [s for arg in args.inputs for s in sources_for(arg, runs_dir)]
+    named = [arg for arg in args.inputs if Path(arg).is_file()]  # files named here may be links; a run's are not
     try:
-        report = diagnose_sources(sources)
+        report = diagnose_sources(sources, follow=set(named))
         runs = [d for arg in args.inputs if (d := run_of(arg, runs_dir)) is not None]
         hang = [f for run_dir in runs for f in hang_findings(run_dir)]
         for run_dir in runs:
@@ -88,6 +89,10 @@ def cmd_diagnose(args) -> int:
         report = replace(report, findings=(*hang, *report.findings))
     if fixing:
         from cockpit.cli.diagnose_fix import cmd_fix
+        from cockpit.trust import own_run
+
+        if args.apply:  # the job file its status.json names is another user's to fix
+            own_run(runs[0], "diagnose --fix --apply", "write a fixed job file for")
 
         return cmd_fix(runs[0], report, args.apply, DiagnoseInputError)
     if args.json:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import glob
+import sys
 import time
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def _files(jobs: list[UserJob]) -> list[tuple[UserJob, OutputFile]]:
 # -- logs JOBID -------------------------------------------------------------------------------------------------
 def cmd_logs(job_id: str, lines: int | None) -> int:
     """Print the job's files; 1 when a file that should exist cannot be read."""
-    from cockpit.runs import tail_lines
+    from cockpit.logs.bounded import printable, tail
 
     jobs = find(job_id)
     files = _files(jobs)
@@ -108,9 +109,16 @@ def cmd_logs(job_id: str, lines: int | None) -> int:
             notice(unreadable(job, f, why))
             rc = 1
             continue
-        text = tail_lines(path, lines, block=max(65536, lines * 512)) if lines else \
-            path.read_text(errors="replace").splitlines()
-        print("".join(f"{_label(job, f, many)}{line}\n" for line in text), end="")
+        try:  # bounded: the last lines read from the end, or the whole file streamed (cockpit.logs.bounded)
+            if lines:
+                print("".join(f"{_label(job, f, many)}{line}\n" for line in tail(path, lines, follow=True)), end="")
+                continue
+            sys.stdout.flush()
+            for block in printable(path, _label(job, f, many), follow=True):
+                sys.stdout.buffer.write(block)
+        except OSError as exc:
+            notice(unreadable(job, f, exc.strerror or str(exc)))
+            rc = 1
     return rc
 
 

@@ -14,6 +14,7 @@ import sys
 
 from cockpit import __version__
 from cockpit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
+from cockpit.safeio import Untrusted
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's last flush
         return code
-    except UsageError as exc:
+    except (UsageError, Untrusted) as exc:  # Untrusted: a directory another user could change (cockpit.trust)
         print(f"cockpit: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -113,7 +113,11 @@ def _reader(readers: dict, run_dir):
     reader = readers.get(run_dir)
     if reader is None:
         reader = readers[run_dir] = RunSeries(run_dir)
-    reader.poll_all()
+        reader.poll_all()
+        for path, why in reader.skipped():  # said once, on the first read
+            print(f"cockpit: {path}: skipped: {why}", file=sys.stderr)
+    else:
+        reader.poll_all()
     return reader
 
 

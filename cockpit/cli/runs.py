@@ -4,6 +4,7 @@ directories. Output: rank lines and summaries on stdout, cockpit's own notices o
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from cockpit import launch
 from cockpit import run_layout as layout
 from cockpit.cli.common import selector
-from cockpit.cli.console import Painter, last_lines, ps_table, summary, use_color
+from cockpit.cli.console import Painter, ps_table, summary, use_color
 from cockpit.cli.follow import follow, notice
 from cockpit.launch.local import launcher as local
 from cockpit.paths import default_runs_dir
@@ -25,6 +26,7 @@ from cockpit.runs import (
     read_status,
     resolve_run,
 )
+from cockpit.trust import own_run, owner
 
 
 class CommandError(Exception):
@@ -158,9 +160,25 @@ def cmd_logs(args) -> int:
     single = args.rank and len(args.rank) == 1
     for rank, (host, path) in files:
         if include((host, rank)):
-            for line in last_lines(path, args.lines) if args.lines else path.read_text(errors="replace").splitlines():
-                print(line if single else f"{painter.prefix((host, rank))} {line}")
+            _print_log(path, args.lines, "" if single else f"{painter.prefix((host, rank))} ")
     return 0
+
+
+def _print_log(path: Path, lines: int | None, prefix: str) -> None:
+    """One rank's log on stdout, streamed a block at a time (a 2 GiB log costs a block of memory, not 2 GiB),
+    or its last ``lines`` read from the end. A file that is not a regular one (a FIFO, /dev/zero) is skipped
+    and said on stderr, like one that cannot be read."""
+    from cockpit.logs.bounded import printable, tail
+
+    try:
+        if lines:
+            sys.stdout.write("".join(f"{prefix}{line}\n" for line in tail(path, lines)))
+            return
+        sys.stdout.flush()
+        for block in printable(path, prefix):
+            sys.stdout.buffer.write(block)
+    except OSError as exc:
+        notice(f"{path}: skipped: {exc.strerror or exc}")
 
 
 def _check_ranks(run_dir: Path, status, found: list[int], wanted) -> None:
@@ -185,7 +203,8 @@ def cmd_ps(args) -> int:
     if args.json:
         from cockpit.run_forecast import run_forecast
 
-        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d), "forecast": run_forecast(d, s).to_dict()}
+        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d), "forecast": run_forecast(d, s).to_dict(),
+                                    **({"owner": who} if (who := owner(d)) else {})}  # another user's run
                                    for d, s in rows]}, indent=2))
     elif rows:
         print(ps_table(rows))
@@ -196,6 +215,7 @@ def cmd_ps(args) -> int:
 
 def cmd_stop(args) -> int:
     run_dir = find(args)
+    own_run(run_dir, "stop", "stop")
     status = status_of(run_dir)
     if status.final:
         notice(f"{run_dir.name} already ended: {status.state}")
@@ -203,12 +223,7 @@ def cmd_stop(args) -> int:
     from cockpit.launch import control
 
     if control.request_stop(run_dir, status, args.grace):
-        deadline = time.time() + args.grace + 30
-        while time.time() < deadline:
-            status = read_status(run_dir)
-            if status is not None and status.final:
-                break
-            time.sleep(0.2)
+        status = _wait_for_stop(run_dir, status, args.grace, control)
     else:  # no supervisor: stop the job ourselves and record it
         try:
             status = control.stop_orphan(run_dir, status, args.grace, warn=notice)
@@ -218,11 +233,33 @@ def cmd_stop(args) -> int:
     return 0 if status.final else 1
 
 
+def _wait_for_stop(run_dir: Path, status, grace: float, control):
+    """Wait for the supervisor to record the stop; a supervisor that stays frozen (stopped, or stuck in IO
+    on a hung file system) cannot, so the ranks are stopped directly and the supervisor is named."""
+    deadline = time.time() + grace + 30
+    frozen_since = None
+    while time.time() < deadline:
+        now = read_status(run_dir) or status
+        if now.final:
+            return now
+        frozen = control.frozen_supervisor(now)
+        frozen_since = (frozen_since or time.monotonic()) if frozen else None
+        if frozen and time.monotonic() - frozen_since >= control.FROZEN_FOR:
+            notice(f"{run_dir.name}: {control.describe_frozen(frozen)}; stopping the ranks directly")
+            try:
+                return control.stop_frozen(run_dir, now, grace, frozen, warn=notice)
+            except launch.LaunchError as exc:
+                raise CommandError(f"{run_dir.name}: {exc}") from None
+        time.sleep(0.2)
+    return read_status(run_dir) or status
+
+
 def cmd_stacks(args) -> int:
     """Every rank's Python stack (all threads), grouped by host and rank; the run goes on untouched."""
     from cockpit.hang import finding, gather
 
     run_dir = find(args)
+    own_run(run_dir, "stacks", "signal the ranks of")
     status = read_status(run_dir)
     if status is None:
         raise CommandError(f"{run_dir}: no readable status.json")

@@ -153,8 +153,13 @@ def evidence_of(f: dict, run_dir: Path) -> tuple[tuple[str, int], ...]:
 
     rank = f["culprits"][0]["rank"] if f.get("culprits") else f.get("rank")
     if f.get("stacks") and Path(f["stacks"]).is_file():
-        lines = Path(f["stacks"]).read_text(errors="replace").splitlines()
-        at = next((i for i, line in enumerate(lines, 1) if line.startswith(f"-- rank {rank} ")), 1)
+        from cockpit.logs.report import read_lines
+
+        try:  # bounded, a regular file only, never through a link: the path comes from status.json
+            at = next((i for i, line in enumerate(read_lines(f["stacks"], follow=False), 1)
+                       if line.startswith(f"-- rank {rank} ")), 1)
+        except OSError:
+            at = 1
         return ((f["stacks"], at),)
     log = rank_files(run_dir, "log").get(rank) if rank is not None else None
     return ((str(log[1]), 1),) if log else ()

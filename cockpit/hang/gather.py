@@ -13,12 +13,12 @@ follows the marker.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from pathlib import Path
 
+from cockpit import procs, safeio
 from cockpit import run_layout as layout
 from cockpit.hang.evidence import Evidence, new_request
 from cockpit.hang.progress import RankSample
@@ -27,21 +27,18 @@ from cockpit.runs import RunStatus, rank_exits, rank_files
 
 LOCAL_LAUNCHERS = ("local",)
 TAIL_BYTES = 4096
+ANSWER_BYTES = 16 << 20  # one rank's stacks and Flight Recorder dump: far less
 
 
 def last_json_line(path: Path) -> dict | None:
     """The last complete JSON line of a file (metrics, beats), reading only its tail."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - TAIL_BYTES))
-            lines = f.read().splitlines()
+        lines = safeio.tail_bytes(path, TAIL_BYTES)[0].splitlines()  # a regular file only, never a link
     except OSError:
         return None
     for line in reversed(lines):
         try:
-            value = json.loads(line)
+            value = safeio.loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -61,7 +58,7 @@ def proc_state(pid: int) -> str | None:
 
 def read_pid(path: Path) -> int | None:
     try:
-        return int(path.read_text().split()[0])
+        return int(safeio.read_bytes(path, 64).split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -109,11 +106,11 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     offsets = {}
     for rank, (host, _path) in targets.items():
         stacks = layout.rank_file(run_dir, rank, host, "stacks")
-        with open(stacks, "a", encoding="utf-8") as f:
-            f.write(marker(request, time.time()))
-        offsets[rank] = stacks.stat().st_size
-    (logs / f"{layout.DUMP_REQUEST}.tmp").write_text(request + "\n")
-    os.replace(logs / f"{layout.DUMP_REQUEST}.tmp", logs / layout.DUMP_REQUEST)
+        with safeio.open_append(stacks) as f:  # in a directory of the caller's, never through a link
+            f.write(marker(request, time.time()).encode())
+            f.flush()
+            offsets[rank] = os.fstat(f.fileno()).st_size
+    safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
     (signal_ranks or _signaller(run_dir, status, set(targets)))(request)
     deadline = time.monotonic() + timeout
     answered: dict[int, Evidence] = {}
@@ -129,16 +126,16 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
 def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evidence:
     base = layout.rank_base(logs.parent, rank, host)
     try:
-        with open(f"{base}.stacks", encoding="utf-8", errors="replace") as f:
+        with safeio.open_regular(f"{base}.stacks") as f:
             f.seek(offset)
-            text = last_dump(f.read())
+            text = last_dump(f.read(ANSWER_BYTES).decode("utf-8", "replace"))
     except OSError:
         text = ""
     beat = last_json_line(Path(f"{base}.beat"))
     flight = None
     if beat and beat.get("req") == request:
         try:
-            flight = parse_flight_record(Path(f"{base}.fr.json").read_text(encoding="utf-8", errors="replace"))
+            flight = parse_flight_record(safeio.read_text(f"{base}.fr.json", ANSWER_BYTES))
         except OSError:
             flight = None
     return Evidence(rank, host, text, flight, beat)
@@ -159,7 +156,8 @@ def _signaller(run_dir: Path, status: RunStatus, ranks: set[int]):
     def by_pid(_request: str) -> None:
         for rank, (_host, path) in rank_files(run_dir, "pid").items():
             pid = read_pid(path)
-            if rank in ranks and pid is not None:
+            # a pid file names a process; only one of this run's (COCKPIT_RUN_ID in its environment) is signalled
+            if rank in ranks and pid is not None and procs.has_run_id(pid, status.run_id):
                 try:
                     os.kill(pid, signal.SIGURG)
                 except (ProcessLookupError, PermissionError):

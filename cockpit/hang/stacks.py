@@ -140,7 +140,7 @@ def parse_flight_record(text: str) -> FlightRecord | None:
         data = json.loads(text)
         status = data.get("pg_status") or {}
         pg = status.get("0") or next(iter(status.values()), {})
-    except (ValueError, AttributeError, StopIteration):
+    except (ValueError, AttributeError, StopIteration, RecursionError):  # RecursionError: nested too deep
         return None
     if not isinstance(pg, dict):
         return None

@@ -31,6 +31,7 @@ from cockpit.runs import (
     write_private,
     write_status,
 )
+from cockpit.trust import own_run
 
 FAILED = ("failed", "lost")
 _ARRAY = re.compile(r"^#SBATCH --array=\S+$", re.MULTILINE)
@@ -66,7 +67,9 @@ def with_array(script: str, indices: list[int]) -> str:
 
 def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
     """The new run directory for the failed trials of the sweep ``run_dir`` (not started; Slurm: not
-    submitted). LaunchError when there is nothing to rerun."""
+    submitted). LaunchError when there is nothing to rerun; safeio.Untrusted for a run of another user (its
+    scripts are copied and run: never as the caller)."""
+    own_run(run_dir, "sweep rerun", "rerun the scripts of")
     if not is_sweep(status):
         raise LaunchError(f"{status.run_id} is not a sweep (hint: cockpit run the job again)")
     if not status.final:

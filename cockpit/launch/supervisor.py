@@ -44,6 +44,8 @@ from cockpit.runs import (
     stop_request,
     write_status,
 )
+from cockpit.safeio import Untrusted
+from cockpit.trust import check_run_dir
 
 POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
@@ -265,6 +267,11 @@ def main(argv: list[str] | None = None) -> int:
                         "(cockpit.launch.local.launcher.start)")
     args = parser.parse_args(argv)
     os.umask(0o077)  # the run's files (logs, exit records, metrics, checkpoints) are its owner's only
+    try:  # the node scripts, the rank wrapper and the hook are run by path, as the caller: check the path first
+        check_run_dir(args.run_dir)
+    except Untrusted as exc:
+        print(f"cockpit supervisor: {exc}", file=sys.stderr, flush=True)
+        return 2
     if args.detach:
         child = os.fork()  # before any thread is started
         if child:

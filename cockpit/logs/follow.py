@@ -6,6 +6,7 @@ FileFollower handles files that do not exist yet, partial lines, truncation, rot
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import stat
@@ -14,7 +15,10 @@ from collections.abc import Hashable
 from typing import NamedTuple
 
 # O_NONBLOCK: opening a FIFO that someone put at a log path must not hang the worker (it is then refused).
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+# O_NOFOLLOW: a run's logs are never symlinks; one planted there (to /dev/zero, to a file of the reader's) is
+# refused, not followed (cockpit.safeio).
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_NOFOLLOW", 0))
 
 
 class Line(NamedTuple):
@@ -149,7 +153,9 @@ class FileFollower:
         except FileNotFoundError:
             return False
         except OSError as exc:
-            self.error = f"cannot open {self.path}: {exc.strerror} (hint: check its permissions)"
+            self.error = (f"{self.path}: a symbolic link, not followed (a run's logs are never links)"
+                          if exc.errno == errno.ELOOP else
+                          f"cannot open {self.path}: {exc.strerror} (hint: check its permissions)")
             return False
         try:
             st = os.fstat(fd)

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import replace
 
+from cockpit import safeio
+from cockpit.logs.bounded import capped_blocks
 from cockpit.logs.diagnose import diagnose
 from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, rank_list
 from cockpit.logs.parse import parse_blocks
@@ -28,27 +31,29 @@ _EVIDENCE_SHOWN = 4
 _RANKS_SHOWN = 8
 
 
-def read_lines(path: str | os.PathLike[str], block: int = 1 << 20) -> Iterator[str]:
+def read_lines(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bool = True) -> Iterator[str]:
     """The physical lines of a log file, without their newline, split on \\n only (a progress bar's \\r stays
     inside its line) and decoded as UTF-8 with undecodable bytes replaced. Read in blocks: decoding a block
-    at a time is much cheaper than a line at a time, and cutting at a newline never splits a character."""
+    at a time is much cheaper than a line at a time, and cutting at a newline never splits a character.
+    Bounded (read_blocks): a line longer than bounded.LINE_CAP keeps its head and tail around a marker."""
     rest = b""
-    with open(path, "rb") as f:
-        while chunk := f.read(block):
-            chunk = rest + chunk
-            cut = chunk.rfind(b"\n") + 1
-            rest = chunk[cut:]
-            if cut:
-                yield from chunk[:cut - 1].decode("utf-8", "replace").split("\n")
+    for chunk in read_blocks(path, block, follow=follow):
+        chunk = rest + chunk
+        cut = chunk.rfind(b"\n") + 1
+        rest = chunk[cut:]
+        if cut:
+            yield from chunk[:cut - 1].decode("utf-8", "replace").split("\n")
     if rest:
         yield rest.decode("utf-8", "replace")
 
 
-def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20) -> Iterator[bytes]:
-    """The bytes of a file in blocks of ``block`` bytes (what ``parse.parse_blocks`` takes)."""
-    with open(path, "rb") as f:
-        while chunk := f.read(block):
-            yield chunk
+def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bool = True) -> Iterator[bytes]:
+    """The bytes of a file in blocks of about ``block`` bytes (what ``parse.parse_blocks`` takes), a line of
+    more than bounded.LINE_CAP cut to its head and tail (bounded.capped_blocks): memory stays bounded on a
+    512 MB line or 100 MB of progress-bar frames. A regular file only (cockpit.safeio: a FIFO or a device is
+    an OSError, never a hang); ``follow``: through a symlink (a path the user named), else not (a run's)."""
+    with safeio.open_regular(path, follow=follow) as f:
+        yield from capped_blocks(safeio.blocks(f, block))
 
 
 def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
@@ -56,10 +61,27 @@ def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
     return diagnose([(os.fspath(p), parse_blocks(read_blocks(p))) for p in paths])
 
 
-def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None, int | None]]) -> Report:
-    """Like diagnose_paths, for files whose host and rank are known (a run's per-rank logs)."""
-    return diagnose([(os.fspath(p), parse_blocks(read_blocks(p), host=host, rank=rank))
-                     for p, host, rank in sources])
+def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None, int | None]],
+                     follow: Collection[str] = ()) -> Report:
+    """Like diagnose_paths, for files whose host and rank are known (a run's per-rank logs). A run's files are
+    never read through a symlink; ``follow``: paths the user named, which may be links. A file that is not a
+    regular file (a FIFO, /dev/zero) is skipped and said, as an info finding; any other OSError is raised."""
+    kept, skipped = [], []
+    for p, host, rank in sources:
+        try:
+            os.close(safeio.open_fd(p, follow=os.fspath(p) in follow))
+            kept.append((p, host, rank))
+        except safeio.SpecialFile as exc:
+            skipped.append((os.fspath(p), exc.strerror))
+    report = diagnose([(os.fspath(p), parse_blocks(read_blocks(p, follow=os.fspath(p) in follow), host=host,
+                                                   rank=rank)) for p, host, rank in kept])
+    if not skipped:
+        return report
+    note = Finding("info", "skipped_file", f"Skipped {len(skipped)} file(s) that cannot be read as a log: "
+                   + "; ".join(f"{path}: {why}" for path, why in skipped[:_EVIDENCE_SHOWN]),
+                   "a run's logs are regular files that cockpit and the rank wrapper write: remove what someone "
+                   "put in their place", tuple((path, 0) for path, _ in skipped[:_EVIDENCE_SHOWN]))
+    return replace(report, findings=(*report.findings, note))
 
 
 def render_findings(report: Report, color: bool = False) -> str:

@@ -12,36 +12,51 @@ a worker in the TUI.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from collections.abc import Collection
 from pathlib import Path
 
 from cockpit import run_layout as layout
+from cockpit import safeio
 from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
 
 CHUNK = 4 << 20
+MAX_RECORD = 1 << 20  # a metrics record or a beat is ~200 bytes
 _METRICS_NAME = re.compile(r"^rank-(\d+)\.jsonl$")
 
 
 class _File:
     def __init__(self, path: Path):
         self.path, self.offset, self.partial = path, 0, b""
+        self.skipping = False  # inside a line longer than MAX_RECORD: dropped up to its newline
+        self.error: str | None = None  # why the file is not read (a FIFO, a device, a symlink)
 
     def read(self) -> list[bytes]:
-        """The whole lines appended since the last read."""
+        """The whole lines appended since the last read. A regular file only, never through a link
+        (cockpit.safeio: a FIFO is not waited on, /dev/zero not read); a record longer than MAX_RECORD
+        without its newline is dropped, so memory stays bounded whatever the file holds."""
         try:
-            with open(self.path, "rb") as f:
-                if self.path.stat().st_size < self.offset:
-                    self.offset, self.partial = 0, b""
+            with safeio.open_regular(self.path) as f:
+                if os.fstat(f.fileno()).st_size < self.offset:
+                    self.offset, self.partial, self.skipping = 0, b"", False
                 f.seek(self.offset)
                 data = f.read(CHUNK)
-        except OSError:
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            self.error = exc.strerror or str(exc)
+            return []
+        self.error = None
         if not data:
             return []
         self.offset += len(data)
-        *whole, self.partial = (self.partial + data).split(b"\n")
+        *whole, partial = (self.partial + data).split(b"\n")
+        if self.skipping and whole:
+            whole, self.skipping = whole[1:], False  # the rest of the over-long record
+        if len(partial) > MAX_RECORD or self.skipping:
+            partial, self.skipping = b"", True
+        self.partial = partial
         return whole
 
 
@@ -92,6 +107,10 @@ class RunSeries:
             added = True
         return added
 
+    def skipped(self) -> list[tuple[Path, str]]:
+        """The files not read at the last poll, and why (a FIFO, a device, a symlink where a record file was)."""
+        return [(f.path, f.error) for f in self._files.values() if f.error is not None]
+
     def source(self) -> str | None:
         """Where the points come from: METRICS when any rank wrote metrics, else BEATS, else None."""
         sources = {src for src, _ in self._tracks}
@@ -129,7 +148,7 @@ class RunSeries:
 
 def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:
     try:
-        rec = json.loads(raw)
+        rec = safeio.loads(raw)
         step, time = rec["step"], float(rec["time"])
     except (ValueError, KeyError, TypeError):
         return None
@@ -144,7 +163,7 @@ def _beat_point(raw: bytes) -> tuple[int, float, float] | None:
     """(collectives called, time, seconds waited inside collectives so far, the one it is inside now included:
     a rank blocked in a collective waits all the time)."""
     try:
-        rec = json.loads(raw)
+        rec = safeio.loads(raw)
         count, time, sync = rec["n"], float(rec["t"]), float(rec.get("sync") or 0.0)
         inside = time - float(rec["since"]) if rec.get("in") and rec.get("since") else 0.0
     except (ValueError, KeyError, TypeError):

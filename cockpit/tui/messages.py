@@ -43,9 +43,10 @@ class JobsListed(Message):
 
 
 class RunsListed(Message):
-    def __init__(self, runs: list[tuple[Path, RunStatus]]) -> None:
+    def __init__(self, runs: list[tuple[Path, RunStatus]], frozen: dict[Path, tuple[int, str]] | None = None) -> None:
         super().__init__()
         self.runs = runs
+        self.frozen = frozen or {}  # run directory -> (pid, state) of its frozen supervisor
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RunsListed)

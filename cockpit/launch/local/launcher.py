@@ -160,16 +160,28 @@ def start(run_dir: Path, grace: float = 10.0) -> int:
     return int(words[0])
 
 
+def supervisor_pid(status: RunStatus) -> tuple[int, str | None] | None:
+    """(pid, start time) of the run's supervisor as status.json names it; None when it names none (or
+    something that is no pid)."""
+    sup = status.supervisor or {}
+    pid, start = sup.get("pid"), sup.get("start")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    return pid, start if isinstance(start, str) else None
+
+
 def supervisor_alive(status: RunStatus) -> bool:
-    sup = status.supervisor
-    return bool(sup) and procs.is_alive(sup["pid"], sup.get("start"))
+    sup = supervisor_pid(status)
+    return sup is not None and procs.is_alive(*sup)
 
 
-def request_stop(status: RunStatus) -> bool:
-    """Ask the run's supervisor to stop the run; False if there is no live supervisor to ask."""
-    if not supervisor_alive(status):
+def request_stop(status: RunStatus, run_dir: Path) -> bool:
+    """Ask the run's supervisor to stop the run; False if there is no live supervisor to ask. The pid is
+    signalled only when it is this run's supervisor (procs.is_supervisor), never because a file said so."""
+    sup = supervisor_pid(status)
+    if sup is None or not procs.is_supervisor(*sup, run_dir):
         return False
-    os.kill(status.supervisor["pid"], signal.SIGTERM)
+    os.kill(sup[0], signal.SIGTERM)
     return True
 
 

@@ -47,6 +47,7 @@ from cockpit.slurm.query import JobView, query_jobs
 from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
+from cockpit.trust import own_run
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
 
@@ -195,7 +196,9 @@ def requeue(run_dir: Path, runner: Runner = run_command) -> str:
     """Requeue a Slurm run now (the TUI's requeue); returns the command that did it. A job written with
     ``slurm.requeue: true`` traps USR1 in its batch shell: it gets USR1 exactly as before its time limit, so
     the ranks checkpoint, the job requeues itself and resumes where it stopped. Any other job is requeued by
-    ``scontrol requeue`` (it starts over, from its last checkpoint if the script keeps one). Raises SlurmError."""
+    ``scontrol requeue`` (it starts over, from its last checkpoint if the script keeps one). Raises SlurmError;
+    safeio.Untrusted for a run of another user (whose status.json names the job ids)."""
+    own_run(run_dir, "requeue", "requeue")
     status = read_status(run_dir)
     ids = job_ids(status)
     if not ids or status.final:

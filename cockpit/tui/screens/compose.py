@@ -218,6 +218,7 @@ class ComposeScreen(JobFile, CockpitScreen):
 
     async def _launch(self) -> None:
         from cockpit.launch import LaunchError
+        from cockpit.safeio import Untrusted
         from cockpit.tui.launching import launch_text
 
         checked = jobform.check(self.form, self._label())
@@ -230,7 +231,7 @@ class ComposeScreen(JobFile, CockpitScreen):
         try:
             run_dir = await asyncio.to_thread(launch_text, checked.text, self.job_path, self._base_dir(),
                                               ctx.runs_dir, ctx.stop_grace)
-        except (LaunchError, SpecError, OSError) as exc:
+        except (LaunchError, SpecError, OSError, Untrusted) as exc:  # Untrusted: a runs directory others can change
             self.notify(str(exc), title="launch failed", severity="error", timeout=15)
             return
         self.app.open_run(run_dir)

@@ -55,7 +55,7 @@ class EvidenceScreen(ModalScreen[tuple | None]):
             if path is not None:
                 try:
                     start = max(1, line - CONTEXT)
-                    context = list(enumerate(islice(read_lines(path), start - 1, line + CONTEXT), start))
+                    context = list(enumerate(islice(read_lines(path, follow=False), start - 1, line + CONTEXT), start))
                 except OSError:
                     context = []
             items.append((source, line, path, context))

@@ -38,14 +38,27 @@ class RunControls:
     def stop_run(self) -> None:
         from cockpit.launch import control
         from cockpit.runs import read_status
+        from cockpit.safeio import Untrusted
+        from cockpit.trust import own_run
 
+        try:
+            own_run(self.run_dir, "stop", "stop")  # another user's run is shown read-only
+        except Untrusted as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
         status = read_status(self.run_dir)
         if status is None or status.final:
             self.app.call_from_thread(self.notify, "the run has already ended", timeout=3)
             return
         grace = self.app.ctx.stop_grace
         if control.request_stop(self.run_dir, status, grace):
-            self.app.call_from_thread(self.notify, "stopping: SIGTERM to the ranks, SIGKILL after the grace period")
+            frozen = control.still_frozen(status, control.FROZEN_FOR)
+            if frozen is None:
+                self.app.call_from_thread(self.notify, "stopping: SIGTERM to the ranks, SIGKILL after the grace "
+                                          "period")
+                return
+            status = control.stop_frozen(self.run_dir, status, grace, frozen, by="the TUI")  # it cannot act
+            self.app.call_from_thread(self.notify, status.note, severity="warning", timeout=10)
             return
         warnings: list[str] = []  # no supervisor: scancel / every node over SSH / the processes here
         status = control.stop_orphan(self.run_dir, status, grace, by="the TUI", warn=warnings.append)
@@ -57,7 +70,13 @@ class RunControls:
 
     @work(thread=True, exclusive=True, group="requeue", exit_on_error=False)
     def requeue(self) -> None:
+        from cockpit.safeio import Untrusted
+
         fn = self.app.ctx.requeue
         if fn is not None:
-            done = fn(self.run_dir)
+            try:
+                done = fn(self.run_dir)
+            except Untrusted as exc:  # another user's run: read-only
+                self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+                return
             self.app.call_from_thread(self.notify, f"requeue requested: {done}" if done else "requeue requested")

@@ -84,12 +84,13 @@ class RunsScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def reload(self) -> None:
-        from cockpit.launch.control import reconcile_runs
+        from cockpit.launch.control import frozen_supervisor, reconcile_runs
         from cockpit.runs import list_runs
 
         warnings: list[str] = []
         runs = reconcile_runs(list_runs(self.app.ctx.runs_dir), warnings.append)
-        self.post_message(RunsListed(runs))
+        frozen = {d: f for d, s in runs if not s.final and (f := frozen_supervisor(s)) is not None}
+        self.post_message(RunsListed(runs, frozen))
         if self.app.ctx.user_jobs is not None:
             self.app.call_from_thread(self.reload_jobs)
         for text in warnings:
@@ -105,7 +106,8 @@ class RunsScreen(CockpitScreen):
             nodes = ",".join(s.hosts) or "-"
             table.add_row(s.run_id, s.state, s.launcher, nodes[:24],
                           "?" if s.world_size is None else str(s.world_size),
-                          duration(max(0.0, now - s.created)), health(s), key=str(run_dir))
+                          duration(max(0.0, now - s.created)), health(s, message.frozen.get(run_dir)),
+                          key=str(run_dir))
         keys = [str(d) for d, _ in self.runs]
         if current in keys:
             table.move_cursor(row=keys.index(current), animate=False)

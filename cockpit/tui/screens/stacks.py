@@ -47,12 +47,28 @@ class StacksScreen(ModalScreen[None]):
         status = read_status(self.run_dir)
         if status is None or status.final:
             kept = layout.stacks_reports(self.run_dir)
-            text = (kept[-1].read_text(errors="replace") if kept else
-                    "the run has ended: no process left to ask")
+            text = (_kept_text(kept[-1]) if kept else "the run has ended: no process left to ask")
         else:
+            from cockpit.safeio import Untrusted
+            from cockpit.trust import own_run
+
             try:
+                own_run(self.run_dir, "stacks", "signal the ranks of")  # another user's run: read-only
                 evidence = gather.collect(self.run_dir, status, timeout=5.0)
                 text = finding.stacks_report(evidence) if evidence else "no running rank to ask"
-            except (OSError, ValueError, KeyError) as exc:
+            except (OSError, ValueError, KeyError, Untrusted) as exc:
                 text = f"could not ask the ranks: {exc}"
         self.app.call_from_thread(self.query_one("#stacks-text", Static).update, text)
+
+
+def _kept_text(path) -> str:
+    """The stacks kept at a stall: bounded, a regular file only (cockpit.safeio)."""
+    from cockpit import safeio
+
+    try:
+        return safeio.read_text(path, KEPT_BYTES)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+
+
+KEPT_BYTES = 8 << 20  # the stacks of 64 ranks with 8 threads each: ~1 MB
