@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from cockpit.logs.diagnose_cause import first_cause
 from cockpit.logs.diagnose_findings import find_all
 from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, Unit, unit_of, world_ranks
 from cockpit.logs.parse import Event
@@ -29,6 +30,8 @@ from cockpit.logs.parse_kinds import (
     NCCL_SOCKET_IFNAME,
     NCCL_VERSION,
     NCCL_VERSION_MISMATCH,
+    NET_PLUGIN_FAILED,
+    NET_PLUGIN_FALLBACK,
     PYTHON_EXCEPTION,
     STOP_REQUESTED,
     TEARDOWN_ABORT,
@@ -103,7 +106,21 @@ def in_file_context(events: Sequence[Event]) -> list[Event]:
                 out.append(dataclasses.replace(e, kind=NCCL_VERSION_MISMATCH, version=None))
         elif e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _NO_CRASH):
             crashed.add(e.rank)
-    return _errno_without_nccl(out)
+    return _plugin_fallback(_errno_without_nccl(out))
+
+
+def _plugin_fallback(events: list[Event]) -> list[Event]:
+    """An OFI/EFA plugin's failure followed by NCCL choosing its sockets is ``net_plugin_fallback``, once per
+    file, on the failure's line; a plugin failure after which NCCL used the plugin after all, or anything but
+    sockets, is not."""
+    failed = next((i for i, e in enumerate(events) if e.kind == NET_PLUGIN_FAILED), None)
+    if failed is None:
+        return events
+    later = [e.network for e in events[failed + 1:] if e.kind in (NCCL_NETWORK, NCCL_CHANNEL) and e.network]
+    if not later or later[-1] != "Socket":
+        return events
+    return [*events[:failed + 1], dataclasses.replace(events[failed], kind=NET_PLUGIN_FALLBACK),
+            *events[failed + 1:]]
 
 
 _ERRNO_ONLY = ("Connection reset by peer", "Broken pipe")  # socket errno text any library prints
@@ -146,4 +163,5 @@ def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:
 def diagnose(files: Sequence[tuple[str, Sequence[Event]]]) -> Report:
     """Summaries of ``(path, events)`` pairs, in the order given, and their findings, most important first."""
     summaries = tuple(summarize_file(path, events) for path, events in files)
-    return Report(files=summaries, findings=find_all(summaries))
+    cause = first_cause([(f.path, e) for f in summaries for e in f.events])
+    return Report(files=summaries, findings=find_all(summaries), cause=cause)

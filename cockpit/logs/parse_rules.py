@@ -23,7 +23,9 @@ from cockpit.logs.parse_kinds import (
     DDP_UNUSED_PARAMETERS,
     GLOO_ERROR,
     GPU_ECC,
+    GPU_LOST,
     GPU_XID,
+    HOST_OOM,
     IB_ERROR,
     NCCL_CUDA_ERROR,
     NCCL_INTERNAL_ERROR,
@@ -32,6 +34,7 @@ from cockpit.logs.parse_kinds import (
     NCCL_SYSTEM_ERROR,
     NCCL_VERSION_MISMATCH,
     NCCL_WARN,
+    NET_PLUGIN_FAILED,
     NETWORK_CONNECT_ERROR,
     PORT_IN_USE,
     PYTHON_EXCEPTION,
@@ -44,6 +47,7 @@ from cockpit.logs.parse_kinds import (
     SLURM_TASK_EXIT,
     SLURM_TIME_LIMIT,
     STOP_REQUESTED,
+    STORE_TIMEOUT,
     TEARDOWN_ABORT,
     WATCHDOG_DETECTED,
     WORKER_FAILED,
@@ -70,10 +74,24 @@ def _rule(kind: str, tokens: tuple[str, ...], pattern: str, **kw: object) -> _Ru
     return _Rule(kind, tokens, re.compile(pattern), **kw)  # type: ignore[arg-type]
 
 
+# Slurm's own programs print their RPC errors with their name in front ("srun: error: slurm_receive_msgs:
+# [[n1]:6818] failed: Socket timed out on send/recv operation", "slurmstepd: error: ... Connection refused"): the
+# scheduler's control connections, not the job's network (slurmstepd's cancel, OOM and exit lines still count).
+_SLURM_RPC = ("srun: error: slurm_", "slurmstepd: error: slurm_", "slurmd: error", "slurmstepd: error: _",
+              "srun: error: _", "slurm_send", "slurm_receive", "slurm_persist_conn", "slurm_open_msg_conn",
+              "Socket timed out on send/recv", "Zero Bytes were transmitted or received",
+              "Communication connection failure", "persistent connection")
+
 _RULES: tuple[_Rule, ...] = (
-    _rule(COLLECTIVE_TIMEOUT, ("iming out", "imed out", "stuck", "atchdog"),
+    # torch's watchdog (ProcessGroupNCCL.cpp, 1.x to 2.8+) and the Flight Recorder dump a timeout triggers:
+    # "Timeout at NCCL work: N, last enqueued ...", "Received a dump signal due to a collective timeout from
+    # (this local rank|rank N)", "Received a global timeout from another rank".
+    _rule(COLLECTIVE_TIMEOUT, ("iming out", "imed out", "stuck", "atchdog", "Timeout at ", "collective timeout",
+                               "global timeout"),
           r"ran for \d+ milliseconds before timing out|timed out in blocking wait|watchdog got stuck for \d+ "
-          r"seconds|Heartbeat monitor timed out|Watchdog caught collective operation timeout"),
+          r"seconds|Heartbeat monitor timed out|Watchdog caught collective operation timeout|Timeout at \w+ work: "
+          r"\d+|dump signal due to a collective timeout|Received a global timeout from another rank",
+          unless=_SLURM_RPC),
     _rule(NCCL_SYSTEM_ERROR, ("ystem",), r"unhandled system error|ncclSystemError"),
     _rule(NCCL_INTERNAL_ERROR, ("nternal",), r"ncclInternalError|internal error", nccl_only=True),
     _rule(NCCL_INVALID_USAGE, ("nvalid", "Duplicate GPU"),
@@ -83,41 +101,62 @@ _RULES: tuple[_Rule, ...] = (
     # gloo's tcp pair prints the same errno text ("Read error [10.0.0.1]:5: Connection reset by peer").
     _rule(NCCL_REMOTE_ERROR, ("emote", "reset by peer", "Broken pipe"),
           r"remote process exited or there was a network error|ncclRemoteError|onnection closed by remote "
-          r"peer|Connection reset by peer|Broken pipe", unless=("gloo", "Gloo", "error [")),
+          r"peer|Connection reset by peer|Broken pipe", unless=("gloo", "Gloo", "error [", *_SLURM_RPC)),
     # IB / RoCE wording (verbs calls, completions, GIDs, ports) is ib_error, however the socket call ends.
     _rule(NETWORK_CONNECT_ERROR, ("onnect", "No route", "unreachable"),
           r"Connection refused|socket\w*Connect\b|Connect to \S+ failed|No route to host|"
-          r"Network is unreachable|Connection timed out", unless=("ibv_", "NET/IB")),
+          r"Network is unreachable|Connection timed out", unless=("ibv_", "NET/IB", *_SLURM_RPC)),
     _rule(IB_ERROR, ("ibv_", "ompletion", "NET/IB", "GID", "vendor", "not active"),
           r"ot completion (?:from peer \S+ )?with (?:error|status)|vendor[ _]err|ibv_\w+\b[^\n]{0,40}?\b"
           r"(?:failed|error)|ailed to (?:call )?ibv_\w+|NET/IB\w*/?\w* ?:[^\n]{0,300}?(?:[Ff]ail|[Ee]rror|"
           r"[Uu]nable|GID|not active|[Cc]ould not|fatal)|GID (?:index|table)\b[^\n]{0,80}?(?:invalid|fail|"
-          r"not|error|changed)|[Pp]ort \d+ (?:is )?(?:not active|down|DOWN)"),
+          r"not|error|changed)|[Pp]ort \d+ (?:is )?(?:not active|down|DOWN)",
+          unless=("collective mismatch error",)),
     _rule(CUDA_OOM, ("out of memory", "OutOfMemory", "OUT_OF_MEMORY", "MemoryAllocation"),
           r"(?:CUDA|Cuda|cuda|HIP)\b[^\n]{0,24}?out of memory|OutOfMemoryError|'out of memory'|"
           r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"),
+    # Host memory: the kernel's OOM killer (mm/oom_kill.c: "Out of memory: Killed process N (python)", "Memory
+    # cgroup out of memory: Kill process", "oom-kill:constraint=", "invoked oom-killer"), torch's CPU allocator
+    # (c10/core/impl/alloc_cpu.cpp: "DefaultCPUAllocator: can't allocate memory" / "not enough memory"), Python's
+    # MemoryError, C++'s std::bad_alloc. Slurm's cgroup report ("oom_kill event") is slurm_oom_kill.
+    _rule(HOST_OOM, ("ut of memory: Kill", "oom-kill", "oom_kill_process", "allocate memory", "not enough memory",
+                     "MemoryError", "bad_alloc"),
+          r"(?:Out of memory|[Mm]emory cgroup out of memory): Kill(?:ed)? process|oom-kill:constraint=|invoked "
+          r"oom-killer|oom_kill_process|DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
+          r"(?<![\w.])(?:builtins\.)?MemoryError\b|std::bad_alloc", unless=("oom_kill event", "oom-kill event")),
+    # A store read that timed out (TCPStore.cpp, Utils.hpp, c10d_logger): "wait timeout after 600000ms, keys:",
+    # "Socket Timeout", "Timeout waiting for key", "waitForInput: socket N timed out after", "barrier timeout
+    # after": a waiter; the rank that should have written the key is the cause.
+    _rule(STORE_TIMEOUT, ("timeout after", "Socket Timeout", "Timeout waiting for key", "waitForInput",
+                          "recvValueWithTimeout"),
+          r"[Ww]ait timeout after \d+ ?ms, keys|Socket Timeout|Timeout waiting for key|waitForInput: socket "
+          r"\S+ timed out|barrier timeout after \d+ ?ms|recvValueWithTimeout failed", unless=_SLURM_RPC),
     # torch's DistStoreError / DistNetworkError and torchelastic's Rendezvous*Error, the TCPStore client's
     # socket messages; a bind that failed because the port is taken is port_in_use alone.
     _rule(RENDEZVOUS_ERROR, ("endezvous", "Store", "client socket", "imed out", "DistNetwork", "got 0 bytes",
-                             "timeout after", "C10d store"),
+                             "C10d store"),
           r"Rendezvous\w*(?:Error|Exception)|DistStoreError|DistNetworkError|client socket has (?:timed out|"
           r"failed to connect)|TCPStore\b[^\n]{0,300}?(?:timed out|failed|[Ee]rror)|store[ _]based[ _]barrier"
           r"[^\n]{0,300}?[Tt]imed out|imed out[^\n]{0,300}?(?:store[ _]based[ _]barrier|waiting for clients)|"
-          r"[Ff]ailed to recv, got 0 bytes|[Ww]ait timeout after \d+ms, keys|connection to the C10d store",
-          unless=("already in use", "errno: 98")),
+          r"[Ff]ailed to recv, got 0 bytes|connection to the C10d store",
+          unless=("already in use", "errno: 98", "wait timeout after", "Wait timeout after", "Socket Timeout",
+                  "Timeout waiting for key", "waitForInput: socket", *_SLURM_RPC)),
     _rule(PORT_IN_USE, ("in use", "errno", "EADDRINUSE"), r"Address already in use|errno:? 98\b|EADDRINUSE"),
+    # gloo's pair.cc enforces "op.preamble.length <= op.nbytes" (torch's copy adds "Is there a distributed
+    # collective mismatch in your code?") and "roffset + length <= size": ranks called collectives of other sizes.
+    _rule(COLLECTIVE_MISMATCH, ("ismatch", "nconsistent", "truncated", "preamble"),
+          r"ismatch between collectives|running inconsistent collective|[Mm]essage truncated : receiv|"
+          r"mismatch in collective sizes|distributed collective mismatch|Mismatched collective detected|"
+          r"collective mismatch (?:around rank|error)|op\.preamble\.length <= op\.nbytes|"
+          r"op\.preamble\.roffset \+ op\.preamble\.length <= op\.buf->size_"),
     _rule(GLOO_ERROR, ("gloo", "Gloo", "error [", "closed by peer ["),
           r"gloo/transport/|third_party/gloo/|Gloo connectFullMesh failed|gloo::\w*(?:Error|Exception)|"
           r"EnforceNotMet[^\n]{0,300}gloo|enforce fail at [^\n]{0,300}gloo|"
           r"ProcessGroupGloo[^\n]{0,300}?(?: failed|Error|timed out)|(?:Read|Write) error \[[^\]\n]{1,80}\]|"
-          r"Connection closed by peer \["),
+          r"Connection closed by peer \[",
+          unless=("distributed collective mismatch", "op.preamble.", "Socket Timeout")),
     _rule(DDP_UNUSED_PARAMETERS, ("finished reduction", "receive grad"),
           r"Expected to have finished reduction in the prior iteration|did not receive grad"),
-    # NCCL's own: "Message truncated : received N bytes instead of M" (IB), "message truncated : receiving
-    # ... there may be a mismatch in collective sizes" (sockets): ranks called collectives of other sizes.
-    _rule(COLLECTIVE_MISMATCH, ("ismatch", "nconsistent", "truncated"),
-          r"ismatch between collectives|running inconsistent collective|[Mm]essage truncated : receiv|"
-          r"mismatch in collective sizes"),
     _rule(NCCL_VERSION_MISMATCH, ("ismatch",), r"Mismatched NCCL version|NCCL version mismatch"),
     _rule(SHM_EXHAUSTED, ("shared memory", "shm", "unable to write"),
           r"rror while (?:creating|attaching to) shared memory segment|failed to extend \S*shm\S* to|"
@@ -125,6 +164,12 @@ _RULES: tuple[_Rule, ...] = (
           r"unable to write to file </torch_|out of shared memory|insufficient shared memory|"
           r"shm\.h:\d+ NCCL WARN Call to posix_fallocate failed"),  # NCCL < 2.12's include/shm.h
     _rule(GPU_XID, ("Xid",), r"NVRM: Xid \([^)\n]{0,80}\): (\d+)"),
+    # The driver's "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus." (no Xid on the line), "RmInitAdapter
+    # failed", nvidia-smi's "Unable to determine the device handle for GPU ...: GPU is lost" / "Unknown Error",
+    # NVML's "GPU_IS_LOST" and "has fallen off the bus or has otherwise become inaccessible".
+    _rule(GPU_LOST, ("fallen off", "GPU is lost", "GPU_IS_LOST", "RmInitAdapter", "device handle"),
+          r"fallen off the bus|GPU is lost|GPU_IS_LOST|RmInitAdapter failed|Unable to determine the device "
+          r"handle for GPU", unless=("NVRM: Xid",)),
     _rule(GPU_ECC, ("ECC", "DBE"),
           r"[Uu]ncorrectable (?:ECC|ecc) error|[Uu]ncontained ECC|Contained ECC error|\(DBE\) has been detected"),
     _rule(WORKER_FAILED, ("ChildFailed", "(exitcode", "Root Cause", "signal", "group FAILED", "subprocess",
@@ -157,9 +202,11 @@ _PLAIN_GATE = re.compile(
     r"rror|ail|AIL|imed out|onnect|signal|out of memory|Broken pipe|in use|receive grad|Duplicate GPU|CANCELLED|"
     r"Xid|ECC|shm|shared memory|oom_kill|oom-kill|Out Of Memory|OUT_OF_MEMORY|memory limit|PREEMPT|KeyboardInterrupt|"
     r"stop requested|terminate called|subprocess|return code|died with|non-zero exit|xception|truncated|"
-    r"ismatch|timeout after")
+    r"ismatch|timeout after|Timeout|fallen off|GPU is lost|GPU_IS_LOST|device handle|ut of memory: Kill|"
+    r"allocate memory|not enough memory|bad_alloc|preamble|global timeout")
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
-_INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out")
+_INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out|NET/OFI|"
+                        r"Plugin load")
 
 
 
@@ -170,7 +217,7 @@ def trigger_words() -> tuple[str, ...]:
     a digit."""
     words = [*_PLAIN_GATE.pattern.split("|"), *_INFO_GATE.pattern.split("|"),
              *(token for rule in _RULES for token in rule.tokens),
-             "version", "NCCL_SOCKET_IFNAME", "watchdog at work", "NCCL WARN", "exitcode"]
+             "version", "NCCL_SOCKET_IFNAME", "watchdog at work", "NCCL WARN", "exitcode", "NET/OFI", "lugin"]
     return tuple(dict.fromkeys(words))
 
 
@@ -254,6 +301,20 @@ def is_exception_line(text: str) -> bool:
     return False
 
 
+# aws-ofi-nccl prefixes all its messages "NET/OFI " (include/nccl_ofi_log.h); these say it could not start. NCCL's
+# own: "Failed to initialize NET plugin Libfabric", "Plugin load (libnccl-net-ofi.so) returned 2 : ...". A plugin
+# that merely is not installed on a machine that asked for none ("No plugin found", libnccl-net.so) is no failure.
+_PLUGIN_FAILED = re.compile(
+    r"NET/OFI [^\n]{0,200}?(?:[Ff]ail|[Cc]ouldn't|[Cc]ould not|[Uu]nable to|No eligible provider|requires at least)|"
+    r"Failed to initialize NET plugin (?:AWS )?(?:Libfabric|OFI)|Plugin load[^\n]{0,200}?(?:ofi|OFI|efa|EFA)")
+
+
+def plugin_failed(text: str, hits: list[Hit]) -> None:
+    """An OFI/EFA network plugin's own failure: ``diagnose`` calls it a fallback where sockets follow."""
+    if ("NET/OFI" in text or "lugin" in text) and _PLUGIN_FAILED.search(text):
+        hits.append((NET_PLUGIN_FAILED, {}))
+
+
 def classify(text: str) -> list[Hit]:
     """The kinds of event in one record's text, with their parsed fields, in a fixed order. A record with no
     failure but a Python exception's last line gives ``python_exception`` (a fact: the first-failure rule
@@ -274,6 +335,7 @@ def classify(text: str) -> list[Hit]:
             return []
         if not facts:
             _failures(text, True, facts)
+            plugin_failed(text, facts)
         return facts
     hits = []
     nccl_facts(text, hits)
@@ -283,6 +345,7 @@ def classify(text: str) -> list[Hit]:
             hits.append((WATCHDOG_DETECTED, {"seq": int(m[1])}))
     before = len(hits)
     _failures(text, True, hits)
+    plugin_failed(text, hits)
     if len(hits) == before and "NCCL WARN" in text:
         hits.append((NCCL_WARN, {}))
     return hits

@@ -175,7 +175,7 @@ def test_generic_kinds_get_a_hint_and_consequences_sort_last():
     report = run(a=lines)
     assert codes(report) == ["ddp_unused_parameters", "slurm_time_limit", "slurm_task_exit"]
     assert "find_unused_parameters=True" in report.findings[0].hint
-    assert [f.severity for f in report.findings] == ["error", "error", "warning"]
+    assert [f.severity for f in report.findings] == ["error", "error", "error"]  # a task that failed is a failure
 
 
 def test_clean_log_has_no_findings():
