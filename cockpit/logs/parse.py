@@ -27,11 +27,19 @@ from collections.abc import Iterable
 from cockpit.logs.parse_block import feed_gated, feed_marked
 from cockpit.logs.parse_event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate
-from cockpit.logs.parse_kinds import FAILURE_KINDS, INFO_KINDS, NCCL_INIT_COMPLETE, NCCL_INIT_START, WORKER_FAILED
+from cockpit.logs.parse_kinds import (
+    FAILURE_KINDS,
+    INFO_KINDS,
+    NCCL_INIT_COMPLETE,
+    NCCL_INIT_START,
+    PYTHON_EXCEPTION,
+    WORKER_FAILED,
+)
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
 from cockpit.logs.parse_scan import scanner
 from cockpit.logs.parse_table import FailureTable
+from cockpit.logs.parse_trace import Traceback
 from cockpit.logs.parse_wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
 
 __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
@@ -65,6 +73,7 @@ class LineParser:
         self._held_trigger = False
         self._held_at: tuple[int, str | None, int | None] = (0, None, None)
         self._table = FailureTable()
+        self._trace = Traceback()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
@@ -91,7 +100,7 @@ class LineParser:
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
         held, self._held = self._held, None
-        if held is None or not (self._held_trigger or self._table.record is not None):
+        if held is None or not (self._held_trigger or self._table.record is not None or self._trace.prefix is not None):
             return []
         more = self._held_more
         line, host, rank = self._held_at
@@ -163,7 +172,7 @@ class LineParser:
         if len(text) >= WRAP_MIN:
             self._hold(text, host, rank, trigger)
             return out
-        if not (trigger or self._table.record is not None):
+        if not (trigger or self._table.record is not None or self._trace.prefix is not None):
             return out
         events = self._record_events(self._lineno, text, host, rank)
         if out:
@@ -184,6 +193,8 @@ class LineParser:
             if channel_key in self._seen:
                 return []
         hits = classify(text)
+        if (self._trace.prefix is not None or "Traceback (" in text) and self._trace.read(lineno, text) and not hits:
+            hits = [(PYTHON_EXCEPTION, {})]  # the traceback's last line, whatever its type is called
         if not hits:
             return []
         if channel_key is not None:
