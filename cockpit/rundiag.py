@@ -147,9 +147,18 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
     if first is None or first.rank is None:
         return findings, None
     places = _places(logs)
-    if first.status == 0:
-        return _early_exit(others, status, logs, places)
+    if first.status == 0 or (first.teardown_abort and _peers_lost(status, logs, first.rank)):
+        return _early_exit(others, status, logs, places)  # a rank that ended its work while others waited
     return _failed_rank(findings, first, logs, report, places)
+
+
+def _peers_lost(status: RunStatus, logs: dict, rank: int) -> bool:
+    """Whether every other failed rank's log says it lost its peer (cockpit.logs.peerloss)."""
+    from cockpit.logs.peerloss import lost_a_peer
+    from cockpit.runs import tail_lines
+
+    others = [int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank]
+    return bool(others) and all(r in logs and lost_a_peer(tail_lines(logs[r][1], 40)) for r in others)
 
 
 def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> tuple[tuple, object]:
@@ -158,11 +167,12 @@ def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> t
 
     first = status.first_failure
     rank = first.rank
-    victims = sorted(int(r) for r, e in status.ranks.items() if e.status != 0)
+    victims = sorted(int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank)
     waited = "; ".join(f"rank {v} was in {places[v].words()}" for v in victims if v in places)
     title = f"First failure (exit records): rank {rank} on {first.host}: {first.description}"
     who = ", ".join(str(v) for v in victims) or "the others"
-    words = f"rank {rank} exited with code 0 while rank{'s' if len(victims) > 1 else ''} {who} still waited " \
+    ended = "exited with code 0" if first.status == 0 else "ended its script (then aborted in teardown)"
+    words = f"rank {rank} {ended} while rank{'s' if len(victims) > 1 else ''} {who} still waited " \
             f"for it in a collective" + (f" ({waited})" if waited else "")
     log = logs.get(rank)
     evidence = ((str(log[1]), _line_count(log[1])),) if log else ()

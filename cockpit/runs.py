@@ -277,8 +277,8 @@ def first_failure(exits: dict[int, RankExit], run_dir: Path | None = None) -> Ra
         own = [e for e in close if e.rank not in logs or not lost_a_peer(tail_lines(logs[e.rank][1], 40))]
         if own and len(close) > 1:
             return own[0]
-        early = sorted((e for e in exits.values() if e.status == 0 and e.time <= failed[0].time),
-                       key=lambda e: (e.time, e.rank))
+        early = sorted((e for e in exits.values() if e.status == 0 and e.time <= failed[0].time + CAUSE_WINDOW),
+                       key=lambda e: (e.time, e.rank))  # a wrapper on a busy machine may stamp its end late
         if not own and early:  # every failure lost its peer, and a rank had left before: it left them waiting
             return early[0]
     return failed[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -22,6 +23,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from anywhere: this checkout's cockpit
 
 from cockpit.logs.report import diagnose_paths, report_to_dict  # noqa: E402
+
+_NAMED_RANK = re.compile(r"\brank (\d+)\b")
+
+
+def first_failure_rank(findings: list[dict]) -> int | None:
+    """The rank the first-failure finding names first (None: no such finding, or it names no single rank)."""
+    first = next((f for f in findings if f["code"] == "first_failure"), None)
+    named = _NAMED_RANK.search(first["title"]) if first else None
+    return int(named[1]) if named else None
 
 
 def load_labels(folder: Path) -> dict[str, dict]:
@@ -54,6 +64,8 @@ def check(label: dict, got: dict) -> tuple[list[str], list[str], list[str]]:
         reasons.append(f"kinds unexpected {extra}")
     if got["init_complete_ranks"] != label.get("init_complete_ranks", []):
         reasons.append(f"init_complete_ranks {got['init_complete_ranks']} != {label.get('init_complete_ranks')}")
+    if "first_failure_rank" in label and got.get("first_failure_rank") != label["first_failure_rank"]:
+        reasons.append(f"first_failure_rank {got.get('first_failure_rank')} != {label['first_failure_rank']}")
     return reasons, missed, extra
 
 
@@ -63,6 +75,9 @@ def score(folder: Path) -> dict:
     present = {name: label for name, label in labels.items() if (folder / name).is_file()}
     files = report_to_dict(diagnose_paths([folder / name for name in sorted(present)]))["files"] if present else []
     got = {Path(f["path"]).name: f for f in files}
+    for name in present:  # the first failure of the file alone (in one report, files would name each other's)
+        alone = report_to_dict(diagnose_paths([folder / name]))["findings"]
+        got[name]["first_failure_rank"] = first_failure_rank(alone)
     failing, missed, extra = {}, Counter(), Counter()
     for name in sorted(present):
         reasons, m, x = check(present[name], got[name])

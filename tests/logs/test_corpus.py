@@ -2,13 +2,15 @@
 
 Per file: the NCCL version exactly; networks: every labelled one and nothing beyond networks_also_ok;
 kinds: every labelled kind (or an also_ok_map alternative) and nothing outside kinds + also_ok + _optional;
-the Init COMPLETE ranks exactly. Values are read from the `cockpit diagnose --json` object, so the test
-covers the whole pipeline: read, parse, summarise, serialise.
+the Init COMPLETE ranks exactly; and, diagnosing the file alone, the rank its first-failure finding names (none
+where the label's first_failure_rank is null). Values are read from the `cockpit diagnose --json` object, so the
+test covers the whole pipeline: read, parse, summarise, find, serialise.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,31 @@ def test_matches_labels(name: str, reports: dict[str, dict]):
     assert kinds <= allowed, f"unexpected kinds {sorted(kinds - allowed)}"
 
     assert got["init_complete_ranks"] == label["init_complete_ranks"]
+
+
+_NAMED_RANK = re.compile(r"\brank (\d+)\b")
+
+
+def first_failure_rank(findings: list[dict]) -> int | None:
+    """The rank the first-failure finding names first (None: no such finding, or it names no single rank)."""
+    first = next((f for f in findings if f["code"] == "first_failure"), None)
+    named = _NAMED_RANK.search(first["title"]) if first else None
+    return int(named[1]) if named else None
+
+
+WITH_RANK = sorted(name for name, label in LABELS.items() if "first_failure_rank" in label)
+
+
+def test_first_failure_labels_cover_every_file_and_some_name_a_rank():
+    assert sorted(LABELS) == WITH_RANK
+    assert sum(1 for name in WITH_RANK if LABELS[name]["first_failure_rank"] is not None) >= 5
+
+
+@pytest.mark.parametrize("name", WITH_RANK)
+def test_first_failure_rank_of_the_file_alone(name: str):
+    """The earliest root cause, not the latest: a file whose text decides which rank failed first names it."""
+    findings = report_to_dict(diagnose_paths([PATHS[name]]))["findings"]
+    assert first_failure_rank(findings) == LABELS[name]["first_failure_rank"], findings
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))

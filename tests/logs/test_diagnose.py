@@ -223,7 +223,7 @@ def test_json_shape_round_trips_with_exact_keys(tmp_path: Path):
     report = diagnose_paths([str(log)])
     data = json.loads(render_json(report))
     assert data == report_to_dict(report)
-    assert list(data) == ["files", "findings"]
+    assert list(data) == ["files", "findings", "cause"]
     (entry,) = data["files"]
     assert list(entry) == ["path", "nccl_version", "networks", "kinds", "init_complete_ranks", "events"]
     assert (entry["path"], entry["nccl_version"], entry["kinds"]) == (

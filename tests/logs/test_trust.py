@@ -99,7 +99,8 @@ PLUGIN = [
 
 
 def test_a_failed_ofi_plugin_then_sockets_is_a_fallback_and_no_failure():
-    socket = ["h1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>", "h1:1:1 [0] NCCL INFO Using network Socket"]
+    socket = ["h1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+              "h1:1:1 [0] NCCL INFO Using network Socket"]
     report = diagnose([("a.log", parse_lines([*PLUGIN, *socket]))])
     assert report.files[0].kinds == ("net_plugin_fallback",)
     [f] = report.findings
@@ -137,7 +138,8 @@ def test_the_peer_that_closed_is_a_consequence_and_the_exception_is_the_cause():
 
 
 def test_a_gloo_connect_failure_alone_keeps_its_interface_fix():
-    line = "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error"
+    line = ("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] "
+            "no error")
     report = diagnose([("rank-0.log", parse_lines([line], rank=0))])
     gloo = next(f for f in report.findings if f.code == "gloo_error")
     assert gloo.fix is not None and dict(gloo.fix.env) == {"GLOO_SOCKET_IFNAME": "?"}

@@ -7,11 +7,15 @@
                mismatch"; a different op of the same size hangs instead, which cockpit.hang names)
   shape        at step --step rank --rank all_reduces 8 numbers where the others all_reduce 4
   uneven       rank --rank has fewer batches than the others; every rank all_reduces its mean loss at the end
+  stuck        rank --rank blocks in its own code (a data reader) before step --step + 1: a hang
   none         a healthy run
 
-Each step sleeps --step-ms so the ranks are mid-collective when the fault comes."""
+Each step sleeps --step-ms so the ranks are mid-collective when the fault comes. The tests find lines by their
+marker comments (# BACKWARD, ...). A healthy end leaves with os._exit(0) after destroy_process_group: torch 2.13
++ gloo on CPU can abort at interpreter exit (see the README), which is not this script's subject."""
 
 import argparse
+import os
 import time
 
 import torch
@@ -39,9 +43,11 @@ def train() -> float:
     total = 0.0
     for step in range(batches):
         time.sleep(args.step_ms / 1000)
+        while faulty and args.case == "stuck" and step == args.step:
+            time.sleep(1)  # STUCK: a data reader that never returns
         loss = model(torch.randn(8, 16)).pow(2).mean()
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # BACKWARD
         opt.step()
         total += loss.item()
         print(f"rank {rank} step {step + 1} loss {loss.item():.4f}", flush=True)
@@ -52,11 +58,11 @@ def train() -> float:
                 print(f"rank {rank}: loss is low enough, stopping early", flush=True)
                 return total
             if args.case == "op":
-                dist.all_reduce(loss.detach())
+                dist.all_reduce(loss.detach())  # OP
             if args.case == "shape":
-                dist.all_reduce(torch.ones(8))
+                dist.all_reduce(torch.ones(8))  # SHAPE8
         elif args.case == "shape" and step + 1 == args.step:
-            dist.all_reduce(torch.ones(4))
+            dist.all_reduce(torch.ones(4))  # SHAPE4
     return total
 
 
@@ -64,6 +70,7 @@ total = train()
 if faulty and args.case == "early_exit":
     raise SystemExit(0)
 mean = torch.tensor([total / batches])
-dist.all_reduce(mean)
+dist.all_reduce(mean)  # AFTER_LOOP
 print(f"rank {rank} done, mean loss {mean.item() / dist.get_world_size():.4f}", flush=True)
 dist.destroy_process_group()
+os._exit(0)
