@@ -211,3 +211,25 @@ def test_an_exception_is_named_in_its_own_words():
     [f] = report.findings
     assert f.code == "uncaught_exception" and f.severity == "error"
     assert f.title == "Uncaught exception: my_pkg.errors.ConfigurationProblem: no such dataset: 'imnet'"
+
+
+@pytest.mark.parametrize("record", [
+    "Nov 27 09:00:05 gpu7 kernel: NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.",
+    "2024/05/01 10:00:00 worker 3 failed: torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /x",
+    "10:00:01.250 rank 1 MemoryError: Unable to allocate 8.00 GiB for an array",
+    "ERROR torch.distributed.DistNetworkError: Socket Timeout",
+])
+def test_a_record_after_a_long_line_is_never_glued_onto_it(record):
+    long = "epoch 3 | step 1200/5000 | loss 0.31234 | lr 2.0e-04 | grad-norm 1.234 | tokens/s 51234 | mem 41.2 GiB"
+    assert len(long) >= 80
+    [event] = [e for e in parse_lines([long, record]) if e.is_failure]
+    assert event.text == record and event.line == 2
+
+
+def test_a_real_hard_wrap_is_still_joined():
+    text = ("[rank0]:[E ProcessGroupNCCL.cpp:1] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600029 "
+            "milliseconds before timing out.")
+    lines = [text[i:i + 80] for i in range(0, len(text), 80)]
+    [event] = parse_lines(lines)
+    assert event.kind == "collective_timeout" and event.text == text and event.seq == 7
