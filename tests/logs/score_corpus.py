@@ -6,9 +6,15 @@ Reads every ``labels*.json`` in the folder (merged; a file labelled twice keeps 
 order) and diagnoses the labelled ``.log`` files in one run, as `cockpit diagnose --json` would. A file is right
 when all of test_corpus's checks hold: the NCCL version exactly; every labelled network and none beyond
 ``networks_also_ok``; every labelled kind (or an ``also_ok_map`` alternative) and nothing outside kinds +
-also_ok + ``_optional``; the Init COMPLETE ranks exactly. Prints the score (files right / files labelled),
-the misses per kind (missed: labelled, not found; extra: found, not allowed) and each failing file with why.
-Exits 0 (a score is no verdict); 2 where the folder has no labels. Not collected by pytest (no ``test_`` name).
+also_ok + ``_optional``; the Init COMPLETE ranks exactly. Two optional label fields (tests/fixtures/nccl3/
+README.md) are checked against a diagnosis of that file alone (a corpus folder's files are not one job):
+``failed`` against whether the report has an error finding (what makes `cockpit diagnose FILE` exit 1),
+``first_failure_rank`` against the rank of the report's ``first_failure`` finding (none when there is no such
+finding or it names no rank). A label without them is scored as before. Prints the score (files right / files
+labelled; with new fields, also the score on the original checks alone), the misses per kind (missed: labelled,
+not found; extra: found, not allowed), the ``failed`` / ``first_failure_rank`` disagreements and each failing file
+with why. Exits 0 (a score is no verdict); 2 where the folder has no labels. Not collected by pytest (no ``test_``
+name).
 """
 
 from __future__ import annotations
@@ -23,15 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from anywhere: this checkout's cockpit
 
 from cockpit.logs.report import diagnose_paths, report_to_dict  # noqa: E402
-
-_NAMED_RANK = re.compile(r"\brank (\d+)\b")
-
-
-def first_failure_rank(findings: list[dict]) -> int | None:
-    """The rank the first-failure finding names first (None: no such finding, or it names no single rank)."""
-    first = next((f for f in findings if f["code"] == "first_failure"), None)
-    named = _NAMED_RANK.search(first["title"]) if first else None
-    return int(named[1]) if named else None
 
 
 def load_labels(folder: Path) -> dict[str, dict]:
@@ -64,9 +61,36 @@ def check(label: dict, got: dict) -> tuple[list[str], list[str], list[str]]:
         reasons.append(f"kinds unexpected {extra}")
     if got["init_complete_ranks"] != label.get("init_complete_ranks", []):
         reasons.append(f"init_complete_ranks {got['init_complete_ranks']} != {label.get('init_complete_ranks')}")
-    if "first_failure_rank" in label and got.get("first_failure_rank") != label["first_failure_rank"]:
-        reasons.append(f"first_failure_rank {got.get('first_failure_rank')} != {label['first_failure_rank']}")
     return reasons, missed, extra
+
+
+NEW_FIELDS = ("failed", "first_failure_rank")
+_RANK = re.compile(r"\brank (\d+)\b")
+
+
+def first_failure_rank(report: dict) -> int | None:
+    """The rank the report's ``first_failure`` finding names: its ``rank`` field where the JSON has one, else the
+    first "rank N" of its title after the "First failure (...):" head; None without such a finding or rank."""
+    finding = next((f for f in report["findings"] if f["code"] == "first_failure"), None)
+    if finding is None:
+        return None
+    if isinstance(finding.get("rank"), int):
+        return finding["rank"]
+    match = _RANK.search(finding["title"].split("):", 1)[-1])
+    return int(match[1]) if match else None
+
+
+def alone_facts(path: Path) -> dict:
+    """What the new fields are checked against: the diagnosis of ``path`` as the only file."""
+    report = report_to_dict(diagnose_paths([path]))
+    return {"failed": any(f["severity"] == "error" for f in report["findings"]),
+            "first_failure_rank": first_failure_rank(report)}
+
+
+def check_new(label: dict, alone: dict) -> list[str]:
+    """Reasons a file is wrong on the labelled new fields (none where the label has none)."""
+    return [f"{field} {alone[field]!r} != {label[field]!r}" for field in NEW_FIELDS
+            if field in label and alone[field] != label[field]]
 
 
 def score(folder: Path) -> dict:
@@ -75,25 +99,36 @@ def score(folder: Path) -> dict:
     present = {name: label for name, label in labels.items() if (folder / name).is_file()}
     files = report_to_dict(diagnose_paths([folder / name for name in sorted(present)]))["files"] if present else []
     got = {Path(f["path"]).name: f for f in files}
-    for name in present:  # the first failure of the file alone (in one report, files would name each other's)
-        alone = report_to_dict(diagnose_paths([folder / name]))["findings"]
-        got[name]["first_failure_rank"] = first_failure_rank(alone)
-    failing, missed, extra = {}, Counter(), Counter()
+    failing, missed, extra, new_wrong, base_wrong = {}, Counter(), Counter(), Counter(), 0
     for name in sorted(present):
         reasons, m, x = check(present[name], got[name])
         missed.update(m)
         extra.update(x)
+        base_wrong += bool(reasons)
+        if any(field in present[name] for field in NEW_FIELDS):
+            new_reasons = check_new(present[name], alone_facts(folder / name))
+            new_wrong.update(r.split(" ", 1)[0] for r in new_reasons)
+            reasons += new_reasons
         if reasons:
             failing[name] = {"reasons": reasons, "kinds": got[name]["kinds"], "labelled": present[name].get("kinds")}
-    return {"folder": str(folder), "files": len(present), "right": len(present) - len(failing),
-            "score": (len(present) - len(failing)) / len(present) if present else None,
-            "missed_by_kind": dict(missed.most_common()), "extra_by_kind": dict(extra.most_common()),
-            "unlabelled_missing_logs": sorted(set(labels) - set(present)), "failing": failing}
+    result = {"folder": str(folder), "files": len(present), "right": len(present) - len(failing),
+              "score": (len(present) - len(failing)) / len(present) if present else None,
+              "missed_by_kind": dict(missed.most_common()), "extra_by_kind": dict(extra.most_common()),
+              "unlabelled_missing_logs": sorted(set(labels) - set(present)), "failing": failing}
+    if any(field in label for label in present.values() for field in NEW_FIELDS):
+        result["right_original_checks"] = len(present) - base_wrong
+        result["wrong_by_new_field"] = {field: new_wrong[field] for field in NEW_FIELDS}
+    return result
 
 
 def render(result: dict) -> str:
     pct = f"{100 * result['score']:.1f}%" if result["score"] is not None else "n/a"
     lines = [f"{result['folder']}: {result['right']}/{result['files']} files right ({pct})"]
+    if "right_original_checks" in result:
+        base = result["right_original_checks"]
+        lines.append(f"original checks alone (version, networks, kinds, init ranks): {base}/{result['files']} right "
+                     f"({100 * base / result['files']:.1f}%); wrong on " + ", ".join(
+                         f"{field} x{n}" for field, n in result["wrong_by_new_field"].items()))
     for title, key in (("missed (labelled, not found)", "missed_by_kind"), ("extra (found, not allowed)",
                                                                             "extra_by_kind")):
         if result[key]:
