@@ -32,6 +32,7 @@ from cockpit.logs.parse_kinds import (
     NCCL_VERSION_MISMATCH,
     NET_PLUGIN_FAILED,
     NET_PLUGIN_FALLBACK,
+    PROCESS_DIED,
     PYTHON_EXCEPTION,
     STOP_REQUESTED,
     TEARDOWN_ABORT,
@@ -95,9 +96,14 @@ def in_file_context(events: Sequence[Event]) -> list[Event]:
     out: list[Event] = []
     first_version = None
     crashed: set[int | None] = set()  # ranks (None: unnamed) that failed before
+    aborted_at = -10  # the line of the last teardown abort: the shell's "Aborted (core dumped)" after it is its echo
     for e in events:
         if e.kind == TEARDOWN_ABORT and (e.rank in crashed or None in crashed):
             continue
+        if e.kind == PROCESS_DIED and "Aborted" in e.text and e.line - aborted_at <= 5:
+            continue
+        if e.kind == TEARDOWN_ABORT:
+            aborted_at = e.line
         out.append(e)
         if e.kind == NCCL_VERSION and e.version:
             if first_version is None:
@@ -106,7 +112,24 @@ def in_file_context(events: Sequence[Event]) -> list[Event]:
                 out.append(dataclasses.replace(e, kind=NCCL_VERSION_MISMATCH, version=None))
         elif e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _NO_CRASH):
             crashed.add(e.rank)
-    return _plugin_fallback(_errno_without_nccl(out))
+    return _plugin_fallback(_errno_without_nccl(_throw_named_below(out)))
+
+
+_THROW = "terminate called after throwing an instance of"
+
+
+def _throw_named_below(events: list[Event]) -> list[Event]:
+    """libstdc++'s "terminate called after throwing an instance of 'X'" is followed by "  what(): ...": where
+    that line names a kind (gloo's collective-mismatch check, a CUDA OOM), the throw is that failure, not an
+    exception of its own."""
+    out = []
+    for i, e in enumerate(events):
+        after = events[i + 1] if i + 1 < len(events) else None
+        if (e.kind == PYTHON_EXCEPTION and _THROW in e.text and after is not None and after.kind in _FAILURES
+                and after.line - e.line <= 2):
+            continue
+        out.append(e)
+    return out
 
 
 def _plugin_fallback(events: list[Event]) -> list[Event]:

@@ -112,8 +112,8 @@ KIND_ADVICE: dict[str, tuple[str, str, str]] = {
                       "A consequence: the rank that should have written the key (rank 0's NCCL id, a barrier "
                       "peer) never did; it crashed, hangs, or started late. Read that rank's log; raise the "
                       "timeout (init_process_group(timeout=)) only for a slow start."),
-    "net_plugin_fallback": ("warning", "The OFI/EFA network plugin failed: NCCL fell back to TCP sockets",
-                            "No error, but collectives run many times slower: make the plugin load (aws-ofi-nccl "
+    "net_plugin_fallback": ("error", "The OFI/EFA network plugin failed: NCCL fell back to TCP sockets",
+                            "No crash, but collectives run many times slower: make the plugin load (aws-ofi-nccl "
                             "on LD_LIBRARY_PATH or NCCL_NET_PLUGIN, libfabric with the efa provider: "
                             "fi_info -p efa), and check that the instance has EFA devices."),
     "stop_requested": ("info", "A stop was requested (signal to the launcher, Ctrl-C or scancel)",

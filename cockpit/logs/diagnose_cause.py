@@ -30,6 +30,7 @@ from cockpit.logs.parse_kinds import (
     HOST_OOM,
     NCCL_REMOTE_ERROR,
     NET_PLUGIN_FALLBACK,
+    PROCESS_DIED,
     PYTHON_EXCEPTION,
     RENDEZVOUS_ERROR,
     SLURM_CANCELLED,
@@ -45,13 +46,13 @@ CONSEQUENCE_KINDS = frozenset({NCCL_REMOTE_ERROR, COLLECTIVE_TIMEOUT, STORE_TIME
                                SLURM_CANCELLED, STOP_REQUESTED, TEARDOWN_ABORT})
 """Kinds that only ever react to a failure elsewhere: a lost peer, a wait that timed out, the launcher's and the
 scheduler's reactions, a stop, an abort at exit."""
-NOT_FAILURES = frozenset({STOP_REQUESTED, TEARDOWN_ABORT, NET_PLUGIN_FALLBACK})
-"""Failure-vocabulary kinds that do not make a job failed: a stop someone asked for, an abort after the work was
-done, a slow network (a slowdown, no error)."""
+NOT_CAUSES = frozenset({STOP_REQUESTED, TEARDOWN_ABORT, NET_PLUGIN_FALLBACK})
+"""Failure-vocabulary kinds that never end a job themselves: a stop someone asked for, an abort after the work
+was done, a slow network (a slowdown: its own finding, an error to fix, but no crash to explain)."""
 # What a socket says when the process at the other end died: gloo (pair.cc: "Connection closed by peer",
 # "Read error [a]:p: Connection reset by peer", "writev ...: Broken pipe", "Read timeout"), the store client.
 _LOST = (*PEER_LOST, "Broken pipe", "Read timeout", "Write timeout", "Timed out waiting", "got 0 bytes",
-         "Read error [", "Write error [")
+         "Read error [", "Write error [", "communicator was aborted", "NCCL communicator was aborted")
 _REMEDY = {
     PYTHON_EXCEPTION: "code", COLLECTIVE_MISMATCH: "code", "ddp_unused_parameters": "code",
     "nccl_invalid_usage": "code", CUDA_OOM: "resources", HOST_OOM: "resources", "slurm_oom_kill": "resources",
@@ -92,9 +93,9 @@ def is_consequence(e: Event) -> bool:
 
 
 def is_failure(e: Event) -> bool:
-    """An event that makes the job failed: a failure kind other than ``NOT_FAILURES``, or an uncaught
-    exception's last line (a KeyboardInterrupt is a stop)."""
-    return (e.kind in FAILURE_SET and e.kind not in NOT_FAILURES) or e.kind == PYTHON_EXCEPTION
+    """An event that ends a job: a failure kind other than ``NOT_CAUSES``, or an uncaught exception's last line
+    (a KeyboardInterrupt is a stop)."""
+    return (e.kind in FAILURE_SET and e.kind not in NOT_CAUSES) or e.kind in (PYTHON_EXCEPTION, PROCESS_DIED)
 
 
 def is_root(e: Event) -> bool:
@@ -105,6 +106,8 @@ def is_root(e: Event) -> bool:
 def exception_words(text: str, limit: int = 120) -> str:
     """The exception's own words ("ValueError: bad batch at step 5"), without a launcher prefix, cut short."""
     words = _RANK_PREFIX.sub("", " ".join(text.split()))
+    at = words.find("terminate called after throwing")  # a C++ throw, maybe glued to a progress bar
+    words = words[at:] if at > 0 else words
     return words if len(words) <= limit else words[:limit - 1] + "…"
 
 
@@ -112,6 +115,8 @@ def in_words(e: Event) -> str:
     """What the process did, as a verb phrase: 'raised ValueError: x', 'ran out of GPU memory'."""
     if e.kind == PYTHON_EXCEPTION:
         return "raised " + exception_words(e.text)
+    if e.kind == PROCESS_DIED:
+        return "was killed by a signal: " + exception_words(e.text)
     if e.kind == COLLECTIVE_MISMATCH:
         sizes = _GLOO_SIZES.search(e.text)
         if sizes:

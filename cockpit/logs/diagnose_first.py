@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from cockpit.logs.diagnose_cause import earliest, exception_words, in_words, is_consequence, is_failure, is_root
 from cockpit.logs.diagnose_model import Finding, Located, evidence_of, one_process, rank_list, unit_of, world_ranks
-from cockpit.logs.parse_kinds import ELASTIC_ROOT_CAUSE, PYTHON_EXCEPTION
+from cockpit.logs.parse_kinds import ELASTIC_ROOT_CAUSE, PROCESS_DIED, PYTHON_EXCEPTION
 
 HINT = ("Start from this process's own output: errors on the other ranks (remote errors, timeouts, the launcher's "
         "SIGTERMs) are usually consequences of it.")
@@ -87,12 +87,25 @@ def own_failures(located: Sequence[Located], root_path: str, root) -> list[Locat
             and e.kind not in ("worker_failed", ELASTIC_ROOT_CAUSE) and (path != root_path or e.line != root.line)]
 
 
+def _on(e) -> str:
+    who = one_process(e)
+    return f" on {who}" if who else ""
+
+
 def uncaught_exception(located: Sequence[Located]) -> list[Finding]:
     """A Python exception that ended a process, one finding for all of them (the first in its own words): an
     exception of any type is a failure, even one no other rule names."""
-    raised = [(p, e) for p, e in located if e.kind == PYTHON_EXCEPTION and is_root(e)]
+    raised = [(p, e) for p, e in located if e.kind == PYTHON_EXCEPTION]
     if not raised:
         return []
+    causes = [loc for loc in raised if is_root(loc[1])]
+    if not causes:  # "NCCL communicator was aborted", a lost peer: the job failed, its cause is elsewhere
+        _, e = raised[0]
+        return [Finding("error", "uncaught_exception", f"Uncaught exception{_on(e)}: {exception_words(e.text)}",
+                        "This exception only reports an earlier failure (a communicator aborted after an error or a "
+                        "timeout, a peer that went away): the cause is on this or another rank, before these lines.",
+                        evidence_of(raised))]
+    raised = causes
     _, e = raised[0]
     who = one_process(e)
     title = f"Uncaught exception{' on ' + who if who else ''}: {exception_words(e.text)}"
@@ -102,3 +115,16 @@ def uncaught_exception(located: Sequence[Located]) -> list[Finding]:
     return [Finding("error", "uncaught_exception", title,
                     "The traceback above this line says where it was raised: fix it in the code (no setting "
                     "changes it). Errors of other ranks after it are usually consequences.", evidence_of(raised))]
+
+
+def process_died(located: Sequence[Located]) -> list[Finding]:
+    """A shell's or faulthandler's report that a process was killed by a signal ("Killed", "Segmentation fault
+    (core dumped)"): the job failed, even where nothing else says why."""
+    died = [(p, e) for p, e in located if e.kind == PROCESS_DIED]
+    if not died:
+        return []
+    _, e = died[0]
+    return [Finding("error", "process_died", f"A process was killed by a signal{_on(e)}: {exception_words(e.text)}",
+                    "'Killed' (SIGKILL) is usually the kernel's OOM killer or a scheduler (dmesg | grep -i 'killed "
+                    "process' on the node); a segmentation fault or bus error is a crash in native code (a driver, an "
+                    "extension; SIGBUS also a full /dev/shm).", evidence_of(died))]

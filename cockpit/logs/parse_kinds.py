@@ -60,10 +60,12 @@ NCCL_WARN = "nccl_warn"  # an NCCL WARN line that names no failure kind
 WATCHDOG_DETECTED = "watchdog_detected"  # fields: seq ("detected by watchdog at work: N")
 ELASTIC_ROOT_CAUSE = "elastic_root_cause"  # the record torchelastic names as first failure; rank, host
 PYTHON_EXCEPTION = "python_exception"  # a traceback's last line ("RuntimeError: ...") that names no kind
+PROCESS_DIED = "process_died"  # a shell's or faulthandler's report of a process killed by a signal ("Killed")
 NET_PLUGIN_FAILED = "net_plugin_failed"  # an OFI/EFA net plugin's own failure (a fallback where sockets follow)
 INFO_KINDS = (
     NCCL_VERSION, NCCL_NETWORK, NCCL_BOOTSTRAP, NCCL_SOCKET_IFNAME, NCCL_CHANNEL, NCCL_INIT_START,
     NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE, PYTHON_EXCEPTION, NET_PLUGIN_FAILED,
+    PROCESS_DIED,
 )
 
 Hit = tuple[str, dict[str, object]]

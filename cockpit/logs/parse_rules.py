@@ -37,6 +37,7 @@ from cockpit.logs.parse_kinds import (
     NET_PLUGIN_FAILED,
     NETWORK_CONNECT_ERROR,
     PORT_IN_USE,
+    PROCESS_DIED,
     PYTHON_EXCEPTION,
     RENDEZVOUS_ERROR,
     SHM_EXHAUSTED,
@@ -86,11 +87,15 @@ _RULES: tuple[_Rule, ...] = (
     # torch's watchdog (ProcessGroupNCCL.cpp, 1.x to 2.8+) and the Flight Recorder dump a timeout triggers:
     # "Timeout at NCCL work: N, last enqueued ...", "Received a dump signal due to a collective timeout from
     # (this local rank|rank N)", "Received a global timeout from another rank".
+    # The Flight Recorder's own lines when the watchdog caught a failed collective (WorkNCCL::printTraceback:
+    # "Stack trace of the failed collective: ..."; dumpDebuggingInfo: "ProcessGroupNCCL preparing to dump debug
+    # info."): in practice a timeout.
     _rule(COLLECTIVE_TIMEOUT, ("iming out", "imed out", "stuck", "atchdog", "Timeout at ", "collective timeout",
-                               "global timeout"),
+                               "global timeout", "failed collective", "dump debug info"),
           r"ran for \d+ milliseconds before timing out|timed out in blocking wait|watchdog got stuck for \d+ "
           r"seconds|Heartbeat monitor timed out|Watchdog caught collective operation timeout|Timeout at \w+ work: "
-          r"\d+|dump signal due to a collective timeout|Received a global timeout from another rank",
+          r"\d+|dump signal due to a collective timeout|Received a global timeout from another rank|"
+          r"Stack trace of the failed collective|ProcessGroup\w* preparing to dump debug info",
           unless=_SLURM_RPC),
     _rule(NCCL_SYSTEM_ERROR, ("ystem",), r"unhandled system error|ncclSystemError"),
     _rule(NCCL_INTERNAL_ERROR, ("nternal",), r"ncclInternalError|internal error", nccl_only=True),
@@ -189,8 +194,12 @@ _RULES: tuple[_Rule, ...] = (
     _rule(SLURM_TIME_LIMIT, ("TIME LIMIT",), r"DUE TO TIME LIMIT"),
     _rule(SLURM_CANCELLED, ("CANCELLED",), r"CANCELLED AT",
           unless=("DUE TO TIME LIMIT", "DUE TO NODE FAIL", "DUE TO PREEMPTION")),
-    _rule(SLURM_TASK_EXIT, ("xited with",),
-          r"srun: error: ([^\s:]+): tasks? ([\d,\-\[\]]+): Exited with exit code (-?\d+)"),
+    # srun's launch.c: "%s: task %s: Exited with exit code %d", or strsignal()'s words for a signal;
+    # slurmstepd's mgr.c: "get_exit_code task %u died by signal: %d".
+    _rule(SLURM_TASK_EXIT, ("xited with", "died by signal", "srun: error:"),
+          r"srun: error: ([^\s:]+): tasks? ([\d,\-\[\]]+): (?:Exited with exit code (-?\d+)|(?:Killed|Terminated|"
+          r"Segmentation fault|Aborted|Bus error|Floating point exception|Illegal instruction|Hangup|Interrupt)\b)|"
+          r"get_exit_code task (\d+) died by signal: \d+"),
 )
 _ECC_XIDS = frozenset({48, 63, 64, 94, 95})
 """Xids NVIDIA's XID catalogue files under memory errors: DBE (48), row remapping (63, 64), contained and
@@ -203,7 +212,8 @@ _PLAIN_GATE = re.compile(
     r"Xid|ECC|shm|shared memory|oom_kill|oom-kill|Out Of Memory|OUT_OF_MEMORY|memory limit|PREEMPT|KeyboardInterrupt|"
     r"stop requested|terminate called|subprocess|return code|died with|non-zero exit|xception|truncated|"
     r"ismatch|timeout after|Timeout|fallen off|GPU is lost|GPU_IS_LOST|device handle|ut of memory: Kill|"
-    r"allocate memory|not enough memory|bad_alloc|preamble|global timeout")
+    r"allocate memory|not enough memory|bad_alloc|preamble|global timeout|failed collective|dump debug info|"
+    r"died by signal|srun: error:|Killed|Segmentation fault|Aborted|Bus error|oint exception|Illegal instruction")
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
 _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out|NET/OFI|"
                         r"Plugin load")
@@ -253,7 +263,11 @@ def _failure_fields(rule: _Rule, m: re.Match[str], text: str) -> dict[str, objec
         code = _EXITCODE.search(text)
         return {"exit_code": int(code[1])} if code else {}
     if kind == SLURM_TASK_EXIT:
-        fields = {"host": m[1], "exit_code": int(m[3])}
+        if m[4] is not None:  # slurmstepd's "task N died by signal"
+            return {"rank": int(m[4])}
+        fields = {"host": m[1]}
+        if m[3] is not None:
+            fields["exit_code"] = int(m[3])
         if m[2].isdigit():
             fields["rank"] = int(m[2])
         return fields
@@ -279,6 +293,14 @@ def _failures(text: str, nccl: bool, hits: list[Hit]) -> None:
 
 
 _EXC_ENDS = ("Error: ", "Exception: ", "Error:\n", "Interrupt")
+_CPP_THROW = "terminate called after throwing an instance of"
+"""libstdc++'s words for an uncaught C++ exception ('c10::Error', 'std::runtime_error'): the process aborts."""
+# A process killed by a signal, as a shell reports it (bash: "./run.sh: line 12:  4242 Killed  python train.py",
+# or the bare strsignal() words "Killed", "Segmentation fault (core dumped)") or faulthandler does ("Fatal Python
+# error: Segmentation fault"). A fact, not a kind: diagnose makes it a finding (the job failed).
+_SIGNAL_WORDS = r"(?:Killed|Segmentation fault|Aborted|Bus error|Floating[ -]point exception|Illegal instruction)"
+_DIED = re.compile(rf"^{_SIGNAL_WORDS}(?: \(core dumped\))?$|line \d+: +\d+ {_SIGNAL_WORDS}|"
+                   rf"Fatal Python error: {_SIGNAL_WORDS}")
 _EXC_BEFORE = frozenset(" :]>|\t")
 _EXC_NAME_MAX = 160
 
@@ -325,8 +347,10 @@ def classify(text: str) -> list[Hit]:
             return []
         hits: list[Hit] = []
         _failures(text, False, hits)
-        if not hits and is_exception_line(text):
+        if not hits and (is_exception_line(text) or _CPP_THROW in text):
             hits.append((PYTHON_EXCEPTION, {}))
+        elif not hits and _DIED.search(text.strip()):
+            hits.append((PROCESS_DIED, {}))
         return hits
     if " INFO " in text:
         if _INFO_GATE.search(text) is None:
@@ -347,6 +371,9 @@ def classify(text: str) -> list[Hit]:
     before = len(hits)
     _failures(text, True, hits)
     plugin_failed(text, hits)
-    if len(hits) == before and "NCCL WARN" in text:
-        hits.append((NCCL_WARN, {}))
+    if len(hits) == before:
+        if "NCCL WARN" in text:
+            hits.append((NCCL_WARN, {}))
+        elif is_exception_line(text) or _CPP_THROW in text:  # "RuntimeError: NCCL communicator was aborted."
+            hits.append((PYTHON_EXCEPTION, {}))
     return hits

@@ -104,7 +104,8 @@ def test_a_failed_ofi_plugin_then_sockets_is_a_fallback_and_no_failure():
     report = diagnose([("a.log", parse_lines([*PLUGIN, *socket]))])
     assert report.files[0].kinds == ("net_plugin_fallback",)
     [f] = report.findings
-    assert f.severity == "warning" and "sockets" in f.title and not report.failed
+    assert f.severity == "error" and "sockets" in f.title and report.failed  # a slowdown to fix, no crash
+    assert report.cause is None  # it explains no crash
 
 
 def test_a_plugin_failure_without_sockets_after_it_or_a_missing_default_plugin_is_no_fallback():
@@ -233,3 +234,31 @@ def test_a_real_hard_wrap_is_still_joined():
     lines = [text[i:i + 80] for i in range(0, len(text), 80)]
     [event] = parse_lines(lines)
     assert event.kind == "collective_timeout" and event.text == text and event.seq == 7
+
+
+def test_a_cpp_throw_is_an_uncaught_exception_unless_its_what_line_names_the_failure():
+    bar = "Training ━━━━━━━━╸━━━━━━━━━━━━ 19% step: 5700 loss: 0.028 :: Elapsed: 0:21:08"
+    lone = [bar + "terminate called after throwing an instance of 'c10::Error'", "  what():  CUDA error: unknown error"]
+    [f] = diagnose([("x.log", parse_lines(lone))]).findings
+    assert f.title == "Uncaught exception: terminate called after throwing an instance of 'c10::Error'"
+    gloo = ["terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+            "  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length <= "
+            "op.nbytes. 68 vs 4. Is there a distributed collective mismatch in your code?"]
+    report = diagnose([("rank-1.log", parse_lines(gloo, rank=1))])
+    assert [f.code for f in report.findings] == ["collective_mismatch"]
+    assert report.cause.kind == "collective_mismatch" and report.cause.remedy == "code"
+    assert report.cause.words.startswith("rank 1 received 68 bytes where its collective expected 4")
+
+
+@pytest.mark.parametrize("line", ["Killed", "./train.sh: line 12:  4242 Killed                  python train.py",
+                                  "Segmentation fault (core dumped)", "Fatal Python error: Bus error"])
+def test_a_process_killed_by_a_signal_is_a_failure(line):
+    report = diagnose([("x.log", parse_lines(["step 1 loss 0.3", line]))])
+    assert report.failed and [f.code for f in report.findings] == ["process_died"]
+
+
+def test_the_shells_echo_of_a_teardown_abort_is_no_crash():
+    lines = ["rank 0 done", "terminate called without an active exception", "Aborted (core dumped)"]
+    report = diagnose([("x.log", parse_lines(lines))])
+    assert [f.code for f in report.findings] == ["teardown_abort"] and not report.failed
+    assert parse_lines(["Killed 3 stale workers"]) == []
