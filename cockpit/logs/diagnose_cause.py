@@ -28,6 +28,7 @@ from cockpit.logs.parse_kinds import (
     CUDA_OOM,
     GLOO_ERROR,
     HOST_OOM,
+    LAUNCH_FAILED,
     NCCL_REMOTE_ERROR,
     NET_PLUGIN_FALLBACK,
     PROCESS_DIED,
@@ -95,7 +96,8 @@ def is_consequence(e: Event) -> bool:
 def is_failure(e: Event) -> bool:
     """An event that ends a job: a failure kind other than ``NOT_CAUSES``, or an uncaught exception's last line
     (a KeyboardInterrupt is a stop)."""
-    return (e.kind in FAILURE_SET and e.kind not in NOT_CAUSES) or e.kind in (PYTHON_EXCEPTION, PROCESS_DIED)
+    return (e.kind in FAILURE_SET and e.kind not in NOT_CAUSES) or e.kind in (PYTHON_EXCEPTION, PROCESS_DIED,
+                                                                             LAUNCH_FAILED)
 
 
 def is_root(e: Event) -> bool:
@@ -117,6 +119,8 @@ def in_words(e: Event) -> str:
         return "raised " + exception_words(e.text)
     if e.kind == PROCESS_DIED:
         return "was killed by a signal: " + exception_words(e.text)
+    if e.kind == LAUNCH_FAILED:
+        return "failed to launch: " + exception_words(e.text)
     if e.kind == COLLECTIVE_MISMATCH:
         sizes = _GLOO_SIZES.search(e.text)
         if sizes:

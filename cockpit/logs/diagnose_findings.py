@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from cockpit.logs.diagnose_advice import EXCLUDE_KINDS, GID_FIX, GLOO_PEER_LOST, KIND_ADVICE, KIND_FIX
 from cockpit.logs.diagnose_cause import lost_peer
-from cockpit.logs.diagnose_first import first_failure, process_died, uncaught_exception
+from cockpit.logs.diagnose_first import first_failure, launch_failed, process_died, uncaught_exception
 from cockpit.logs.diagnose_model import (
     CHOOSE,
     SEVERITIES,
@@ -51,8 +51,8 @@ _PRIORITY = {
     "gpu_ecc": 6, "gpu_xid": 7, "slurm_node_fail": 8, "slurm_oom_kill": 9, "shm_exhausted": 10,
     IB_ERROR: 14, "slurm_preempted": 22, STOP_REQUESTED: 26, TEARDOWN_ABORT: 27,
     # trust: the new kinds; an exception is a cause, a store read that timed out a consequence.
-    "uncaught_exception": 9, "process_died": 9, "gpu_lost": 7, "host_oom": 9, "net_plugin_fallback": 4,
-    "store_timeout": 20,
+    "uncaught_exception": 9, "process_died": 9, "launch_failed": 9, "gpu_lost": 7, "host_oom": 9,
+    "net_plugin_fallback": 4, "store_timeout": 20,
 }
 _PORT = re.compile(r"[:\s](\d{2,5})\)?[^\n\d]{0,12}?\(?(?:errno:? 98|Address already in use)")
 
@@ -157,7 +157,7 @@ def _importance(finding: Finding) -> tuple[int, int, tuple[str, int]]:
 
 _RULES: tuple[Callable[[Sequence[Located]], list[Finding]], ...] = (
     first_failure, local_interface, version_mismatch, port_in_use, ib_fallback, init_incomplete,
-    kind_findings, uncaught_exception, process_died,
+    kind_findings, uncaught_exception, process_died, launch_failed,
 )
 
 

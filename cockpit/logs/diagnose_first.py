@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from cockpit.logs.diagnose_cause import earliest, exception_words, in_words, is_consequence, is_failure, is_root
 from cockpit.logs.diagnose_model import Finding, Located, evidence_of, one_process, rank_list, unit_of, world_ranks
-from cockpit.logs.parse_kinds import ELASTIC_ROOT_CAUSE, PROCESS_DIED, PYTHON_EXCEPTION
+from cockpit.logs.parse_kinds import ELASTIC_ROOT_CAUSE, LAUNCH_FAILED, PROCESS_DIED, PYTHON_EXCEPTION
 
 HINT = ("Start from this process's own output: errors on the other ranks (remote errors, timeouts, the launcher's "
         "SIGTERMs) are usually consequences of it.")
@@ -128,3 +128,15 @@ def process_died(located: Sequence[Located]) -> list[Finding]:
                     "'Killed' (SIGKILL) is usually the kernel's OOM killer or a scheduler (dmesg | grep -i 'killed "
                     "process' on the node); a segmentation fault or bus error is a crash in native code (a driver, an "
                     "extension; SIGBUS also a full /dev/shm).", evidence_of(died))]
+
+
+def launch_failed(located: Sequence[Located]) -> list[Finding]:
+    """A Slurm step or task that never started: the job failed before any of its code ran."""
+    failed = [(p, e) for p, e in located if e.kind == LAUNCH_FAILED]
+    if not failed:
+        return []
+    _, e = failed[0]
+    return [Finding("error", "launch_failed", f"A Slurm step or task failed to launch: {exception_words(e.text)}",
+                    "Nothing of the job ran there: check the program exists in the step's environment (module, "
+                    "container, PATH for execve), the node named, and `scontrol show job` for the step's state.",
+                    evidence_of(failed))]

@@ -61,11 +61,12 @@ WATCHDOG_DETECTED = "watchdog_detected"  # fields: seq ("detected by watchdog at
 ELASTIC_ROOT_CAUSE = "elastic_root_cause"  # the record torchelastic names as first failure; rank, host
 PYTHON_EXCEPTION = "python_exception"  # a traceback's last line ("RuntimeError: ...") that names no kind
 PROCESS_DIED = "process_died"  # a shell's or faulthandler's report of a process killed by a signal ("Killed")
+LAUNCH_FAILED = "launch_failed"  # a Slurm step or task that never started (srun, slurmstepd's execve)
 NET_PLUGIN_FAILED = "net_plugin_failed"  # an OFI/EFA net plugin's own failure (a fallback where sockets follow)
 INFO_KINDS = (
     NCCL_VERSION, NCCL_NETWORK, NCCL_BOOTSTRAP, NCCL_SOCKET_IFNAME, NCCL_CHANNEL, NCCL_INIT_START,
     NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE, PYTHON_EXCEPTION, NET_PLUGIN_FAILED,
-    PROCESS_DIED,
+    PROCESS_DIED, LAUNCH_FAILED,
 )
 
 Hit = tuple[str, dict[str, object]]

@@ -27,6 +27,7 @@ from cockpit.logs.parse_kinds import (
     GPU_XID,
     HOST_OOM,
     IB_ERROR,
+    LAUNCH_FAILED,
     NCCL_CUDA_ERROR,
     NCCL_INTERNAL_ERROR,
     NCCL_INVALID_USAGE,
@@ -213,7 +214,8 @@ _PLAIN_GATE = re.compile(
     r"stop requested|terminate called|subprocess|return code|died with|non-zero exit|xception|truncated|"
     r"ismatch|timeout after|Timeout|fallen off|GPU is lost|GPU_IS_LOST|device handle|ut of memory: Kill|"
     r"allocate memory|not enough memory|bad_alloc|preamble|global timeout|failed collective|dump debug info|"
-    r"died by signal|srun: error:|Killed|Segmentation fault|Aborted|Bus error|oint exception|Illegal instruction")
+    r"died by signal|srun: error:|Killed|Segmentation fault|Aborted|Bus error|oint exception|Illegal instruction|"
+    r"execve")
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
 _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out|NET/OFI|"
                         r"Plugin load")
@@ -301,6 +303,9 @@ _CPP_THROW = "terminate called after throwing an instance of"
 _SIGNAL_WORDS = r"(?:Killed|Segmentation fault|Aborted|Bus error|Floating[ -]point exception|Illegal instruction)"
 _DIED = re.compile(rf"^{_SIGNAL_WORDS}(?: \(core dumped\))?$|line \d+: +\d+ {_SIGNAL_WORDS}|"
                    rf"Fatal Python error: {_SIGNAL_WORDS}")
+# Slurm's own words for a step or task that never started: srun's step_launch.c / srun_job.c ("Task launch for
+# %ps failed on node %s: %m", "Unable to create step for job %u: %m"), slurmstepd's exec_task ("execve(): %s: %m").
+_NO_LAUNCH = re.compile(r"Task launch for \S+ failed on node|Unable to create step for job|execve\(\): ")
 _EXC_BEFORE = frozenset(" :]>|\t")
 _EXC_NAME_MAX = 160
 
@@ -351,6 +356,8 @@ def classify(text: str) -> list[Hit]:
             hits.append((PYTHON_EXCEPTION, {}))
         elif not hits and _DIED.search(text.strip()):
             hits.append((PROCESS_DIED, {}))
+        elif not hits and ("aunch" in text or "step" in text or "execve" in text) and _NO_LAUNCH.search(text):
+            hits.append((LAUNCH_FAILED, {}))
         return hits
     if " INFO " in text:
         if _INFO_GATE.search(text) is None:

@@ -262,3 +262,13 @@ def test_the_shells_echo_of_a_teardown_abort_is_no_crash():
     report = diagnose([("x.log", parse_lines(lines))])
     assert [f.code for f in report.findings] == ["teardown_abort"] and not report.failed
     assert parse_lines(["Killed 3 stale workers"]) == []
+
+
+@pytest.mark.parametrize("line", [
+    "srun: error: Task launch for StepId=3022331.0 failed on node g1301: Invalid node name specified",
+    "srun: error: Unable to create step for job 3022331: Requested node configuration is not available",
+    "slurmstepd: error: execve(): torchrun: No such file or directory",
+])
+def test_a_step_that_failed_to_launch_is_a_failure(line):
+    report = diagnose([("x.log", parse_lines([line]))])
+    assert report.failed and [f.code for f in report.findings] == ["launch_failed"]
