@@ -100,11 +100,22 @@ class LineParser:
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
         held, self._held = self._held, None
-        if held is None or not (self._held_trigger or self._table.record is not None or self._trace.prefix is not None):
+        if held is None:
             return []
         more = self._held_more
         line, host, rank = self._held_at
+        if not (self._held_trigger or self._table.record is not None):
+            if self._trace.prefix is None:
+                return []
+            return self._trace_only(line, held + "".join(more) if more else held, host, rank)
         return self._record_events(line, held + "".join(more) if more else held, host, rank)
+
+    def _trace_only(self, lineno: int, text: str, host: str | None, rank: int | None) -> list[Event]:
+        """A record without a trigger word while a traceback is open: only its last line can make an event."""
+        if not self._trace.read(lineno, text):
+            return []
+        return [_located(lineno, PYTHON_EXCEPTION, text[:MAX_TEXT], {}, origin(text), timestamp(text),
+                         text_rank(text), host, rank)]
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]:
         self._lineno += 1
@@ -172,7 +183,9 @@ class LineParser:
         if len(text) >= WRAP_MIN:
             self._hold(text, host, rank, trigger)
             return out
-        if not (trigger or self._table.record is not None or self._trace.prefix is not None):
+        if not (trigger or self._table.record is not None):
+            if self._trace.prefix is not None:
+                out += self._trace_only(self._lineno, text, host, rank)
             return out
         events = self._record_events(self._lineno, text, host, rank)
         if out:

@@ -2,9 +2,9 @@
 
 ``parse_rules.is_exception_line`` knows an exception's last line by its name's ending (Error, Exception,
 Interrupt), on any line; this knows it by its place: the first line after a "Traceback (most recent call last):"
-header, with the header's launcher prefix, that is not indented and starts with a dotted CamelCase name
-("my_pkg.errors.ConfigurationProblem: ...", "StopIteration"). Lines of other processes interleaved in between
-(another prefix, or a line that names nothing) leave it open; past ``MAX_LINES`` it closes unread.
+header, with the header's launcher prefix, that is not indented: the exception where it starts with a dotted
+CamelCase name ("my_pkg.errors.ConfigurationProblem: ...", "StopIteration"), else a traceback cut short. Lines of
+other processes interleaved in between (another prefix) leave it open; past ``MAX_LINES`` it closes unread.
 
 Pure and stdlib-only; ``parse.LineParser`` owns one, and feeds it every record while it is open.
 """
@@ -48,7 +48,7 @@ class Traceback:
             rest = text  # a logger's prefix (a timestamp) on the header line only: the traceback follows bare
         else:
             return False
-        if not rest or rest[0] in " \t" or not _NAME.match(rest):
-            return False
-        self.prefix = None
-        return True
+        if not rest or rest[0] in " \t":
+            return False  # a frame, its code, a caret line (or a blank line) of this traceback
+        self.prefix = None  # its first unindented line ends it: the exception, or a traceback cut short
+        return _NAME.match(rest) is not None

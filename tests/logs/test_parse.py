@@ -395,7 +395,7 @@ def _reference_kinds(text: str) -> set[str]:
     nccl = "NCCL" in text or "nccl" in text
     return {rule.kind for rule in parse_rules._RULES
             if rule.pattern.search(text) and (nccl or not rule.nccl_only)
-            and not any(word in text for word in rule.unless)}
+            and (rule.unless is None or rule.unless.search(text) is None)}
 
 
 def _corpus_lines() -> list[str]:
