@@ -82,6 +82,8 @@ def run_findings(run_dir: Path, report):
     findings = teardown.without_stop(report.findings, status.first_failure is not None) \
         if status.state == "stopped" else report.findings
     findings = _stopped_by_cockpit(run_dir, status, findings)
+    # cockpit's own rank wrapper: bash's report of its rank's death by signal, which the exit records tell better
+    findings = tuple(f for f in findings if not (f.code == "process_died" and "/rank-wrapper." in f.title))
     logs = rank_files(run_dir, "log")
     findings, cause = _first_failure(findings, status, logs, report)
     if any(f.code == "first_failure" for f in findings):

@@ -164,7 +164,11 @@ def test_a_collective_mismatch_gloo_aborts_is_named_with_each_ranks_call(mismatc
         assert o.cause["kind"] == "collective_mismatch"
         assert "uneven" not in o.diagnose.stdout.lower()
     assert "TORCH_DISTRIBUTED_DEBUG" not in o.diagnose.stdout  # DETAIL segfaults DDP on this torch
-    assert "GLOO_SOCKET_IFNAME" not in o.diagnose.stdout and "gloo_error" not in o.json["files"][0]["kinds"]
+    assert "GLOO_SOCKET_IFNAME" not in o.diagnose.stdout, o.explain()
+    aborted = [f["path"] for f in o.json["files"] if "collective_mismatch" in f["kinds"]]
+    assert aborted and all("gloo_error" not in f["kinds"] for f in o.json["files"] if f["path"] in aborted)
+    assert all("peer" in f["title"] for f in o.json["findings"] if f["code"] == "gloo_error")  # the other side
+    assert not any(f["code"] == "process_died" for f in o.json["findings"])  # the wrapper's bash echo of the abort
     assert_no_fix_offered(o, o.cause["words"])
 
 
