@@ -211,8 +211,8 @@ def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tu
         return (mine, detail, *rest), cause
     cause = cause_of(*own[0]) if own else Cause(f"rank {rank} was {first.description}", rank, first.host,
                                                  "signal" if first.signal else "exit", "unknown")
-    if named and all(re.search(rf"\brank {rank}\b", f.title) for f in named):
-        return findings, cause
+    if named and all(re.search(rf"\brank {rank}\b", f.title) and "torchelastic named" not in f.title for f in named):
+        return findings, cause  # the exit records (to the nanosecond) say it better than torchelastic's clock
     if not named and (log is None or first.description.startswith("killed by SIGTERM")):
         return findings, cause  # no agent table (a script that spawns its ranks, Slurm): name a rank with a log
     evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()

@@ -14,8 +14,9 @@ hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the l
 `cockpit diagnose` reads) and skip such lines without touching them (the walk is in ``parse_block``);
 ``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
 
-``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, the kind vocabulary in
-``parse_kinds``, what is recognised in ``parse_rules`` (failures) and ``parse_nccl`` (NCCL's facts), prefixes
+``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, an open Python traceback in
+``parse_trace``, the kind vocabulary in ``parse_kinds``, what is recognised in ``parse_rules`` (failures),
+``parse_ends`` (a process's end no rule names) and ``parse_nccl`` (NCCL's facts), prefixes
 and timestamps in ``parse_prefix``, what a hard wrap looks like in ``parse_wrap``, the cheap test in
 ``parse_gate`` (and ``parse_scan``, the one module that uses a library, optional: hyperscan). No IO.
 """

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cockpit.logs.parse_ends import CPP_THROW, is_exception_line, plugin_failed, process_end
 from cockpit.logs.parse_kinds import (
     COLLECTIVE_MISMATCH,
     COLLECTIVE_TIMEOUT,
@@ -27,7 +28,6 @@ from cockpit.logs.parse_kinds import (
     GPU_XID,
     HOST_OOM,
     IB_ERROR,
-    LAUNCH_FAILED,
     NCCL_CUDA_ERROR,
     NCCL_INTERNAL_ERROR,
     NCCL_INVALID_USAGE,
@@ -35,10 +35,8 @@ from cockpit.logs.parse_kinds import (
     NCCL_SYSTEM_ERROR,
     NCCL_VERSION_MISMATCH,
     NCCL_WARN,
-    NET_PLUGIN_FAILED,
     NETWORK_CONNECT_ERROR,
     PORT_IN_USE,
-    PROCESS_DIED,
     PYTHON_EXCEPTION,
     RENDEZVOUS_ERROR,
     SHM_EXHAUSTED,
@@ -293,55 +291,6 @@ def _failures(text: str, nccl: bool, hits: list[Hit]) -> None:
                 hits.append((GPU_ECC, {}))
 
 
-_EXC_ENDS = ("Error: ", "Exception: ", "Error:\n", "Interrupt")
-_CPP_THROW = "terminate called after throwing an instance of"
-"""libstdc++'s words for an uncaught C++ exception ('c10::Error', 'std::runtime_error'): the process aborts."""
-# A process killed by a signal, as a shell reports it (bash: "./run.sh: line 12:  4242 Killed  python train.py",
-# or the bare strsignal() words "Killed", "Segmentation fault (core dumped)") or faulthandler does ("Fatal Python
-# error: Segmentation fault"). A fact, not a kind: diagnose makes it a finding (the job failed).
-_SIGNAL_WORDS = r"(?:Killed|Segmentation fault|Aborted|Bus error|Floating[ -]point exception|Illegal instruction)"
-_DIED = re.compile(rf"^{_SIGNAL_WORDS}(?: \(core dumped\))?$|line \d+: +\d+ {_SIGNAL_WORDS}|"
-                   rf"Fatal Python error: {_SIGNAL_WORDS}")
-# Slurm's own words for a step or task that never started: srun's step_launch.c / srun_job.c ("Task launch for
-# %ps failed on node %s: %m", "Unable to create step for job %u: %m"), slurmstepd's exec_task ("execve(): %s: %m").
-_NO_LAUNCH = re.compile(r"Task launch for \S+ failed on node|Unable to create step for job|execve\(\): ")
-_EXC_BEFORE = frozenset(" :]>|\t")
-_EXC_NAME_MAX = 160
-
-
-def is_exception_line(text: str) -> bool:
-    """Whether ``text`` holds a Python traceback's last line: a dotted CamelCase name ending in Error /
-    Exception, then ": ", at the start of the text or after a launcher prefix ("[rank1]: RuntimeError: x",
-    "0: torch.OutOfMemoryError: ..."). Looks back at most ``_EXC_NAME_MAX`` characters from the first such
-    ending: linear."""
-    for end_word in _EXC_ENDS:
-        at = text.find(end_word)
-        if at <= 0:
-            continue
-        start = at
-        floor = max(0, at - _EXC_NAME_MAX)
-        while start > floor and (text[start - 1].isalnum() or text[start - 1] in "._"):
-            start -= 1
-        name = text[start:at]
-        if name and (start == 0 or text[start - 1] in _EXC_BEFORE) and name.rsplit(".", 1)[-1][:1].isupper():
-            return True
-    return False
-
-
-# aws-ofi-nccl prefixes all its messages "NET/OFI " (include/nccl_ofi_log.h); these say it could not start. NCCL's
-# own: "Failed to initialize NET plugin Libfabric", "Plugin load (libnccl-net-ofi.so) returned 2 : ...". A plugin
-# that merely is not installed on a machine that asked for none ("No plugin found", libnccl-net.so) is no failure.
-_PLUGIN_FAILED = re.compile(
-    r"NET/OFI [^\n]{0,200}?(?:[Ff]ail|[Cc]ouldn't|[Cc]ould not|[Uu]nable to|No eligible provider|requires at least)|"
-    r"Failed to initialize NET plugin (?:AWS )?(?:Libfabric|OFI)|Plugin load[^\n]{0,200}?(?:ofi|OFI|efa|EFA)")
-
-
-def plugin_failed(text: str, hits: list[Hit]) -> None:
-    """An OFI/EFA network plugin's own failure: ``diagnose`` calls it a fallback where sockets follow."""
-    if ("NET/OFI" in text or "lugin" in text) and _PLUGIN_FAILED.search(text):
-        hits.append((NET_PLUGIN_FAILED, {}))
-
-
 def classify(text: str) -> list[Hit]:
     """The kinds of event in one record's text, with their parsed fields, in a fixed order. A record with no
     failure but a Python exception's last line gives ``python_exception`` (a fact: the first-failure rule
@@ -351,12 +300,8 @@ def classify(text: str) -> list[Hit]:
             return []
         hits: list[Hit] = []
         _failures(text, False, hits)
-        if not hits and (is_exception_line(text) or _CPP_THROW in text):
-            hits.append((PYTHON_EXCEPTION, {}))
-        elif not hits and _DIED.search(text.strip()):
-            hits.append((PROCESS_DIED, {}))
-        elif not hits and ("aunch" in text or "step" in text or "execve" in text) and _NO_LAUNCH.search(text):
-            hits.append((LAUNCH_FAILED, {}))
+        if not hits:
+            process_end(text, hits)
         return hits
     if " INFO " in text:
         if _INFO_GATE.search(text) is None:
@@ -380,6 +325,6 @@ def classify(text: str) -> list[Hit]:
     if len(hits) == before:
         if "NCCL WARN" in text:
             hits.append((NCCL_WARN, {}))
-        elif is_exception_line(text) or _CPP_THROW in text:  # "RuntimeError: NCCL communicator was aborted."
+        elif is_exception_line(text) or CPP_THROW in text:  # "RuntimeError: NCCL communicator was aborted."
             hits.append((PYTHON_EXCEPTION, {}))
     return hits

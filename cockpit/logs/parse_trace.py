@@ -1,6 +1,6 @@
 """A Python traceback being read: its header opens it, its last line names the exception, of any type.
 
-``parse_rules.is_exception_line`` knows an exception's last line by its name's ending (Error, Exception,
+``parse_ends.is_exception_line`` knows an exception's last line by its name's ending (Error, Exception,
 Interrupt), on any line; this knows it by its place: the first line after a "Traceback (most recent call last):"
 header, with the header's launcher prefix, that is not indented: the exception where it starts with a dotted
 CamelCase name ("my_pkg.errors.ConfigurationProblem: ...", "StopIteration"), else a traceback cut short. Lines of
