@@ -1,8 +1,9 @@
 """Cross-rank findings: the rules that turn many files' events into things to act on, with hints.
 
 Pure. Each rule looks at every (path, event) pair of the job and returns zero or more ``Finding``s; the
-job's files are one job (per-rank logs, or one merged log). Here: the first failure, collective timeouts, a
-port in use, and one finding per other failure kind; NCCL's own rules are in ``diagnose_nccl``. ``find_all``
+job's files are one job (per-rank logs, or one merged log). Here: collective timeouts, a port in use, and one
+finding per other failure kind (a gloo error that only lost its peer apart: a consequence, no fix); the first
+failure and a process's end in words are in ``diagnose_first``, NCCL's own rules in ``diagnose_nccl``. ``find_all``
 runs them all and orders the result: severity, then ``_PRIORITY`` (causes before consequences), then where
 the evidence starts.
 """
