@@ -4,7 +4,6 @@ straggler findings. One place, so `cockpit diagnose RUN`, the run summary and th
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from cockpit import run_layout as layout
@@ -132,8 +131,9 @@ def _places(logs: dict) -> dict:
 def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tuple[tuple, object]:
     """The first-failure finding and the run's root cause (cockpit.logs.diagnose_model.Cause) from the exit
     records: the launcher's own death, an early exit, a mismatch gloo aborted, else the first failing rank with
-    its own log's words. torchelastic names its root cause by 1-second timestamps, the lowest rank on a tie:
-    where it names another rank than the exit records (to the nanosecond) do, theirs wins."""
+    its own log's words. The exit records (to the nanosecond) say it better than torchelastic's table (1-second
+    timestamps, the lowest rank on a tie) or the logs' order: where a run has them, their finding replaces the
+    logs'."""
     from cockpit.logs.diagnose_model import Cause, Finding
     from cockpit.runcause import LAUNCHER_HINT, launcher_death
 
@@ -211,8 +211,6 @@ def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tu
         return (mine, detail, *rest), cause
     cause = cause_of(*own[0]) if own else Cause(f"rank {rank} was {first.description}", rank, first.host,
                                                  "signal" if first.signal else "exit", "unknown")
-    if named and all(re.search(rf"\brank {rank}\b", f.title) and "torchelastic named" not in f.title for f in named):
-        return findings, cause  # the exit records (to the nanosecond) say it better than torchelastic's clock
     if not named and (log is None or first.description.startswith("killed by SIGTERM")):
         return findings, cause  # no agent table (a script that spawns its ranks, Slurm): name a rank with a log
     evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()
