@@ -133,13 +133,18 @@ def mismatch(places: dict[int, Place], aborted: dict[int, str], read) -> Mismatc
 
 def launcher_death(status) -> tuple[str, str] | None:
     """(host, how) where the launcher itself died of a signal nobody asked for (torchrun SIGKILLed) and its
-    ranks were only ended after it (SIGTERM, SIGINT, SIGHUP); None otherwise."""
+    ranks were only ended after it (SIGTERM, SIGINT, SIGHUP); None otherwise (a Slurm job's node record is the
+    batch job's, a sweep's nodes are trials)."""
     import signal
 
     ff = status.first_failure
     if status.stop_requested or ff is None or ff.rank is None or ff.status not in _REACTION_STATUSES:
         return None
+    if status.launcher == "slurm":  # its node record is the batch job's, which Slurm itself ends
+        return None
     for node in status.nodes:
+        if node.trial is not None:
+            continue
         code = node.exit_code
         if isinstance(code, int) and code > 128 and code not in _REACTION_STATUSES:
             try:
