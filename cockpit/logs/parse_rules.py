@@ -228,7 +228,7 @@ def trigger_words() -> tuple[str, ...]:
     a digit."""
     words = [*_PLAIN_GATE.pattern.split("|"), *_INFO_GATE.pattern.split("|"),
              *(token for rule in _RULES for token in rule.tokens),
-             "version", "NCCL_SOCKET_IFNAME", "watchdog at work", "NCCL WARN", "exitcode", "NET/OFI", "lugin",
+             "version", "NCCL_SOCKET_IFNAME", "watchdog at work", "NCCL WARN", "exitcode", "NET/OFI",
              "Traceback ("]
     return tuple(dict.fromkeys(words))
 
