@@ -4,11 +4,10 @@ straggler findings. One place, so `cockpit diagnose RUN`, the run summary and th
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit.runs import FirstFailure, RunStatus, rank_files
+from cockpit.runs import RunStatus, rank_files
 
 
 def diagnose_run(run_dir: Path):
@@ -68,7 +67,9 @@ def hang_findings(run_dir: Path) -> list:
 
 def run_findings(run_dir: Path, report):
     """``report`` (of the run's logs) with what the run's status.json knows: ranks that aborted in teardown
-    after their work (cockpit.logs.teardown) first, and, for a stopped run, without the stop's echoes."""
+    after their work (cockpit.logs.teardown) first; for a stopped run, without the stop's echoes (and, where
+    cockpit stopped it because it hung, saying so); the first failure and its cause from the exit records, the
+    launcher's exit and the ranks' places when they ended (cockpit.runcause)."""
     from dataclasses import replace
 
     from cockpit.logs import teardown
@@ -79,50 +80,168 @@ def run_findings(run_dir: Path, report):
         return report
     findings = teardown.without_stop(report.findings, status.first_failure is not None) \
         if status.state == "stopped" else report.findings
+    findings = _stopped_by_cockpit(run_dir, status, findings)
+    # cockpit's own rank wrapper: bash's report of its rank's death by signal, which the exit records tell better
+    findings = tuple(f for f in findings if not (f.code == "process_died" and "/rank-wrapper." in f.title))
     logs = rank_files(run_dir, "log")
-    findings = _exact_first_failure(findings, status.first_failure, logs, report)
+    findings, cause = _first_failure(findings, status, logs, report)
+    if any(f.code == "first_failure" for f in findings):
+        findings = tuple(f for f in findings if f.code != "uncaught_exception")
     aborted = []
     for rank, rec in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
         if rec.teardown_abort and int(rank) in logs:
             path = logs[int(rank)][1]
             aborted.append(teardown.teardown_finding(int(rank), ((str(path), _line_of(path, teardown.ABORT_LINE)),)))
-    return replace(report, findings=(*aborted, *findings))
+    return replace(report, findings=(*aborted, *findings), cause=cause or report.cause)
 
 
-def _exact_first_failure(findings: tuple, first: FirstFailure | None, logs: dict, report=None) -> tuple:
-    """torchelastic names its root cause by 1-second timestamps, the lowest rank on a tie: where it names
-    another rank than the exit records (to the nanosecond) do, the exit records' rank is the first failure."""
-    from cockpit.logs.diagnose_model import Finding
+def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tuple:
+    """A run cockpit stopped itself because it hung (on_stall: stop): its stop finding says so, not "a stop was
+    requested ... look for scancel"."""
+    from dataclasses import replace
 
+    from cockpit.runs import stop_request
+
+    if not status.stop_requested or not str(stop_request(run_dir).get("by", "")).startswith("cockpit: on_stall"):
+        return findings
+    stall = next((f for f in status.findings if f.get("kind") == "stall"), None)
+    title = "cockpit stopped the run: it hung (on_stall: stop)" + (f": {stall['text']}" if stall else "")
+    hint = ("The stall finding says which rank was stuck where; the ranks' SIGTERM exits and the launcher's stop "
+            "messages follow from cockpit's stop. To keep a hung run for inspection, use on_stall: report.")
+    return tuple(replace(f, title=title, hint=hint) if f.code == "stop_requested" else f for f in findings)
+
+
+def _places(logs: dict) -> dict:
+    """Each rank's place when it ended (cockpit.runcause.place_of), for the ranks that left one."""
+    from cockpit.runcause import place_of
+    from cockpit.runs import tail_lines
+
+    out = {}
+    for rank, (_host, path) in logs.items():
+        try:
+            stacks = Path(str(path)[:-len(".log")] + ".stacks").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            stacks = ""
+        place = place_of(stacks[-200_000:], tail_lines(path, 200))
+        if place is not None:
+            out[rank] = place
+    return out
+
+
+def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tuple[tuple, object]:
+    """The first-failure finding and the run's root cause (cockpit.logs.diagnose_model.Cause) from the exit
+    records: the launcher's own death, an early exit, a mismatch gloo aborted, else the first failing rank with
+    its own log's words. The exit records (to the nanosecond) say it better than torchelastic's table (1-second
+    timestamps, the lowest rank on a tie) or the logs' order: where a run has them, their finding replaces the
+    logs'."""
+    from cockpit.logs.diagnose_model import Cause, Finding
+    from cockpit.runcause import LAUNCHER_HINT, launcher_death
+
+    others = tuple(f for f in findings if f.code != "first_failure")
+    death = launcher_death(status)
+    if death is not None:
+        host, how = death
+        ended = ", ".join(str(r) for r in sorted(int(r) for r in status.ranks))
+        title = f"First failure: the launcher (torchrun on {host}) was {how}; ranks {ended} were ended with it"
+        cause = Cause(f"the launcher (torchrun on {host}) was {how}", None, host, "launcher", "outside")
+        return (Finding("error", "first_failure", title, LAUNCHER_HINT, ()), *others), cause
+    first = status.first_failure
     if first is None or first.rank is None:
-        return findings
+        return findings, None
+    places = _places(logs)
+    if first.status == 0 or (first.teardown_abort and _peers_lost(status, logs, first.rank)):
+        return _early_exit(others, status, logs, places)  # a rank that ended its work while others waited
+    return _failed_rank(findings, first, logs, report, places)
+
+
+def _peers_lost(status: RunStatus, logs: dict, rank: int) -> bool:
+    """Whether every other failed rank's log says it lost its peer (cockpit.logs.peerloss)."""
+    from cockpit.logs.peerloss import lost_a_peer
+    from cockpit.runs import tail_lines
+
+    others = [int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank]
+    return bool(others) and all(r in logs and lost_a_peer(tail_lines(logs[r][1], 40)) for r in others)
+
+
+def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> tuple[tuple, object]:
+    from cockpit.logs.diagnose_model import Cause, Finding
+    from cockpit.logs.peerloss import EARLY_EXIT_HINT
+
+    first = status.first_failure
     rank = first.rank
-    named = [f for f in findings if f.code == "first_failure"]
-    if named and all(re.search(rf"\brank {rank}\b", f.title) for f in named):
-        return findings
+    victims = sorted(int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank)
+    waited = "; ".join(f"rank {v} was in {places[v].words()}" for v in victims if v in places)
+    title = f"First failure (exit records): rank {rank} on {first.host}: {first.description}"
+    who = ", ".join(str(v) for v in victims) or "the others"
+    ended = "exited with code 0" if first.status == 0 else "ended its script (then aborted in teardown)"
+    words = f"rank {rank} {ended} while rank{'s' if len(victims) > 1 else ''} {who} still waited " \
+            f"for it in a collective" + (f" ({waited})" if waited else "")
     log = logs.get(rank)
+    evidence = ((str(log[1]), _line_count(log[1])),) if log else ()
+    cause = Cause(words, rank, first.host, "early_exit", "code", evidence)
+    hint = f"An early exit: {words}. Fix: {EARLY_EXIT_HINT}."
+    return (Finding("error", "first_failure", title + (f"; {waited}" if waited else ""), hint, evidence),
+            *others), cause
+
+
+def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tuple[tuple, object]:
+    from cockpit.logs.diagnose_cause import cause_of, is_root
+    from cockpit.logs.diagnose_model import Cause, Finding
+    from cockpit.logs.parse_kinds import COLLECTIVE_MISMATCH
+    from cockpit.runcause import mismatch, read_source
+
+    rank = first.rank
+    log = logs.get(rank)
+    own = [(f.path, e) for f in report.files for e in f.events
+           if log is not None and Path(f.path) == log[1] and is_root(e)]
+    aborted = {r: e.text for f in report.files for e in f.events if e.kind == COLLECTIVE_MISMATCH
+               for r, (_h, p) in logs.items() if Path(f.path) == p}
+    found = mismatch(places, aborted, read_source) if aborted else None
+    named = [f for f in findings if f.code == "first_failure"]
+    if found is not None:
+        ev = next(((p, e.line) for p, e in own if e.kind == COLLECTIVE_MISMATCH), None)
+        cause = Cause(found.words, found.uneven if found.uneven is not None else rank, first.host,
+                      "uneven_inputs" if found.uneven is not None else COLLECTIVE_MISMATCH, "code",
+                      (ev,) if ev else ())
+        mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first.host}: "
+                       f"{first.description}: {found.words}", found.hint, (ev,) if ev else ())
+        code = "uneven_inputs" if found.uneven is not None else COLLECTIVE_MISMATCH
+        rest = [f for f in findings if f.code not in ("first_failure", COLLECTIVE_MISMATCH)]
+        detail = Finding("error", code, found.title, found.hint, (ev,) if ev else ())
+        return (mine, detail, *rest), cause
+    cause = cause_of(*own[0]) if own else Cause(f"rank {rank} was {first.description}", rank, first.host,
+                                                 "signal" if first.signal else "exit", "unknown")
     if not named and (log is None or first.description.startswith("killed by SIGTERM")):
-        return findings  # no agent table (a script that spawns its ranks, Slurm): name a rank with a log
+        return findings, cause  # no agent table (a script that spawns its ranks, Slurm): name a rank with a log
     evidence = ((str(log[1]), _line_of(log[1], "Traceback")),) if log else ()
     hint = named[0].hint if named else ("the other ranks' errors follow from this one: read its log from the "
                                         "evidence line and fix it first")
     said = _exception_of(report, log[1]) if log and report is not None else None
     mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first.host}: "
                    f"{first.description}" + (f": {said}" if said else ""), hint, evidence)
-    return (mine, *(f for f in findings if f.code != "first_failure"))
+    return (mine, *(f for f in findings if f.code != "first_failure")), cause
 
 
 def _exception_of(report, path: Path) -> str | None:
     """The last line of the first Python exception in ``path`` as the report parsed it, in its own words."""
+    from cockpit.logs.diagnose_cause import exception_words
     from cockpit.logs.parse_kinds import PYTHON_EXCEPTION
 
     for f in report.files:
         if Path(f.path) == path:
             e = next((e for e in f.events if e.kind == PYTHON_EXCEPTION), None)
             if e is not None:
-                words = re.sub(r"^\[[^\]]{0,40}\]:? ?", "", " ".join(e.text.split()))  # a "[rank1]: " prefix
-                return words if len(words) <= 120 else words[:119] + "…"
+                return exception_words(e.text)
     return None
+
+
+def _line_count(path: Path) -> int:
+    """The number of the log's last line (1 for an empty or unreadable log)."""
+    try:
+        with open(path, "rb") as f:
+            return max(sum(1 for _ in f), 1)
+    except OSError:
+        return 1
 
 
 def _line_of(path: Path, text: str) -> int:

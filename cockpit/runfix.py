@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit.logs.fixes import Facts, Proposal, proposals
+from cockpit.logs.fixes import Facts, Proposal, no_fix, proposals
 from cockpit.runs import read_status
 from cockpit.spec import jobedit, jobfile, yamlpos
 from cockpit.spec.model import SpecError, parse_spec
@@ -34,6 +34,9 @@ class Plan:
     proposals: tuple[Proposal, ...] = ()
     problem: str = ""
     changes: tuple[jobedit.Change, ...] = field(default=())
+    verdict: str = ""
+    """Why there is nothing to propose, where the diagnosis says ("no configuration fix: the cause is in the
+    code (rank 1 raised ...)"); else the general "No finding has a configuration fix"."""
 
     def describe(self) -> str:
         """Each proposal: the finding's title, its evidence line, the reason, the changes and the manual steps;
@@ -57,6 +60,9 @@ class Plan:
         return "".join(difflib.unified_diff(self.old_text.splitlines(keepends=True),
                                             self.new_text.splitlines(keepends=True), str(self.job_path),
                                             str(fixed_path(self.job_path))))
+
+
+NO_FINDING_HAS_A_FIX = "No finding has a configuration fix: nothing to change in the job file."
 
 
 class FixError(Exception):
@@ -103,7 +109,8 @@ def plan(run_dir: Path, report, facts: Facts | None = None) -> Plan:
     found = tuple(proposals(report, data if isinstance(data, dict) else {}, facts or local_facts(run_dir)))
     changes = tuple(c for p in found for c in p.changes)
     if not changes:
-        return Plan(path, which, text, None, found)
+        why = no_fix(report) or ("" if found else NO_FINDING_HAS_A_FIX)
+        return Plan(path, which, text, None, found, verdict=why)
     try:
         new = jobedit.apply(text, changes)
         parse_spec(new, str(path))

@@ -262,9 +262,11 @@ def rank_record(run_dir: Path, e: RankExit) -> RankExit:
 def failure_record(run_dir: Path, e: RankExit) -> FirstFailure:
     """status.json's first_failure: the rank's record and what to call it."""
     from cockpit.logs import teardown
+    from cockpit.logs.peerloss import EARLY_EXIT
 
     rec = rank_record(run_dir, e)
-    return FirstFailure.of(rec, teardown.DESCRIBE if rec.teardown_abort else e.describe())
+    return FirstFailure.of(rec, teardown.DESCRIBE if rec.teardown_abort else EARLY_EXIT if e.status == 0
+                           else e.describe())
 
 
 # Deaths that come from outside the rank or from its own crash, never as the reaction to a peer's end (a peer
@@ -280,7 +282,9 @@ def first_failure(exits: dict[int, RankExit], run_dir: Path | None = None) -> Ra
     within ``CAUSE_WINDOW`` of the earliest (each wrapper stamps its rank's end when its own wait returns, so on a
     busy machine a peer that reacted at once can be stamped first): a rank killed by a signal only a cause sends
     (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) comes first; then, given the run's ``run_dir``, a rank whose log
-    does not say it lost a peer (cockpit.logs.peerloss) comes before one that does."""
+    does not say it lost a peer (cockpit.logs.peerloss) comes before one that does; and where every failure
+    lost its peer, a rank that had exited 0 before them is the first failure (an early exit: it left them
+    waiting in a collective; ``failure_record`` says so)."""
     failed = sorted((e for e in exits.values() if e.status != 0), key=lambda e: (e.time, e.rank))
     if not failed:
         return None
@@ -288,13 +292,17 @@ def first_failure(exits: dict[int, RankExit], run_dir: Path | None = None) -> Ra
     causes = [e for e in close if e.signal in _CAUSE_SIGNALS]
     if causes:
         return causes[0]
-    if run_dir is not None and len(close) > 1:
+    if run_dir is not None:
         from cockpit.logs.peerloss import lost_a_peer
 
         logs = rank_files(run_dir, "log")
         own = [e for e in close if e.rank not in logs or not lost_a_peer(tail_lines(logs[e.rank][1], 40))]
-        if own:
+        if own and len(close) > 1:
             return own[0]
+        early = sorted((e for e in exits.values() if e.status == 0 and e.time <= failed[0].time + CAUSE_WINDOW),
+                       key=lambda e: (e.time, e.rank))  # a wrapper on a busy machine may stamp its end late
+        if not own and early:  # every failure lost its peer, and a rank had left before: it left them waiting
+            return early[0]
     return failed[0]
 
 

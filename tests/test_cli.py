@@ -86,7 +86,7 @@ def test_diagnose_json_is_one_object_with_the_contract_keys():
     r = cockpit("diagnose", fixture, "--json")
     assert r.returncode == 1  # an error finding
     data = json.loads(r.stdout)
-    assert set(data) == {"files", "findings"}
+    assert set(data) == {"files", "findings", "cause"}
     [f] = data["files"]
     assert f["path"] == fixture and f["kinds"] == ["port_in_use"]
     assert set(f) == {"path", "nccl_version", "networks", "kinds", "init_complete_ranks", "events"}

@@ -25,7 +25,7 @@ LAYERS = {
                 "cockpit.procs", "cockpit.paths", "cockpit.requeue", "cockpit.trust"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang",
                 "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix", "cockpit.plot.source",
-                "cockpit.sweep_series"),
+                "cockpit.sweep_series", "cockpit.runcause"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from cockpit.runcause import launcher_death
 from cockpit.rundiag import duration, health
 from cockpit.runs import FirstFailure, RankExit, RunStatus, rank_files
 from cockpit.trust import owner
@@ -61,6 +62,8 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         out.append(f"  {'rank':>4}  {'host':<16} {'ended':<34} {'after':>9}")
         for rank, r in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
             how = _describe(r, status.stopped_at if stopped else None)
+            if how == "ok" and status.first_failure and status.first_failure.rank == r.rank:
+                how = "exit code 0, early: others waited"  # an early exit (cockpit.logs.peerloss)
             out.append(f"  {rank:>4}  {r.host:<16} {how:<34} {duration(r.time - start):>9}")
         if stopped:  # killed together with their wrapper: the stop did it all the same
             host = status.hosts[0] if len(status.hosts) == 1 else "?"
@@ -68,7 +71,11 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     if missing and not stopped:
         out.append(f"  {len(missing)} rank(s) left no exit record (never started, or killed with their wrapper)")
     ff = status.first_failure
-    if ff:
+    death = launcher_death(status)
+    if ff and death:  # torchrun itself was killed: its ranks' SIGTERMs only follow from it
+        out.append(painter.paint(f"first failure: the launcher (torchrun on {death[0]}) was {death[1]}; its ranks "
+                                 f"were ended with it, {duration(ff.time - start)} after start", "1;31"))
+    elif ff:
         out.append(painter.paint(f"first failure: rank {ff.rank} on {ff.host}: {ff.description}, "
                                  f"{duration(ff.time - start)} after start{_victim_note(status, ff)}", "1;31"))
         if ff.teardown_abort:

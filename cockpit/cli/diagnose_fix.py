@@ -18,10 +18,10 @@ def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) ->
         p = plan(run_dir, report)
     except FixError as exc:
         raise input_error(str(exc)) from None
-    print(p.describe())
     if not p.proposals:
-        print("No finding has a configuration fix: nothing to change in the job file.")
+        print(p.verdict)
         return 1
+    print(p.describe())
     if p.new_text is None:
         print(p.problem or "No change to the job file: the steps above are by hand.")
         return 1

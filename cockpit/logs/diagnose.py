@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from cockpit.logs.diagnose_cause import first_cause
 from cockpit.logs.diagnose_findings import find_all
 from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, Unit, unit_of, world_ranks
 from cockpit.logs.parse import Event
@@ -29,6 +30,9 @@ from cockpit.logs.parse_kinds import (
     NCCL_SOCKET_IFNAME,
     NCCL_VERSION,
     NCCL_VERSION_MISMATCH,
+    NET_PLUGIN_FAILED,
+    NET_PLUGIN_FALLBACK,
+    PROCESS_DIED,
     PYTHON_EXCEPTION,
     STOP_REQUESTED,
     TEARDOWN_ABORT,
@@ -92,9 +96,14 @@ def in_file_context(events: Sequence[Event]) -> list[Event]:
     out: list[Event] = []
     first_version = None
     crashed: set[int | None] = set()  # ranks (None: unnamed) that failed before
+    aborted_at = -10  # the line of the last teardown abort: the shell's "Aborted (core dumped)" after it is its echo
     for e in events:
         if e.kind == TEARDOWN_ABORT and (e.rank in crashed or None in crashed):
             continue
+        if e.kind == PROCESS_DIED and "Aborted" in e.text and e.line - aborted_at <= 5:
+            continue
+        if e.kind == TEARDOWN_ABORT:
+            aborted_at = e.line
         out.append(e)
         if e.kind == NCCL_VERSION and e.version:
             if first_version is None:
@@ -103,7 +112,38 @@ def in_file_context(events: Sequence[Event]) -> list[Event]:
                 out.append(dataclasses.replace(e, kind=NCCL_VERSION_MISMATCH, version=None))
         elif e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _NO_CRASH):
             crashed.add(e.rank)
-    return _errno_without_nccl(out)
+    return _plugin_fallback(_errno_without_nccl(_throw_named_below(out)))
+
+
+_THROW = "terminate called after throwing an instance of"
+
+
+def _throw_named_below(events: list[Event]) -> list[Event]:
+    """libstdc++'s "terminate called after throwing an instance of 'X'" is followed by "  what(): ...": where
+    that line names a kind (gloo's collective-mismatch check, a CUDA OOM), the throw is that failure, not an
+    exception of its own."""
+    out = []
+    for i, e in enumerate(events):
+        after = events[i + 1] if i + 1 < len(events) else None
+        if (e.kind == PYTHON_EXCEPTION and _THROW in e.text and after is not None and after.kind in _FAILURES
+                and after.line - e.line <= 2):
+            continue
+        out.append(e)
+    return out
+
+
+def _plugin_fallback(events: list[Event]) -> list[Event]:
+    """An OFI/EFA plugin's failure followed by NCCL choosing its sockets is ``net_plugin_fallback``, once per
+    file, on the failure's line; a plugin failure after which NCCL used the plugin after all, or anything but
+    sockets, is not."""
+    failed = next((i for i, e in enumerate(events) if e.kind == NET_PLUGIN_FAILED), None)
+    if failed is None:
+        return events
+    later = [e.network for e in events[failed + 1:] if e.kind in (NCCL_NETWORK, NCCL_CHANNEL) and e.network]
+    if not later or later[-1] != "Socket":
+        return events
+    return [*events[:failed + 1], dataclasses.replace(events[failed], kind=NET_PLUGIN_FALLBACK),
+            *events[failed + 1:]]
 
 
 _ERRNO_ONLY = ("Connection reset by peer", "Broken pipe")  # socket errno text any library prints
@@ -146,4 +186,5 @@ def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:
 def diagnose(files: Sequence[tuple[str, Sequence[Event]]]) -> Report:
     """Summaries of ``(path, events)`` pairs, in the order given, and their findings, most important first."""
     summaries = tuple(summarize_file(path, events) for path, events in files)
-    return Report(files=summaries, findings=find_all(summaries))
+    cause = first_cause([(f.path, e) for f in summaries for e in f.events])
+    return Report(files=summaries, findings=find_all(summaries), cause=cause)

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from cockpit.logs.diagnose_model import CHOOSE, Fix
 
+GLOO_PEER_LOST = "gloo_peer_lost"
+"""Not a kind: KIND_ADVICE's key for gloo errors that only say a peer went away (their finding's code stays
+``gloo_error``)."""
+
 # kind -> (severity, title, hint)
 KIND_ADVICE: dict[str, tuple[str, str, str]] = {
     "nccl_system_error": ("error", "NCCL system error: a system or network call failed",
@@ -40,27 +44,32 @@ KIND_ADVICE: dict[str, tuple[str, str, str]] = {
                          "Check that MASTER_ADDR:MASTER_PORT (or --rdzv-endpoint) is the rank-0 node and "
                          "reachable from every node, that the port is open, and that all nodes start within "
                          "the rendezvous timeout."),
-    "gloo_error": ("error", "Gloo error",
-                   "If another rank failed first (see the first-failure finding), this rank only lost its peer: "
-                   "fix that one. Otherwise Gloo could not connect its mesh: set GLOO_SOCKET_IFNAME to an "
-                   "interface every node shares and open the ports between the nodes."),
+    "gloo_error": ("error", "Gloo error: gloo could not set up its connections",
+                   "Gloo could not connect its mesh: set GLOO_SOCKET_IFNAME to an interface every node shares and "
+                   "open the ports between the nodes."),
+    GLOO_PEER_LOST: ("error", "Gloo error: a peer closed or reset the connection",
+                     "A consequence: the process at the other end ended first (a crash, an early exit, a kill). "
+                     "Fix the rank that failed first (see the first-failure finding); no network setting brings "
+                     "a peer back."),
     "ddp_unused_parameters": ("error", "DDP: some parameters received no gradient",
                               "Pass find_unused_parameters=True to DistributedDataParallel, or make every "
-                              "forward output contribute to the loss; TORCH_DISTRIBUTED_DEBUG=DETAIL names the "
-                              "parameters."),
-    "collective_mismatch": ("error", "Ranks called different collectives",
-                            "Look for rank-dependent control flow around the named collective (a rank that "
-                            "skips a step, different tensor shapes); TORCH_DISTRIBUTED_DEBUG=DETAIL shows each "
-                            "rank's call."),
+                              "forward output contribute to the loss; TORCH_DISTRIBUTED_DEBUG=INFO names the "
+                              "parameters (DETAIL crashes DDP's constructor on some torch builds)."),
+    "collective_mismatch": ("error", "Ranks called collectives that do not match (a different op or size)",
+                            "The cause is in the code: a rank-dependent branch around a collective (an extra "
+                            "all_reduce for logging on one rank, a rank that stops early, a tensor of another "
+                            "shape). In a run cockpit launched, `cockpit diagnose RUN` names each rank's "
+                            "collective and line; with NCCL, the Flight Recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) "
+                            "lists every rank's sequence numbers, ops and sizes."),
     "slurm_time_limit": ("error", "Slurm job hit its time limit",
                          "Raise --time, or checkpoint regularly and requeue before the limit (sbatch "
                          "--signal=USR1@120 with a requeue handler)."),
     "slurm_cancelled": ("error", "Slurm job or step was cancelled",
                         "Someone or something cancelled it (scancel, preemption, a node failure): "
                         "`sacct -j JOBID -o JobID,State,Reason,NodeList` says which."),
-    "slurm_task_exit": ("warning", "Slurm task exited with an error",
+    "slurm_task_exit": ("error", "Slurm task exited with an error",
                         "The first task to exit is usually the failing rank: read that task's own output."),
-    "worker_failed": ("warning", "The launcher stopped the job after a worker failed",
+    "worker_failed": ("error", "The launcher stopped the job after a worker failed",
                       "torchelastic's messages are consequences: the root-cause rank's own traceback, above "
                       "the failure table, says why it exited."),
     "shm_exhausted": ("error", "/dev/shm is full or too small",
@@ -93,6 +102,20 @@ KIND_ADVICE: dict[str, tuple[str, str, str]] = {
                        "libstdc++'s 'terminate called without an active exception' with no traceback before it: "
                        "a process group torn down at interpreter exit. Call dist.destroy_process_group() "
                        "before the script ends (then os._exit(0) for gloo)."),
+    "gpu_lost": ("error", "A GPU was lost (fallen off the bus or unreachable, no Xid line)",
+                 "The node's GPU is gone until a reset or reboot (nvidia-smi -q; dmesg | grep NVRM): drain or exclude "
+                 "the node (sbatch --exclude=NODE), report it to the admins, resume from the last checkpoint."),
+    "host_oom": ("error", "Host memory exhausted (OOM killer or the CPU allocator)",
+                 "Host RAM, not GPU memory: fewer DataLoader workers or a smaller prefetch_factor, load data "
+                 "lazily (memory-mapped), fewer ranks per node, or more memory for the job (sbatch --mem)."),
+    "store_timeout": ("error", "A c10d store read timed out waiting for a key",
+                      "A consequence: the rank that should have written the key (rank 0's NCCL id, a barrier "
+                      "peer) never did; it crashed, hangs, or started late. Read that rank's log; raise the "
+                      "timeout (init_process_group(timeout=)) only for a slow start."),
+    "net_plugin_fallback": ("error", "The OFI/EFA network plugin failed: NCCL fell back to TCP sockets",
+                            "No crash, but collectives run many times slower: make the plugin load (aws-ofi-nccl "
+                            "on LD_LIBRARY_PATH or NCCL_NET_PLUGIN, libfabric with the efa provider: "
+                            "fi_info -p efa), and check that the instance has EFA devices."),
     "stop_requested": ("info", "A stop was requested (signal to the launcher, Ctrl-C or scancel)",
                        "Not a failure of the job itself: the workers' SIGTERM exits follow from it. If nobody "
                        "asked for it, look for scancel, a time limit or preemption in the scheduler's records."),
@@ -112,5 +135,5 @@ KIND_FIX: dict[str, Fix] = {
 }
 GID_FIX = Fix(env=(("NCCL_IB_GID_INDEX", "3"),),
               note="RoCE v2 GID of the port (show_gids); 3 on most RoCE setups")
-EXCLUDE_KINDS = frozenset({"gpu_xid", "gpu_ecc", "slurm_node_fail"})
+EXCLUDE_KINDS = frozenset({"gpu_xid", "gpu_ecc", "slurm_node_fail", "gpu_lost"})
 """Kinds whose fix is to leave the host out: ``sbatch --exclude=<hosts the lines name>``."""

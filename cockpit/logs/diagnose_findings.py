@@ -1,8 +1,9 @@
 """Cross-rank findings: the rules that turn many files' events into things to act on, with hints.
 
 Pure. Each rule looks at every (path, event) pair of the job and returns zero or more ``Finding``s; the
-job's files are one job (per-rank logs, or one merged log). Here: the first failure, collective timeouts, a
-port in use, and one finding per other failure kind; NCCL's own rules are in ``diagnose_nccl``. ``find_all``
+job's files are one job (per-rank logs, or one merged log). Here: collective timeouts, a port in use, and one
+finding per other failure kind (a gloo error that only lost its peer apart: a consequence, no fix); the first
+failure and a process's end in words are in ``diagnose_first``, NCCL's own rules in ``diagnose_nccl``. ``find_all``
 runs them all and orders the result: severity, then ``_PRIORITY`` (causes before consequences), then where
 the evidence starts.
 """
@@ -12,7 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from cockpit.logs.diagnose_advice import EXCLUDE_KINDS, GID_FIX, KIND_ADVICE, KIND_FIX
+from cockpit.logs.diagnose_advice import EXCLUDE_KINDS, GID_FIX, GLOO_PEER_LOST, KIND_ADVICE, KIND_FIX
+from cockpit.logs.diagnose_cause import lost_peer
+from cockpit.logs.diagnose_first import first_failure, launch_failed, process_died, uncaught_exception
 from cockpit.logs.diagnose_model import (
     CHOOSE,
     SEVERITIES,
@@ -21,21 +24,16 @@ from cockpit.logs.diagnose_model import (
     Fix,
     Located,
     evidence_of,
-    one_process,
     rank_list,
-    unit_of,
     who_in,
-    world_ranks,
 )
 from cockpit.logs.diagnose_nccl import ib_fallback, init_incomplete, local_interface, version_mismatch
 from cockpit.logs.parse_kinds import (
     COLLECTIVE_TIMEOUT,
-    ELASTIC_ROOT_CAUSE,
-    FAILURE_KINDS,
+    GLOO_ERROR,
     IB_ERROR,
     NCCL_REMOTE_ERROR,
     PORT_IN_USE,
-    PYTHON_EXCEPTION,
     SLURM_CANCELLED,
     SLURM_TASK_EXIT,
     SLURM_TIME_LIMIT,
@@ -53,11 +51,10 @@ _PRIORITY = {
     # diagnose-2: the host and the fabric are causes; a stop and a teardown abort explain the rest.
     "gpu_ecc": 6, "gpu_xid": 7, "slurm_node_fail": 8, "slurm_oom_kill": 9, "shm_exhausted": 10,
     IB_ERROR: 14, "slurm_preempted": 22, STOP_REQUESTED: 26, TEARDOWN_ABORT: 27,
+    # trust: the new kinds; an exception is a cause, a store read that timed out a consequence.
+    "uncaught_exception": 9, "process_died": 9, "launch_failed": 9, "gpu_lost": 7, "host_oom": 9,
+    "net_plugin_fallback": 4, "store_timeout": 20,
 }
-_FAILURES = frozenset(FAILURE_KINDS)
-# Kinds that report a failure elsewhere rather than cause one: the launcher's and Slurm's reactions.
-_REACTIONS = frozenset({WORKER_FAILED, SLURM_TASK_EXIT, SLURM_CANCELLED, SLURM_TIME_LIMIT, STOP_REQUESTED,
-                        TEARDOWN_ABORT})
 _PORT = re.compile(r"[:\s](\d{2,5})\)?[^\n\d]{0,12}?\(?(?:errno:? 98|Address already in use)")
 
 
@@ -106,60 +103,6 @@ def port_in_use(located: Sequence[Located]) -> list[Finding]:
         evidence_of(hits), Fix(env=(("MASTER_PORT", CHOOSE),), note="a free port on the rank-0 node"))]
 
 
-def _exception_line(text: str, limit: int = 120) -> str:
-    """The exception's own words ("RuntimeError: injected failure on rank 1"), cut to a title's length."""
-    words = " ".join(text.split())
-    words = re.sub(r"^\[[^\]]{0,40}\]:? ?", "", words)  # a "[rank1]: " prefix
-    return words if len(words) <= limit else words[:limit - 1] + "…"
-
-
-def first_failure(located: Sequence[Located]) -> list[Finding]:
-    """The rank that failed first: torchelastic's root cause, else the earliest timestamped error, else
-    the first error in file order."""
-    hint = ("Start from this process's own output: errors on the other ranks (remote errors, timeouts, the "
-            "launcher's SIGTERMs) are usually consequences of it.")
-    roots = [(p, e) for p, e in located if e.kind == ELASTIC_ROOT_CAUSE]
-    if roots:
-        own = _own_error(located, *roots[0])
-        if own is not None:
-            path, e = own
-            what = e.kind if e.kind != PYTHON_EXCEPTION else _exception_line(e.text)
-            return [Finding("error", "first_failure", f"First failure (torchelastic root cause, its own log): "
-                            f"{one_process(e) or 'a worker'}: {what}", hint, evidence_of([own]))]
-        path, e = roots[0]
-        code = f" with exit code {e.exit_code}" if e.exit_code is not None else ""
-        return [Finding("error", "first_failure", f"First failure (torchelastic root cause): "
-                        f"{one_process(e) or 'a worker'} exited{code}", hint, evidence_of(roots[:1]))]
-    failures = [(p, e) for p, e in located if e.kind in _FAILURES and (e.rank is not None or e.host)]
-    ranks = world_ranks(e for _, e in located)
-    if len({(p, *unit_of(e, ranks)) for p, e in failures}) < 2:
-        return []
-    # Timeouts fire on the ranks that waited, microseconds apart: the timeout rule names the laggard.
-    causes = [loc for loc in failures if loc[1].kind not in _REACTIONS and loc[1].kind != COLLECTIVE_TIMEOUT]
-    if not causes:
-        causes = [loc for loc in failures if loc[1].kind in (WORKER_FAILED, SLURM_TASK_EXIT)
-                  and loc[1].exit_code not in (None, 0) and loc[1].rank is not None]
-    if not causes:
-        return []
-    timed = [loc for loc in causes if loc[1].ts is not None]
-    path, e = min(timed, key=lambda loc: loc[1].ts or 0.0) if timed else causes[0]
-    how = "earliest timestamp" if timed else "first in the logs"
-    return [Finding("error", "first_failure", f"First failure ({how}): {one_process(e)}: {e.kind}", hint,
-                    evidence_of([(path, e)]))]
-
-
-def _own_error(located: Sequence[Located], root_path: str, root) -> Located | None:
-    """The first error in the root-cause rank's own log (another file than the launcher's table): its
-    exception or failure says why, where the table only says that it exited."""
-    if root.rank is None:
-        return None
-    for path, e in located:
-        if path != root_path and e.rank == root.rank and (
-                e.kind == PYTHON_EXCEPTION or (e.kind in _FAILURES and e.kind not in _REACTIONS)):
-            return (path, e)
-    return None
-
-
 _NODE_NAMED = re.compile(r"\bON (\S+) CANCELLED|Node failure on (\S+)|^\w{3} +\d+ [\d:]+ (\S+) kernel:")
 
 
@@ -186,16 +129,19 @@ def _fix_for(kind: str, locs: Sequence[Located]) -> Fix | None:
 
 
 def kind_findings(located: Sequence[Located]) -> list[Finding]:
-    """One finding per failure kind that no dedicated rule covers."""
+    """One finding per failure kind that no dedicated rule covers. gloo errors that only say a peer went away
+    are a consequence: a finding of their own, with no fix (no setting of this rank brings its peer back)."""
     by_kind: dict[str, list[Located]] = {}
     for path, e in located:
         if e.kind in KIND_ADVICE:
-            by_kind.setdefault(e.kind, []).append((path, e))
+            kind = GLOO_PEER_LOST if e.kind == GLOO_ERROR and lost_peer(e.text) else e.kind
+            by_kind.setdefault(kind, []).append((path, e))
     findings = []
     for kind, locs in by_kind.items():
         severity, title, hint = KIND_ADVICE[kind]
         who = who_in(e for _, e in locs)
-        findings.append(Finding(severity, kind, title + (f" ({who})" if who else ""), hint, evidence_of(locs),
+        code = GLOO_ERROR if kind == GLOO_PEER_LOST else kind
+        findings.append(Finding(severity, code, title + (f" ({who})" if who else ""), hint, evidence_of(locs),
                                 _fix_for(kind, locs)))
     return findings
 
@@ -212,13 +158,16 @@ def _importance(finding: Finding) -> tuple[int, int, tuple[str, int]]:
 
 _RULES: tuple[Callable[[Sequence[Located]], list[Finding]], ...] = (
     first_failure, local_interface, version_mismatch, port_in_use, ib_fallback, init_incomplete,
-    kind_findings,
+    kind_findings, uncaught_exception, process_died, launch_failed,
 )
 
 
 def find_all(files: Sequence[FileSummary]) -> tuple[Finding, ...]:
-    """Every finding for the job whose files these are, most important first."""
+    """Every finding for the job whose files these are, most important first (an uncaught exception's finding
+    only where no first-failure finding names the failure already)."""
     located = [(f.path, e) for f in files for e in f.events]
     findings = [finding for rule in _RULES for finding in rule(located)]
     findings += collective_timeout(located, _nranks(located))
+    if any(f.code == "first_failure" for f in findings):
+        findings = [f for f in findings if f.code != "uncaught_exception"]
     return tuple(sorted(findings, key=_importance))

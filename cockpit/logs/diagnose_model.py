@@ -106,12 +106,39 @@ class FileSummary:
     ranks: tuple[RankSummary, ...]
 
 
+REMEDIES = ("code", "configuration", "resources", "hardware", "outside", "unknown")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The root cause that started a job's failure (``diagnose_cause``): what happened, where, and what kind of
+    remedy it needs."""
+
+    words: str
+    """Who did what, in words: 'rank 1 raised ValueError: bad batch', 'rank 1 exited (code 0) while ...'."""
+    rank: int | None
+    host: str | None
+    kind: str
+    """The event kind that says it, or a run's own: ``early_exit``, ``signal``, ``launcher``."""
+    remedy: str
+    """One of ``REMEDIES``: ``code`` (no setting fixes it), ``configuration``, ``resources``, ``hardware``,
+    ``outside`` (the scheduler, a signal), ``unknown``."""
+    evidence: tuple[tuple[str, int], ...] = ()
+
+
 @dataclass(frozen=True)
 class Report:
     """Everything `cockpit diagnose` prints: files in the order given, findings most important first."""
 
     files: tuple[FileSummary, ...]
     findings: tuple[Finding, ...]
+    cause: Cause | None = None
+    """The earliest root cause where one is known (None: none found, or several with no order between them)."""
+
+    @property
+    def failed(self) -> bool:
+        """Whether the job failed: some finding is an error (what makes `cockpit diagnose` exit 1)."""
+        return any(f.severity == "error" for f in self.findings)
 
 
 MAX_EVIDENCE = 8

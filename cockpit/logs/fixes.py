@@ -47,9 +47,23 @@ class Proposal:
     reason: str
 
 
+def no_fix(report: Report) -> str | None:
+    """Why no configuration change can fix this failure, or None where one may: the job's first root cause
+    (``report.cause``) is in the code ("no configuration fix: the cause is in the code (rank 1 raised
+    ValueError: bad batch)"). A broken node (leave it out), memory (ask for more) and the scheduler (requeue)
+    keep their fixes."""
+    cause = report.cause
+    if cause is None or cause.remedy != "code":
+        return None
+    return f"no configuration fix: the cause is in the code ({cause.words})"
+
+
 def proposals(report: Report, job: Mapping, facts: Facts) -> list[Proposal]:
     """A proposal for every finding with a configuration remedy, most important first; a change already made
-    by an earlier proposal (the same key) is not repeated."""
+    by an earlier proposal (the same key) is not repeated. None where the first root cause is in the code
+    (``no_fix``): a setting changed then only relaunches the same failure."""
+    if no_fix(report) is not None:
+        return []
     out, seen = [], set()
     for finding in report.findings:
         # what this run's lines say beats the rule's general fix; the first-failure finding restates another

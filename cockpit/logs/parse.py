@@ -14,8 +14,9 @@ hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the l
 `cockpit diagnose` reads) and skip such lines without touching them (the walk is in ``parse_block``);
 ``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
 
-``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, the kind vocabulary in
-``parse_kinds``, what is recognised in ``parse_rules`` (failures) and ``parse_nccl`` (NCCL's facts), prefixes
+``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, an open Python traceback in
+``parse_trace``, the kind vocabulary in ``parse_kinds``, what is recognised in ``parse_rules`` (failures),
+``parse_ends`` (a process's end no rule names) and ``parse_nccl`` (NCCL's facts), prefixes
 and timestamps in ``parse_prefix``, what a hard wrap looks like in ``parse_wrap``, the cheap test in
 ``parse_gate`` (and ``parse_scan``, the one module that uses a library, optional: hyperscan). No IO.
 """
@@ -27,11 +28,19 @@ from collections.abc import Iterable
 from cockpit.logs.parse_block import feed_gated, feed_marked
 from cockpit.logs.parse_event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate
-from cockpit.logs.parse_kinds import FAILURE_KINDS, INFO_KINDS, NCCL_INIT_COMPLETE, NCCL_INIT_START, WORKER_FAILED
+from cockpit.logs.parse_kinds import (
+    FAILURE_KINDS,
+    INFO_KINDS,
+    NCCL_INIT_COMPLETE,
+    NCCL_INIT_START,
+    PYTHON_EXCEPTION,
+    WORKER_FAILED,
+)
 from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse_rules import classify
 from cockpit.logs.parse_scan import scanner
 from cockpit.logs.parse_table import FailureTable
+from cockpit.logs.parse_trace import Traceback
 from cockpit.logs.parse_wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
 
 __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
@@ -65,6 +74,7 @@ class LineParser:
         self._held_trigger = False
         self._held_at: tuple[int, str | None, int | None] = (0, None, None)
         self._table = FailureTable()
+        self._trace = Traceback()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
@@ -91,11 +101,22 @@ class LineParser:
     def flush(self) -> list[Event]:
         """Events of a held line: call at end of input, or when a live stream goes quiet."""
         held, self._held = self._held, None
-        if held is None or not (self._held_trigger or self._table.record is not None):
+        if held is None:
             return []
         more = self._held_more
         line, host, rank = self._held_at
+        if not (self._held_trigger or self._table.record is not None):
+            if self._trace.prefix is None:
+                return []
+            return self._trace_only(line, held + "".join(more) if more else held, host, rank)
         return self._record_events(line, held + "".join(more) if more else held, host, rank)
+
+    def _trace_only(self, lineno: int, text: str, host: str | None, rank: int | None) -> list[Event]:
+        """A record without a trigger word while a traceback is open: only its last line can make an event."""
+        if not self._trace.read(lineno, text):
+            return []
+        return [_located(lineno, PYTHON_EXCEPTION, text[:MAX_TEXT], {}, origin(text), timestamp(text),
+                         text_rank(text), host, rank)]
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]:
         self._lineno += 1
@@ -164,6 +185,8 @@ class LineParser:
             self._hold(text, host, rank, trigger)
             return out
         if not (trigger or self._table.record is not None):
+            if self._trace.prefix is not None:
+                out += self._trace_only(self._lineno, text, host, rank)
             return out
         events = self._record_events(self._lineno, text, host, rank)
         if out:
@@ -184,6 +207,8 @@ class LineParser:
             if channel_key in self._seen:
                 return []
         hits = classify(text)
+        if (self._trace.prefix is not None or "Traceback (" in text) and self._trace.read(lineno, text) and not hits:
+            hits = [(PYTHON_EXCEPTION, {})]  # the traceback's last line, whatever its type is called
         if not hits:
             return []
         if channel_key is not None:

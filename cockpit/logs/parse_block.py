@@ -19,6 +19,7 @@ from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templ
 from cockpit.logs.parse_prefix import strip_ansi
 from cockpit.logs.parse_scan import MARK_SHIFT
 from cockpit.logs.parse_table import FailureTable
+from cockpit.logs.parse_trace import Traceback
 from cockpit.logs.parse_wrap import FRESH, WRAP_MIN, unresidue
 
 
@@ -30,6 +31,7 @@ class Records(Protocol):
     _held: str | None
     _held_trigger: bool
     _table: FailureTable
+    _trace: Traceback
     _gate: Gate
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
@@ -56,7 +58,8 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
         if not flags:
             if skipped >= 0:
                 continue
-            if parser._table.record is None and not (parser._held_trigger and parser._held is not None):
+            if parser._table.record is None and parser._trace.prefix is None and not (
+                    parser._held_trigger and parser._held is not None):
                 skipped = i
                 continue
         elif skipped >= 0:
@@ -106,7 +109,9 @@ def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | Non
         else:  # past the last mark: the rest of the block is one gap, up to a line after its end
             start = end = size + 1
             flags = 0
-        while pos < start and (table.record is not None or (parser._held_trigger and parser._held is not None)):
+        trace = parser._trace
+        while pos < start and (table.record is not None or trace.prefix is not None
+                               or (parser._held_trigger and parser._held is not None)):
             cut = block.find(b"\n", pos, start)
             if cut < 0:
                 cut = size

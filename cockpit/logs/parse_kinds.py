@@ -34,12 +34,18 @@ SLURM_NODE_FAIL = "slurm_node_fail"
 SLURM_PREEMPTED = "slurm_preempted"
 TEARDOWN_ABORT = "teardown_abort"  # libstdc++'s abort at exit, with no traceback before it
 STOP_REQUESTED = "stop_requested"  # a stop someone asked for (a signal to the launcher, Ctrl-C): no failure
+# trust (issue 26): four families the parser missed, named from their producers' own wording.
+GPU_LOST = "gpu_lost"  # a GPU gone from the bus or unusable, with no Xid line (NVRM, nvidia-smi, NVML)
+STORE_TIMEOUT = "store_timeout"  # a c10d store get/wait that timed out (a waiter: the key's writer never came)
+NET_PLUGIN_FALLBACK = "net_plugin_fallback"  # an OFI/EFA net plugin failed, then NCCL used sockets: slow, no error
+HOST_OOM = "host_oom"  # host memory exhausted: the kernel's OOM killer, the CPU allocator, MemoryError
 FAILURE_KINDS = (
     COLLECTIVE_TIMEOUT, NCCL_SYSTEM_ERROR, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_CUDA_ERROR,
     NCCL_REMOTE_ERROR, NETWORK_CONNECT_ERROR, CUDA_OOM, RENDEZVOUS_ERROR, PORT_IN_USE, GLOO_ERROR,
     DDP_UNUSED_PARAMETERS, COLLECTIVE_MISMATCH, WORKER_FAILED, SLURM_TIME_LIMIT, SLURM_CANCELLED,
     SLURM_TASK_EXIT, SHM_EXHAUSTED, NCCL_VERSION_MISMATCH, IB_ERROR, GPU_XID, GPU_ECC, SLURM_OOM_KILL,
-    SLURM_NODE_FAIL, SLURM_PREEMPTED, TEARDOWN_ABORT, STOP_REQUESTED,
+    SLURM_NODE_FAIL, SLURM_PREEMPTED, TEARDOWN_ABORT, STOP_REQUESTED, GPU_LOST, STORE_TIMEOUT, NET_PLUGIN_FALLBACK,
+    HOST_OOM,
 )
 
 # Informational kinds: facts about the job, not failures.
@@ -54,9 +60,13 @@ NCCL_WARN = "nccl_warn"  # an NCCL WARN line that names no failure kind
 WATCHDOG_DETECTED = "watchdog_detected"  # fields: seq ("detected by watchdog at work: N")
 ELASTIC_ROOT_CAUSE = "elastic_root_cause"  # the record torchelastic names as first failure; rank, host
 PYTHON_EXCEPTION = "python_exception"  # a traceback's last line ("RuntimeError: ...") that names no kind
+PROCESS_DIED = "process_died"  # a shell's or faulthandler's report of a process killed by a signal ("Killed")
+LAUNCH_FAILED = "launch_failed"  # a Slurm step or task that never started (srun, slurmstepd's execve)
+NET_PLUGIN_FAILED = "net_plugin_failed"  # an OFI/EFA net plugin's own failure (a fallback where sockets follow)
 INFO_KINDS = (
     NCCL_VERSION, NCCL_NETWORK, NCCL_BOOTSTRAP, NCCL_SOCKET_IFNAME, NCCL_CHANNEL, NCCL_INIT_START,
-    NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE, PYTHON_EXCEPTION,
+    NCCL_INIT_COMPLETE, NCCL_WARN, WATCHDOG_DETECTED, ELASTIC_ROOT_CAUSE, PYTHON_EXCEPTION, NET_PLUGIN_FAILED,
+    PROCESS_DIED, LAUNCH_FAILED,
 )
 
 Hit = tuple[str, dict[str, object]]

@@ -6,7 +6,10 @@ JSON shape (one object):
     {"files": [{"path", "nccl_version", "networks", "kinds", "init_complete_ranks",
                 "events": [{"line", "kind", "rank", "host", "text"}, ...]}, ...],
      "findings": [{"severity", "code", "title", "hint", "evidence": [{"path", "line"}, ...],
-                   "fix": null | {"env", "unset", "slurm", "container", "node_env", "note"}}, ...]}
+                   "fix": null | {"env", "unset", "slurm", "container", "node_env", "note"}}, ...],
+     "cause": null | {"words", "rank", "host", "kind", "remedy", "evidence": [{"path", "line"}, ...]}}
+
+``cause`` is the earliest root cause (cockpit.logs.diagnose_cause), null where none is known.
 """
 
 from __future__ import annotations
@@ -107,8 +110,11 @@ def _file_dict(f: FileSummary) -> dict[str, object]:
 
 def report_to_dict(report: Report) -> dict[str, object]:
     """The `cockpit diagnose --json` object (see the module docstring)."""
+    c = report.cause
+    cause = None if c is None else {"words": c.words, "rank": c.rank, "host": c.host, "kind": c.kind,
+                                    "remedy": c.remedy, "evidence": [{"path": p, "line": n} for p, n in c.evidence]}
     return {"files": [_file_dict(f) for f in report.files],
-            "findings": [_finding_dict(f) for f in report.findings]}
+            "findings": [_finding_dict(f) for f in report.findings], "cause": cause}
 
 
 def render_json(report: Report) -> str:

@@ -6,7 +6,10 @@ What it does, and what it costs until asked (one daemon thread that wakes once a
 
 - SIGURG (ignored by default, so a stray one harms no process) makes faulthandler write every thread's
   Python stack to ``logs/rank-R.HOST.stacks``. faulthandler's handler is C: it works while the main thread
-  is blocked inside a collective, and even while some thread holds the GIL forever.
+  is blocked inside a collective, and even while some thread holds the GIL forever. A fatal signal (SIGABRT
+  from a C++ abort such as gloo's collective-mismatch check, SIGSEGV, SIGBUS, SIGFPE, SIGILL) appends the
+  same dump there, after "Fatal Python error": where the rank was when it died (unless the script or
+  PYTHONFAULTHANDLER enabled faulthandler already: then Python's own dump goes where they said).
 - Once torch is imported, the torch.distributed collectives (and backward under DDP, where DDP's
   all-reduces happen) are timed: how often and how long this rank waited in them, and which one it is in
   right now. Every second a line goes to ``logs/rank-R.HOST.beat``: the straggler and stall evidence. A
@@ -70,6 +73,7 @@ class _Hook:
         self.fr = False
         self.compiling = lambda: False
         self.replaced = False  # the script replaced the SIGURG handler
+        self.fatal = False  # faulthandler's fatal-signal dump goes to the stacks file (enabled by the hook)
         self.status: int | None = None  # a spawned rank's own exit status, once its function returned
 
     def _record_exit(self) -> None:
@@ -88,6 +92,9 @@ class _Hook:
 
         self.stacks = open(self.base + ".stacks", "a")  # noqa: SIM115 - kept open for faulthandler
         faulthandler.register(signal.SIGURG, file=self.stacks, all_threads=True, chain=False)
+        self.fatal = not faulthandler.is_enabled()
+        if self.fatal:
+            faulthandler.enable(file=self.stacks, all_threads=True)
         os.register_at_fork(after_in_child=self._forked)
         if record_exit:
             atexit.register(self._record_exit)
@@ -107,6 +114,8 @@ class _Hook:
         import signal
 
         faulthandler.unregister(signal.SIGURG)
+        if self.fatal:
+            faulthandler.disable()
 
     # -- torch -------------------------------------------------------------------------------------------------
     def patch_torch(self, torch) -> None:

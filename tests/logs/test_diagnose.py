@@ -175,7 +175,7 @@ def test_generic_kinds_get_a_hint_and_consequences_sort_last():
     report = run(a=lines)
     assert codes(report) == ["ddp_unused_parameters", "slurm_time_limit", "slurm_task_exit"]
     assert "find_unused_parameters=True" in report.findings[0].hint
-    assert [f.severity for f in report.findings] == ["error", "error", "warning"]
+    assert [f.severity for f in report.findings] == ["error", "error", "error"]  # a task that failed is a failure
 
 
 def test_clean_log_has_no_findings():
@@ -223,7 +223,7 @@ def test_json_shape_round_trips_with_exact_keys(tmp_path: Path):
     report = diagnose_paths([str(log)])
     data = json.loads(render_json(report))
     assert data == report_to_dict(report)
-    assert list(data) == ["files", "findings"]
+    assert list(data) == ["files", "findings", "cause"]
     (entry,) = data["files"]
     assert list(entry) == ["path", "nccl_version", "networks", "kinds", "init_complete_ranks", "events"]
     assert (entry["path"], entry["nccl_version"], entry["kinds"]) == (

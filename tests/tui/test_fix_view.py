@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui.tuidata import NOW, make_run, until
+from tui.tuidata import FAILED_LOGS, NOW, make_run, until
 
 from cockpit.fleet.report import Interface
 from cockpit.logs.fixes import Facts
@@ -73,6 +73,31 @@ async def test_escape_cancels_without_writing(ctx):
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen.run_dir == run_dir)
     assert sorted(p.name for p in job.parent.iterdir()) == ["job.yaml"]
+
+
+async def test_a_cause_in_the_code_offers_no_relaunch(ctx):
+    """The demo's rank 1 raised; rank 0's gloo "Connection closed by peer" only lost its peer (issue 26): the
+    review says there is no configuration fix, and r relaunches nothing."""
+    run_dir = make_run(ctx.runs_dir, "demo", "failed", NOW - 600, logs=FAILED_LOGS)
+    job = Path("jobs/demo.yaml")
+    job.parent.mkdir()
+    job.write_text("name: demo\nscript: demo.py\n")
+    status = read_status(run_dir)
+    status.job_file = str(job)
+    write_status(run_dir, status)
+    ctx.relaunch = lambda path, runs: (_ for _ in ()).throw(AssertionError("must not launch"))
+    ctx.fix_facts = lambda _run: FACTS
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot, run_dir)
+        text = str(review.query_one("#fix-text").content)
+        assert text.startswith("no configuration fix: the cause is in the code (rank 1 raised RuntimeError: "
+                               "injected failure on rank 1 after step 5"), text
+        assert review.plan.new_text is None and "GLOO_SOCKET_IFNAME" not in text
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, FixScreen)  # still the review: nothing was written or launched
+    assert sorted(p.name for p in job.parent.iterdir()) == ["demo.yaml"]
 
 
 def test_review_snapshot(snap_compare, ctx):

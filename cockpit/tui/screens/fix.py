@@ -51,7 +51,7 @@ class FixScreen(ModalScreen[Path | None]):
             self.app.call_from_thread(self._show, None, str(exc))
             return
         if not p.proposals:
-            text = "No finding has a configuration fix: nothing to change in the job file."
+            text = p.verdict
         else:
             text = p.describe() + "\n\n" + (p.diff() or p.problem or "No change to the job file: the steps "
                                                                      "above are by hand.")
