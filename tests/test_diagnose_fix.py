@@ -1,10 +1,12 @@
-"""`cockpit diagnose RUN --fix / --apply` on a real failing run: the demo told to use a gloo interface this
-machine does not have fails at init; the fix names one it has, as a diff of the job file (comments kept), and
---apply writes a new file next to it that validates, never over the original or an earlier fix."""
+"""`cockpit diagnose RUN --fix / --apply` on a real failing run: the demo told to use a gloo interface with no
+address fails at init (validate refuses a name this machine lacks, so the test makes a real one: a veth left
+without an address, which gloo cannot use); the fix names one that works, as a diff of the job file (comments
+kept), and --apply writes a new file next to it that validates, never over the original or an earlier fix."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -18,14 +20,15 @@ from cockpit.node.ifaces import interfaces
 from cockpit.runs import list_runs
 from cockpit.spec.model import load_spec
 
+IFACE = f"cpfix{os.getpid() % 100000}"  # at most 15 characters: the kernel's limit on an interface name
 JOB = """\
-# the demo with a gloo interface that does not exist
+# the demo with a gloo interface that has no address
 name: fixme
 script: {script}   # the demo
 args: [--epochs, "1", --steps-per-epoch, "5"]
 launcher: local
 env:
-  GLOO_SOCKET_IFNAME: nosuch0   # wrong on purpose
+  GLOO_SOCKET_IFNAME: {iface}   # wrong on purpose
 """
 
 
@@ -36,10 +39,20 @@ def cockpit(runs: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def failed(tmp_path_factory):
+def veth():
+    """A real interface of this machine with no address (CI runs as root), removed afterwards."""
+    subprocess.run(["ip", "link", "add", IFACE, "type", "veth", "peer", "name", IFACE + "p"], check=True)
+    try:
+        yield IFACE
+    finally:
+        subprocess.run(["ip", "link", "del", IFACE], check=False)
+
+
+@pytest.fixture(scope="module")
+def failed(tmp_path_factory, veth):
     tmp = tmp_path_factory.mktemp("fix")
     job = tmp / "job.yaml"
-    job.write_text(JOB.format(script=REPO / "jobs" / "demo.py"))
+    job.write_text(JOB.format(script=REPO / "jobs" / "demo.py", iface=veth))
     runs = tmp / "runs"
     assert cockpit(runs, "run", str(job), "-q").returncode != 0
     [(run_dir, _)] = list_runs(runs)
@@ -52,12 +65,12 @@ def test_fix_proposes_an_interface_this_machine_has_as_a_diff(failed):
     before = job.read_text()
     out = cockpit(runs, "diagnose", run_dir.name, "--fix")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "Gloo error" in out.stdout and "evidence: " in out.stdout and "nosuch0" in out.stdout
+    assert "Gloo error" in out.stdout and "evidence: " in out.stdout and IFACE in out.stdout
     assert f"job file: {job} (the job file the run started from)" in out.stdout
     [added] = [line for line in out.stdout.splitlines() if line.startswith("+  GLOO_SOCKET_IFNAME")]
     name = added.split(":")[1].split("#")[0].strip()
-    assert name in {i["name"] for i in interfaces() or ()} and name != "nosuch0"
-    assert "-  GLOO_SOCKET_IFNAME: nosuch0   # wrong on purpose" in out.stdout
+    assert name in {i["name"] for i in interfaces() or ()} and name != IFACE
+    assert f"-  GLOO_SOCKET_IFNAME: {IFACE}   # wrong on purpose" in out.stdout
     assert job.read_text() == before and not (job.parent / "job.fixed.yaml").exists()
 
 
@@ -71,7 +84,7 @@ def test_apply_writes_a_new_valid_file_next_to_it_and_never_overwrites(failed):
     assert f"cockpit run {fixed}" in first.stdout
     assert stat.S_IMODE(fixed.stat().st_mode) == 0o600
     spec = load_spec(fixed)
-    assert dict(spec.env)["GLOO_SOCKET_IFNAME"] != "nosuch0"
+    assert dict(spec.env)["GLOO_SOCKET_IFNAME"] != IFACE
     assert "# wrong on purpose" in fixed.read_text() and fixed.read_text().startswith("# the demo")
     fixed_text = fixed.read_text()
     second = cockpit(runs, "diagnose", str(run_dir), "--apply")

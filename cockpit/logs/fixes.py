@@ -87,7 +87,8 @@ def derived(finding: Finding, report: Report, job: Mapping) -> Fix | None:
     missing = next((m[1] for t in texts if (m := _GLOO_NO_IFACE.search(t))), None)
     if missing is not None:
         return Fix(env=(("GLOO_SOCKET_IFNAME", CHOOSE),),
-                   note=f"gloo was told to use interface {missing}, which this node does not have")
+                   note=f"gloo found no address on interface {missing} "
+                        "(that node has no such interface, or it has no address)")
     if finding.code == "local_interface":
         return Fix(env=(("NCCL_SOCKET_IFNAME", CHOOSE),),
                    note="loopback and container bridges do not reach other nodes")
