@@ -83,7 +83,8 @@ def make_run(runs_dir: Path, name: str, state: str, created: float, ranks: int =
     """A run directory as the local launcher and supervisor leave it (no processes behind it). ``logs`` maps a
     file name under logs/ to its text."""
     run_id = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(created))}-ab{ranks:02d}"
-    run_dir = create_run_dir(runs_dir, run_id)
+    create_run_dir(runs_dir, run_id)
+    run_dir = runs_dir / run_id  # as the caller named the runs directory (create_run_dir gives its real path)
     final = state in ("succeeded", "failed", "stopped")
     status = RunStatus(run_id=run_id, name=name, launcher=launcher, job_file="/work/jobs/demo.yaml",
                        hosts=[host], world_size=ranks, state=state, created=created, started=created + 1,
