@@ -20,6 +20,7 @@ from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.runs import RunStatus, request_stop
 
 LOOK_EVERY = 1.0
+START_ASK_EVERY = 10.0
 HANG_KINDS = ("stall", "stopped")
 
 
@@ -32,6 +33,7 @@ class Watchdog:
         self.next_look = 0.0
         self.reported: set[str] = set()  # "stall" / "stopped:R": gathered once per episode
         self.start_evidence: dict | None = None  # the stacks gathered once when a start went quiet for long
+        self.start_asked = 0.0
         self.pg_backend = _pg_backend(run_dir)
 
     def tick(self) -> bool:
@@ -77,7 +79,8 @@ class Watchdog:
         phase = "start" if verdict.phase == "starting" else "running"
         found = finding.hang_finding(kind, verdict.quiet, verdict.ranks, evidence, time.time(), s.run_id,
                                      self.pg_backend, phase)
-        found["began"] = round(wall - verdict.quiet if kind == "stall" else wall, 3)
+        found["began"] = round(wall - verdict.quiet if kind == "stall" else wall, 3)  # the last progress
+        found["found"] = round(time.time(), 3)  # after the stacks came: began..found is what a user waited
         found["threshold_s"], found["rule"] = verdict.threshold, verdict.rule
         found["stacks"] = self._write(evidence)
         if verdict.stalled and s.on_stall == "stop" and not s.stop_requested:
@@ -91,8 +94,9 @@ class Watchdog:
         """status.json's ``watch``: the phase, the stall threshold now and why, and where a slow start is."""
         starting, elapsed = None, None
         if verdict.phase == "starting" and verdict.slow_start:
-            if self.start_evidence is None:  # once per quiet stretch of the start
+            if self.start_evidence is None or self._stale(wall):  # once per quiet stretch, again for the silent
                 self.start_evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))
+                self.start_asked = wall
             elapsed = round(wall - (verdict.since or wall), 1)
             starting = finding.starting_text(verdict.ranks, self.start_evidence, elapsed)
         else:
@@ -100,6 +104,12 @@ class Watchdog:
         threshold = None if verdict.threshold is None else round(verdict.threshold, 1)
         return {"phase": verdict.phase, "threshold_s": threshold, "rule": verdict.rule,
                 "longest_gap_s": round(verdict.longest_gap, 1), "starting": starting, "starting_s": elapsed}
+
+    def _stale(self, wall: float) -> bool:
+        """A rank gave no stack when the start was last asked (it was still starting its interpreter): ask
+        again, at most every START_ASK_EVERY seconds."""
+        silent = any(not e.text for e in (self.start_evidence or {}).values()) or not self.start_evidence
+        return silent and wall - self.start_asked >= START_ASK_EVERY
 
     def _evidence(self, ranks: set[int]) -> dict:
         try:
