@@ -65,6 +65,7 @@ class _Rank:
     size: int | None = None
     step: int | None = None
     n: int = 0  # collectives completed (the hook's count)
+    hooked: bool = False  # a beat has been seen
     last_output: float | None = None
     steps: list = field(default_factory=list)  # (t, step), the last 64
     beats: Beats = field(default_factory=Beats)
@@ -136,8 +137,9 @@ class Monitor:
         moved = grew or (s.step is not None and s.step != r.step) or n > r.n
         if grew:
             r.last_output = s.log_mtime or now
-        # started: a step or a collective completed; a rank without the hook (no beat) by its first output
-        self.started = self.started or s.step is not None or n > 0 or (grew and not beat)
+        r.hooked = r.hooked or bool(beat)  # (a beat file caught while it rolls over reads as none)
+        # started: a step or a collective completed; a rank without the hook (never a beat) by its first output
+        self.started = self.started or s.step is not None or n > 0 or (grew and not r.hooked)
         r.size, r.step, r.n = s.log_size, s.step, max(r.n, n)
         if "t" in beat:
             r.beats.add(float(beat["t"]), _waited(beat), n)

@@ -4,8 +4,9 @@ In synchronous data parallelism every rank's step time converges to the slowest 
 cannot name the straggler: the fast ranks spend the difference waiting inside the collective, the slow one
 hardly waits. The rank hook reports, per rank, the seconds spent inside collectives (and inside backward
 under DDP). Over a sliding window, the straggler is the rank whose wait share is far below the others' while
-they wait a real share of their time; it must hold for ``confirm`` looks in a row to be named, and fail as many
-in a row to be cleared (no flapping).
+they wait a real share of their time, each share the median over the rank's beat-to-beat intervals (a slow
+rank is slow at every step; a blip fills a few intervals); it must hold for ``confirm`` looks in a row to be
+named, and fail as many in a row to be cleared (no flapping).
 
 **A pause is not straggling.** The window never reaches back past a pause: the start (no collective yet),
 a rank-0-only evaluation or a checkpoint while the others wait, a stall. Over such a stretch the rank that
@@ -100,29 +101,47 @@ class Rule:
         return self.named
 
     def candidate_now(self, now: float, beats: dict[int, Beats], hosts: dict[int, str]) -> Straggler | None:
-        """The rank that waits least while the others wait for it, over the window since the last pause."""
+        """The rank that waits least while the others wait for it, over the window since the last pause.
+
+        Each rank's figures are medians over its beat-to-beat intervals, not totals over the window: a
+        straggler is slow at every step, so it shows in most intervals, while a short pause that the pause
+        rule let through (one rank evaluating 2 s while the others wait) fills only a few of them."""
         if len(beats) < 2:
             return None
         cut = max((b.pause_end for b in beats.values() if b.pause_end is not None), default=None)
         start = now - self.window if cut is None else max(now - self.window, cut)
         stats = {}
         for rank, b in beats.items():
-            d = delta(b.points, start)
-            if d is None or d[2] < 5 or d[0] < self.window / 2:  # too little sustained stepping to judge
+            steps = intervals(b.points, start)
+            wall, syncs = sum(i[0] for i in steps), sum(i[2] for i in steps)
+            if len(steps) < 3 or syncs < 5 or wall < self.window / 2:  # too little sustained stepping to judge
                 return None
-            if b.standing() > max(PAUSE_MIN_S, 2 * d[0] / d[2]):
+            if b.standing() > max(PAUSE_MIN_S, 2 * wall / syncs):
                 return None  # a rank stopped syncing: a pause or a hang in the making, not a straggler
-            stats[rank] = d
-        shares = {rank: sync / wall for rank, (wall, sync, _) in stats.items()}
+            stats[rank] = steps
+        shares = {rank: _median([min(1.0, w / t) for t, w, _ in steps]) for rank, steps in stats.items()}
         slow = min(shares, key=lambda r: (shares[r], r))
-        others = sorted(v for k, v in shares.items() if k != slow)
-        median = others[len(others) // 2]
+        median = _median([v for k, v in shares.items() if k != slow])
         if median < self.min_wait_share or shares[slow] * self.ratio > median:
             return None
-        wall, sync, n = stats[slow]
-        waits = sorted(stats[k][1] / stats[k][2] for k in stats if k != slow)
-        return Straggler(slow, hosts.get(slow, "?"), 1000 * (wall - sync) / n, 1000 * waits[len(waits) // 2],
-                         round(shares[slow], 3), round(median, 3))
+        own = _median([(t - w) / n for t, w, n in stats[slow] if n > 0])
+        waits = _median([_median([w / n for t, w, n in stats[k] if n > 0]) for k in stats if k != slow])
+        return Straggler(slow, hosts.get(slow, "?"), 1000 * own, 1000 * waits, round(shares[slow], 3), round(median, 3))
+
+
+def intervals(points: deque, start: float) -> list[tuple[float, float, int]]:
+    """(seconds, seconds in collectives, sync points) of each beat-to-beat interval at or after ``start``."""
+    inside = [p for p in points if p[0] >= start - 1e-9]
+    return [(t1 - t0, max(0.0, s1 - s0), n1 - n0)
+            for (t0, s0, n0), (t1, s1, n1) in zip(inside, inside[1:], strict=False) if t1 > t0]
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def delta(points: deque, start: float) -> tuple[float, float, int] | None:

@@ -169,3 +169,19 @@ def test_a_rank_0_evaluation_pause_is_not_straggling_after_it_ends():
         v = look(m, float(t), [beat(t, n, 6.0 + 0.3 * (t - 80)), beat(t, n, w1 + 0.3 * (t - 80))])
         assert v.straggler is None, (t, v.straggler)
         assert not v.stalled
+
+
+def test_a_short_pause_inside_the_window_is_not_straggling_either():
+    """Rank 0 works alone for 2 s (too short to count as a pause: one beat without a new sync) while rank 1
+    waits, inside even stepping: rank 1 waited 24% of that window, rank 0 3%; per interval it is a blip."""
+    m = Monitor(stall_after=None, window=10, confirm=3)
+    n, w = [0, 0], [0.0, 0.0]
+    for t in range(0, 40):
+        if t in (21, 22, 23):  # the pause: 20.5 .. 22.5
+            n = [n[0] + (5 if t != 22 else 0)] * 2
+            w = [w[0] + 0.02, w[1] + (0.5 if t != 22 else 1.0)]
+        else:
+            n = [n[0] + 10] * 2
+            w = [w[0] + 0.03, w[1] + 0.05]
+        v = look(m, float(t), [beat(t, n[0], w[0]), beat(t, n[1], w[1])])
+        assert v.straggler is None, (t, v.straggler)
