@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-PAUSE_MIN_S = 2.0  # a sync count standing still this long (and PAUSE_STEPS of the rank's steps) is a pause
-PAUSE_STEPS = 3.0
+# A sync count standing still this long, and PAUSE_STEPS of the rank's own steps, is a pause: with beats a second
+# apart and steps faster than that, one beat without a new collective is one.
+PAUSE_MIN_S = 2.0
+PAUSE_STEPS = 2.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class Beats:
             self.last_change = t
         elif n != self.points[-1][2]:
             gap = t - (self.last_change if self.last_change is not None else t)
-            if gap > self.pause_limit():
+            if gap >= self.pause_limit() - 0.05:  # (beats come a second apart, give or take a few ms)
                 self.pause_end = t
             self.intervals.append(gap)  # pauses too: the lower median below is the rank's own step
             self.last_change = t
@@ -119,7 +121,9 @@ class Rule:
             if b.standing() > max(PAUSE_MIN_S, 2 * wall / syncs):
                 return None  # a rank stopped syncing: a pause or a hang in the making, not a straggler
             stats[rank] = steps
-        shares = {rank: _median([min(1.0, w / t) for t, w, _ in steps]) for rank, steps in stats.items()}
+        # an interval without a collective completed is a rank waiting (or working) through it: part of a
+        # pause, or of steps slower than a beat; the straggler shows in the intervals where the ranks step
+        shares = {rank: _median([min(1.0, w / t) for t, w, n in steps if n > 0]) for rank, steps in stats.items()}
         slow = min(shares, key=lambda r: (shares[r], r))
         median = _median([v for k, v in shares.items() if k != slow])
         if median < self.min_wait_share or shares[slow] * self.ratio > median:

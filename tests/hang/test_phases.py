@@ -185,3 +185,26 @@ def test_a_short_pause_inside_the_window_is_not_straggling_either():
             w = [w[0] + 0.03, w[1] + 0.05]
         v = look(m, float(t), [beat(t, n[0], w[0]), beat(t, n[1], w[1])])
         assert v.straggler is None, (t, v.straggler)
+
+
+@pytest.mark.parametrize("recorded", ["eval_pauses_a", "eval_pauses_b"])
+def test_recorded_beats_of_a_healthy_run_with_two_short_evaluations_name_no_straggler(recorded):
+    """Real beats (tests/fixtures/hang/README.md), looked at once a second as the watchdog does, at four
+    phases of the second."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "hang" / recorded
+    beats = {r: [json.loads(x) for x in (folder / f"rank-{r}.vm.beat").read_text().splitlines()] for r in (0, 1)}
+    first, last = min(b[0]["t"] for b in beats.values()), max(b[-1]["t"] for b in beats.values())
+    looks = 0
+    for offset in (0.0, 0.25, 0.5, 0.75):
+        m = Monitor(stall_after=6)
+        t = first + offset
+        while t <= last + 1:
+            seen = {r: [x for x in b if x["t"] <= t] for r, b in beats.items()}
+            v = look(m, t, [seen[r][-1] if seen[r] else None for r in (0, 1)])
+            assert v.straggler is None and not v.stalled, (offset, t - first, v.straggler)
+            looks += 1
+            t += 1.0
+    assert looks > 4 * 20  # the whole run (25 s of beats) was looked at
