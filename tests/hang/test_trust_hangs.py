@@ -27,17 +27,24 @@ def took(f: dict) -> str:
     return f"{f['found'] - f['began']:.1f} s from the last progress to the finding"
 
 
-def test_a_slow_start_and_a_short_rank_0_evaluation_are_healthy_no_finding_at_all(tmp_path):
-    """Every rank loads for 10 s (longer than stall_after), then rank 0 evaluates 3 s every 100 steps."""
+@pytest.mark.parametrize("stall_after", [6, None])
+def test_a_slow_start_and_a_short_rank_0_evaluation_are_healthy_no_finding_at_all(tmp_path, stall_after):
+    """Every rank loads for 10 s (longer than stall_after), then rank 0 evaluates 3 s every 100 steps; without
+    stall_after, the adaptive threshold (60 s at least) is what judges it."""
     path = job(tmp_path, "healthy", script="eval_pause.py", args=["--quiet-start", "10", "--steps", "250",
                                                                    "--eval-every", "100", "--eval-s", "3"],
-               extra="stall_after: 6\n")
+               extra=f"stall_after: {stall_after}\n" if stall_after else "")
     r = cockpit(tmp_path, "run", str(path), timeout=300)
     run_dir, status = list_runs(tmp_path)[0]
     assert r.returncode == 0 and status.state == "succeeded", r.stdout[-2000:] + r.stderr[-2000:]
     assert status.findings == [] and status.history == []
     assert "STALL" not in r.stderr and "STRAGGLER" not in r.stderr
-    assert "cockpit: starting: ranks 0, 1 " in r.stderr  # where they are is said, and it is not a finding
+    if stall_after:
+        assert "cockpit: starting: ranks 0, 1 " in r.stderr  # where they are is said, and it is not a finding
+        assert (status.watch["rule"], status.watch["threshold_s"]) == ("stall_after", 6)
+    else:  # the run's longest pause was a 3 s evaluation: the floor holds
+        assert (status.watch["rule"], status.watch["threshold_s"]) == ("adaptive", 60)
+        assert 2 <= status.watch["longest_gap_s"] < 10  # the evaluation counted, the 10 s silent start not
     d = cockpit(tmp_path, "diagnose", status.run_id, "--json")
     assert d.returncode == 0 and json.loads(d.stdout)["findings"] == [], d.stdout
 
