@@ -21,6 +21,7 @@ from cockpit.runs import RunStatus, request_stop
 
 LOOK_EVERY = 1.0
 START_ASK_EVERY = 10.0
+HISTORY_KEEP = 20  # the last stalls that cleared (status.json is written every second: it stays small)
 HANG_KINDS = ("stall", "stopped")
 
 
@@ -52,7 +53,7 @@ class Watchdog:
         history = s.history
         if not episode:
             if findings and _alive(verdict):  # the ranks move again: the episode is over, and remembered
-                history = [*history, *(_cleared(f, wall) for f in findings)]
+                history = [*history, *(_cleared(f, wall) for f in findings)][-HISTORY_KEEP:]
                 findings = []
             self.reported = set()  # (with no rank alive, the run is ending: its findings stand as they are)
         elif not episode <= self.reported:
