@@ -143,17 +143,10 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evid
 
 
 def read_json(path: Path, limit: int = 4 << 20) -> object:
-    """A small JSON file's value (None when missing, too big or not JSON)."""
+    """A small JSON file's value (None when missing, not a regular file, too big or not JSON)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError:
-        return None
-    if len(data) > limit:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
+        return safeio.loads(safeio.read_bytes(path, limit))
+    except (OSError, ValueError):
         return None
 
 
