@@ -208,3 +208,34 @@ def test_recorded_beats_of_a_healthy_run_with_two_short_evaluations_name_no_stra
             looks += 1
             t += 1.0
     assert looks > 4 * 20  # the whole run (25 s of beats) was looked at
+
+
+def test_the_straggler_is_judged_on_uninterrupted_stepping_only():
+    """Rank 0 works alone 2 s out of every 4 (rank 1 waits through it): each stretch of stepping between two
+    pauses is shorter than half the window, so no verdict, whatever the shares; once the pauses stop and
+    rank 0 is simply slower at every step, it is named."""
+    m = Monitor(stall_after=None, window=10, confirm=3)
+    n, w0, w1 = 0, 0.0, 0.0
+    for t in range(0, 40):  # a pause from x.5 to x+2.5 every 4 s: one beat without a collective, two halves
+        phase = t % 4
+        n += {0: 10, 1: 5, 2: 0, 3: 5}[phase]
+        w0 += 0.02 if phase != 2 else 0.0
+        w1 += {0: 0.05, 1: 0.5, 2: 1.0, 3: 0.5}[phase]
+        v = look(m, float(t), [beat(t, n, w0), beat(t, n, w1)])
+        assert v.straggler is None, (t, v.straggler)
+    named = _straggling(m, 0, 2, 40, 60, {0: [n, w0], 1: [n, w1]})
+    assert named[-1] == 0
+
+
+def test_a_rank_inside_a_collective_but_behind_the_others_in_the_flight_recorder_is_the_culprit():
+    """Rank 1 waits in all_reduce #19 while ranks 0 and 2 enqueued #21: it is behind, the culprit."""
+    from cockpit.hang.evidence import Evidence
+    from cockpit.hang.finding import hang_finding
+    from cockpit.hang.stacks import FlightRecord
+
+    progress = {r: {"host": "a", "state": "running", "in": "all_reduce"} for r in range(3)}
+    evidence = {r: Evidence(r, "a", "", FlightRecord(19 if r == 1 else 21, 18 if r == 1 else 20, "gloo:all_reduce"),
+                            {"in": "all_reduce", "since": 1.0}) for r in range(3)}
+    f = hang_finding("stall", 30, progress, evidence, now=31.0)
+    assert [c["rank"] for c in f["culprits"]] == [1] and [v["rank"] for v in f["victims"]] == [0, 2]
+    assert f["collective"]["seq"] == 20 and "rank 1 (a) is in all_reduce behind the others" in f["text"]
