@@ -8,9 +8,10 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
     hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH;
-                                 hook/cockpit_rankspawn.py beside it (cockpit.node.rankspawn); Slurm runs:
+                                 hook/cockpit_rankspawn.py, cockpit_rankworkers.py beside it; Slurm runs:
                                  hook/cockpit_nodecheck.py, cockpit_nodejudge.py, cockpit_ifaces.py (preflight)
-    logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json
+    logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json,
+                                 workers (its DataLoader workers' stacks, when asked)
     logs/agent.<host>.log        torchrun's (or the batch shell's, a trial's) own output; .exit for ssh nodes
     logs/supervisor.log          the supervisor's own output
     logs/dump.req                a stack / Flight Recorder dump asked of the ranks (cockpit.hang)
@@ -44,8 +45,10 @@ METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
 HOOK = "hook"
 HOOK_FILE = "sitecustomize.py"
-# What goes into hook/: (installed name, source file in cockpit/node/). The companion serves runner: spawn.
-HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py"))
+# What goes into hook/: (installed name, source file in cockpit/node/). The companions serve runner: spawn and
+# the stacks of the processes a rank forks (DataLoader workers).
+HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py"),
+              ("cockpit_rankworkers.py", "rankworkers.py"))
 # Slurm's preflight inside the allocation, installed into hook/: (installed name, source in cockpit/node/)
 NODECHECK, NODEJUDGE = "cockpit_nodecheck.py", "cockpit_nodejudge.py"
 NODECHECK_FILES = ((NODECHECK, "nodecheck.py"), (NODEJUDGE, "nodejudge.py"), ("cockpit_ifaces.py", "ifaces.py"))

@@ -44,10 +44,15 @@ class RunStatus:
     stop_requested: bool = False
     stopped_at: float | None = None  # wall time the supervisor acted on the stop: later exits are its doing
     note: str | None = None  # why a run ended as it did, when cockpit knows more than the exit code
-    stall_after: float = 600.0  # the job's stall_after (cockpit run --stall-after): 0 turns the watch off
+    # the job's stall_after (cockpit run --stall-after): 0 turns the watch off, None adapts (cockpit.hang.progress)
+    stall_after: float | None = None
     on_stall: str = "report"  # "report" | "stop"
     progress: dict[str, dict] = field(default_factory=dict)  # rank -> cockpit.hang.progress record
     findings: list[dict] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
+    # Written only when set (a status.json of an older cockpit reads and writes back as it was):
+    start_after: float | None = None  # the job's start budget (None: cockpit.hang.progress.START_AFTER)
+    watch: dict | None = None  # the watchdog's phase and stall threshold now, and where a slow start is
+    history: list[dict] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
 
     @property
     def final(self) -> bool:
@@ -59,6 +64,9 @@ class RunStatus:
         d["nodes"] = [n.to_dict() for n in self.nodes]
         d["ranks"] = {r: e.to_dict() for r, e in self.ranks.items()}
         d["first_failure"] = None if self.first_failure is None else self.first_failure.to_dict()
+        for name in _WHEN_SET:
+            if d[name] is None or d[name] == []:
+                del d[name]
         return d
 
     def to_json(self) -> str:
@@ -99,5 +107,7 @@ _FIELD_TYPES: dict[str, tuple] = {
     "run_id": (str,), "name": (str,), "launcher": (str,), "job_file": (str,), "hosts": (list,),
     "world_size": (int, None), "state": (str,), "created": NUM, "started": (*NUM, None), "ended": (*NUM, None),
     "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
-    "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*NUM, None), "note": (str, None)}
+    "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*NUM, None), "note": (str, None),
+    "stall_after": (*NUM, None), "start_after": (*NUM, None), "watch": (dict, None), "history": (list,)}
 _REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
+_WHEN_SET = ("start_after", "watch", "history")

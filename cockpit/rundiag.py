@@ -60,9 +60,34 @@ def hang_findings(run_dir: Path) -> list:
 
     status = read_status(run_dir)
     live = status is not None and not status.final
-    return [Finding(f["severity"], f["kind"], f["text"],
-                    f["hint"] + (f" (next: {f['next']})" if f.get("next") and live else ""), evidence_of(f, run_dir))
-            for f in (status.findings if status else ())]
+    found = [Finding(f["severity"], f["kind"], f["text"],
+                     f["hint"] + (f" (next: {f['next']})" if f.get("next") and live else ""), evidence_of(f, run_dir))
+             for f in (status.findings if status else ())]
+    return found + [Finding("warning", f"{h['kind']}_cleared", history_line(h, status.started), _cleared_hint(h),
+                            evidence_of(h, run_dir)) for h in (status.history if status else ())]
+
+
+def history_line(h: dict, started: float | None) -> str:
+    """One stall of the run's history (it cleared): when, how long, and what it was."""
+    import time
+
+    began = h.get("began")
+    if began is None:
+        at = "at ?"
+    elif started:
+        at = f"{duration(max(0.0, began - started))} after start"
+    else:
+        at = "at " + time.strftime("%H:%M:%S", time.localtime(began))
+    return f"{h['kind']} {at}, cleared after {duration(h.get('lasted_s'))}: {h['text']}"
+
+
+def _cleared_hint(h: dict) -> str:
+    who = ", ".join(str(c["rank"]) for c in h.get("culprits", ()))
+    hint = (f"the ranks moved again by themselves: a pause (an evaluation, a checkpoint or a slow read on "
+            f"{'rank ' + who if who else 'some rank'}), not a hang")
+    if h.get("rule") == "adaptive":
+        hint += "; without stall_after, the stall threshold now allows 3 x a pause this long"
+    return hint
 
 
 def run_findings(run_dir: Path, report):
@@ -282,4 +307,9 @@ def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
             words.append(f"stalled {duration(f['quiet_s'])}" + (f" (rank {culprits})" if culprits else ""))
     if words:
         return "; ".join(words)
+    watch = s.watch or {}
+    if s.state == "running" and watch.get("starting"):
+        return "starting" + (f" {duration(watch['starting_s'])}" if watch.get("starting_s") is not None else "")
+    if s.history:
+        return ("ok" if s.state == "running" and s.progress else "-") + f" ({len(s.history)} cleared)"
     return "ok" if s.state == "running" and s.progress else "-"

@@ -192,3 +192,13 @@ def test_the_launching_shells_comm_variables_reach_ssh_nodes_and_the_job_wins():
         "TORCH_NCCL_BLOCKING_WAIT": "1"}
     local = parse_spec(BASE)
     assert with_shell_env(local, shell) is local  # a local run inherits the shell; sbatch exports it
+
+
+def test_stall_and_start_thresholds_absent_adapt_and_given_are_checked():
+    spec = parse_spec(BASE)
+    assert spec.stall_after is None and spec.start_after is None  # cockpit.hang.progress works them out
+    spec = parse_spec(BASE + "stall_after: 0\nstart_after: 90\n")
+    assert (spec.stall_after, spec.start_after) == (0, 90)
+    assert one_error(BASE + "start_after: -5\n").startswith("job.yaml:3:")
+    assert "must be at least 0" in one_error(BASE + "start_after: -5\n")
+    assert "expected a whole number" in one_error(BASE + "stall_after: soon\n")

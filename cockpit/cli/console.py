@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from cockpit.runcause import launcher_death
-from cockpit.rundiag import duration, health
+from cockpit.rundiag import duration, health, history_line
 from cockpit.runs import FirstFailure, RankExit, RunStatus, rank_files
 from cockpit.trust import owner
 
@@ -93,6 +93,8 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
             out.append(f"  next: {f['next']}")
         if f.get("stacks"):
             out.append(f"  every rank's stack: {f['stacks']}")
+    for h in status.history:  # cockpit.hang: stalls that cleared, kept with when and how long
+        out.append(painter.paint(history_line(h, status.started), "1;33"))
     out.append(_forecast_line(run_dir, status))
     if status.note:
         out.append(f"note: {status.note}")

@@ -118,9 +118,16 @@ class LiveHang:
     when a stall clears."""
 
     def __init__(self, painter: Painter):
-        self.painter, self.shown = painter, set()
+        self.painter, self.shown, self.starting = painter, set(), False
 
     def on_status(self, status) -> None:
+        watch = status.watch or {}
+        starting = watch.get("starting")
+        if starting and not self.starting:  # a slow start, said once: not a stall (it has a budget of its own)
+            budget = watch.get("threshold_s")
+            notice(f"{starting}; no rank has completed a step or a collective yet"
+                   + (f": a stall only after {budget:g} s without progress (start_after)" if budget else ""))
+        self.starting = bool(starting)
         keys = set()
         for f in status.findings:
             key = (f["kind"], f.get("rank"))
@@ -132,7 +139,9 @@ class LiveHang:
                        f"         hint: {f['hint']}{nxt}")
         for kind, rank in self.shown - keys:
             if not status.final and not status.stop_requested:  # a stop ends an episode; it clears nothing
-                notice(f"{kind} cleared" + (f" (rank {rank})" if rank is not None else "")
+                past = next((h for h in reversed(status.history) if h["kind"] == kind), None)
+                lasted = f" after {past['lasted_s']:.0f} s" if past and kind != "straggler" else ""
+                notice(f"{kind} cleared{lasted}" + (f" (rank {rank})" if rank is not None else "")
                        + ": the ranks make progress again")
         self.shown = keys
 

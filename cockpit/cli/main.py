@@ -100,7 +100,8 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
                    "known_hosts (trust on first use) instead of refusing them; a changed key is always refused")
     p.add_argument("--stall-after", type=_seconds, metavar="S", help="call the run stalled when no rank made "
-                   "progress for S seconds (default: the job's stall_after, 600; 0 turns it off)")
+                   "progress for S seconds (default: the job's stall_after; without one, max(60 s, 3 x the "
+                   "longest quiet gap the run has shown); 0 turns it off)")
     _add_follow_options(p)
     p.set_defaults(func=_runs("run"))
 

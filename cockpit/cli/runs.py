@@ -279,7 +279,10 @@ def cmd_stacks(args) -> int:
         print(json.dumps({"run": status.run_id, "ranks": [
             {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,
              "where": e.stack.user_frame.where() if e.stack.user_frame else None,
-             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": e.text}
+             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": e.text,
+             "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": w.text,
+                          "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}
+                         for w in e.workers]}
             for _, e in sorted(evidence.items())]}, indent=2))
     else:
         print(finding.stacks_report(evidence), end="")

@@ -1,10 +1,16 @@
 """Hangs and stragglers: what every rank is doing, seen from outside it. What runs inside each rank (stacks
-on SIGURG, collective timing, a beat every second, Flight Recorder dumps) is cockpit.node.rankhook.
+on SIGURG, its DataLoader workers' too, collective timing, a beat every second, Flight Recorder dumps) is
+cockpit.node.rankhook (with cockpit.node.rankworkers).
 
-    progress.py       pure: per-rank progress from the files the ranks write; stall and straggler verdicts
+    progress.py       pure: per-rank progress from the files the ranks write; start, stall and stopped verdicts
+    straggler.py      pure: the straggler rule over the ranks' beats (a pause is not straggling)
     stacks.py         pure: faulthandler dumps and Flight Recorder traces -> where a rank is, what it waits in
-    finding.py        pure: evidence -> the finding (culprit, victims, collective) and the stacks report
+    finding.py        pure: evidence -> the finding (culprit, victims, collective, DataLoader worker, uneven
+                      inputs), the "starting" words and the stacks report
+    words.py          pure: a finding's text, hint and next command
+    evidence.py       what one rank (and its workers) said when asked
     gather.py         IO: read a run's rank files; ask local and Slurm ranks for their stacks
     remote_stacks.py  IO: the same for ssh nodes, through the node agent
-    watchdog.py       the supervisor's once-a-second look: status.json's progress and findings, on_stall
+    watchdog.py       the supervisor's once-a-second look: status.json's progress, watch, findings and history,
+                      on_stall
 """

@@ -1,121 +1,138 @@
 """Evidence -> the finding a user reads: which rank is stuck, where, and who waits for it. Pure.
 
-Culprit vs victim: a rank blocked inside a collective is a victim. The culprits are the ranks that are
-stopped, the live ranks outside any collective (stuck in their own code), and, where the Flight Recorder
-knows it, the ranks that never enqueued the collective the others wait in.
+Culprit vs victim: a rank blocked inside a collective is a victim; so is one waiting for the others to form
+the process group (``init_process_group``, DDP's constructor). The culprits are the ranks that are stopped,
+the live ranks outside any collective (stuck in their own code), and, where the Flight Recorder knows it,
+the ranks that never enqueued the collective the others wait in.
+
+Two causes are named beyond that. A rank that waits for the next batch of a DataLoader is stuck in its
+worker: the worker's own frame (a Dataset's ``__getitem__``, the ``open`` in it) is the place, from the
+worker's stack. And when every rank waits in a collective but not the same one, and some are still in the
+training loop's collective (backward under DDP, or the one they completed last) while the others are in
+another, the others ran out of data first: uneven inputs, with their fix.
+
+The words: cockpit.hang.words.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.hang.evidence import Evidence
+from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.progress import Straggler
+from cockpit.hang.stacks import DDP_INIT, INIT
+from cockpit.hang.words import finding_words, starting_words
 
-
-def _rank_list(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+__all__ = ["evidence_of", "hang_finding", "stacks_report", "starting_text", "straggler_finding"]
+WAITS_AT_START = (INIT, "new_group", DDP_INIT)
 
 
 def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: dict[int, Evidence], now: float,
-                 run_ref: str = "RUN", pg_backend: str | None = None) -> dict:
-    """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped)."""
-    culprits, victims, silent = [], [], []
+                 run_ref: str = "RUN", pg_backend: str | None = None, phase: str = "running") -> dict:
+    """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped).
+    ``phase``: "start" for a start that used up its budget (no rank has completed a step or collective)."""
     seqs = {r: e.flight.enqueued for r, e in evidence.items() if e.flight and e.flight.enqueued is not None}
     top = max(seqs.values(), default=None)
+    culprits, victims, silent = [], [], []
     for rank in sorted(set(progress) | set(evidence)):
-        rec, ev = progress.get(rank, {}), evidence.get(rank)
-        host = (ev.host if ev else None) or rec.get("host", "?")
-        state = rec.get("state", "unknown")
-        stack = ev.stack if ev and ev.text else None
-        beat = (ev.beat if ev else None) or {}
-        op = (stack.collective if stack else None) or beat.get("in") or rec.get("in")
-        frame = stack.user_frame if stack else None
-        entry = {"rank": rank, "host": host, "state": state, "where": frame.where() if frame else None,
-                 "seq": seqs.get(rank)}
-        if state in ("stopped", "not responding", "exited"):
-            culprits.append(entry)
-        elif op is not None and not (top is not None and rank in seqs and seqs[rank] < top):
-            since = beat.get("since") or rec.get("in_since")
-            entry.update(op=op, waiting_s=round(now - since, 1) if since else None)
-            victims.append(entry)
-        elif stack is not None or (top is not None and rank in seqs):
-            entry["op"] = op
-            culprits.append(entry)
-        else:
-            silent.append(entry)
+        entry, role = _entry(rank, progress.get(rank, {}), evidence.get(rank), seqs, top, now)
+        {"culprit": culprits, "victim": victims, "silent": silent}[role].append(entry)
     collective = None
     if top is not None:
         behind = [seqs[c["rank"]] for c in culprits if c["rank"] in seqs and seqs[c["rank"]] < top]
         seq = min(behind) + 1 if behind else top  # the first collective a culprit never enqueued
         op = next((e.flight.op for e in evidence.values() if e.flight and e.flight.enqueued == seq), None)
         collective = {"seq": seq, "op": op}
-    finding = {"kind": kind, "severity": "error", "quiet_s": round(quiet, 1), "culprits": culprits,
+    uneven = _uneven(culprits, victims, evidence)
+    if uneven is not None:  # the ranks that left the loop are where it went wrong; the others wait for them
+        left = set(uneven["left"])
+        culprits, victims = ([e for e in culprits + victims if e["rank"] in left],
+                             [e for e in culprits + victims if e["rank"] not in left])
+        culprits.sort(key=lambda e: e["rank"])
+        victims.sort(key=lambda e: e["rank"])
+    finding = {"kind": kind, "severity": "error", "phase": phase, "quiet_s": round(quiet, 1), "culprits": culprits,
                "victims": victims, "silent": [e["rank"] for e in silent], "collective": collective,
-               "mismatch": not culprits and len({v["op"] for v in victims}) > 1,
-               "hooked": any(e.beat for e in evidence.values())}
-    finding["text"], finding["hint"], finding["next"] = _words(finding, run_ref, pg_backend)
+               "mismatch": uneven is None and not culprits and len({v["op"] for v in victims}) > 1,
+               "uneven": uneven, "hooked": any(e.beat for e in evidence.values())}
+    finding["text"], finding["hint"], finding["next"] = finding_words(finding, run_ref, pg_backend)
     return finding
 
 
-def _words(f: dict, run_ref: str, pg_backend: str | None) -> tuple[str, str, str | None]:
-    head = (f"no rank made progress for {f['quiet_s']:.0f} s" if f["kind"] == "stall"
-            else "a rank's process is stopped")
-    parts = []
-    for c in f["culprits"]:
-        if c["state"] == "stopped":
-            parts.append(f"rank {c['rank']} ({c['host']}) is stopped (SIGSTOP, state T)")
-        elif c["state"] in ("not responding", "exited"):
-            parts.append(f"rank {c['rank']} ({c['host']}) is {c['state']}")
-        elif c.get("op"):
-            parts.append(f"rank {c['rank']} ({c['host']}) is in {c['op']} behind the others"
-                         + (f" at {c['where']}" if c["where"] else ""))
+def _entry(rank: int, rec: dict, ev: Evidence | None, seqs: dict, top: int | None, now: float) -> tuple[dict, str]:
+    """One rank's line of the finding, and its role: culprit, victim or silent."""
+    host = (ev.host if ev else None) or rec.get("host", "?")
+    state = rec.get("state", "unknown")
+    stack = ev.stack if ev and ev.text else None
+    beat = (ev.beat if ev else None) or {}
+    op = (stack.collective if stack else None) or beat.get("in") or rec.get("in")
+    frame = stack.user_frame if stack else None
+    entry = {"rank": rank, "host": host, "state": state, "where": frame.where() if frame else None,
+             "seq": seqs.get(rank), "last": beat.get("last")}
+    if state in ("stopped", "not responding", "exited"):
+        return entry, "culprit"
+    if op is not None and not (top is not None and rank in seqs and seqs[rank] < top and op not in WAITS_AT_START):
+        since = beat.get("since") or rec.get("in_since")
+        entry.update(op=op, waiting_s=round(now - since, 1) if since else None)
+        return entry, "victim"
+    if stack is not None or (top is not None and rank in seqs):
+        entry["op"] = op
+        if stack is not None and stack.waits_on_loader:
+            entry["loader"] = True
+            entry["workers"] = [_worker(w) for w in ev.workers if _stuck(w)] if ev else []
+            entry["idle_workers"] = [w.pid for w in ev.workers if not _stuck(w)] if ev else []
+        return entry, "culprit"
+    return entry, "silent"
+
+
+def _stuck(w: WorkerStack) -> bool:
+    """A worker in the job's own code (a Dataset, a collate_fn), or blocked in the kernel (state D)."""
+    return w.stack.worker_frame is not None or w.state == "D"
+
+
+def _worker(w: WorkerStack) -> dict:
+    frame = w.stack.worker_frame
+    code = w.lines.get(f"{frame.path}:{frame.line}") if frame else None
+    return {"pid": w.pid, "state": w.state, "wchan": w.wchan, "where": frame.where() if frame else None,
+            "code": code}
+
+
+def _uneven(culprits: list, victims: list, evidence: dict[int, Evidence]) -> dict | None:
+    """Every live rank waits in a collective, not all in the same one, and they split into ranks still in the
+    training loop's collective (backward under DDP, or the one they completed last) and ranks in another:
+    those ran out of data first. None when it is not so."""
+    waiting = [e for e in culprits + victims if e.get("op")]
+    if len(waiting) != len(culprits) + len(victims) or len({e["op"] for e in waiting}) < 2:
+        return None
+    if any(e["op"] in WAITS_AT_START for e in waiting):
+        return None
+    training = [e for e in waiting if e["op"] == "backward" or (e.get("last") and e["op"] == e["last"])]
+    left = [e for e in waiting if e not in training]
+    if not training or not left or len({e["op"] for e in training}) != 1:
+        return None
+    return {"training": [e["rank"] for e in training], "training_op": training[0]["op"],
+            "training_where": training[0]["where"], "left": [e["rank"] for e in left],
+            "left_ops": sorted({e["op"] for e in left}),
+            "left_where": sorted({e["where"] for e in left if e["where"]})}
+
+
+def starting_text(progress: dict[int, dict], evidence: dict[int, Evidence], elapsed: float) -> str:
+    """"starting: ..." for a run none of whose ranks has completed a step or a collective yet: where each
+    rank is (from its stack), and who waits in init_process_group for whom. Not a finding: a start has a
+    budget of its own (start_after)."""
+    where: dict[str, list[int]] = {}
+    for rank in sorted(set(progress) | set(evidence)):
+        ev = evidence.get(rank)
+        stack = ev.stack if ev and ev.text else None
+        op = (stack.collective if stack else None) or ((ev.beat or {}).get("in") if ev else None)
+        frame = stack.user_frame if stack else None
+        if op is not None:
+            what = f"waiting in {op}" + (f" at {frame.where()}" if frame else "")
+        elif frame is not None:
+            what = f"in {frame.where()}"
         else:
-            parts.append(f"rank {c['rank']} ({c['host']}) is stuck "
-                         + (f"in {c['where']}, outside any collective" if c["where"] else "outside any collective"))
-    coll = f["collective"]
-    if f["mismatch"]:
-        parts.append("the ranks wait in different collectives: " + ", ".join(
-            f"rank {v['rank']} in {v['op']}" for v in f["victims"])
-            + (f" (at collective #{coll['seq']})" if coll else ""))
-    elif f["victims"]:
-        ops = sorted({v["op"] for v in f["victims"]})
-        what = " / ".join(ops) + (f" (collective #{coll['seq']}" + (f", {coll['op']}" if coll["op"] else "")
-                                  + ")" if coll else "")
-        waits = [v["waiting_s"] for v in f["victims"] if v.get("waiting_s") is not None]
-        parts.append(f"{_rank_list([v['rank'] for v in f['victims']])} "
-                     f"{'waits' if len(f['victims']) == 1 else 'wait'} in {what}"
-                     + (f" for {max(waits):.0f} s" if waits else ""))
-    if f["silent"]:
-        parts.append(f"{_rank_list(f['silent'])} gave no stacks")
-    text = f"{head}: " + "; ".join(parts) if parts else head
-    culprits = [c["rank"] for c in f["culprits"]]
-    nxt = None
-    if culprits:
-        who = _rank_list(culprits)
-        hint = f"{who} {'is the culprit' if len(culprits) == 1 else 'are the culprits'}"
-        if f["victims"]:
-            hint += ("; the ranks waiting in a collective are victims (torchrun's failure table names a victim: "
-                     "the rank that timed out waiting)")
-        first = f["culprits"][0]
-        if first["state"] == "stopped":
-            hint += f". Resume it (kill -CONT) or end the run (cockpit stop {run_ref})"
-        else:
-            nxt = f"cockpit stacks {run_ref} --rank {first['rank']}"
-    elif f["victims"]:
-        debug = ("NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL" if pg_backend == "nccl" else
-                 "TORCH_DISTRIBUTED_DEBUG=DETAIL (it checks that every rank calls the same collective)")
-        hint = ("the ranks called different collectives: a rank skipped one or took another branch; make every rank "
-                "call the same collectives in the same order" if f["mismatch"] else
-                "every rank waits in a collective: ranks that disagree on it (a skipped call, another size) or a "
-                "dead link") + f"; rerun with {debug}"
-        nxt = f"cockpit stacks {run_ref}"
-    elif not f["hooked"]:
-        hint = ("no rank has cockpit's hook (COCKPIT_HOOK=0, or a Python that skips sitecustomize): there are no "
-                "stacks to ask for; py-spy dump --pid PID (the pids are in logs/rank-*.pid) can read them")
-    else:
-        hint, nxt = "no rank answered with a stack in time", f"cockpit stacks {run_ref}"
-    return text, hint, nxt
+            what = "gave no stack yet"
+        where.setdefault(what, []).append(rank)
+    return starting_words(where, elapsed)
 
 
 def straggler_finding(s: Straggler) -> dict:
@@ -131,7 +148,8 @@ def straggler_finding(s: Straggler) -> dict:
 
 
 def stacks_report(evidence: dict[int, Evidence]) -> str:
-    """Every rank's stack, grouped by host, then rank (what `cockpit stacks` prints)."""
+    """Every rank's stack, grouped by host, then rank, each rank's forked workers under it (what `cockpit
+    stacks` prints)."""
     lines = []
     for host in sorted({e.host for e in evidence.values()}):
         lines.append(f"== {host} ==")
@@ -140,10 +158,18 @@ def stacks_report(evidence: dict[int, Evidence]) -> str:
             stack = e.stack
             frame, op = stack.user_frame, stack.collective
             what = (f"in {op}" if op else "outside any collective") + (f", at {frame.where()}" if frame else "")
+            if stack.waits_on_loader:
+                what += ", waiting for its DataLoader"
             if e.flight and e.flight.enqueued is not None:
                 what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
             lines.append(f"-- rank {rank} ({what if e.text else 'no answer: stopped, frozen or without the hook'})")
             lines += ["   " + line for line in e.text.rstrip("\n").splitlines() if line.strip()]
+            for w in e.workers:
+                wf = w.stack.worker_frame
+                said = (f"in {wf.where()}" if wf else "idle in torch's worker loop" if w.text else "no answer")
+                lines.append(f"   -- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
+                             + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
+                lines += ["      " + line for line in w.text.rstrip("\n").splitlines() if line.strip()]
     return "\n".join(lines) + "\n"
 
 
@@ -163,3 +189,4 @@ def evidence_of(f: dict, run_dir: Path) -> tuple[tuple[str, int], ...]:
         return ((f["stacks"], at),)
     log = rank_files(run_dir, "log").get(rank) if rank is not None else None
     return ((str(log[1]), 1),) if log else ()
+

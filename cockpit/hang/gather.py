@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cockpit import procs, safeio
 from cockpit import run_layout as layout
-from cockpit.hang.evidence import Evidence, new_request
+from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.runs import RunStatus, rank_exits, rank_files
@@ -132,13 +132,22 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evid
     except OSError:
         text = ""
     beat = last_json_line(Path(f"{base}.beat"))
-    flight = None
+    flight, workers = None, ()
     if beat and beat.get("req") == request:
         try:
             flight = parse_flight_record(safeio.read_text(f"{base}.fr.json", ANSWER_BYTES))
         except OSError:
             flight = None
-    return Evidence(rank, host, text, flight, beat)
+        workers = workers_of(read_json(Path(f"{base}.workers")), request)
+    return Evidence(rank, host, text, flight, beat, workers)
+
+
+def read_json(path: Path, limit: int = 4 << 20) -> object:
+    """A small JSON file's value (None when missing, not a regular file, too big or not JSON)."""
+    try:
+        return safeio.loads(safeio.read_bytes(path, limit))
+    except (OSError, ValueError):
+        return None
 
 
 def _signaller(run_dir: Path, status: RunStatus, ranks: set[int]):

@@ -1,24 +1,35 @@
-"""Per-rank progress and the verdicts drawn from it: stalled, stopped, straggler. Pure: samples in (read by
-cockpit.hang.gather), verdicts out; time is an argument, so every rule is tested with plain numbers.
+"""Per-rank progress and the verdicts drawn from it: starting, stalled, stopped, straggler. Pure: samples in
+(read by cockpit.hang.gather), verdicts out; time is an argument, so every rule is tested with plain numbers.
 
-Progress is new output in a rank's log or a new step in its metrics. A run is **stalled** when no rank made
-progress for ``stall_after`` seconds while its processes live; the clock starts at the first look at a
-started rank, so a
-quiet start (model load, compile, first batch) shorter than ``stall_after`` is never flagged. A rank whose
-process is stopped (state T) is reported at once.
+**Progress** is new output in a rank's log, a new step in its metrics, or a collective it completed (the
+rank hook's sync count). A rank whose process is stopped (state T) is reported at once.
 
-**Stragglers.** In synchronous data parallelism every rank's step time converges to the slowest rank's, so
-step cadence cannot name the straggler: the fast ranks spend the difference waiting inside the collective,
-the slow one hardly waits. The rank hook reports, per rank, the seconds spent inside collectives (and inside
-backward under DDP). Over a sliding window, the straggler is the rank whose wait share is far below the
-others' while they wait a real share of their time; it must hold for ``confirm`` looks in a row to be named,
-and fail as many in a row to be cleared (no flapping).
+**Two phases.** A run is *starting* until some rank has completed a step or a collective: imports, loading,
+compiling, ``init_process_group`` waiting for the other ranks. Ranks that are starting are not stuck, and one
+that waits in ``init_process_group`` for the others is not a culprit with them, so the start has a budget of
+its own, ``start_after`` seconds without progress (like torch's init timeout), before it is called a stall.
+A rank without cockpit's hook tells no sync count; its first output starts the run as before.
+
+**The stall threshold**, once running: an explicit ``stall_after`` wins (0 turns the watch off). Without one
+it adapts: max(``floor``, ``multiple`` x the longest quiet gap the running phase has shown so far), where a
+gap is the time between two progress events of any rank, evaluation and checkpoint pauses (and a stall that
+cleared) included. So a run that pauses 40 s to evaluate every epoch is called stalled after 2 min of quiet,
+one that never pauses after 60 s, instead of a fixed 10 minutes for both.
+
+Stragglers: cockpit.hang.straggler (a pause, this module's phases and stalls included, is not straggling).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
+
+from cockpit.hang.straggler import Beats, Rule, Straggler, share
+
+START_AFTER = 600.0  # seconds a start may go without progress (torch's NCCL init timeout is 10 min)
+ADAPTIVE_FLOOR = 60.0
+ADAPTIVE_MULTIPLE = 3.0
+
+__all__ = ["ADAPTIVE_FLOOR", "ADAPTIVE_MULTIPLE", "START_AFTER", "Monitor", "RankSample", "Straggler", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -34,16 +45,6 @@ class RankSample:
     beat: dict | None = None  # the rank hook's last beat: {"t", "sync", "n", "in", "since", "ddp", ...}
 
 
-@dataclass(frozen=True)
-class Straggler:
-    rank: int
-    host: str
-    compute_ms: float  # its time outside collectives per sync point
-    others_wait_ms: float  # the others' median wait per sync point
-    wait_share: float  # its share of time spent waiting
-    others_share: float
-
-
 @dataclass
 class Verdict:
     ranks: dict[int, dict] = field(default_factory=dict)  # rank -> progress record (status.json)
@@ -51,115 +52,117 @@ class Verdict:
     stalled: bool = False
     stopped: tuple[int, ...] = ()  # ranks whose process is stopped or has stopped beating
     straggler: Straggler | None = None
+    phase: str = "starting"  # "starting": no rank has completed a step or a collective yet; "running"
+    threshold: float | None = None  # seconds of quiet that make a stall in this phase; None: the watch is off
+    rule: str = "off"  # where the threshold comes from: "start_after" | "stall_after" | "adaptive" | "off"
+    longest_gap: float = 0.0  # the longest quiet gap of the running phase so far
+    since: float | None = None  # when the run was first seen (the start's clock)
+    slow_start: bool = False  # starting, and quiet for longer than a running run may be: say where it is
 
 
 @dataclass
 class _Rank:
     size: int | None = None
     step: int | None = None
+    n: int = 0  # collectives completed (the hook's count)
+    hooked: bool = False  # a beat has been seen
     last_output: float | None = None
-    steps: deque = field(default_factory=lambda: deque(maxlen=64))  # (t, step)
-    beats: deque = field(default_factory=lambda: deque(maxlen=64))  # (t, sync seconds, sync count)
+    steps: list = field(default_factory=list)  # (t, step), the last 64
+    beats: Beats = field(default_factory=Beats)
 
 
 class Monitor:
-    """Feed it a look at every rank now and then; it keeps the little history the verdicts need."""
+    """Feed it a look at every rank now and then; it keeps the little history the verdicts need.
+    ``stall_after``: None adapts (see the module docstring), 0 turns the watch off, else seconds."""
 
-    def __init__(self, stall_after: float, *, window: float = 10.0, confirm: int = 3, beat_timeout: float = 10.0,
-                 min_wait_share: float = 0.15, ratio: float = 3.0):
-        self.stall_after = stall_after
-        self.window, self.confirm, self.beat_timeout = window, confirm, beat_timeout
-        self.min_wait_share, self.ratio = min_wait_share, ratio
+    def __init__(self, stall_after: float | None, *, start_after: float | None = START_AFTER,
+                 floor: float = ADAPTIVE_FLOOR, multiple: float = ADAPTIVE_MULTIPLE, window: float = 10.0,
+                 confirm: int = 3, beat_timeout: float = 10.0, min_wait_share: float = 0.15, ratio: float = 3.0):
+        self.stall_after, self.start_after = stall_after, start_after
+        self.floor, self.multiple = floor, multiple
+        self.window, self.beat_timeout = window, beat_timeout
+        self.rule = Rule(window, confirm, min_wait_share, ratio)
         self.ranks: dict[int, _Rank] = {}
+        self.first_look: float | None = None
         self.last_progress: float | None = None
-        self.candidate: int | None = None
-        self.streak = 0  # looks in a row the candidate held (or, once named, failed)
-        self.named: Straggler | None = None
+        self.started = False
+        self.longest_gap = 0.0
 
     def look(self, now: float, samples: list[RankSample]) -> Verdict:
-        verdict = Verdict()
         if not samples:  # no rank has started (queued, in rendezvous): nothing can stall yet
-            return verdict
+            return Verdict()
         if self.last_progress is None:
-            self.last_progress = now
-        alive = False
+            self.first_look = self.last_progress = now
+        was_started = self.started
+        verdict, progressed, alive = Verdict(), False, False
         for s in samples:
-            r = self.ranks.setdefault(s.rank, _Rank())
-            grew = s.log_size is not None and s.log_size != r.size and (r.size is not None or s.log_size > 0)
-            if grew or (s.step is not None and s.step != r.step):
-                self.last_progress = now
-                r.last_output = (s.log_mtime or now) if grew else r.last_output
-            r.size, r.step = s.log_size, s.step
-            beat = s.beat or {}
-            if "t" in beat and (not r.beats or beat["t"] > r.beats[-1][0]):
-                r.beats.append((float(beat["t"]), _waited(beat), int(beat.get("n", 0))))
-            step = s.step if s.step is not None else beat.get("n")
-            if step is not None and (not r.steps or r.steps[-1][1] != step):
-                r.steps.append((now, step))
-            state = s.state
-            if state != "exited" and beat and now - float(beat["t"]) > self.beat_timeout and state != "stopped":
-                state = "not responding" if state is None else state
-            if state in ("stopped", "not responding"):
+            rec, moved = self._rank(now, s)
+            progressed = progressed or moved
+            if rec["state"] in ("stopped", "not responding"):
                 verdict.stopped += (s.rank,)
-            alive = alive or state != "exited"
-            verdict.ranks[s.rank] = {
-                "host": s.host, "state": state or "unknown", "last_output": r.last_output,
-                "step": step, "step_source": "metrics" if s.step is not None else ("syncs" if step is not None
-                                                                                   else None),
-                "rate": _rate(r.steps, now, self.window), "wait": _share(r.beats, now, self.window),
-                "in": beat.get("in"), "in_since": beat.get("since"), "flag": None}
-        verdict.quiet = now - self.last_progress
-        verdict.stalled = alive and self.stall_after > 0 and verdict.quiet >= self.stall_after
-        verdict.straggler = self._straggler(now, samples)
+            alive = alive or rec["state"] != "exited"
+            verdict.ranks[s.rank] = rec
+        if progressed:
+            if was_started:  # the start's silence has a budget of its own; it says nothing of later pauses
+                self.longest_gap = max(self.longest_gap, now - self.last_progress)
+            self.last_progress = now
+        verdict.quiet, verdict.since, verdict.longest_gap = now - self.last_progress, self.first_look, self.longest_gap
+        verdict.phase = "running" if self.started else "starting"
+        verdict.threshold, verdict.rule = self.threshold()
+        verdict.stalled = alive and verdict.threshold is not None and verdict.quiet >= verdict.threshold
+        if verdict.phase == "starting" and self.stall_after != 0:
+            verdict.slow_start = alive and verdict.quiet >= (self.stall_after or self.floor)
+        pausing = verdict.phase == "starting" or verdict.stalled
+        verdict.straggler = self.rule.judge(now, {r: x.beats for r, x in self.ranks.items()},
+                                            {s.rank: s.host for s in samples}, pausing)
+        self._flags(verdict)
+        return verdict
+
+    def threshold(self) -> tuple[float | None, str]:
+        """(seconds of quiet that make a stall now, where that number comes from)."""
+        if self.stall_after == 0:
+            return None, "off"
+        if not self.started:
+            return (self.start_after, "start_after") if self.start_after else (None, "off")
+        if self.stall_after is not None:
+            return float(self.stall_after), "stall_after"
+        return max(self.floor, self.multiple * self.longest_gap), "adaptive"
+
+    def _rank(self, now: float, s: RankSample) -> tuple[dict, bool]:
+        """This rank's progress record, and whether it made progress since the last look."""
+        r = self.ranks.setdefault(s.rank, _Rank())
+        grew = s.log_size is not None and s.log_size != r.size and (r.size is not None or s.log_size > 0)
+        beat = s.beat or {}
+        n = int(beat.get("n") or 0)
+        moved = grew or (s.step is not None and s.step != r.step) or n > r.n
+        if grew:
+            r.last_output = s.log_mtime or now
+        r.hooked = r.hooked or bool(beat)  # (a beat file caught while it rolls over reads as none)
+        # started: a step or a collective completed; a rank without the hook (never a beat) by its first output
+        self.started = self.started or s.step is not None or n > 0 or (grew and not r.hooked)
+        r.size, r.step, r.n = s.log_size, s.step, max(r.n, n)
+        if "t" in beat:
+            r.beats.add(float(beat["t"]), _waited(beat), n)
+        step = s.step if s.step is not None else (n if beat else None)
+        if step is not None and (not r.steps or r.steps[-1][1] != step):
+            r.steps = [*r.steps[-63:], (now, step)]
+        state = s.state
+        if state != "exited" and beat and now - float(beat["t"]) > self.beat_timeout and state != "stopped":
+            state = "not responding" if state is None else state
+        return {"host": s.host, "state": state or "unknown", "last_output": r.last_output, "step": step,
+                "step_source": "metrics" if s.step is not None else ("syncs" if step is not None else None),
+                "rate": _rate(r.steps, now, self.window), "wait": share(r.beats.points, now, self.window),
+                "in": beat.get("in"), "in_since": beat.get("since"), "flag": None}, moved
+
+    @staticmethod
+    def _flags(verdict: Verdict) -> None:
         for rank in verdict.stopped:
             verdict.ranks[rank]["flag"] = "stopped"
         if verdict.stalled:
             for rec in verdict.ranks.values():
                 rec["flag"] = rec["flag"] or "stalled"
-        if verdict.straggler is not None and not verdict.stalled:
+        elif verdict.straggler is not None:
             verdict.ranks[verdict.straggler.rank]["flag"] = "straggler"
-        return verdict
-
-    def _straggler(self, now: float, samples: list[RankSample]) -> Straggler | None:
-        seen = self._candidate(now, {s.rank: s.host for s in samples})
-        if self.named is not None:  # named: cleared only after `confirm` looks without it
-            held = seen is not None and seen.rank == self.named.rank
-            self.streak = 0 if held else self.streak + 1
-            if held:
-                self.named = seen
-            elif self.streak >= self.confirm:
-                self.named, self.streak, self.candidate = None, 0, None
-            return self.named
-        if seen is None:
-            self.candidate, self.streak = None, 0
-            return None
-        self.streak = self.streak + 1 if seen.rank == self.candidate else 1
-        self.candidate = seen.rank
-        if self.streak >= self.confirm:
-            self.named, self.streak = seen, 0
-        return self.named
-
-    def _candidate(self, now: float, hosts: dict[int, str]) -> Straggler | None:
-        stats = {}
-        for rank, r in self.ranks.items():
-            d = _delta(r.beats, now, self.window)
-            if d is None or d[2] < 5 or d[0] < self.window / 2:  # too little sustained stepping to judge
-                return None
-            if _since_last_sync(r.beats) > max(2.0, 2 * d[0] / d[2]):
-                return None  # a rank stopped syncing: a hang in the making, not a straggler
-            stats[rank] = d
-        if len(stats) < 2:
-            return None
-        shares = {rank: sync / wall for rank, (wall, sync, _) in stats.items()}
-        slow = min(shares, key=shares.get)
-        others = sorted(v for k, v in shares.items() if k != slow)
-        median = others[len(others) // 2]
-        if median < self.min_wait_share or shares[slow] * self.ratio > median:
-            return None
-        wall, sync, n = stats[slow]
-        waits = sorted(stats[k][1] / stats[k][2] for k in stats if k != slow)
-        return Straggler(slow, hosts.get(slow, "?"), 1000 * (wall - sync) / n, 1000 * waits[len(waits) // 2],
-                         round(shares[slow], 3), round(median, 3))
 
 
 def _waited(beat: dict) -> float:
@@ -168,40 +171,8 @@ def _waited(beat: dict) -> float:
     return float(beat.get("sync", 0.0)) + max(0.0, inside)
 
 
-def _window(points: deque, now: float, window: float) -> tuple | None:
+def _rate(points: list, now: float, window: float) -> float | None:
     inside = [p for p in points if p[0] >= now - window - 1e-9]
-    if len(inside) < 2:
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
         return None
-    return inside[0], inside[-1]
-
-
-def _rate(points: deque, now: float, window: float) -> float | None:
-    ends = _window(points, now, window)
-    if ends is None or ends[1][0] <= ends[0][0]:
-        return None
-    return round((ends[1][1] - ends[0][1]) / (ends[1][0] - ends[0][0]), 3)
-
-
-def _delta(beats: deque, now: float, window: float) -> tuple[float, float, int] | None:
-    """(wall seconds, seconds in collectives, sync points) over the window."""
-    ends = _window(beats, now, window)
-    if ends is None:
-        return None
-    (t0, s0, n0), (t1, s1, n1) = ends
-    if t1 <= t0:
-        return None
-    return t1 - t0, max(0.0, s1 - s0), n1 - n0
-
-
-def _since_last_sync(beats: deque) -> float:
-    """Seconds from this rank's last new sync point to its last beat."""
-    t_last, _, n_last = beats[-1]
-    for t, _, n in reversed(beats):
-        if n != n_last:
-            return t_last - t
-    return t_last - beats[0][0]
-
-
-def _share(beats: deque, now: float, window: float) -> float | None:
-    d = _delta(beats, now, window)
-    return None if d is None else round(min(1.0, d[1] / d[0]), 3)
+    return round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 3)

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from cockpit.hang.evidence import Evidence, new_request
+from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.runs import RunStatus
 
@@ -46,5 +46,5 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
         for a in answers:
             flight = parse_flight_record(a["fr"]) if a.get("fr") else None
             out[int(a["rank"])] = Evidence(int(a["rank"]), a["host"], last_dump(a.get("text") or ""), flight,
-                                           a.get("beat"))
+                                           a.get("beat"), workers_of(a.get("workers"), request))
     return out

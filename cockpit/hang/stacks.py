@@ -27,6 +27,13 @@ COLLECTIVE_NAMES = frozenset((
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
     "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "gather", "scatter", "all_to_all",
     "all_to_all_single", "barrier", "monitored_barrier", "send", "recv", "wait"))
+# Waits for the other ranks that are not collectives of the training loop: forming the process group (every
+# rank must arrive), and DDP's constructor (it checks and broadcasts the parameters across ranks).
+STARTUP_NAMES = frozenset(("init_process_group", "new_group", "new_subgroups", "init_device_mesh"))
+INIT = "init_process_group"
+DDP_INIT = "DistributedDataParallel"
+DATALOADER = "torch/utils/data/dataloader.py"
+_WORKER_LOOP = ("torch/utils/data/_utils/worker.py", "multiprocessing/process.py")
 MARKER = "--- cockpit stacks "
 
 
@@ -80,17 +87,45 @@ class RankStack:
 
     @property
     def collective(self) -> str | None:
-        """The torch.distributed call the main thread is blocked in (None: not in one)."""
-        main = self.main
-        if main is None:
-            return None
-        for f in main.frames:
-            if f.user:
-                return None
+        """The torch.distributed call the main thread is blocked in (None: not in one): a collective, backward
+        under DDP, or a wait for the other ranks at start (``init_process_group``, DDP's constructor)."""
+        for f in self._library_frames():
             if "torch/distributed" in f.path and f.function in COLLECTIVE_NAMES:
                 return f.function
             if f.path.endswith(("torch/autograd/__init__.py", "torch/_tensor.py")) and f.function == "backward":
                 return "backward"
+            if "torch/distributed" in f.path and f.function in STARTUP_NAMES:
+                return INIT if f.function != "new_group" else "new_group"
+            if f.path.endswith("torch/nn/parallel/distributed.py") and f.function == "__init__":
+                return DDP_INIT
+        return None
+
+    @property
+    def waits_on_loader(self) -> bool:
+        """The main thread waits for the next batch from a DataLoader (its workers, with num_workers > 0)."""
+        return any(f.path.endswith(DATALOADER) for f in self._library_frames())
+
+    def _library_frames(self) -> list[Frame]:
+        """The main thread's innermost frames, up to the first of the job's own code."""
+        main = self.main
+        out = []
+        for f in main.frames if main else ():
+            if f.user:
+                break
+            out.append(f)
+        return out
+
+    @property
+    def worker_frame(self) -> Frame | None:
+        """In a DataLoader worker's dump: the innermost frame of the job's own code the worker runs (a
+        Dataset's __getitem__, a collate_fn); None while it waits for work in torch's worker loop. The frames
+        below that loop are the rank's, copied at fork, and say nothing of the worker."""
+        main = self.main
+        for f in main.frames if main else ():
+            if f.path.endswith(_WORKER_LOOP):
+                return None
+            if f.user:
+                return f
         return None
 
 

@@ -1,7 +1,13 @@
 """The supervisor's watch over a run's ranks: once a second, read every rank (cockpit.hang.gather), judge
-(cockpit.hang.progress), keep status.json's ``progress`` and ``findings`` current, and on a stall or a
-stopped rank gather every rank's stacks once, write them to ``<run>/logs/stacks.<when>.txt``, and name the
-culprit (cockpit.hang.finding). With ``on_stall: stop`` the run is then stopped, and its note says why."""
+(cockpit.hang.progress), keep status.json's ``progress``, ``watch``, ``findings`` and ``history`` current, and
+on a stall or a stopped rank gather every rank's stacks once, write them to ``<run>/logs/stacks.<when>.txt``,
+and name the culprit (cockpit.hang.finding). With ``on_stall: stop`` the run is then stopped, and its note
+says why.
+
+A start that goes quiet for longer than a running run may is not a stall: the ranks' stacks are gathered once
+to say where they are ("starting: ..." in ``watch``), and only a start that uses up its own budget
+(``start_after``) is a stall. A stall or a stopped rank that clears (the ranks make progress again) leaves the
+live findings for ``history``, with when it began, how long it lasted, who and where."""
 
 from __future__ import annotations
 
@@ -10,19 +16,25 @@ from pathlib import Path
 
 from cockpit import run_layout as layout
 from cockpit.hang import finding, gather
-from cockpit.hang.progress import Monitor
+from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.runs import RunStatus, request_stop
 
 LOOK_EVERY = 1.0
+START_ASK_EVERY = 10.0
+HISTORY_KEEP = 20  # the last stalls that cleared (status.json is written every second: it stays small)
+HANG_KINDS = ("stall", "stopped")
 
 
 class Watchdog:
     def __init__(self, run_dir: Path, status: RunStatus, collect=gather.collect, grace: float = 10.0):
         self.run_dir, self.status, self.grace = run_dir, status, grace
-        self.monitor = Monitor(status.stall_after or 0)
+        start_after = status.start_after if status.start_after is not None else START_AFTER
+        self.monitor = Monitor(status.stall_after, start_after=start_after)
         self.collect = collect
         self.next_look = 0.0
         self.reported: set[str] = set()  # "stall" / "stopped:R": gathered once per episode
+        self.start_evidence: dict | None = None  # the stacks gathered once when a start went quiet for long
+        self.start_asked = 0.0
         self.pg_backend = _pg_backend(run_dir)
 
     def tick(self) -> bool:
@@ -34,25 +46,20 @@ class Watchdog:
         self.next_look = now + LOOK_EVERY
         s, wall = self.status, time.time()
         verdict = self.monitor.look(wall, gather.samples(self.run_dir, s))
-        findings = [dict(f) for f in s.findings if f["kind"] in ("stall", "stopped")]
+        watch = self._watch(verdict, wall)
+        findings = [dict(f) for f in s.findings if f["kind"] in HANG_KINDS]
         episode = {"stall"} if verdict.stalled else set()
         episode |= {f"stopped:{r}" for r in verdict.stopped}
+        history = s.history
         if not episode:
-            findings, self.reported = [], set()
+            if findings and _alive(verdict):  # the ranks move again: the episode is over, and remembered
+                history = [*history, *(_cleared(f, wall) for f in findings)][-HISTORY_KEEP:]
+                findings = []
+            self.reported = set()  # (with no rank alive, the run is ending: its findings stand as they are)
         elif not episode <= self.reported:
-            kind = "stall" if verdict.stalled else "stopped"
-            evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))  # a stopped rank cannot answer
-            found = finding.hang_finding(kind, verdict.quiet, verdict.ranks, evidence, time.time(), s.run_id,
-                                         self.pg_backend)
-            found["stacks"] = self._write(evidence)
-            findings, self.reported = [found], episode
-            if verdict.stalled and s.on_stall == "stop" and not s.stop_requested:
-                # stop.json first, as every stop does: followers then know the exits to come are the stop's
-                request_stop(self.run_dir, self.grace, by="cockpit: on_stall: stop")
-                s.stop_requested = True
-                s.note = f"stopped by cockpit: stalled (on_stall: stop): {found['text']}"
+            findings, self.reported = [self._found(verdict, wall)], episode
         for f in findings:  # one episode: its length goes on, and its ranks are marked culprit or victim
-            if f["kind"] == "stall":
+            if f["kind"] == "stall" and verdict.stalled:
                 f["quiet_s"] = round(verdict.quiet, 1)
             for c in f.get("culprits", ()):
                 verdict.ranks.get(c["rank"], {})["flag"] = "culprit" if c["state"] != "stopped" else "stopped"
@@ -60,9 +67,50 @@ class Watchdog:
                 verdict.ranks.get(v["rank"], {})["flag"] = "waiting"
         if verdict.straggler is not None and not verdict.stalled:
             findings.append(finding.straggler_finding(verdict.straggler))
-        changed = findings != s.findings or verdict.ranks != _ints(s.progress)
-        s.findings, s.progress = findings, {str(r): rec for r, rec in verdict.ranks.items()}
+        progress = {str(r): rec for r, rec in verdict.ranks.items()}
+        changed = (findings, progress, watch, history) != (s.findings, s.progress, s.watch, s.history)
+        s.findings, s.progress, s.watch, s.history = findings, progress, watch, history
         return changed
+
+    def _found(self, verdict: Verdict, wall: float) -> dict:
+        """A new episode: every live rank's stacks, the finding, and with on_stall: stop the stop."""
+        s = self.status
+        kind = "stall" if verdict.stalled else "stopped"
+        evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))  # a stopped rank cannot answer
+        phase = "start" if verdict.phase == "starting" else "running"
+        found = finding.hang_finding(kind, verdict.quiet, verdict.ranks, evidence, time.time(), s.run_id,
+                                     self.pg_backend, phase)
+        found["began"] = round(wall - verdict.quiet if kind == "stall" else wall, 3)  # the last progress
+        found["found"] = round(time.time(), 3)  # after the stacks came: began..found is what a user waited
+        found["threshold_s"], found["rule"] = verdict.threshold, verdict.rule
+        found["stacks"] = self._write(evidence)
+        if verdict.stalled and s.on_stall == "stop" and not s.stop_requested:
+            # stop.json first, as every stop does: followers then know the exits to come are the stop's
+            request_stop(self.run_dir, self.grace, by="cockpit: on_stall: stop")
+            s.stop_requested = True
+            s.note = f"stopped by cockpit: stalled (on_stall: stop): {found['text']}"
+        return found
+
+    def _watch(self, verdict: Verdict, wall: float) -> dict:
+        """status.json's ``watch``: the phase, the stall threshold now and why, and where a slow start is."""
+        starting, elapsed = None, None
+        if verdict.phase == "starting" and verdict.slow_start:
+            if self.start_evidence is None or self._stale(wall):  # once per quiet stretch, again for the silent
+                self.start_evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))
+                self.start_asked = wall
+            elapsed = round(wall - (verdict.since or wall), 1)
+            starting = finding.starting_text(verdict.ranks, self.start_evidence, elapsed)
+        else:
+            self.start_evidence = None
+        threshold = None if verdict.threshold is None else round(verdict.threshold, 1)
+        return {"phase": verdict.phase, "threshold_s": threshold, "rule": verdict.rule,
+                "longest_gap_s": round(verdict.longest_gap, 1), "starting": starting, "starting_s": elapsed}
+
+    def _stale(self, wall: float) -> bool:
+        """A rank gave no stack when the start was last asked (it was still starting its interpreter): ask
+        again, at most every START_ASK_EVERY seconds."""
+        silent = any(not e.text for e in (self.start_evidence or {}).values()) or not self.start_evidence
+        return silent and wall - self.start_asked >= START_ASK_EVERY
 
     def _evidence(self, ranks: set[int]) -> dict:
         try:
@@ -82,6 +130,16 @@ class Watchdog:
         return str(path)
 
 
+def _alive(verdict: Verdict) -> bool:
+    return any(rec["state"] != "exited" for rec in verdict.ranks.values())
+
+
+def _cleared(f: dict, wall: float) -> dict:
+    """A finding whose episode ended with the ranks moving again, as the run's history keeps it."""
+    began = f.get("began", wall)
+    return {**f, "severity": "warning", "cleared": round(wall, 3), "lasted_s": round(wall - began, 1)}
+
+
 def _pg_backend(run_dir: Path) -> str | None:
     """nccl | gloo, from the node script's environment (for the finding's debug advice)."""
     for script in sorted((run_dir / layout.COMMANDS).glob("*.sh")):
@@ -90,7 +148,3 @@ def _pg_backend(run_dir: Path) -> str | None:
             if f"COCKPIT_PG_BACKEND={backend}" in text:
                 return backend
     return None
-
-
-def _ints(progress: dict) -> dict:
-    return {int(r): rec for r, rec in progress.items()}

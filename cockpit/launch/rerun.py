@@ -86,7 +86,8 @@ def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
     indices = [n.trial.index for n in failed]
     which = f"rerun of failed trials {', '.join(map(str, indices))} of {status.run_id}"
     sweep = RunStatus(run_id=new_id, name=status.name, launcher=status.launcher, job_file=status.job_file,
-                      hosts=[], world_size=None, stall_after=status.stall_after, on_stall=status.on_stall)
+                      hosts=[], world_size=None, stall_after=status.stall_after, on_stall=status.on_stall,
+                      start_after=status.start_after)
     for node in failed:
         sweep.nodes.append(_trial(run_dir, status, new_dir, new_id, node, which))
     if status.launcher == "slurm":

@@ -224,7 +224,7 @@ def stacks(args: dict) -> int:
 
 
 def _answer(base: str, offset: int, request: str) -> dict:
-    out: dict = {"text": "", "beat": None, "fr": None}
+    out: dict = {"text": "", "beat": None, "fr": None, "workers": None}
     try:
         with open(base + ".stacks", encoding="utf-8", errors="replace") as f:
             f.seek(offset)
@@ -242,6 +242,11 @@ def _answer(base: str, offset: int, request: str) -> dict:
             out["fr"] = json.dumps({"pg_status": fr.get("pg_status"), "entries": entries[-1:]})
         except (OSError, ValueError, AttributeError):
             pass  # no Flight Recorder dump (an old torch, FR off)
+        try:  # its DataLoader workers' stacks (cockpit_rankworkers), when it has workers
+            with open(base + ".workers", encoding="utf-8", errors="replace") as f:
+                out["workers"] = json.loads(f.read(4 << 20))
+        except (OSError, ValueError):
+            out["workers"] = None  # no forked children: no file
     return out
 
 

@@ -16,7 +16,11 @@ What it does, and what it costs until asked (one daemon thread that wakes once a
   beat that stops coming means the process is stopped or frozen.
 - A dump request (``logs/dump.req`` holding a number) makes it write torch's Flight Recorder trace
   (``logs/rank-R.HOST.fr.json``): which collectives this rank enqueued and completed, by sequence number.
-  gloo does not dump on a timeout by itself; NCCL's watchdog is told to (TORCH_NCCL_DUMP_ON_TIMEOUT).
+  gloo does not dump on a timeout by itself; NCCL's watchdog is told to (TORCH_NCCL_DUMP_ON_TIMEOUT). It
+  also asks the processes the rank forked (DataLoader workers) for their stacks, through the companion file
+  cockpit_rankworkers.py (cockpit.node.rankworkers), into ``logs/rank-R.HOST.workers``.
+- ``init_process_group`` is timed too, but not counted: the beat says a rank waits in it for the others, and
+  a count above 0 still means the rank completed a collective of its own (it has started).
 - At exit, after the script's own atexit handlers and before the interpreter starts finalizing, it waits
   (10 ms, at most 1 s) until torch's worker threads are idle. A gloo work object destroyed on its worker
   thread needs the GIL for one Python decref; once finalization has begun, taking the GIL ends that thread
@@ -28,7 +32,8 @@ for each spawned rank, through the companion file cockpit_rankspawn.py (cockpit.
 
 It chains to the sitecustomize it hides, never replaces a handler the user installed (the user's own
 signal.signal(SIGURG) wins), stays out of processes the rank forks or spawns (only the wrapper's own child
-is hooked), writes only into the run directory, and is off with COCKPIT_HOOK=0.
+is hooked; a forked child only keeps a stack dump on SIGURG, into a file in its own memory), writes only into
+the run directory, and is off with COCKPIT_HOOK=0.
 """
 
 import os
@@ -72,6 +77,8 @@ class _Hook:
         self.handled = None  # the last dump request answered
         self.fr = False
         self.compiling = lambda: False
+        self.last: str | None = None  # the last collective completed (uneven inputs: who left the loop)
+        self.workers = None  # cockpit_rankworkers, where it is installed beside this file
         self.replaced = False  # the script replaced the SIGURG handler
         self.fatal = False  # faulthandler's fatal-signal dump goes to the stacks file (enabled by the hook)
         self.status: int | None = None  # a spawned rank's own exit status, once its function returned
@@ -86,15 +93,23 @@ class _Hook:
     def install(self, record_exit: bool = False) -> None:
         """``record_exit``: a spawned rank has no wrapper; it writes its own exit record (``self.status``)."""
         import atexit
+        import contextlib
         import faulthandler
         import signal
         import threading
+        import time
 
         self.stacks = open(self.base + ".stacks", "a")  # noqa: SIM115 - kept open for faulthandler
         faulthandler.register(signal.SIGURG, file=self.stacks, all_threads=True, chain=False)
         self.fatal = not faulthandler.is_enabled()
         if self.fatal:
             faulthandler.enable(file=self.stacks, all_threads=True)
+        try:
+            import cockpit_rankworkers  # the hook's companion file, beside this one in <run>/hook/
+
+            self.workers = cockpit_rankworkers
+        except ImportError:
+            self.workers = None  # a hook folder written by an older cockpit: no worker stacks
         os.register_at_fork(after_in_child=self._forked)
         if record_exit:
             atexit.register(self._record_exit)
@@ -106,16 +121,23 @@ class _Hook:
             os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
         if "torch" not in sys.modules:
             sys.meta_path.insert(0, _TorchFinder(self.patch_torch))
+        # the first beat before the script's first line: a rank that has output but no beat has no hook (a beat
+        # that cannot be written now is retried by the beat thread every second)
+        with contextlib.suppress(OSError):
+            self._beat(time.time())
         threading.Thread(target=self._beat_loop, name="cockpit-hook", daemon=True).start()
 
     def _forked(self) -> None:
-        """A forked child (a DataLoader worker) is not the rank: no stacks into the rank's file."""
+        """A forked child (a DataLoader worker) is not the rank: no stacks into the rank's file; its own go to
+        a file in its memory, which the rank reads when asked (cockpit_rankworkers)."""
         import faulthandler
         import signal
 
         faulthandler.unregister(signal.SIGURG)
         if self.fatal:
             faulthandler.disable()
+        if self.workers is not None and signal.getsignal(signal.SIGURG) in (signal.SIG_DFL, signal.SIG_IGN, None):
+            self.workers.in_child()
 
     # -- torch -------------------------------------------------------------------------------------------------
     def patch_torch(self, torch) -> None:
@@ -126,6 +148,9 @@ class _Hook:
             fn = getattr(dist, name, None)
             if callable(fn):
                 setattr(dist, name, self._timed(name, fn))
+        init_pg = getattr(dist, "init_process_group", None)
+        if callable(init_pg):
+            dist.init_process_group = self._timed("init_process_group", init_pg, counted=False)
         import functools
 
         backward = torch.autograd.backward
@@ -150,7 +175,7 @@ class _Hook:
         self.compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
         self.fr = True
 
-    def _timed(self, name: str, fn):
+    def _timed(self, name: str, fn, counted: bool = True):
         import functools
         import time
 
@@ -165,8 +190,10 @@ class _Hook:
             try:
                 return fn(*args, **kwargs)
             finally:
-                hook.sync_seconds += time.time() - hook.since
-                hook.sync_calls += 1
+                if counted:
+                    hook.sync_seconds += time.time() - hook.since
+                    hook.sync_calls += 1
+                    hook.last = name
                 hook.current = None
 
         return timed
@@ -188,7 +215,7 @@ class _Hook:
 
         current, since = self.current, self.since
         record = {"t": round(now, 3), "pid": self.pid, "sync": round(self.sync_seconds, 4), "n": self.sync_calls,
-                  "in": current, "since": round(since, 3) if current else None, "ddp": self.ddp,
+                  "in": current, "since": round(since, 3) if current else None, "ddp": self.ddp, "last": self.last,
                   "req": self.handled, "urg": "replaced" if self.replaced else "hook"}
         path = self.base + ".beat"
         try:
@@ -214,6 +241,8 @@ class _Hook:
             with open(tmp, "wb" if isinstance(text, bytes) else "w") as f:
                 f.write(text)
             os.replace(tmp, self.base + ".fr.json")
+        if self.workers is not None:
+            self.workers.dump_children(self.pid, request, self.base + ".workers")
 
     def _stacks_if_replaced(self) -> None:
         """The script installed its own SIGURG handler (signal.signal replaces faulthandler's): the request's

@@ -149,6 +149,13 @@ class Checker:
             return default
         return value
 
+    def optional_integer(self, data: dict, path: tuple, minimum: int | None = None,
+                         maximum: int | None = None) -> int | None:
+        """A whole number, or None where the key is not given (its default is worked out later)."""
+        if data.get(path[-1]) is None:
+            return None
+        return self.integer(data, path, 0, minimum, maximum)
+
     def int_or_auto(self, data: dict, path: tuple, minimum: int = 0, maximum: int | None = None) -> int | None:
         value = data.get(path[-1])
         if value is None or value == "auto":

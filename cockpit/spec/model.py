@@ -56,7 +56,10 @@ class JobSpec:
     rdzv: str = "static"  # "static" (--master-addr/--master-port) or "c10d" (--rdzv-endpoint)
     runner: str = TORCHRUN  # what starts the ranks on a node (local, ssh): one of spec.runner.RUNNERS
     max_restarts: int = 0
-    stall_after: int = 600  # seconds without progress on any rank before the run is called stalled; 0: off
+    # seconds without progress on any rank before the run is called stalled; 0: off; None (not given): adapted
+    # to the run's own pauses (cockpit.hang.progress)
+    stall_after: int | None = None
+    start_after: int | None = None  # the same for a start (no step or collective yet); None: 600
     on_stall: str = "report"  # "report" | "stop" (after the evidence is gathered)
     workdir: str | None = None  # where the ranks run; None: the job file's directory
     python: str | None = None  # interpreter on the nodes; None: this one (local) or python3
@@ -165,7 +168,8 @@ def parse_spec(text: str, filename: str = "<memory>", arg_max: int | None = None
 
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
-             "python", "slurm", "sweep", "stall_after", "on_stall", "secret_env", "runner", "total_steps")
+             "python", "slurm", "sweep", "stall_after", "start_after", "on_stall", "secret_env", "runner",
+             "total_steps")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -193,7 +197,8 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),
         runner=check.choice(data, ("runner",), tuple(RUNNERS), TORCHRUN),
         max_restarts=check.integer(data, ("max_restarts",), 0, minimum=0, maximum=1000),
-        stall_after=check.integer(data, ("stall_after",), 600, minimum=0, maximum=7 * 86400),
+        stall_after=check.optional_integer(data, ("stall_after",), minimum=0, maximum=7 * 86400),
+        start_after=check.optional_integer(data, ("start_after",), minimum=0, maximum=7 * 86400),
         on_stall=check.choice(data, ("on_stall",), ("report", "stop"), "report"),
         workdir=check.string(data, ("workdir",)),
         python=check.string(data, ("python",)),

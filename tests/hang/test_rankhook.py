@@ -163,3 +163,45 @@ def test_a_script_that_handles_sigurg_itself_still_answers_a_request_from_the_ho
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+def test_a_forked_child_answers_a_request_with_its_own_stack_through_the_rank(tmp_path):
+    """A rank that forks a worker (as a DataLoader does) and waits for it: the request's answer holds the
+    worker's stack, read by the rank's hook from the worker's in-memory file, with its state and source line;
+    nothing of the worker goes into the rank's own stacks file."""
+    from cockpit.hang.gather import collect
+    from cockpit.runs import RunStatus
+
+    run_dir = create_run_dir(tmp_path, "r")
+    script = tmp_path / "forks.py"  # a file: the hook quotes the worker's source line from it
+    script.write_text(textwrap.dedent("""
+        import os, time
+        def read_sample():
+            time.sleep(60)  # the worker's stuck read
+        pid = os.fork()
+        if pid == 0:
+            read_sample()
+            os._exit(0)
+        print("ready", pid, flush=True)
+        def wait_for_worker():
+            os.waitpid(pid, 0)
+        wait_for_worker()
+    """))
+    proc = start(run_dir, f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    try:
+        ready, worker = proc.stdout.readline().split()
+        assert ready == "ready"
+        (run_dir / "logs" / "rank-3.h1.log").touch()
+        pid = child_pid(proc)
+        status = RunStatus(run_id="r", name="r", launcher="local", job_file="-", hosts=["h1"], world_size=1)
+        evidence = collect(run_dir, status, timeout=10, signal_ranks=lambda _req: os.kill(pid, signal.SIGURG))
+        e = evidence[3]
+        assert e.stack.user_frame.function == "wait_for_worker"
+        [w] = e.workers
+        assert w.pid == int(worker) and w.state == "S"
+        assert w.stack.main.frames[0].function == "read_sample" and "read_sample" not in e.text
+        assert w.stack.worker_frame.where() == "read_sample (forks.py:4)"
+        assert w.lines[f"{script}:4"] == "time.sleep(60)  # the worker's stuck read"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()

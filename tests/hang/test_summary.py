@@ -36,3 +36,28 @@ def test_ps_health_column():
     assert health(status(findings=[straggler])) == "straggler:5"
     assert health(status(findings=[stopped])) == "stopped:3"
     assert health(status(progress={"0": {}})) == "ok" and health(status(state="succeeded")) == "-"
+
+
+def test_a_cleared_stall_stays_in_the_summary_diagnose_and_ps_with_when_how_long_who_and_where(tmp_path: Path):
+    from cockpit.rundiag import hang_findings
+    from cockpit.runs import create_run_dir, write_status
+
+    cleared = {**STALL, "severity": "warning", "began": 41.0, "cleared": 81.5, "lasted_s": 40.5, "rule": "adaptive",
+               "culprits": [{"rank": 0, "host": "gpu1", "state": "running", "where": "evaluate (train.py:90)"}]}
+    done = status(state="succeeded", ended=200.0, exit_code=0, history=[cleared])
+    text = summary(tmp_path, done, Painter(False))
+    assert "stall 40.0 s after start, cleared after 40.5 s: no rank made progress for 612 s" in text
+    assert health(done) == "- (1 cleared)" and health(status(history=[cleared], progress={"0": {}})) == "ok (1 cleared)"
+    assert done.to_dict()["history"] == [cleared] and "history" not in status().to_dict()  # ps --json; absent: left out
+    run_dir = create_run_dir(tmp_path, "r")
+    write_status(run_dir, done)
+    [f] = hang_findings(run_dir)
+    assert (f.severity, f.code) == ("warning", "stall_cleared") and f.title.startswith("stall 40.0 s after start")
+    assert "a pause (an evaluation, a checkpoint or a slow read on rank 0), not a hang" in f.hint
+    assert "3 x a pause this long" in f.hint
+
+
+def test_ps_says_starting_while_a_slow_start_is_under_way():
+    watch = {"phase": "starting", "starting": "starting: ranks 0, 1 in load (t.py:3) for 70 s", "starting_s": 70.0}
+    assert health(status(watch=watch, progress={"0": {}})) == "starting 70.0 s"
+    assert health(status(watch={"phase": "running", "starting": None}, progress={"0": {}})) == "ok"

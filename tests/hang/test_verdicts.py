@@ -104,8 +104,8 @@ def test_balanced_ranks_are_never_named_and_a_named_straggler_does_not_flap():
     flags = []
     for i in range(40):  # imbalanced for 20 s, then balanced; one balanced look in the middle
         balanced = i >= 20 or i == 12
-        w0 = 0.5 * i if not balanced else (m.ranks[0].beats[-1][1] + 0.05 if i else 0)
-        w1 = (m.ranks[1].beats[-1][1] if i else 0) + (0.05 if balanced else 0.001)
+        w0 = 0.5 * i if not balanced else (m.ranks[0].beats.points[-1][1] + 0.05 if i else 0)
+        w1 = (m.ranks[1].beats.points[-1][1] if i else 0) + (0.05 if balanced else 0.001)
         v = look(m, float(i), (i, i), beats=_beats(float(i), (w0, w1), 10 * i))
         flags.append(v.straggler is not None)
     flips = sum(1 for a, b in zip(flags, flags[1:], strict=False) if a != b)
@@ -161,7 +161,9 @@ def test_every_rank_in_a_collective_points_at_mismatched_collectives():
     f = hang_finding("stall", 700, progress, {}, now=0.0, pg_backend="gloo")
     assert not f["culprits"] and f["mismatch"] and "called different collectives" in f["hint"]
     assert "the ranks wait in different collectives: rank 0 in all_reduce, rank 1 in barrier" in f["text"]
-    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in f["hint"] and "NCCL_DEBUG" not in f["hint"]
+    # the advice is what cockpit itself shows; TORCH_DISTRIBUTED_DEBUG=DETAIL segfaults DDP on torch 2.13's CPU build
+    assert "cockpit stacks shows every rank's op" in f["hint"] and "DETAIL" not in f["hint"]
+    assert "NCCL_DEBUG" not in f["hint"] and f["next"] == "cockpit stacks RUN"
 
 
 def test_the_collective_named_is_the_first_one_a_culprit_never_enqueued():

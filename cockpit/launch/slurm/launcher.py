@@ -118,7 +118,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
     status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
                        hosts=[], world_size=None if trials else spec.world_size,
-                       stall_after=spec.stall_after, on_stall=spec.on_stall)
+                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after)
     for i, args in enumerate(trials):
         tdir = layout.trial_dir(run_dir, i)
         (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)

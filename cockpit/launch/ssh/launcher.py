@@ -195,7 +195,7 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
     status = RunStatus(run_id=run_id, name=spec.name, launcher="ssh", job_file=str(Path(job_path).resolve()),
                        hosts=list(spec.hosts), world_size=None if nproc is None else nproc * spec.num_nodes,
                        note=note,
-                       stall_after=spec.stall_after, on_stall=spec.on_stall)
+                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after)
     write_status(run_dir, status)
     return run_dir
 
