@@ -1,5 +1,6 @@
 """status.json's typed records: every status.json the untyped code wrote (tests/fixtures/runs, see its README)
-reads and writes back byte for byte, and `cockpit ps --json` over them prints what that code printed."""
+reads and writes back byte for byte, and `cockpit ps --json` and `cockpit diagnose --json` over them print what
+that code printed (the recorded hang, straggler and crash runs hold live findings, progress flags and history)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from cockpit.run_records import NodeRecord, RankExit, RecordError
 from cockpit.runs import load_status
 
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
+DIAGNOSES = REPO / "tests" / "fixtures" / "runs-diagnose"  # `cockpit diagnose RUN --json` of each, and its exit code
 STATUS_FILES = sorted(FIXTURES.rglob("status.json"))
 
 
@@ -24,7 +26,7 @@ def test_the_fixtures_hold_every_kind_of_node():
     for path in STATUS_FILES:
         for n in load_status(path.parent).nodes:
             kinds.add("trial" if n.trial else "slurm" if n.slurm else "ssh" if n.ssh else "process")
-    assert kinds == {"trial", "slurm", "ssh", "process"} and len(STATUS_FILES) == 8
+    assert kinds == {"trial", "slurm", "ssh", "process"} and len(STATUS_FILES) == 14
 
 
 @pytest.mark.parametrize("path", STATUS_FILES, ids=lambda p: str(p.parent.relative_to(FIXTURES)))
@@ -77,3 +79,19 @@ def test_ps_json_prints_what_the_untyped_code_printed(tmp_path: Path):
     assert text.replace(str(runs), "RUNS") == (FIXTURES / "ps.json").read_text(encoding="utf-8")
     for path in STATUS_FILES:  # and ps wrote nothing back
         assert (runs / path.relative_to(FIXTURES)).read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("run", sorted(p.parent.name for p in FIXTURES.glob("*/status.json")))
+def test_diagnose_json_prints_what_the_untyped_code_printed(tmp_path: Path, run: str):
+    """Byte for byte, with its exit code: the findings of the recorded hangs (culprits, victims, the collective,
+    the stacks gathered), the straggler, the cleared stall of a run's history and a crash's first failure."""
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURES, runs)
+    for path in runs.rglob("status.json"):  # the stacks a finding names are the copy's
+        path.write_text(path.read_text(encoding="utf-8").replace("@RUNS@", str(runs)), encoding="utf-8")
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
+    r = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", run, "--json"], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=120)
+    codes = json.loads((DIAGNOSES / "exit_codes.json").read_text(encoding="utf-8"))
+    assert (r.returncode, r.stderr) == (codes[run], "")
+    assert r.stdout.replace(str(runs), "RUNS") == (DIAGNOSES / f"{run}.json").read_text(encoding="utf-8")
