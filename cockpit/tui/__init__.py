@@ -1,7 +1,7 @@
 """The terminal UI: a face over cockpit's core (fleet, spec/render, launch, runs, logs). The ONLY package that
-imports textual; it never imports torch. All IO runs in workers; the pure models it renders (form, fleetview,
-logstore, logfilter) import no textual, so they are tested on their own. Entry point: ``app.run_tui``, after
-``before_textual()``."""
+imports textual; it never imports torch. All IO runs in workers; the pure models it renders (models/: the form,
+the fleet table, the log store and filter, the feeds) import no textual, so they are tested on their own; screens/
+and widgets/ draw them. Entry point: ``app.run_tui``, after ``before_textual()``."""
 
 import os
 

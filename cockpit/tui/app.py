@@ -22,9 +22,10 @@ from textual.signal import Signal
 from textual.worker import Worker
 
 from cockpit.fleet.report import NodeReport
-from cockpit.tui import fleetview, gpuhistory
-from cockpit.tui.context import Context
 from cockpit.tui.messages import FleetUpdated
+from cockpit.tui.models import fleet as fleetview
+from cockpit.tui.models import gpu_history as gpuhistory
+from cockpit.tui.models.context import Context
 from cockpit.tui.screens.base import report_worker_error
 from cockpit.tui.screens.compose import ComposeScreen
 from cockpit.tui.screens.dialogs import Dialog, UnsavedScreen
@@ -74,7 +75,7 @@ class CockpitApp(App):
 
     # --- themes ------------------------------------------------------------------------------------------------
     def _setup_themes(self) -> None:
-        from cockpit.tui.config import load_config
+        from cockpit.tui.models.config import load_config
         from cockpit.tui.themes import DEFAULT_THEME, load_themes
 
         themes, errors = load_themes(self.ctx.theme_dirs)
@@ -100,7 +101,7 @@ class CockpitApp(App):
 
     @work(thread=True, exclusive=True, group="config", exit_on_error=False)
     def save_theme(self, name: str) -> None:
-        from cockpit.tui.config import save_config
+        from cockpit.tui.models.config import save_config
 
         save_config({"theme": name}, self.ctx.config_path)
 
@@ -220,8 +221,8 @@ def build_context(args: argparse.Namespace) -> Context:
     from cockpit.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions
     from cockpit.runs import resolve_run
-    from cockpit.tui.context import default_requeue, default_user_jobs
-    from cockpit.tui.fleetfeed import LiveFleet
+    from cockpit.tui.models.context import default_requeue, default_user_jobs
+    from cockpit.tui.models.fleet_feed import LiveFleet
 
     runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
     run = resolve_run(runs_dir, args.run) if args.run else None

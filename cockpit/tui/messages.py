@@ -12,7 +12,7 @@ from cockpit.fleet.report import NodeReport
 from cockpit.logs.diagnose_model import Report
 from cockpit.plot.series import RankSeries
 from cockpit.runs import RunStatus
-from cockpit.tui.form import Checked
+from cockpit.tui.models.form import Checked
 
 
 class FleetUpdated(Message):

@@ -12,7 +12,7 @@ Not collected by pytest (tests/bench is in norecursedirs). The TUI runs as a rea
   apart, after a warm-up long enough for every rank to have more than 10,000 lines (so the view's stores are
   full). Reported: p50, p90, p99, max.
 - RSS of the TUI process (VmRSS, and VmHWM = peak) at the end, with 10,000 lines kept per rank, and of its
-  child processes (the log feed process, cockpit.tui.feedproc, which holds the stores): "feed MB".
+  child processes (the log feed process, cockpit.tui.models.feed_process, which holds the stores): "feed MB".
 
 - A baseline beside it: by default the bench alternates (``--rounds``) sessions of a minimal textual app
   defined here (a title whose word changes on `f`, nothing else) and of the TUI, on the same pty harness and

@@ -56,7 +56,7 @@ class Mutant:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("compose-launches-file-on-disk",
            "the TUI launches the job file it opened instead of the edited form (edits lost)",
-           "cockpit/tui/launching.py",
+           "cockpit/tui/models/launching.py",
            "    path = job_file_for(text, spec, opened, base_dir, runs_dir)\n",
            "    path = opened or job_file_for(text, spec, opened, base_dir, runs_dir)\n",
            ("tests/tui/test_compose_launch.py", "tests/tui/test_launch_e2e.py", "tests/tui/test_compose_screen.py",

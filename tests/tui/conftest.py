@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tui.tuidata import FAILED_LOGS, NOW, OK_LOGS, fixed_facts, fleet_history, make_run
 
-from cockpit.tui.context import Context
-from cockpit.tui.fleetfeed import FixedFleet
+from cockpit.tui.models.context import Context
+from cockpit.tui.models.fleet_feed import FixedFleet
 
 
 @pytest.hookimpl(tryfirst=True)

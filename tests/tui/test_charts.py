@@ -13,8 +13,8 @@ from tui.chartdata import CPU_JOB, END, STALLED, STRAGGLER, T0, TRIAL_LR, make_c
 from tui.tuidata import until
 
 from cockpit.plot.chart import HeatChart, LineChart
-from cockpit.tui import chartsview
 from cockpit.tui.app import CockpitApp
+from cockpit.tui.models import charts as chartsview
 from cockpit.tui.screens.charts import ChartsScreen
 from cockpit.tui.screens.run_view import RunViewScreen
 from cockpit.tui.widgets.heat_map import HeatMap

@@ -15,9 +15,9 @@ from tui.tuidata import until
 
 from cockpit.fleet.report import Interface, NodeReport
 from cockpit.spec.model import load_spec
-from cockpit.tui import form as jobform
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.composeview import interface_advice
+from cockpit.tui.models import form as jobform
+from cockpit.tui.models.compose import interface_advice
 from cockpit.tui.screens.compose import ComposeScreen
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen, UnsavedScreen
 from cockpit.tui.screens.fleet import FleetScreen

@@ -1,11 +1,12 @@
-"""Compose's words without a screen (cockpit.tui.composeview): the summary over the preview, the lines under
+"""Compose's words without a screen (cockpit.tui.models.compose): the summary over the preview, the lines under
 a field, a path as a user reads it. The interface advice is tested beside the screen (test_compose_screen)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.tui import composeview, form
+from cockpit.tui.models import compose as composeview
+from cockpit.tui.models import form
 
 
 def test_the_summary_of_a_valid_job_and_of_a_broken_one():

@@ -1,5 +1,5 @@
 """The run feed's process end to end: a real writer process appends to the rank logs of a run directory, the
-feed process (cockpit.tui.feedproc) follows it, and RunFeed (the UI's half, without textual here) reads its
+feed process (cockpit.tui.models.feed_process) follows it, and RunFeed (the UI's half, without textual here) reads its
 batches. Lines arrive in order and none is lost; the stores keep each rank's last max_lines; a view switch
 answers with that rank's lines; the feed process ends with stop() and when its parent is killed."""
 
@@ -18,9 +18,9 @@ import pytest
 from helpers import cockpit_env, wait_for
 
 from cockpit.runs import RunStatus, create_run_dir, write_status
-from cockpit.tui.logfilter import LineFilter
-from cockpit.tui.logstore import MERGED
-from cockpit.tui.runfeed import RunFeed
+from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.log_store import MERGED
+from cockpit.tui.models.run_feed import RunFeed
 
 HOST = "node0"
 WRITER = textwrap.dedent("""
@@ -165,7 +165,7 @@ def test_the_stores_keep_each_ranks_last_max_lines(tmp_path):
 PARENT = textwrap.dedent("""
     import os, sys, threading, time
     from pathlib import Path
-    from cockpit.tui.runfeed import RunFeed
+    from cockpit.tui.models.run_feed import RunFeed
     feed = RunFeed(Path(sys.argv[1]), lambda: None)
     threading.Thread(target=feed.run, daemon=True).start()
     while feed.pid is None:
@@ -192,7 +192,7 @@ def test_the_feed_process_dies_with_its_parent(tmp_path, how):
     feed_pid, holder = (int(x) for x in parent.stdout.readline().split())
     try:
         assert alive(feed_pid)
-        wait_for(lambda: "feedproc" in Path(f"/proc/{feed_pid}/cmdline").read_text(), 10, "the feed's exec")
+        wait_for(lambda: "feed_process" in Path(f"/proc/{feed_pid}/cmdline").read_text(), 10, "the feed's exec")
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
         wait_for(lambda: not alive(feed_pid), 10, f"the feed process {feed_pid} to end with its parent")

@@ -1,4 +1,4 @@
-"""Each GPU's history (cockpit.tui.gpuhistory) without a screen: sparklines, the width rule that makes them
+"""Each GPU's history (cockpit.tui.models.gpu_history) without a screen: sparklines, the width rule that makes them
 follow the terminal, the bound on what is kept, and the chart of one GPU over time."""
 
 from __future__ import annotations
@@ -8,8 +8,17 @@ import tracemalloc
 
 from tui.tuidata import NOW, fleet_history, fleet_snapshot
 
-from cockpit.tui import fleetview
-from cockpit.tui.gpuhistory import KEEP, MAX_SPARK, MIN_SPARK, History, gpu_chart, spark_width, sparkline, time_ticks
+from cockpit.tui.models import fleet as fleetview
+from cockpit.tui.models.gpu_history import (
+    KEEP,
+    MAX_SPARK,
+    MIN_SPARK,
+    History,
+    gpu_chart,
+    spark_width,
+    sparkline,
+    time_ticks,
+)
 
 GPUS = 4  # in fleet_snapshot: h100, two a5000s, a100
 

@@ -14,8 +14,8 @@ from cockpit import launch, procs
 from cockpit.runs import read_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.context import Context
-from cockpit.tui.fleetfeed import FixedFleet
+from cockpit.tui.models.context import Context
+from cockpit.tui.models.fleet_feed import FixedFleet
 from cockpit.tui.screens.evidence import EvidenceScreen
 from cockpit.tui.screens.run_view import RunViewScreen
 from cockpit.tui.screens.stacks import StacksScreen

@@ -8,7 +8,7 @@ from helpers import REPO
 from tui.tuidata import until
 
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.config import load_config
+from cockpit.tui.models.config import load_config
 from cockpit.tui.screens.evidence import EvidenceScreen
 from cockpit.tui.screens.help import HelpScreen
 from cockpit.tui.screens.run_view import RunViewScreen

@@ -1,4 +1,4 @@
-"""The run view's decisions and words without a screen (cockpit.tui.runview): the apply pace, the title line,
+"""The run view's decisions and words without a screen (cockpit.tui.models.run_view): the apply pace, the title line,
 the findings panel's rows and what selecting one shows, the plotted rank, where an evidence line is."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from cockpit.hang.finding import straggler_finding
 from cockpit.hang.progress import Straggler
 from cockpit.logs.diagnose_model import Finding, Report
 from cockpit.runs import RunStatus
-from cockpit.tui import runview
-from cockpit.tui.feedcore import LiveEvent
-from cockpit.tui.logfilter import LineFilter
-from cockpit.tui.logstore import MERGED
+from cockpit.tui.models import run_view as runview
+from cockpit.tui.models.feed_state import LiveEvent
+from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.log_store import MERGED
 
 SRC = ("gpu-a", 1)
 STRAGGLER = straggler_finding(Straggler(rank=1, host="gpu-a", compute_ms=120.0, others_wait_ms=90.0,

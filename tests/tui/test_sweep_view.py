@@ -11,10 +11,10 @@ from tui.tuidata import until
 from cockpit.run_records import NodeRecord, Trial
 from cockpit.runs import RunStatus, create_run_dir, write_status
 from cockpit.sweep_trials import trial_rows
-from cockpit.tui import runview
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.context import Context
-from cockpit.tui.fleetfeed import FixedFleet
+from cockpit.tui.models import run_view as runview
+from cockpit.tui.models.context import Context
+from cockpit.tui.models.fleet_feed import FixedFleet
 from cockpit.tui.screens.run_view import RunViewScreen
 
 T0 = 1_790_000_000.0

@@ -21,8 +21,8 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from cockpit.plot.chart import HeatChart, LineChart
-from cockpit.tui import chartsview
 from cockpit.tui.messages import ChartsRead
+from cockpit.tui.models import charts as chartsview
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.heat_map import HeatMap
 from cockpit.tui.widgets.navbar import NavBar

@@ -6,7 +6,7 @@ open and launch do their IO in workers too.
 
 Here: the form's rows and widgets, the check and where its problems show, the fleet's selection, launch.
 Elsewhere: opening and saving the job file, and unsaved edits (compose_file), the side panel
-(widgets/job_preview), the field table and the words as pure functions (cockpit.tui.composeview)."""
+(widgets/job_preview), the field table and the words as pure functions (cockpit.tui.models.compose)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from textual.widgets import Checkbox, Footer, Input, Label, Select, Static
 from textual.worker import get_current_worker
 
 from cockpit.spec.model import SpecError
-from cockpit.tui import composeview
-from cockpit.tui import form as jobform
-from cockpit.tui.composeview import FIELDS, NODES_PLACEHOLDER, SLURM
-from cockpit.tui.fleetview import job_choice
 from cockpit.tui.messages import Validated
+from cockpit.tui.models import compose as composeview
+from cockpit.tui.models import form as jobform
+from cockpit.tui.models.compose import FIELDS, NODES_PLACEHOLDER, SLURM
+from cockpit.tui.models.fleet import job_choice
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.compose_file import JobFile
 from cockpit.tui.widgets.job_preview import JobPreview
@@ -219,7 +219,7 @@ class ComposeScreen(JobFile, CockpitScreen):
     async def _launch(self) -> None:
         from cockpit.launch import LaunchError
         from cockpit.safeio import Untrusted
-        from cockpit.tui.launching import launch_text
+        from cockpit.tui.models.launching import launch_text
 
         checked = jobform.check(self.form, self._label())
         if checked.spec is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from textual import work
 
-from cockpit.tui import form as jobform
+from cockpit.tui.models import form as jobform
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
 
 
@@ -91,7 +91,7 @@ class JobFile:
                 return True
             if not await self.app.push_screen_wait(ConfirmScreen(f"{path} exists. Replace it?", "Replace")):
                 return False
-        from cockpit.tui.launching import save_text
+        from cockpit.tui.models.launching import save_text
 
         try:
             await asyncio.to_thread(save_text, path, text)

@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.tui.logstore import label
+from cockpit.tui.models.log_store import label
 
 CONTEXT = 3
 

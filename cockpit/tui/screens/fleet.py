@@ -16,7 +16,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from cockpit.tui import fleetview, gpuhistory
+from cockpit.tui.models import fleet as fleetview
+from cockpit.tui.models import gpu_history as gpuhistory
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.gpu_chart import GpuChart
 from cockpit.tui.widgets.gpu_table import GpuTable

@@ -13,10 +13,10 @@ from textual.worker import get_current_worker
 
 from cockpit.logs.diagnose_model import Report
 from cockpit.runs import RunStatus
-from cockpit.tui import runview
-from cockpit.tui.logfilter import LineFilter
 from cockpit.tui.messages import Diagnosed
-from cockpit.tui.runfeed import LiveEvent, SourceStats
+from cockpit.tui.models import run_view as runview
+from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.run_feed import LiveEvent, SourceStats
 from cockpit.tui.screens.evidence import EvidenceScreen
 from cockpit.tui.widgets.findings_list import FindingsList
 from cockpit.tui.widgets.rank_log import RankLog

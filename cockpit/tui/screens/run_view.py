@@ -2,15 +2,15 @@
 search and a level filter; per-rank status; loss and samples/s; the diagnosis with links to its evidence;
 stop (and requeue for Slurm runs where the launcher offers it).
 
-Data flow: the RunFeed follows the run in a process of its own (cockpit.tui.feedproc) and a thread worker reads
-its batches; the feed wakes the screen with one coalescing FeedReady message, and the handler drains the batch
-waiting (which asks the feed for the next). A view or filter change is a request to the feed, answered with
-the view's lines a moment later. Metrics and the diagnosis are read in their own workers.
+Data flow: the RunFeed follows the run in a process of its own (cockpit.tui.models.feed_process) and a thread worker
+reads its batches; the feed wakes the screen with one coalescing FeedReady message, and the handler drains the batch
+waiting (which asks the feed for the next). A view or filter change is a request to the feed, answered with the view's
+lines a moment later. Metrics and the diagnosis are read in their own workers.
 
 Here: the feed's batches applied, the rank table and title kept current, view switches, the log's keys.
 Elsewhere: the findings panel, the diagnosis and the jump to evidence (run_findings), stop and requeue
 (run_control), the widgets (widgets/rank_table, findings_list, rank_log, metrics_plot), and the decisions
-and words as pure functions (cockpit.tui.runview)."""
+and words as pure functions (cockpit.tui.models.run_view)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.plot.source import RunSeries
 from cockpit.runs import RunStatus
-from cockpit.tui import runview
-from cockpit.tui.logfilter import LineFilter
-from cockpit.tui.logstore import MERGED
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
-from cockpit.tui.ranktable import rank_rate, rank_state, rank_step, short_age
-from cockpit.tui.runfeed import Drained, LiveEvent, RunFeed, SourceStats
-from cockpit.tui.runview import APPLY_EVERY
+from cockpit.tui.models import run_view as runview
+from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.log_store import MERGED
+from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age
+from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
+from cockpit.tui.models.run_view import APPLY_EVERY
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.run_control import RunControls
 from cockpit.tui.screens.run_findings import RunFindings

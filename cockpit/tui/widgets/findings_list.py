@@ -1,5 +1,5 @@
 """The run view's findings panel: hang findings, then the diagnosis or the live events, one option each
-(rows from cockpit.tui.runview.finding_rows; selecting one opens its evidence)."""
+(rows from cockpit.tui.models.run_view.finding_rows; selecting one opens its evidence)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from cockpit.tui.runview import FindingRow
+from cockpit.tui.models.run_view import FindingRow
 
 
 class FindingsList(OptionList):

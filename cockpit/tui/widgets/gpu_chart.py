@@ -1,4 +1,4 @@
-"""One GPU's utilization and memory over time (cockpit.tui.gpuhistory.gpu_chart), drawn by plotext through
+"""One GPU's utilization and memory over time (cockpit.tui.models.gpu_history.gpu_chart), drawn by plotext through
 textual-plotext with the same calls as `cockpit plot` (cockpit.plot.text.apply), on a 0-100 % axis.
 
 ``show`` draws only when what it is given differs from what is drawn (another GPU, or new readings), so the
@@ -12,7 +12,7 @@ from textual_plotext import PlotextPlot
 
 from cockpit.plot.chart import LineChart
 from cockpit.plot.text import apply
-from cockpit.tui.gpuhistory import KEEP, time_ticks
+from cockpit.tui.models.gpu_history import KEEP, time_ticks
 
 PERCENT_TICKS = [0, 25, 50, 75, 100]
 

@@ -1,4 +1,4 @@
-"""The fleet table: nodes, then their GPUs in nvidia-smi order. Rows come from cockpit.tui.fleetview; this
+"""The fleet table: nodes, then their GPUs in nvidia-smi order. Rows come from cockpit.tui.models.fleet; this
 widget only shows them (updating cells in place while the rows stay the same, so the cursor stays put) and
 turns space / enter / a click on the mark column into ``Toggle`` messages."""
 
@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from cockpit.tui.fleetview import COLUMNS, Row, widths
+from cockpit.tui.models.fleet import COLUMNS, Row, widths
 
 
 class GpuTable(DataTable):

@@ -40,7 +40,7 @@ class RankLog(Log):
         the whole batch instead of a splitlines() per line (same lines: a line without breaks is itself, an
         empty one is dropped), and no per-line discard of render-cache entries that cannot exist (the lines
         are new, past every cached row). ``width``: the lines come log-ready from the feed process (no
-        breaks, no empty line; cockpit.tui.feedcore.log_ready) and the widest is ``width`` long: no scan
+        breaks, no empty line; cockpit.tui.models.feed_state.log_ready) and the widest is ``width`` long: no scan
         at all."""
         lines = lines if isinstance(lines, list) else list(lines)
         if not lines:

@@ -1,5 +1,5 @@
 """The run view's rank table: an "all ranks" row, then a row per source (rank or torchrun agent) in rank
-order; the cells come from cockpit.tui.ranktable. Columns have fixed widths: rows arrive one source at a
+order; the cells come from cockpit.tui.models.rank_table. Columns have fixed widths: rows arrive one source at a
 time, and the side panel must not jump (nor snapshots vary)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 from textual.widgets import DataTable
 
-from cockpit.tui.logstore import MERGED, label
-from cockpit.tui.ranktable import COLUMNS, source_order
+from cockpit.tui.models.log_store import MERGED, label
+from cockpit.tui.models.rank_table import COLUMNS, source_order
 
 ALL = "all"  # the key of the "all ranks" row (the merged view)
 

@@ -1,6 +1,6 @@
-"""The run feed's state, kept in the feed process (cockpit.tui.feedproc), not in the UI's.
+"""The run feed's state, kept in the feed process (cockpit.tui.models.feed_process), not in the UI's.
 
-Every tailed line is stored (bounded, see logstore), filtered for the view in focus, and scanned by the log
+Every tailed line is stored (bounded, see log_store), filtered for the view in focus, and scanned by the log
 parser for failures. ``take()`` hands out what the UI needs since its last batch, and only that: the new lines
 of the view in focus (or, when the UI fell more than ``max_lines`` behind, the newest ``max_lines`` with
 ``reset``), the status when it changed, new live events, and per-source counts. The other views' lines stay
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from cockpit.logs.parse import Event, LineParser
 from cockpit.runs import RunStatus
-from cockpit.tui.logfilter import LineFilter
-from cockpit.tui.logstore import MERGED, LogStore
+from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.log_store import MERGED, LogStore
 
 SCAN_SLICE = 0.005  # seconds of parsing per batch at most
 # what str.splitlines() splits on besides "\n" (which a tailed line never holds): textual's Log splits on them

@@ -77,7 +77,7 @@ def default_fix_facts(run_dir: Path) -> object:
 @dataclass
 class Context:
     runs_dir: Path
-    fleet: object  # a feed: cockpit.tui.fleetfeed.LiveFleet or FixedFleet
+    fleet: object  # a feed: cockpit.tui.models.fleet_feed.LiveFleet or FixedFleet
     job: Path | None = None  # job file to open in Compose at start
     run: Path | None = None  # run directory to open at start
     base_dir: Path = field(default_factory=Path.cwd)  # where a new job's relative paths resolve
@@ -94,5 +94,5 @@ class Context:
     runs_every: float = 2.0  # seconds between runs-list refreshes
     stop_grace: float = 10.0
     max_lines: int = 10_000  # per rank, and for the merged view
-    parse_budget: float = 0.15  # seconds a second the live log scan may take (see runfeed); inf: all lines
+    parse_budget: float = 0.15  # seconds a second the live log scan may take (see run_feed); inf: all lines
     scan_slice: float = 0.005  # seconds of scanning per batch at most

@@ -1,5 +1,5 @@
 """The fleet as the TUI shows it: the fleet's NodeReports -> table rows (with each GPU's sparklines from
-cockpit.tui.gpuhistory), and the user's selection of GPUs and whole nodes. Pure: no textual, no IO, no clock, so
+cockpit.tui.models.gpu_history), and the user's selection of GPUs and whole nodes. Pure: no textual, no IO, no clock, so
 the same nodes always give the same rows (snapshots depend on it)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 from cockpit.fleet.report import STATES, NodeReport
 from cockpit.nvml import Gpu
-from cockpit.tui.gpuhistory import MIN_SPARK, History, sparkline
+from cockpit.tui.models.gpu_history import MIN_SPARK, History, sparkline
 
 COLUMNS = ("", "NODE/GPU", "NAME", "UTIL", "MEMORY", "TEMP", "PROCS")
 
 
 def widths(spark: int = MIN_SPARK) -> tuple[int, ...]:
-    """Column widths for sparklines ``spark`` cells wide (gpuhistory.spark_width of the terminal): fixed for a
+    """Column widths for sparklines ``spark`` cells wide (gpu_history.spark_width of the terminal): fixed for a
     given terminal, so the table does not jump as values change; at 80 columns the table fits exactly."""
     return (1, 10, 16, 5 + spark, 8 + spark, 4, 5)
 

@@ -1,6 +1,6 @@
 """The run feed's process: tails a run, stores and scans its lines, and sends the UI compact batches.
 
-    python -m cockpit.tui.feedproc RUN_DIR --parent PID [--max-lines N] [--parse-budget S] [--scan-slice S]
+    python -m cockpit.tui.models.feed_process RUN_DIR --parent PID [--max-lines N] [--parse-budget S] [--scan-slice S]
 
 Why a process: in a thread of the UI process, the tailing, storing and scanning of 64 ranks x 1,000 lines/s
 held the GIL so often that a key press waited behind it (bench_tui: key p99 134 ms, where a bare textual app
@@ -34,8 +34,8 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit.tui.feedcore import SCAN_SLICE, Drained, FeedState
-from cockpit.tui.logfilter import LineFilter
+from cockpit.tui.models.feed_state import SCAN_SLICE, Drained, FeedState
+from cockpit.tui.models.log_filter import LineFilter
 
 PARENT_POLL = 0.5  # seconds between checks that the UI is still our parent
 _HEADER = 4
@@ -162,7 +162,7 @@ class FeedProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cockpit.tui.feedproc", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m cockpit.tui.models.feed_process", description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--parent", type=int, required=True, help="the UI's pid: exit when it is no longer ours")
     p.add_argument("--max-lines", type=int, default=10_000)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cockpit.fleet.report import NodeReport
 from cockpit.spec.model import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec
-from cockpit.tui import form as jobform
+from cockpit.tui.models import form as jobform
 
 # (field, label, kind, choices or placeholder); slurm fields are shown only for launcher: slurm
 FIELDS = [

@@ -1,4 +1,4 @@
-"""A run's live data for the run view, gathered in a process of its own (cockpit.tui.feedproc).
+"""A run's live data for the run view, gathered in a process of its own (cockpit.tui.models.feed_process).
 
 The UI's half: ``RunFeed.run()`` starts the feed process and blocks reading its frames (a textual thread
 worker calls it; the read waits without the GIL). Each frame is one batch, merged into the one waiting to be
@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import cockpit
-from cockpit.tui.feedcore import SCAN_SLICE, Drained, LiveEvent, SourceStats
-from cockpit.tui.feedproc import MORE, decode, read_frame, view_request
-from cockpit.tui.logfilter import LineFilter
+from cockpit.tui.models.feed_process import MORE, decode, read_frame, view_request
+from cockpit.tui.models.feed_state import SCAN_SLICE, Drained, LiveEvent, SourceStats
+from cockpit.tui.models.log_filter import LineFilter
 
 __all__ = ["Drained", "LiveEvent", "RunFeed", "SourceStats"]
 
@@ -104,9 +104,9 @@ class RunFeed:
         root = str(Path(cockpit.__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed in _lost)
-        argv = [sys.executable, "-m", "cockpit.tui.feedproc", str(self.run_dir), "--parent", str(os.getpid()),
-                "--max-lines", str(self.max_lines), "--parse-budget", str(self.parse_budget),
-                "--scan-slice", str(self.scan_slice)]
+        argv = [sys.executable, "-m", "cockpit.tui.models.feed_process", str(self.run_dir),
+                "--parent", str(os.getpid()), "--max-lines", str(self.max_lines),
+                "--parse-budget", str(self.parse_budget), "--scan-slice", str(self.scan_slice)]
         # a session of its own: the terminal's signals are for the UI, which then closes the pipe
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
                                 env=env, start_new_session=True)

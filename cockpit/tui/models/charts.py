@@ -1,6 +1,6 @@
 """The charts screen's decisions, pure (no textual, no IO): which chart comes next, which rank is picked, the
 words of its title line, and the GPU chart: each rank's GPU (host, index) from the run's status and job, and
-its utilisation and memory over time from the fleet's history (cockpit.tui.gpuhistory.History readings).
+its utilisation and memory over time from the fleet's history (cockpit.tui.models.gpu_history.History readings).
 
 A rank's GPU is the one its local rank uses (torchrun's, Slurm's LOCALID): the position of the rank among the
 ranks of its host, through the job's ``gpus: [ids]`` when it names them (CUDA_VISIBLE_DEVICES order).

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.tui.logstore import MERGED, label
+from cockpit.tui.models.log_store import MERGED, label
 
 if TYPE_CHECKING:
     from cockpit.logs.diagnose_model import Report
     from cockpit.runs import RunStatus
     from cockpit.sweep_trials import TrialRow
-    from cockpit.tui.feedcore import LiveEvent
+    from cockpit.tui.models.feed_state import LiveEvent
 
 APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
 # under a storm (a batch of more than STORM_LINES lines), at most 10: each repaint redraws every row of the log,
