@@ -69,7 +69,7 @@ class RankExit:
     host: str
     status: int  # the shell's exit status: 128+N means killed by signal N
     time: float  # wall time of the end
-    teardown_abort: bool = False  # finished its work, then aborted at interpreter exit (cockpit.logs.teardown)
+    teardown_abort: bool = False  # finished its work, then aborted at interpreter exit (cockpit.logs.diagnose.teardown)
 
     @property
     def signal(self) -> int | None:

@@ -16,7 +16,7 @@ def diagnose_run(run_dir: Path):
     torchrun tables (which blame the rank that lost its peer)."""
     from dataclasses import replace
 
-    from cockpit.logs.report import diagnose_sources
+    from cockpit.logs.diagnose.report import diagnose_sources
 
     trial = first_failed_trial(run_dir)
     if trial is not None:
@@ -55,7 +55,7 @@ def hang_findings(run_dir: Path) -> list:
     """The run's stall / stopped / straggler findings (cockpit.hang, kept in status.json) as diagnosis
     findings."""
     from cockpit.hang.finding import evidence_of
-    from cockpit.logs.diagnose_model import Finding
+    from cockpit.logs.diagnose.model import Finding
     from cockpit.runs import read_status
 
     status = read_status(run_dir)
@@ -92,12 +92,12 @@ def _cleared_hint(h: dict) -> str:
 
 def run_findings(run_dir: Path, report):
     """``report`` (of the run's logs) with what the run's status.json knows: ranks that aborted in teardown
-    after their work (cockpit.logs.teardown) first; for a stopped run, without the stop's echoes (and, where
+    after their work (cockpit.logs.diagnose.teardown) first; for a stopped run, without the stop's echoes (and, where
     cockpit stopped it because it hung, saying so); the first failure and its cause from the exit records, the
     launcher's exit and the ranks' places when they ended (cockpit.runcause)."""
     from dataclasses import replace
 
-    from cockpit.logs import teardown
+    from cockpit.logs.diagnose import teardown
     from cockpit.runs import read_status
 
     status = read_status(run_dir)
@@ -154,12 +154,12 @@ def _places(logs: dict) -> dict:
 
 
 def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tuple[tuple, object]:
-    """The first-failure finding and the run's root cause (cockpit.logs.diagnose_model.Cause) from the exit
+    """The first-failure finding and the run's root cause (cockpit.logs.diagnose.model.Cause) from the exit
     records: the launcher's own death, an early exit, a mismatch gloo aborted, else the first failing rank with
     its own log's words. The exit records (to the nanosecond) say it better than torchelastic's table (1-second
     timestamps, the lowest rank on a tie) or the logs' order: where a run has them, their finding replaces the
     logs'."""
-    from cockpit.logs.diagnose_model import Cause, Finding
+    from cockpit.logs.diagnose.model import Cause, Finding
     from cockpit.runcause import LAUNCHER_HINT, launcher_death
 
     others = tuple(f for f in findings if f.code != "first_failure")
@@ -180,8 +180,8 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
 
 
 def _peers_lost(status: RunStatus, logs: dict, rank: int) -> bool:
-    """Whether every other failed rank's log says it lost its peer (cockpit.logs.peerloss)."""
-    from cockpit.logs.peerloss import lost_a_peer
+    """Whether every other failed rank's log says it lost its peer (cockpit.logs.diagnose.peerloss)."""
+    from cockpit.logs.diagnose.peerloss import lost_a_peer
     from cockpit.runs import tail_lines
 
     others = [int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank]
@@ -189,8 +189,8 @@ def _peers_lost(status: RunStatus, logs: dict, rank: int) -> bool:
 
 
 def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> tuple[tuple, object]:
-    from cockpit.logs.diagnose_model import Cause, Finding
-    from cockpit.logs.peerloss import EARLY_EXIT_HINT
+    from cockpit.logs.diagnose.model import Cause, Finding
+    from cockpit.logs.diagnose.peerloss import EARLY_EXIT_HINT
 
     first = status.first_failure
     rank = first.rank
@@ -210,9 +210,9 @@ def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> t
 
 
 def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tuple[tuple, object]:
-    from cockpit.logs.diagnose_cause import cause_of, is_root
-    from cockpit.logs.diagnose_model import Cause, Finding
-    from cockpit.logs.parse_kinds import COLLECTIVE_MISMATCH
+    from cockpit.logs.diagnose.cause import cause_of, is_root
+    from cockpit.logs.diagnose.model import Cause, Finding
+    from cockpit.logs.parse.kinds import COLLECTIVE_MISMATCH
     from cockpit.runcause import mismatch, read_source
 
     rank = first.rank
@@ -249,8 +249,8 @@ def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tu
 
 def _exception_of(report, path: Path) -> str | None:
     """The last line of the first Python exception in ``path`` as the report parsed it, in its own words."""
-    from cockpit.logs.diagnose_cause import exception_words
-    from cockpit.logs.parse_kinds import PYTHON_EXCEPTION
+    from cockpit.logs.diagnose.cause import exception_words
+    from cockpit.logs.parse.kinds import PYTHON_EXCEPTION
 
     for f in report.files:
         if Path(f.path) == path:
@@ -271,7 +271,7 @@ def _line_count(path: Path) -> int:
 
 def _line_of(path: Path, text: str) -> int:
     """The line number of the last line holding ``text`` (1 when none)."""
-    from cockpit.logs.report import read_lines
+    from cockpit.logs.diagnose.report import read_lines
 
     found = 1
     try:

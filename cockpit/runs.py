@@ -249,8 +249,8 @@ def tail_lines(path: Path, n: int, block: int = 65536) -> list[str]:
 
 def rank_record(run_dir: Path, e: RankExit) -> RankExit:
     """How one rank ended, for status.json; ``teardown_abort`` when it finished its work and then aborted at
-    interpreter exit (cockpit.logs.teardown)."""
-    from cockpit.logs import teardown
+    interpreter exit (cockpit.logs.diagnose.teardown)."""
+    from cockpit.logs.diagnose import teardown
 
     if e.status == teardown.SIGABRT_STATUS:
         log = rank_files(run_dir, "log").get(e.rank)
@@ -261,8 +261,8 @@ def rank_record(run_dir: Path, e: RankExit) -> RankExit:
 
 def failure_record(run_dir: Path, e: RankExit) -> FirstFailure:
     """status.json's first_failure: the rank's record and what to call it."""
-    from cockpit.logs import teardown
-    from cockpit.logs.peerloss import EARLY_EXIT
+    from cockpit.logs.diagnose import teardown
+    from cockpit.logs.diagnose.peerloss import EARLY_EXIT
 
     rec = rank_record(run_dir, e)
     return FirstFailure.of(rec, teardown.DESCRIBE if rec.teardown_abort else EARLY_EXIT if e.status == 0
@@ -282,7 +282,7 @@ def first_failure(exits: dict[int, RankExit], run_dir: Path | None = None) -> Ra
     within ``CAUSE_WINDOW`` of the earliest (each wrapper stamps its rank's end when its own wait returns, so on a
     busy machine a peer that reacted at once can be stamped first): a rank killed by a signal only a cause sends
     (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) comes first; then, given the run's ``run_dir``, a rank whose log
-    does not say it lost a peer (cockpit.logs.peerloss) comes before one that does; and where every failure
+    does not say it lost a peer (cockpit.logs.diagnose.peerloss) comes before one that does; and where every failure
     lost its peer, a rank that had exited 0 before them is the first failure (an early exit: it left them
     waiting in a collective; ``failure_record`` says so)."""
     failed = sorted((e for e in exits.values() if e.status != 0), key=lambda e: (e.time, e.rank))
@@ -293,7 +293,7 @@ def first_failure(exits: dict[int, RankExit], run_dir: Path | None = None) -> Ra
     if causes:
         return causes[0]
     if run_dir is not None:
-        from cockpit.logs.peerloss import lost_a_peer
+        from cockpit.logs.diagnose.peerloss import lost_a_peer
 
         logs = rank_files(run_dir, "log")
         own = [e for e in close if e.rank not in logs or not lost_a_peer(tail_lines(logs[e.rank][1], 40))]

@@ -40,7 +40,7 @@ def test_only_train_imports_torch_and_only_tui_imports_textual():
     # node/nodecheck.py runs on Slurm nodes with the job's python (never in cockpit's process) and imports torch
     # inside its all-reduce: checking that torch works there is its job.
     owners = {"torch": ("train", "node/nodecheck.py"), "textual": "tui", "asyncssh": "remote/ssh.py",
-              "pynvml": "nvml.py", "hyperscan": "logs/parse_scan.py",
+              "pynvml": "nvml.py", "hyperscan": "logs/parse/scan.py",
               "plotext": ("plot/text.py", "tui"), "textual_plotext": "tui", "matplotlib": "plot/png.py"}
     offenders = []
     for path in (REPO / "cockpit").rglob("*.py"):

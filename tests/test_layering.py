@@ -198,10 +198,10 @@ def test_the_package_check_sees_a_circle_that_no_module_loop_shows():
 def test_the_checks_report_what_they_should():
     """The checkers on a made-up graph: a core module importing a service, the TUI importing the CLI, a
     service pulling in the training runtime, and a three-module loop."""
-    bad = {"cockpit.logs.parse": {"cockpit.runs"}, "cockpit.tui.app": {"cockpit.cli.console"},
+    bad = {"cockpit.logs.parse.parser": {"cockpit.runs"}, "cockpit.tui.app": {"cockpit.cli.console"},
            "cockpit.fleet.nodes": {"cockpit.train.runtime"}, "cockpit.runs": {"cockpit.watch"},
            "cockpit.watch": {"cockpit.rundiag"}, "cockpit.rundiag": {"cockpit.runs"}}
-    assert violations(bad) == ["cockpit.logs.parse (core) imports cockpit.runs (service)",
+    assert violations(bad) == ["cockpit.logs.parse.parser (core) imports cockpit.runs (service)",
                                "cockpit.tui.app (face) imports cockpit.cli.console (face)",
                                "cockpit.fleet.nodes (service) imports cockpit.train.runtime (train)"]
     assert cycles(bad) == [["cockpit.rundiag", "cockpit.runs", "cockpit.watch"]]

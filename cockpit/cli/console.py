@@ -63,7 +63,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         for rank, r in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
             how = _describe(r, status.stopped_at if stopped else None)
             if how == "ok" and status.first_failure and status.first_failure.rank == r.rank:
-                how = "exit code 0, early: others waited"  # an early exit (cockpit.logs.peerloss)
+                how = "exit code 0, early: others waited"  # an early exit (cockpit.logs.diagnose.peerloss)
             out.append(f"  {rank:>4}  {r.host:<16} {how:<34} {duration(r.time - start):>9}")
         if stopped:  # killed together with their wrapper: the stop did it all the same
             host = status.hosts[0] if len(status.hosts) == 1 else "?"
@@ -79,7 +79,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
         out.append(painter.paint(f"first failure: rank {ff.rank} on {ff.host}: {ff.description}, "
                                  f"{duration(ff.time - start)} after start{_victim_note(status, ff)}", "1;31"))
         if ff.teardown_abort:
-            from cockpit.logs.teardown import HINT
+            from cockpit.logs.diagnose.teardown import HINT
 
             out.append(f"  hint: {HINT}")
         log = rank_files(run_dir, "log").get(ff.rank)

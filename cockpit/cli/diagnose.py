@@ -62,7 +62,7 @@ def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | N
 
 def cmd_diagnose(args) -> int:
     from cockpit.cli.console import use_color
-    from cockpit.logs.report import diagnose_sources, render_json, render_text
+    from cockpit.logs.diagnose.report import diagnose_sources, render_json, render_text
 
     runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
     for arg in args.inputs:  # asked before the file system, which answers a name too long with an OSError

@@ -70,7 +70,7 @@ class LiveFindings:
     for, the teardown's messages (torchrun's worker_failed, the ranks' SIGTERMs) are that stop, not news."""
 
     def __init__(self, painter: Painter, run_dir: Path):
-        from cockpit.logs.parse import LineParser
+        from cockpit.logs.parse.parser import LineParser
 
         self.painter, self.stop_file = painter, run_dir / STOP_FILE
         self.parsers: dict = {}
@@ -191,7 +191,7 @@ class Detach(Exception):
 
 
 def diagnosis(run_dir: Path, painter: Painter) -> str:
-    from cockpit.logs.report import diagnose_sources, render_findings
+    from cockpit.logs.diagnose.report import diagnose_sources, render_findings
     from cockpit.rundiag import first_failed_trial, run_findings, run_sources
 
     run_dir = first_failed_trial(run_dir) or run_dir  # a sweep: its trial that failed first

@@ -179,7 +179,7 @@ def evidence_of(f: dict, run_dir: Path) -> tuple[tuple[str, int], ...]:
 
     rank = f["culprits"][0]["rank"] if f.get("culprits") else f.get("rank")
     if f.get("stacks") and Path(f["stacks"]).is_file():
-        from cockpit.logs.report import read_lines
+        from cockpit.logs.diagnose.report import read_lines
 
         try:  # bounded, a regular file only, never through a link: the path comes from status.json
             at = next((i for i, line in enumerate(read_lines(f["stacks"], follow=False), 1)

@@ -1,11 +1,13 @@
 """Logs, pure and stdlib-only: what the ranks printed -> typed events -> findings with fixes.
 
-    parse*.py      one physical line at a time (or a block of them) -> Event; linear on any input, with a cheap
-                   gate (parse_gate) in front; parse_rules / parse_nccl say what is recognised, parse_prefix
-                   reads launcher prefixes and timestamps, parse_table torchelastic's failure table
-    diagnose*.py   events of every rank -> findings (crash, NCCL/gloo trouble, timeouts) and what to change
-    report.py      a run's files -> its diagnosis (what `cockpit diagnose` prints)
+    parse/         one physical line at a time (or a block of them) -> Event; linear on any input, with a cheap
+                   gate (gate, scan) in front; rules / nccl / ends say what is recognised, prefix reads
+                   launcher prefixes and timestamps, table torchelastic's failure table, trace a traceback
+    diagnose/      events of every rank -> findings (crash, NCCL/gloo trouble, timeouts) and what to change:
+                   engine (summaries + rules), rules (cross-rank), cause and first (the root cause), nccl,
+                   advice, model (the values), teardown and peerloss (consequences, not causes), report (a
+                   run's files -> its diagnosis: what `cockpit diagnose` prints)
+    bounded.py     reading a log in bounded memory, whatever it holds
     tail.py, follow.py
                    following many growing files without losing a line (the live views)
-    teardown.py    the gloo teardown abort that follows a finished run, recognised as noise
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.message import Message
 
 from cockpit.fleet.report import NodeReport
-from cockpit.logs.diagnose_model import Report
+from cockpit.logs.diagnose.model import Report
 from cockpit.plot.series import RankSeries
 from cockpit.runs import RunStatus
 from cockpit.tui.models.form import Checked

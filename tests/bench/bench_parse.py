@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import genlogs  # noqa: E402
 
-from cockpit.logs.diagnose import diagnose  # noqa: E402
-from cockpit.logs.parse import parse_blocks, parse_lines  # noqa: E402
-from cockpit.logs.parse_scan import scanner  # noqa: E402
-from cockpit.logs.report import diagnose_paths, read_blocks, read_lines  # noqa: E402
+from cockpit.logs.diagnose.engine import diagnose  # noqa: E402
+from cockpit.logs.diagnose.report import diagnose_paths, read_blocks, read_lines  # noqa: E402
+from cockpit.logs.parse.parser import parse_blocks, parse_lines  # noqa: E402
+from cockpit.logs.parse.scan import scanner  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "nccl"
 

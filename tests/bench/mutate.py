@@ -106,7 +106,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/hang",)),
     Mutant("diagnose-first-failure-latest",
            "`cockpit diagnose` names the rank whose error has the latest timestamp as the first failure",
-           "cockpit/logs/diagnose_cause.py",
+           "cockpit/logs/diagnose/cause.py",
            "        first = min(timed, key=lambda loc: loc[1].ts or 0.0)\n",
            "        first = max(timed, key=lambda loc: loc[1].ts or 0.0)\n",
            ("tests/logs",)),

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from anywhere: this checkout's cockpit
 
-from cockpit.logs.report import diagnose_paths, report_to_dict  # noqa: E402
+from cockpit.logs.diagnose.report import diagnose_paths, report_to_dict  # noqa: E402
 
 
 def load_labels(folder: Path) -> dict[str, dict]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.logs.report import diagnose_paths, report_to_dict
+from cockpit.logs.diagnose.report import diagnose_paths, report_to_dict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "nccl"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cockpit.logs.diagnose import diagnose, resolve_ranks, summarize_file
-from cockpit.logs.diagnose_model import rank_list
-from cockpit.logs.parse import parse_lines
-from cockpit.logs.report import diagnose_paths, render_json, render_text, report_to_dict
+from cockpit.logs.diagnose.engine import diagnose, resolve_ranks, summarize_file
+from cockpit.logs.diagnose.model import rank_list
+from cockpit.logs.diagnose.report import diagnose_paths, render_json, render_text, report_to_dict
+from cockpit.logs.parse.parser import parse_lines
 
 WATCHDOG = ("[rank{r}]:[E513 13:25:57.71 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
             "timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
@@ -255,7 +255,7 @@ def test_text_of_a_clean_report():
 
 
 def test_read_lines_splits_on_newline_only_across_any_block_size(tmp_path: Path):
-    from cockpit.logs.report import read_lines
+    from cockpit.logs.diagnose.report import read_lines
 
     data = "é1\nprogress 5%\rRuntimeError: x\n\n€ last".encode() + b"\xff"
     log = tmp_path / "x.log"

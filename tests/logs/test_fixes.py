@@ -4,7 +4,7 @@ to the user chosen from the nodes' interfaces where they decide it, the rest as 
 from __future__ import annotations
 
 from cockpit.fleet.report import Interface
-from cockpit.logs.diagnose_model import CHOOSE, Finding, Fix, Report
+from cockpit.logs.diagnose.model import CHOOSE, Finding, Fix, Report
 from cockpit.logs.fixes import Facts, proposals
 from cockpit.spec.jobedit import Change
 

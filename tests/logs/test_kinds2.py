@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.logs.diagnose import diagnose
-from cockpit.logs.parse import parse_blocks, parse_lines
+from cockpit.logs.diagnose.engine import diagnose
+from cockpit.logs.parse.parser import parse_blocks, parse_lines
 
 KINDS2 = [
     ("h1:12:34 [0] misc/shmutils.cc:87 NCCL WARN Error while creating shared memory segment "

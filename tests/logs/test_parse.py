@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.logs.parse import FAILURE_KINDS, INFO_KINDS, Event, LineParser, parse_lines
-from cockpit.logs.parse_nccl import network_name
-from cockpit.logs.parse_prefix import origin, strip_ansi, timestamp
-from cockpit.logs.parse_rules import classify
+from cockpit.logs.parse.nccl import network_name
+from cockpit.logs.parse.parser import FAILURE_KINDS, INFO_KINDS, Event, LineParser, parse_lines
+from cockpit.logs.parse.prefix import origin, strip_ansi, timestamp
+from cockpit.logs.parse.rules import classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "nccl"
 WATCHDOG = ("[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
@@ -390,7 +390,7 @@ def test_arbitrary_text_never_raises_and_feed_matches_parse(lines):
 
 def _reference_kinds(text: str) -> set[str]:
     """Every failure rule's regex tried on the text: no gate, no token test."""
-    from cockpit.logs import parse_rules
+    from cockpit.logs.parse import rules as parse_rules
 
     nccl = "NCCL" in text or "nccl" in text
     return {rule.kind for rule in parse_rules._RULES
@@ -405,7 +405,7 @@ def _corpus_lines() -> list[str]:
 
 def _gated(line: str) -> bool:
     """Lines the rules see: NCCL's own (not INFO), or other output holding one of the plain gate's words."""
-    from cockpit.logs import parse_rules
+    from cockpit.logs.parse import rules as parse_rules
 
     if "NCCL" in line or "nccl" in line:
         return " INFO " not in line

@@ -19,12 +19,12 @@ from bench.genlogs import counter_lines, rank_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cockpit.logs.parse as parse_module
-from cockpit.logs import parse_nccl
-from cockpit.logs.parse import WRAP_MAX_CHARS, LineParser, parse_blocks, parse_lines
-from cockpit.logs.parse_gate import TRIGGER, Gate
-from cockpit.logs.parse_rules import classify
-from cockpit.logs.report import read_blocks, read_lines
+import cockpit.logs.parse.parser as parse_module
+from cockpit.logs.diagnose.report import read_blocks, read_lines
+from cockpit.logs.parse import nccl as parse_nccl
+from cockpit.logs.parse.gate import TRIGGER, Gate
+from cockpit.logs.parse.parser import WRAP_MAX_CHARS, LineParser, parse_blocks, parse_lines
+from cockpit.logs.parse.rules import classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "nccl"
 MAX_GROWTH = 6.0  # for 4x the input; linear is 4, quadratic 16
@@ -221,6 +221,6 @@ def test_word_search_is_a_leading_word_boundary(text: str):
 def test_the_scanner_is_installed_where_the_tests_run():
     """tests/run-all.sh installs the `fast` extra so that the tests above run both paths: the scanner's absence
     here would mean half of them silently took the stdlib path twice."""
-    from cockpit.logs import parse_scan
+    from cockpit.logs.parse import scan as parse_scan
 
     assert parse_scan.scanner() is not None, "hyperscan is missing: pip install -e '.[test,fast]'"

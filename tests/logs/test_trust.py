@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.logs.diagnose import diagnose
+from cockpit.logs.diagnose.engine import diagnose
 from cockpit.logs.fixes import Facts, no_fix, proposals
-from cockpit.logs.parse import parse_lines
+from cockpit.logs.parse.parser import parse_lines
 
 KINDS = [
     ("[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] Timeout at NCCL work: "

@@ -13,7 +13,7 @@ import pytest
 from safety.hostile import cockpit, make_run, rank_file
 
 from cockpit.logs.bounded import LINE_CAP, capped_blocks, marker, printable, tail
-from cockpit.logs.report import read_lines
+from cockpit.logs.diagnose.report import read_lines
 
 GIB = 1 << 30
 RUN = "big-20260101-000000-aaaa"

@@ -4,7 +4,7 @@ logs are real files (a run directory's logs/), the records as the rank wrappers 
 
 from __future__ import annotations
 
-from cockpit.logs.peerloss import EARLY_EXIT
+from cockpit.logs.diagnose.peerloss import EARLY_EXIT
 from cockpit.run_records import RankExit
 from cockpit.runs import failure_record, first_failure
 

@@ -8,7 +8,7 @@ here until the UI switches to one of them (``set_view``).
 
 The live scan has a CPU budget (``parse_budget`` of each second, at most ``scan_slice`` per batch): in its own
 process it no longer holds the UI's GIL, but on a small machine the feed, the ranks and the UI share the
-cores. Lines over the budget are counted in ``skipped``; the full diagnosis (cockpit.logs.report over the
+cores. Lines over the budget are counted in ``skipped``; the full diagnosis (cockpit.logs.diagnose.report over the
 files) sees every line.
 
 Pure: no IO, no threads, no textual.
@@ -21,7 +21,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from cockpit.logs.parse import Event, LineParser
+from cockpit.logs.parse.parser import Event, LineParser
 from cockpit.runs import RunStatus
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED, LogStore

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cockpit.tui.models.log_store import MERGED, label
 
 if TYPE_CHECKING:
-    from cockpit.logs.diagnose_model import Report
+    from cockpit.logs.diagnose.model import Report
     from cockpit.runs import RunStatus
     from cockpit.sweep_trials import TrialRow
     from cockpit.tui.models.feed_state import LiveEvent

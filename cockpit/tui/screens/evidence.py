@@ -42,7 +42,7 @@ class EvidenceScreen(ModalScreen[tuple | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
-        from cockpit.logs.report import read_lines
+        from cockpit.logs.diagnose.report import read_lines
         from cockpit.watch import discover
 
         by_path = {str(p): s for s, p in discover(self.run_dir).items()}

@@ -11,7 +11,7 @@ from textual import work
 from textual.widgets import OptionList
 from textual.worker import get_current_worker
 
-from cockpit.logs.diagnose_model import Report
+from cockpit.logs.diagnose.model import Report
 from cockpit.runs import RunStatus
 from cockpit.tui.messages import Diagnosed
 from cockpit.tui.models import run_view as runview

@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cockpit.logs.diagnose_model import Cause, Located, one_process
-from cockpit.logs.parse import Event
-from cockpit.logs.parse_event import FAILURE_SET
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.diagnose.model import Cause, Located, one_process
+from cockpit.logs.diagnose.peerloss import PEER_LOST
+from cockpit.logs.parse.event import FAILURE_SET
+from cockpit.logs.parse.kinds import (
     COLLECTIVE_MISMATCH,
     COLLECTIVE_TIMEOUT,
     CUDA_OOM,
@@ -41,7 +41,7 @@ from cockpit.logs.parse_kinds import (
     TEARDOWN_ABORT,
     WORKER_FAILED,
 )
-from cockpit.logs.peerloss import PEER_LOST
+from cockpit.logs.parse.parser import Event
 
 CONSEQUENCE_KINDS = frozenset({NCCL_REMOTE_ERROR, COLLECTIVE_TIMEOUT, STORE_TIMEOUT, WORKER_FAILED, SLURM_TASK_EXIT,
                                SLURM_CANCELLED, STOP_REQUESTED, TEARDOWN_ABORT})

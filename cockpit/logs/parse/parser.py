@@ -9,26 +9,26 @@ communicator): an informational event is reported once per process and value, fa
 
 Linear on any input, and cheap where a log says nothing (most of a 1 GB rank log): a hard wrap holds at most
 ``WRAP_MAX_PARTS`` lines, and a record is classified only if one of its lines holds a trigger word, which
-``parse_gate`` answers per line with a cached lookup (or ``parse_scan``, in C over a whole block, where
+``gate`` answers per line with a cached lookup (or ``scan``, in C over a whole block, where
 hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the log as blocks of bytes (what
-`cockpit diagnose` reads) and skip such lines without touching them (the walk is in ``parse_block``);
+`cockpit diagnose` reads) and skip such lines without touching them (the walk is in ``block``);
 ``parse_lines`` / ``LineParser.feed`` take it line by line (a live tail). Both give the same events.
 
-``Event`` is in ``parse_event``, torchelastic's failure table in ``parse_table``, an open Python traceback in
-``parse_trace``, the kind vocabulary in ``parse_kinds``, what is recognised in ``parse_rules`` (failures),
-``parse_ends`` (a process's end no rule names) and ``parse_nccl`` (NCCL's facts), prefixes
-and timestamps in ``parse_prefix``, what a hard wrap looks like in ``parse_wrap``, the cheap test in
-``parse_gate`` (and ``parse_scan``, the one module that uses a library, optional: hyperscan). No IO.
+``Event`` is in ``event``, torchelastic's failure table in ``table``, an open Python traceback in
+``trace``, the kind vocabulary in ``kinds``, what is recognised in ``rules`` (failures),
+``ends`` (a process's end no rule names) and ``nccl`` (NCCL's facts), prefixes
+and timestamps in ``prefix``, what a hard wrap looks like in ``wrap``, the cheap test in
+``gate`` (and ``scan``, the one module that uses a library, optional: hyperscan). No IO.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cockpit.logs.parse_block import feed_gated, feed_marked
-from cockpit.logs.parse_event import FAILURE_SET, Event, new_event
-from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.parse.block import feed_gated, feed_marked
+from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
+from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate
+from cockpit.logs.parse.kinds import (
     FAILURE_KINDS,
     INFO_KINDS,
     NCCL_INIT_COMPLETE,
@@ -36,12 +36,12 @@ from cockpit.logs.parse_kinds import (
     PYTHON_EXCEPTION,
     WORKER_FAILED,
 )
-from cockpit.logs.parse_prefix import Origin, origin, strip_ansi, text_rank, timestamp
-from cockpit.logs.parse_rules import classify
-from cockpit.logs.parse_scan import scanner
-from cockpit.logs.parse_table import FailureTable
-from cockpit.logs.parse_trace import Traceback
-from cockpit.logs.parse_wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
+from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
+from cockpit.logs.parse.rules import classify
+from cockpit.logs.parse.scan import scanner
+from cockpit.logs.parse.table import FailureTable
+from cockpit.logs.parse.trace import Traceback
+from cockpit.logs.parse.wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
 
 __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
 
@@ -58,7 +58,7 @@ class LineParser:
     A line of ``WRAP_MIN`` characters or more is held until the next line shows whether it was
     hard-wrapped, so its events come out one ``feed`` later (or from ``flush``). ``host`` and ``rank``
     passed to ``feed`` are facts the caller knows (e.g. a per-rank log file); they win over the text.
-    A record is classified only if one of its lines holds a trigger word (``parse_gate``): the rest of a
+    A record is classified only if one of its lines holds a trigger word (``gate``): the rest of a
     log costs a cached lookup per line. ``feed_block`` is the same parser over a block of bytes.
     """
 
@@ -89,8 +89,8 @@ class LineParser:
         as feeding each piece.
 
         A line without a trigger word, while nothing is open that it could add to, is skipped: only the few
-        before the next line that matters are replayed (``parse_block``). Which lines hold one: hyperscan's marks
-        where it is installed (``parse_scan``), else the stdlib gate, a dict lookup per line."""
+        before the next line that matters are replayed (``block``). Which lines hold one: hyperscan's marks
+        where it is installed (``scan``), else the stdlib gate, a dict lookup per line."""
         scan = scanner() if self._scan else None
         if scan is not None:
             marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word

@@ -1,12 +1,12 @@
 """What to do about each failure kind: severity, a title and a concrete hint, one table.
 
-Used by ``diagnose_findings`` for kinds without a dedicated cross-rank rule; the wording is shown to users
+Used by ``rules`` for kinds without a dedicated cross-rank rule; the wording is shown to users
 as is, so keep each hint to what to check or change, with the variable or command that does it.
 """
 
 from __future__ import annotations
 
-from cockpit.logs.diagnose_model import CHOOSE, Fix
+from cockpit.logs.diagnose.model import CHOOSE, Fix
 
 GLOO_PEER_LOST = "gloo_peer_lost"
 """Not a kind: KIND_ADVICE's key for gloo errors that only say a peer went away (their finding's code stays
@@ -121,7 +121,7 @@ KIND_ADVICE: dict[str, tuple[str, str, str]] = {
                        "asked for it, look for scancel, a time limit or preemption in the scheduler's records."),
 }
 
-# kind -> the configuration change that addresses it, where one does (diagnose_findings fills in hosts).
+# kind -> the configuration change that addresses it, where one does (rules fills in hosts).
 KIND_FIX: dict[str, Fix] = {
     "shm_exhausted": Fix(container=(("shm-size", "16g"),),
                          note="or --ipc=host; where the container cannot change, NCCL_SHM_DISABLE=1 (slower)"),

@@ -2,11 +2,11 @@
 parsed, while nothing is open that they could add to (most of a rank log).
 
 Two walks, the same events: ``feed_gated`` looks every line's template up in the stdlib gate
-(``parse_gate``); ``feed_marked`` goes from marked line to marked line where hyperscan marked the block
-(``parse_scan``), decoding the lines between only where it must. Before the next line that matters, the
+(``gate``); ``feed_marked`` goes from marked line to marked line where hyperscan marked the block
+(``scan``), decoding the lines between only where it must. Before the next line that matters, the
 skipped lines that still shape the held record (a hard wrap) are replayed (``_catch_up``), each at most once.
 
-Functions over the parser (``parse.LineParser``, which calls them from ``feed_block``), not methods: the
+Functions over the parser (``parser.LineParser``, which calls them from ``feed_block``), not methods: the
 walk is half of the parser's code and none of its state. Pure and stdlib-only. No IO.
 """
 
@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from cockpit.logs.parse_event import Event
-from cockpit.logs.parse_gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
-from cockpit.logs.parse_prefix import strip_ansi
-from cockpit.logs.parse_scan import MARK_SHIFT
-from cockpit.logs.parse_table import FailureTable
-from cockpit.logs.parse_trace import Traceback
-from cockpit.logs.parse_wrap import FRESH, WRAP_MIN, unresidue
+from cockpit.logs.parse.event import Event
+from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
+from cockpit.logs.parse.prefix import strip_ansi
+from cockpit.logs.parse.scan import MARK_SHIFT
+from cockpit.logs.parse.table import FailureTable
+from cockpit.logs.parse.trace import Traceback
+from cockpit.logs.parse.wrap import FRESH, WRAP_MIN, unresidue
 
 
 class Records(Protocol):
-    """What the walk reads and writes of ``parse.LineParser`` (it cannot name that class: ``parse`` imports
+    """What the walk reads and writes of ``parser.LineParser`` (it cannot name that class: ``parse`` imports
     this module): the line count, the held record, the open table record, the gate, and its per-line steps."""
 
     _lineno: int
@@ -85,7 +85,7 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     return out
 
 def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | None, rank: int | None) -> list[Event]:
-    """``feed_block`` where a scanner marked the lines with flags (``parse_scan``): the same walk, from
+    """``feed_block`` where a scanner marked the lines with flags (``scan``): the same walk, from
     marked line to marked line. The lines between are decoded only while the parser is not clean (a table
     record, or a held record with a trigger word, is open) and as far back as ``_catch_up`` needs."""
     out: list[Event] = []

@@ -3,7 +3,7 @@ interface (loopback, a container bridge) on a job across hosts, NCCL versions th
 ranks that never completed NCCL init, InfiniBand on some processes and TCP sockets on others.
 
 Pure; each rule takes every (path, event) pair of the job and returns zero or more ``Finding``s, like the
-rules in ``diagnose_findings``, which runs these with its own and orders the result.
+rules in ``rules``, which runs these with its own and orders the result.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cockpit.logs.diagnose_model import (
+from cockpit.logs.diagnose.model import (
     Finding,
     Fix,
     Located,
@@ -22,7 +22,7 @@ from cockpit.logs.diagnose_model import (
     who_in,
     world_ranks,
 )
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.parse.kinds import (
     NCCL_BOOTSTRAP,
     NCCL_CHANNEL,
     NCCL_INIT_COMPLETE,

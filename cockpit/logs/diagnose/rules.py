@@ -3,7 +3,7 @@
 Pure. Each rule looks at every (path, event) pair of the job and returns zero or more ``Finding``s; the
 job's files are one job (per-rank logs, or one merged log). Here: collective timeouts, a port in use, and one
 finding per other failure kind (a gloo error that only lost its peer apart: a consequence, no fix); the first
-failure and a process's end in words are in ``diagnose_first``, NCCL's own rules in ``diagnose_nccl``. ``find_all``
+failure and a process's end in words are in ``first``, NCCL's own rules in ``nccl``. ``find_all``
 runs them all and orders the result: severity, then ``_PRIORITY`` (causes before consequences), then where
 the evidence starts.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from cockpit.logs.diagnose_advice import EXCLUDE_KINDS, GID_FIX, GLOO_PEER_LOST, KIND_ADVICE, KIND_FIX
-from cockpit.logs.diagnose_cause import lost_peer
-from cockpit.logs.diagnose_first import first_failure, launch_failed, process_died, uncaught_exception
-from cockpit.logs.diagnose_model import (
+from cockpit.logs.diagnose.advice import EXCLUDE_KINDS, GID_FIX, GLOO_PEER_LOST, KIND_ADVICE, KIND_FIX
+from cockpit.logs.diagnose.cause import lost_peer
+from cockpit.logs.diagnose.first import first_failure, launch_failed, process_died, uncaught_exception
+from cockpit.logs.diagnose.model import (
     CHOOSE,
     SEVERITIES,
     FileSummary,
@@ -27,8 +27,8 @@ from cockpit.logs.diagnose_model import (
     rank_list,
     who_in,
 )
-from cockpit.logs.diagnose_nccl import ib_fallback, init_incomplete, local_interface, version_mismatch
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.diagnose.nccl import ib_fallback, init_incomplete, local_interface, version_mismatch
+from cockpit.logs.parse.kinds import (
     COLLECTIVE_TIMEOUT,
     GLOO_ERROR,
     IB_ERROR,

@@ -1,13 +1,13 @@
-"""The parser's output: ``Event``, one fact or failure read from a log (``parse.LineParser`` makes them).
+"""The parser's output: ``Event``, one fact or failure read from a log (``parser.LineParser`` makes them).
 
-Pure data, stdlib-only; ``parse`` re-exports it, so ``from cockpit.logs.parse import Event`` is the usual import.
+Pure data, stdlib-only; ``parse`` re-exports it, so ``from cockpit.logs.parse.parser import Event`` is the usual import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cockpit.logs.parse_kinds import FAILURE_KINDS
+from cockpit.logs.parse.kinds import FAILURE_KINDS
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""What a hard-wrapped record looks like: the rules that ``parse.LineParser`` joins lines back by and that
-the block walk (``parse_block``) replays skipped lines by, so both decide alike.
+"""What a hard-wrapped record looks like: the rules that ``parser.LineParser`` joins lines back by and that
+the block walk (``block``) replays skipped lines by, so both decide alike.
 
 Pure and stdlib-only, like the rest of the parser.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from cockpit.logs.parse_prefix import strip_ansi
+from cockpit.logs.parse.prefix import strip_ansi
 
 WRAP_MIN = 80
 """A line shorter than this ends its record: terminals narrower than 80 columns are not worth a guess."""

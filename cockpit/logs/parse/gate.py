@@ -1,7 +1,7 @@
 """The cheap test in front of the parser: does a physical line hold any word that could make it an event?
 
 Most lines of a rank log (training steps, NCCL's chatter) say nothing. ``TRIGGERS`` lists every word that any
-path of ``parse_rules.classify`` or the failure-table reader needs (a test checks this on the corpus and on
+path of ``rules.classify`` or the failure-table reader needs (a test checks this on the corpus and on
 generated text): a line without one of them is no event on its own, so it costs no regex and builds nothing.
 
 Testing ~60 words on every line would cost more than parsing it, so the answer is cached per *template*: the
@@ -10,21 +10,21 @@ digit, so a line holds a word exactly when its template does: the answer is the 
 prints the same template with new numbers on every step, so a 1 GB log has a few thousand templates;
 ``block_templates`` makes them for a whole block of lines at once. (Deleting the digits instead would merge
 more templates, but then ``r1ror`` reads as ``rror``: an answer no byte scanner of the line itself gives, and
-``parse_scan`` is one.)
+``scan`` is one.)
 
 Pure and stdlib-only.
 """
 
 from __future__ import annotations
 
-from cockpit.logs.parse_rules import trigger_words
+from cockpit.logs.parse.rules import trigger_words
 
 TRIGGER = 1
 """The line holds a trigger word (or ends like a failure-table head, ``[N]:``)."""
 SPECIAL = 2
 """The line holds a carriage return or an escape byte: it takes the general path (redraws, ANSI)."""
 RESIDUE = 4
-"""The line may start with colour residue (``[0m``, ``[1;31m``: ``parse_prefix.strip_ansi`` removes it)."""
+"""The line may start with colour residue (``[0m``, ``[1;31m``: ``prefix.strip_ansi`` removes it)."""
 
 _ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _WORDS = tuple(w.encode() for w in trigger_words())

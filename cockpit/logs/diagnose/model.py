@@ -1,7 +1,7 @@
 """The values `cockpit diagnose` produces: findings, per-rank and per-file summaries, the report.
 
-Pure data, and the small helpers shared by ``diagnose`` (summaries) and the rules (``diagnose_findings``,
-``diagnose_nccl``): which process an event belongs to, and how to name processes and evidence in a finding.
+Pure data, and the small helpers shared by ``engine`` (summaries) and the rules (``rules``,
+``nccl``): which process an event belongs to, and how to name processes and evidence in a finding.
 
 A finding whose remedy is a configuration change carries it as data in ``Finding.fix`` (a ``Fix``, else None),
 so that `cockpit diagnose --fix/--apply` can offer it without reading the hint's prose. Its shape::
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cockpit.logs.parse import Event
-from cockpit.logs.parse_kinds import NCCL_CHANNEL, NCCL_INIT_COMPLETE, NCCL_INIT_START
+from cockpit.logs.parse.kinds import NCCL_CHANNEL, NCCL_INIT_COMPLETE, NCCL_INIT_START
+from cockpit.logs.parse.parser import Event
 
 SEVERITIES = ("error", "warning", "info")
 CHOOSE = "?"
@@ -111,7 +111,7 @@ REMEDIES = ("code", "configuration", "resources", "hardware", "outside", "unknow
 
 @dataclass(frozen=True)
 class Cause:
-    """The root cause that started a job's failure (``diagnose_cause``): what happened, where, and what kind of
+    """The root cause that started a job's failure (``cause``): what happened, where, and what kind of
     remedy it needs."""
 
     words: str

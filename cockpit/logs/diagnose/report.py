@@ -9,7 +9,7 @@ JSON shape (one object):
                    "fix": null | {"env", "unset", "slurm", "container", "node_env", "note"}}, ...],
      "cause": null | {"words", "rank", "host", "kind", "remedy", "evidence": [{"path", "line"}, ...]}}
 
-``cause`` is the earliest root cause (cockpit.logs.diagnose_cause), null where none is known.
+``cause`` is the earliest root cause (cockpit.logs.diagnose.cause), null where none is known.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import replace
 
 from cockpit import safeio
 from cockpit.logs.bounded import capped_blocks
-from cockpit.logs.diagnose import diagnose
-from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, rank_list
-from cockpit.logs.parse import parse_blocks
+from cockpit.logs.diagnose.engine import diagnose
+from cockpit.logs.diagnose.model import FileSummary, Finding, RankSummary, Report, rank_list
+from cockpit.logs.parse.parser import parse_blocks
 
 __all__ = ["diagnose_paths", "diagnose_sources", "read_blocks", "read_lines", "render_findings", "render_json",
            "render_text", "report_to_dict"]

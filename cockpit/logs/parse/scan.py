@@ -1,11 +1,11 @@
-"""The gate of ``parse_gate`` over a whole block at once, in C: which lines hold a trigger word, and where.
+"""The gate of ``gate`` over a whole block at once, in C: which lines hold a trigger word, and where.
 
-``parse_gate`` answers per line (split, decode, template, a dict lookup): about 4.5x the cost of a bare
+``gate`` answers per line (split, decode, template, a dict lookup): about 4.5x the cost of a bare
 ``for line in open(f)`` loop before any line is parsed. With hyperscan (the optional extra ``cockpit[fast]``)
 one scan of a block's bytes reports where each trigger word ends, so the lines without one are never split,
 decoded or looked up: ``LineParser.feed_block`` walks from mark to mark.
 
-The marks are ``parse_gate``'s flags: a template only makes digits ``0``, and no trigger word holds a digit, so
+The marks are ``gate``'s flags: a template only makes digits ``0``, and no trigger word holds a digit, so
 a line holds a word exactly when its template does; ``]: ?$`` is the template's "ends with ``]:``", and \\r or
 ESC anywhere is ``SPECIAL``. No pattern matches a \\n, so every mark lies inside one line. ``RESIDUE`` is the
 parser's to find on the lines it decodes (see ``Scanner``).
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cockpit.logs.parse_gate import SPECIAL, TRIGGER
-from cockpit.logs.parse_rules import trigger_words
+from cockpit.logs.parse.gate import SPECIAL, TRIGGER
+from cockpit.logs.parse.rules import trigger_words
 
 MARK_SHIFT = 3
 """A mark is ``end << MARK_SHIFT | flag``: where a match ends (inside its line) and its flag, sorted."""

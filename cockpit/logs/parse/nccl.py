@@ -1,6 +1,6 @@
 """What NCCL's own INFO lines say: channels and transports, networks, interfaces, init, version.
 
-Pure and stdlib-only; ``parse_rules.classify`` calls ``info_facts`` for every ``NCCL INFO`` line that passed
+Pure and stdlib-only; ``rules.classify`` calls ``info_facts`` for every ``NCCL INFO`` line that passed
 its gate, and ``nccl_facts`` (version, NCCL_SOCKET_IFNAME) for NCCL's other lines too.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.parse.kinds import (
     NCCL_BOOTSTRAP,
     NCCL_CHANNEL,
     NCCL_INIT_COMPLETE,

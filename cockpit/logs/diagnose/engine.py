@@ -14,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from cockpit.logs.diagnose_cause import first_cause
-from cockpit.logs.diagnose_findings import find_all
-from cockpit.logs.diagnose_model import FileSummary, Finding, RankSummary, Report, Unit, unit_of, world_ranks
-from cockpit.logs.parse import Event
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.diagnose.cause import first_cause
+from cockpit.logs.diagnose.model import FileSummary, Finding, RankSummary, Report, Unit, unit_of, world_ranks
+from cockpit.logs.diagnose.rules import find_all
+from cockpit.logs.parse.kinds import (
     FAILURE_KINDS,
     GLOO_ERROR,
     NCCL_BOOTSTRAP,
@@ -38,6 +37,7 @@ from cockpit.logs.parse_kinds import (
     TEARDOWN_ABORT,
     WORKER_FAILED,
 )
+from cockpit.logs.parse.parser import Event
 
 _FAILURES = frozenset(FAILURE_KINDS)
 __all__ = ["FileSummary", "Finding", "RankSummary", "Report", "diagnose", "resolve_ranks", "summarize_file"]

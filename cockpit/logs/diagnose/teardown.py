@@ -24,7 +24,7 @@ def is_teardown_abort(status: int, last_lines: list[str]) -> bool:
 
 def teardown_finding(rank: int, evidence: tuple[tuple[str, int], ...]):
     """The diagnosis finding for a rank that aborted in teardown (first in a report: it explains the rest)."""
-    from cockpit.logs.diagnose_model import Finding
+    from cockpit.logs.diagnose.model import Finding
 
     return Finding("warning", "teardown_abort", f"Rank {rank} {DESCRIBE}", HINT, evidence)
 

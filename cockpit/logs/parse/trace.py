@@ -1,12 +1,12 @@
 """A Python traceback being read: its header opens it, its last line names the exception, of any type.
 
-``parse_ends.is_exception_line`` knows an exception's last line by its name's ending (Error, Exception,
+``ends.is_exception_line`` knows an exception's last line by its name's ending (Error, Exception,
 Interrupt), on any line; this knows it by its place: the first line after a "Traceback (most recent call last):"
 header, with the header's launcher prefix, that is not indented: the exception where it starts with a dotted
 CamelCase name ("my_pkg.errors.ConfigurationProblem: ...", "StopIteration"), else a traceback cut short. Lines of
 other processes interleaved in between (another prefix) leave it open; past ``MAX_LINES`` it closes unread.
 
-Pure and stdlib-only; ``parse.LineParser`` owns one, and feeds it every record while it is open.
+Pure and stdlib-only; ``parser.LineParser`` owns one, and feeds it every record while it is open.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""What one log record says: the failure patterns, and the dispatch that sends NCCL lines to ``parse_nccl``.
+"""What one log record says: the failure patterns, and the dispatch that sends NCCL lines to ``nccl``.
 
 Pure and stdlib-only. ``classify(text)`` turns the text of one record (a line, or a hard-wrapped line
-joined back) into ``(kind, fields)`` hits, kinds from ``parse_kinds``; ``parse.LineParser`` adds line
+joined back) into ``(kind, fields)`` hits, kinds from ``kinds``; ``parser.LineParser`` adds line
 numbers, hosts and ranks.
 
 Speed matters (a 2M-line log should parse in seconds), so every pattern hides behind a cheap test: an
@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.logs.parse_ends import CPP_THROW, is_exception_line, plugin_failed, process_end
-from cockpit.logs.parse_kinds import (
+from cockpit.logs.parse.ends import CPP_THROW, is_exception_line, plugin_failed, process_end
+from cockpit.logs.parse.kinds import (
     COLLECTIVE_MISMATCH,
     COLLECTIVE_TIMEOUT,
     CUDA_OOM,
@@ -53,7 +53,7 @@ from cockpit.logs.parse_kinds import (
     WORKER_FAILED,
     Hit,
 )
-from cockpit.logs.parse_nccl import info_facts, nccl_facts
+from cockpit.logs.parse.nccl import info_facts, nccl_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +224,7 @@ _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onne
 def trigger_words() -> tuple[str, ...]:
     """Every word ``classify`` needs to see before it can report anything: the two gates' words, every rule's
     tokens, and what ``nccl_facts`` and the watchdog line look for; and ``exitcode`` for the failure table.
-    A text with none of them classifies to nothing (``parse_gate`` relies on it; a test checks it). None holds
+    A text with none of them classifies to nothing (``gate`` relies on it; a test checks it). None holds
     a digit."""
     words = [*_PLAIN_GATE.pattern.split("|"), *_INFO_GATE.pattern.split("|"),
              *(token for rule in _RULES for token in rule.tokens),

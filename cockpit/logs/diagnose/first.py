@@ -1,7 +1,7 @@
 """The first-failure finding and the uncaught-exception finding: where a job's failure started, in words.
 
-Pure; rules like those of ``diagnose_findings`` (every (path, event) pair of the job in, findings out), on the
-causal model of ``diagnose_cause``. The first failure is named for a job whose logs show two processes or more
+Pure; rules like those of ``rules`` (every (path, event) pair of the job in, findings out), on the
+causal model of ``cause``. The first failure is named for a job whose logs show two processes or more
 failing, or where torchelastic names a root cause; a single process that raised gets the exception finding.
 A rank is named only where the logs decide it: torchelastic's root-cause record (the rank's own log says why
 when it is there), the earliest timestamped root cause, or the one process with a root cause. A rank whose
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cockpit.logs.diagnose_cause import earliest, exception_words, in_words, is_consequence, is_failure, is_root
-from cockpit.logs.diagnose_model import Finding, Located, evidence_of, one_process, rank_list, unit_of, world_ranks
-from cockpit.logs.parse_kinds import ELASTIC_ROOT_CAUSE, LAUNCH_FAILED, PROCESS_DIED, PYTHON_EXCEPTION
+from cockpit.logs.diagnose.cause import earliest, exception_words, in_words, is_consequence, is_failure, is_root
+from cockpit.logs.diagnose.model import Finding, Located, evidence_of, one_process, rank_list, unit_of, world_ranks
+from cockpit.logs.parse.kinds import ELASTIC_ROOT_CAUSE, LAUNCH_FAILED, PROCESS_DIED, PYTHON_EXCEPTION
 
 HINT = ("Start from this process's own output: errors on the other ranks (remote errors, timeouts, the launcher's "
         "SIGTERMs) are usually consequences of it.")

@@ -3,14 +3,14 @@ type, by its name), libstdc++'s uncaught C++ throw, a shell's or faulthandler's 
 Slurm step or task that never launched; and an OFI/EFA network plugin that could not start (``diagnose`` calls
 it a fallback where NCCL then uses sockets).
 
-Pure and stdlib-only; ``parse_rules.classify`` calls these after its rules found nothing on a record.
+Pure and stdlib-only; ``rules.classify`` calls these after its rules found nothing on a record.
 """
 
 from __future__ import annotations
 
 import re
 
-from cockpit.logs.parse_kinds import LAUNCH_FAILED, NET_PLUGIN_FAILED, PROCESS_DIED, PYTHON_EXCEPTION, Hit
+from cockpit.logs.parse.kinds import LAUNCH_FAILED, NET_PLUGIN_FAILED, PROCESS_DIED, PYTHON_EXCEPTION, Hit
 
 _EXC_ENDS = ("Error: ", "Exception: ", "Error:\n", "Interrupt")
 CPP_THROW = "terminate called after throwing an instance of"

@@ -1,16 +1,16 @@
 """torchelastic's failure table: ``[N]:`` then ``time/host/rank/exitcode/...  : value`` lines, one record per
 failed worker (the one under "Root Cause (first observed failure)" is the root cause).
 
-Pure, stdlib-only; ``parse.LineParser`` owns one and hands it the records that may belong to a table.
+Pure, stdlib-only; ``parser.LineParser`` owns one and hands it the records that may belong to a table.
 """
 
 from __future__ import annotations
 
 import re
 
-from cockpit.logs.parse_event import Event, new_event
-from cockpit.logs.parse_kinds import ELASTIC_ROOT_CAUSE, WORKER_FAILED
-from cockpit.logs.parse_prefix import timestamp
+from cockpit.logs.parse.event import Event, new_event
+from cockpit.logs.parse.kinds import ELASTIC_ROOT_CAUSE, WORKER_FAILED
+from cockpit.logs.parse.prefix import timestamp
 
 _TABLE_HEAD = re.compile(r"\[(\d+)\]:\s*$")
 _TABLE_KEY = re.compile(r"\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
