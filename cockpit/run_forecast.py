@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit import safeio
 from cockpit.forecast import Forecast, forecast, slurm_seconds
+from cockpit.fs import safeio
 from cockpit.render.sbatch import START_MARK
 from cockpit.runs import RunStatus, tail_lines
 from cockpit.spec import jobfile

@@ -27,8 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit import safeio
-from cockpit.paths import too_long
+from cockpit.fs import safeio
+from cockpit.fs.paths import too_long
 from cockpit.run_layout import rank_files
 from cockpit.run_records import FirstFailure, NodeRecord, RankExit
 from cockpit.run_status import FINAL_STATES, STATES, RunStatus, StatusError
@@ -75,13 +75,13 @@ def install_hook(run_dir: Path) -> None:
 
 def write_private(path: Path, text: str) -> None:
     """Write ``path`` readable by its owner only (0600, whatever the umask), in a directory of the caller's,
-    never through a symlink (cockpit.safeio): job files and node scripts hold env values such as API keys."""
+    never through a symlink (cockpit.fs.safeio): job files and node scripts hold env values such as API keys."""
     safeio.write_private(path, text)
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one; the file is 0600; a symlink at the
-    temporary's name is never followed (cockpit.safeio.write_atomic). On an error (a full disk, a read-only
+    temporary's name is never followed (cockpit.fs.safeio.write_atomic). On an error (a full disk, a read-only
     file system) the old file stays as it was, no temporary file is left behind, and the OSError is raised
     for the caller to record."""
     safeio.write_atomic(path, text)
@@ -239,7 +239,7 @@ def rank_exits(run_dir: Path) -> dict[int, RankExit]:
 
 def tail_lines(path: Path, n: int, block: int = 65536) -> list[str]:
     """The last ``n`` lines of a file (from its last ``block`` bytes, read from the end); [] when it cannot be
-    read or is not a regular file (a FIFO, /dev/zero: cockpit.safeio)."""
+    read or is not a regular file (a FIFO, /dev/zero: cockpit.fs.safeio)."""
     try:
         data, _whole = safeio.tail_bytes(path, block)
     except OSError:

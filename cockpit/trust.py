@@ -17,7 +17,7 @@ writers, could still rename it); the check on the whole path is what makes the p
 
 Acting on a run (stop, stacks, writing its status) needs the run directory to be the caller's (``own_run``);
 reading one (ps, logs, plot, diagnose, attach) does not: reads are bounded and regular-file-only
-(cockpit.safeio), and a run of another user is listed read-only.
+(cockpit.fs.safeio), and a run of another user is listed read-only.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 import stat
 from pathlib import Path
 
-from cockpit.safeio import Untrusted, not_owned_reason, others_may_write, owned, user_name
+from cockpit.fs.safeio import Untrusted, not_owned_reason, others_may_write, owned, user_name
 
 HINT_OWN = ("set COCKPIT_RUNS_DIR (or --runs-dir) to a directory of yours that only you can write, e.g. "
             "~/.local/state/cockpit/runs, the default")

@@ -20,13 +20,13 @@ PACKAGE = REPO / "cockpit"
 # Most specific prefix wins: cockpit.fleet.report (the typed node record) is core, the rest of fleet a service.
 LAYERS = {
     "core": ("cockpit", "cockpit.spec", "cockpit.render", "cockpit.logs", "cockpit.preflight", "cockpit.contract",
-             "cockpit.gpu", "cockpit.run_records", "cockpit.run_status", "cockpit.safeio",
+             "cockpit.gpu", "cockpit.run_records", "cockpit.run_status", "cockpit.fs", "cockpit.fs.safeio",
              "cockpit.run_layout", "cockpit.fleet.report", "cockpit.slurm.hostlist", "cockpit.slurm.states",
              "cockpit.hang.progress", "cockpit.hang.stacks", "cockpit.hang.straggler", "cockpit.hang.words",
              "cockpit.forecast",
              "cockpit.plot", "cockpit.plot.series", "cockpit.plot.chart", "cockpit.plot.text", "cockpit.plot.png"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
-                "cockpit.procs", "cockpit.paths", "cockpit.requeue", "cockpit.trust"),
+                "cockpit.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.trust"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang",
                 "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix", "cockpit.plot.source",
                 "cockpit.sweep_series", "cockpit.runcause"),

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit.paths import default_runs_dir, too_long
+from cockpit.fs.paths import default_runs_dir, too_long
 from cockpit.rundiag import hang_findings, run_findings, run_sources
 from cockpit.runs import RunNotFound, resolve_run
 from cockpit.slurm.jobs import parse_job_ref

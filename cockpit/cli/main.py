@@ -14,7 +14,7 @@ import sys
 
 from cockpit import __version__
 from cockpit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
-from cockpit.safeio import Untrusted
+from cockpit.fs.safeio import Untrusted
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -14,8 +14,8 @@ from cockpit import run_layout as layout
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, ps_table, summary, use_color
 from cockpit.cli.follow import follow, notice
+from cockpit.fs.paths import default_runs_dir
 from cockpit.launch.local import launcher as local
-from cockpit.paths import default_runs_dir
 from cockpit.runs import (
     RunNotFound,
     StatusError,

@@ -18,8 +18,9 @@ import signal
 import time
 from pathlib import Path
 
-from cockpit import procs, safeio
+from cockpit import procs
 from cockpit import run_layout as layout
+from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit.paths import default_runs_dir, job_workdir
+from cockpit.fs.paths import default_runs_dir, job_workdir
 from cockpit.render.facts import Facts
 from cockpit.spec.model import JobSpec
 

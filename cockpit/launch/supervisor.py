@@ -32,6 +32,7 @@ from pathlib import Path
 
 from cockpit import procs
 from cockpit import run_layout as layout
+from cockpit.fs.safeio import Untrusted
 from cockpit.launch import registry
 from cockpit.launch.plan import LaunchError
 from cockpit.runs import (
@@ -44,7 +45,6 @@ from cockpit.runs import (
     stop_request,
     write_status,
 )
-from cockpit.safeio import Untrusted
 from cockpit.trust import check_run_dir
 
 POLL = 0.2

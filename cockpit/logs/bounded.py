@@ -10,7 +10,7 @@ Three shapes, each holding at most a block plus a cap in memory:
   (all of the log, streamed, as `cat` would, and near its pace);
 - ``tail``: the last lines, read from the end of the file (`cockpit logs -n`, the summary's last lines).
 
-Files are opened regular-only (cockpit.safeio): a FIFO or a device is an OSError here, never a hang.
+Files are opened regular-only (cockpit.fs.safeio): a FIFO or a device is an OSError here, never a hang.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
-from cockpit.safeio import blocks, open_regular
+from cockpit.fs.safeio import blocks, open_regular
 
 LINE_CAP = 64 << 10  # a line longer than this is cut (diagnosis, tails) or comes in pieces (logs)
 PIECE = 1 << 20  # `cockpit logs`: the longest piece of an over-long line printed as one line

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 # O_NONBLOCK: opening a FIFO that someone put at a log path must not hang the worker (it is then refused).
 # O_NOFOLLOW: a run's logs are never symlinks; one planted there (to /dev/zero, to a file of the reader's) is
-# refused, not followed (cockpit.safeio).
+# refused, not followed (cockpit.fs.safeio).
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
                | getattr(os, "O_NOFOLLOW", 0))
 

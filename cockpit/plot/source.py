@@ -18,7 +18,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from cockpit import run_layout as layout
-from cockpit import safeio
+from cockpit.fs import safeio
 from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
 
 CHUNK = 4 << 20
@@ -34,7 +34,7 @@ class _File:
 
     def read(self) -> list[bytes]:
         """The whole lines appended since the last read. A regular file only, never through a link
-        (cockpit.safeio: a FIFO is not waited on, /dev/zero not read); a record longer than MAX_RECORD
+        (cockpit.fs.safeio: a FIFO is not waited on, /dev/zero not read); a record longer than MAX_RECORD
         without its newline is dropped, so memory stays bounded whatever the file holds."""
         try:
             with safeio.open_regular(self.path) as f:

@@ -218,7 +218,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def build_context(args: argparse.Namespace) -> Context:
     from cockpit.fleet import nodes as fleet
     from cockpit.fleet.cluster import load_cluster
-    from cockpit.paths import default_runs_dir
+    from cockpit.fs.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions
     from cockpit.runs import resolve_run
     from cockpit.tui.models.context import default_requeue, default_user_jobs

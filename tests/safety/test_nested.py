@@ -10,7 +10,7 @@ from pathlib import Path
 
 from safety.hostile import cockpit, make_run, rank_file, status
 
-from cockpit import safeio
+from cockpit.fs import safeio
 from cockpit.runs import UNREADABLE, list_runs
 
 DEEP = "[" * 100_000 + "]" * 100_000  # past any recursion limit

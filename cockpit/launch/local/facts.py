@@ -16,8 +16,8 @@ from pathlib import Path
 
 import cockpit
 from cockpit.fleet.report import NodeReport
+from cockpit.fs.paths import job_workdir
 from cockpit.launch.plan import interpreter
-from cockpit.paths import job_workdir
 from cockpit.preflight.local import HOST, IFNAME_VARS, LocalFacts
 from cockpit.spec.model import JobSpec
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from cockpit import run_layout as layout
 from cockpit.fleet.report import NodeReport
+from cockpit.fs.paths import job_workdir
 from cockpit.launch.local import launcher as local
 from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, interpreter, with_shell_env
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
-from cockpit.paths import job_workdir
 from cockpit.preflight import checks as preflight
 from cockpit.remote import RemotePool, SSHOptions
 from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status

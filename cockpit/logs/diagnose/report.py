@@ -19,7 +19,7 @@ import os
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import replace
 
-from cockpit import safeio
+from cockpit.fs import safeio
 from cockpit.logs.bounded import capped_blocks
 from cockpit.logs.diagnose.engine import diagnose
 from cockpit.logs.diagnose.model import FileSummary, Finding, RankSummary, Report, rank_list
@@ -53,7 +53,7 @@ def read_lines(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bo
 def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bool = True) -> Iterator[bytes]:
     """The bytes of a file in blocks of about ``block`` bytes (what ``parse.parse_blocks`` takes), a line of
     more than bounded.LINE_CAP cut to its head and tail (bounded.capped_blocks): memory stays bounded on a
-    512 MB line or 100 MB of progress-bar frames. A regular file only (cockpit.safeio: a FIFO or a device is
+    512 MB line or 100 MB of progress-bar frames. A regular file only (cockpit.fs.safeio: a FIFO or a device is
     an OSError, never a hang); ``follow``: through a symlink (a path the user named), else not (a run's)."""
     with safeio.open_regular(path, follow=follow) as f:
         yield from capped_blocks(safeio.blocks(f, block))

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from cockpit import launch
-from cockpit.paths import job_workdir
+from cockpit.fs.paths import job_workdir
 from cockpit.runs import write_atomic
 from cockpit.spec.model import JobSpec, SpecError, load_spec, parse_spec
 

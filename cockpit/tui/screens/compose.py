@@ -217,8 +217,8 @@ class ComposeScreen(JobFile, CockpitScreen):
             self._launching = False
 
     async def _launch(self) -> None:
+        from cockpit.fs.safeio import Untrusted
         from cockpit.launch import LaunchError
-        from cockpit.safeio import Untrusted
         from cockpit.tui.models.launching import launch_text
 
         checked = jobform.check(self.form, self._label())

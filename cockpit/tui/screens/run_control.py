@@ -36,9 +36,9 @@ class RunControls:
 
     @work(thread=True, exclusive=True, group="stop-run", exit_on_error=False)
     def stop_run(self) -> None:
+        from cockpit.fs.safeio import Untrusted
         from cockpit.launch import control
         from cockpit.runs import read_status
-        from cockpit.safeio import Untrusted
         from cockpit.trust import own_run
 
         try:
@@ -70,7 +70,7 @@ class RunControls:
 
     @work(thread=True, exclusive=True, group="requeue", exit_on_error=False)
     def requeue(self) -> None:
-        from cockpit.safeio import Untrusted
+        from cockpit.fs.safeio import Untrusted
 
         fn = self.app.ctx.requeue
         if fn is not None:

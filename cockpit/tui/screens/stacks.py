@@ -49,7 +49,7 @@ class StacksScreen(ModalScreen[None]):
             kept = layout.stacks_reports(self.run_dir)
             text = (_kept_text(kept[-1]) if kept else "the run has ended: no process left to ask")
         else:
-            from cockpit.safeio import Untrusted
+            from cockpit.fs.safeio import Untrusted
             from cockpit.trust import own_run
 
             try:
@@ -62,8 +62,8 @@ class StacksScreen(ModalScreen[None]):
 
 
 def _kept_text(path) -> str:
-    """The stacks kept at a stall: bounded, a regular file only (cockpit.safeio)."""
-    from cockpit import safeio
+    """The stacks kept at a stall: bounded, a regular file only (cockpit.fs.safeio)."""
+    from cockpit.fs import safeio
 
     try:
         return safeio.read_text(path, KEPT_BYTES)
