@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.forecast import Forecast, forecast, slurm_seconds
 from cockpit.fs import safeio
 from cockpit.render.sbatch import START_MARK
-from cockpit.runs import RunStatus, tail_lines
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, tail_lines
 from cockpit.spec import jobfile
 from cockpit.spec.model import JobSpec, SpecError, parse_spec
 from cockpit.spec.yamlpos import LoadError

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit import run_layout as layout
-from cockpit.runs import RunStatus, rank_files
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, rank_files
 
 
 def diagnose_run(run_dir: Path):
@@ -28,7 +28,7 @@ def diagnose_run(run_dir: Path):
 
 def first_failed_trial(run_dir: Path) -> Path | None:
     """A sweep's failed (or lost) trial that ended first; None for a run that is no sweep, or none failed."""
-    from cockpit.runs import is_sweep, read_status
+    from cockpit.run.store import is_sweep, read_status
 
     status = read_status(run_dir)
     if status is None or not is_sweep(status):
@@ -56,7 +56,7 @@ def hang_findings(run_dir: Path) -> list:
     findings."""
     from cockpit.hang.finding import evidence_of
     from cockpit.logs.diagnose.model import Finding
-    from cockpit.runs import read_status
+    from cockpit.run.store import read_status
 
     status = read_status(run_dir)
     live = status is not None and not status.final
@@ -98,7 +98,7 @@ def run_findings(run_dir: Path, report):
     from dataclasses import replace
 
     from cockpit.logs.diagnose import teardown
-    from cockpit.runs import read_status
+    from cockpit.run.store import read_status
 
     status = read_status(run_dir)
     if status is None:
@@ -125,7 +125,7 @@ def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tu
     requested ... look for scancel"."""
     from dataclasses import replace
 
-    from cockpit.runs import stop_request
+    from cockpit.run.store import stop_request
 
     if not status.stop_requested or not str(stop_request(run_dir).get("by", "")).startswith("cockpit: on_stall"):
         return findings
@@ -138,8 +138,8 @@ def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tu
 
 def _places(logs: dict) -> dict:
     """Each rank's place when it ended (cockpit.runcause.place_of), for the ranks that left one."""
+    from cockpit.run.store import tail_lines
     from cockpit.runcause import place_of
-    from cockpit.runs import tail_lines
 
     out = {}
     for rank, (_host, path) in logs.items():
@@ -182,7 +182,7 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
 def _peers_lost(status: RunStatus, logs: dict, rank: int) -> bool:
     """Whether every other failed rank's log says it lost its peer (cockpit.logs.diagnose.peerloss)."""
     from cockpit.logs.diagnose.peerloss import lost_a_peer
-    from cockpit.runs import tail_lines
+    from cockpit.run.store import tail_lines
 
     others = [int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank]
     return bool(others) and all(r in logs and lost_a_peer(tail_lines(logs[r][1], 40)) for r in others)

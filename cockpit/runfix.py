@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.logs.fixes import Facts, Proposal, no_fix, proposals
-from cockpit.runs import read_status
+from cockpit.run import layout
+from cockpit.run.store import read_status
 from cockpit.spec import jobedit, jobfile, yamlpos
 from cockpit.spec.model import SpecError, parse_spec
 

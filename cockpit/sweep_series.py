@@ -14,7 +14,7 @@ from pathlib import Path
 from cockpit.plot import chart as charts
 from cockpit.plot.series import RankSeries
 from cockpit.plot.source import RunSeries
-from cockpit.runs import FINAL_STATES, RunStatus
+from cockpit.run.store import FINAL_STATES, RunStatus
 from cockpit.sweep_trials import TrialRow, trial_rows
 
 Trials = list[tuple[TrialRow, RankSeries | None]]

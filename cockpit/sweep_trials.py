@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.forecast import Forecast
+from cockpit.run.store import RunStatus, read_status
 from cockpit.run_forecast import job_spec, read_metrics, run_forecast
-from cockpit.runs import RunStatus, read_status
 from cockpit.spec.model import JobSpec
 
 SORT_KEYS = ("trial", "loss", "state", "steps")

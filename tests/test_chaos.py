@@ -20,7 +20,7 @@ from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
 from cockpit.launch.local import launcher as local
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 LONG = ["--", "--epochs", "1", "--steps-per-epoch", "3000"]

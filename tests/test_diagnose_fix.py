@@ -17,7 +17,7 @@ import pytest
 from helpers import REPO, cockpit_env
 
 from cockpit.node.ifaces import interfaces
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 from cockpit.spec.model import load_spec
 
 IFACE = f"cpfix{os.getpid() % 100000}"  # at most 15 characters: the kernel's limit on an interface name

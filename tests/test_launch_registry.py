@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cockpit.launch import LaunchError, registry
-from cockpit.run_records import NodeRecord, Trial
-from cockpit.runs import RunStatus
+from cockpit.run.records import NodeRecord, Trial
+from cockpit.run.store import RunStatus
 from cockpit.spec.model import parse_spec
 
 

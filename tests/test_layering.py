@@ -20,16 +20,16 @@ PACKAGE = REPO / "cockpit"
 # Most specific prefix wins: cockpit.fleet.report (the typed node record) is core, the rest of fleet a service.
 LAYERS = {
     "core": ("cockpit", "cockpit.spec", "cockpit.render", "cockpit.logs", "cockpit.preflight", "cockpit.contract",
-             "cockpit.gpu", "cockpit.run_records", "cockpit.run_status", "cockpit.fs", "cockpit.fs.safeio",
-             "cockpit.run_layout", "cockpit.fleet.report", "cockpit.slurm.hostlist", "cockpit.slurm.states",
-             "cockpit.hang.progress", "cockpit.hang.stacks", "cockpit.hang.straggler", "cockpit.hang.words",
-             "cockpit.forecast",
+             "cockpit.gpu", "cockpit.fs", "cockpit.fs.safeio", "cockpit.run", "cockpit.run.layout",
+             "cockpit.run.records", "cockpit.run.status", "cockpit.fleet.report", "cockpit.slurm.hostlist",
+             "cockpit.slurm.states", "cockpit.hang.progress", "cockpit.hang.stacks", "cockpit.hang.straggler",
+             "cockpit.hang.words", "cockpit.forecast",
              "cockpit.plot", "cockpit.plot.series", "cockpit.plot.chart", "cockpit.plot.text", "cockpit.plot.png"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
-                "cockpit.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.trust"),
-    "service": ("cockpit.fleet", "cockpit.launch", "cockpit.runs", "cockpit.rundiag", "cockpit.watch", "cockpit.hang",
-                "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix", "cockpit.plot.source",
-                "cockpit.sweep_series", "cockpit.runcause"),
+                "cockpit.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.run.trust"),
+    "service": ("cockpit.fleet", "cockpit.launch", "cockpit.run.store", "cockpit.run.watch", "cockpit.hang",
+                "cockpit.rundiag", "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix",
+                "cockpit.plot.source", "cockpit.sweep_series", "cockpit.runcause"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }
@@ -38,7 +38,7 @@ ALLOWED = {("cockpit.cli.main", "cockpit.tui"), ("cockpit.cli.main", "cockpit.tu
            ("cockpit.__main__", "cockpit.cli.main")}  # `python -m cockpit` is the CLI
 # Stdlib-only modules the ranks share: names (contract, run_layout) and the stop flag + scontrol requeue
 # (requeue), which plain scripts use without cockpit.train.
-TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run_layout", "cockpit.requeue")
+TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run.layout", "cockpit.requeue")
 # Package circles that exist and are to be cut, each with its reason; none may be added.
 KNOWN_PACKAGE_CIRCLES = [
     # hang asks the ssh launcher for an ssh run's stacks and Slurm's job ids to signal ranks, while the supervisor
@@ -198,11 +198,11 @@ def test_the_package_check_sees_a_circle_that_no_module_loop_shows():
 def test_the_checks_report_what_they_should():
     """The checkers on a made-up graph: a core module importing a service, the TUI importing the CLI, a
     service pulling in the training runtime, and a three-module loop."""
-    bad = {"cockpit.logs.parse.parser": {"cockpit.runs"}, "cockpit.tui.app": {"cockpit.cli.console"},
-           "cockpit.fleet.nodes": {"cockpit.train.runtime"}, "cockpit.runs": {"cockpit.watch"},
-           "cockpit.watch": {"cockpit.rundiag"}, "cockpit.rundiag": {"cockpit.runs"}}
-    assert violations(bad) == ["cockpit.logs.parse.parser (core) imports cockpit.runs (service)",
+    bad = {"cockpit.logs.parse.parser": {"cockpit.run.store"}, "cockpit.tui.app": {"cockpit.cli.console"},
+           "cockpit.fleet.nodes": {"cockpit.train.runtime"}, "cockpit.run.store": {"cockpit.run.watch"},
+           "cockpit.run.watch": {"cockpit.rundiag"}, "cockpit.rundiag": {"cockpit.run.store"}}
+    assert violations(bad) == ["cockpit.logs.parse.parser (core) imports cockpit.run.store (service)",
                                "cockpit.tui.app (face) imports cockpit.cli.console (face)",
                                "cockpit.fleet.nodes (service) imports cockpit.train.runtime (train)"]
-    assert cycles(bad) == [["cockpit.rundiag", "cockpit.runs", "cockpit.watch"]]
+    assert cycles(bad) == [["cockpit.run.store", "cockpit.run.watch", "cockpit.rundiag"]]
     assert "cockpit.cli.common" in GRAPH["cockpit.cli.main"]  # deferred and top-level imports are both seen

@@ -18,7 +18,7 @@ from cockpit import procs
 from cockpit.launch.local import sweep as local_sweep
 from cockpit.launch.local.launcher import free_port
 from cockpit.launch.plan import LaunchError
-from cockpit.runs import read_status
+from cockpit.run.store import read_status
 from cockpit.spec.model import SpecError, load_spec
 
 SMALL = ["--epochs", "1", "--steps-per-epoch", "10", "--hidden", "32", "--layers", "1", "--batch-size", "16"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow
 OWN = REPO / "jobs" / "own"

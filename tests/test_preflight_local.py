@@ -16,7 +16,7 @@ from cockpit.fleet.report import NodeReport
 from cockpit.launch.local import facts as local_facts
 from cockpit.preflight import checks as preflight
 from cockpit.preflight.local import LocalFacts, local_checks
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 from cockpit.spec.model import load_spec, parse_spec
 
 

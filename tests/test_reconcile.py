@@ -17,7 +17,7 @@ from helpers import REPO, cockpit_env
 
 from cockpit import procs
 from cockpit.launch.local.launcher import reconcile
-from cockpit.runs import RunStatus, read_status, write_status
+from cockpit.run.store import RunStatus, read_status, write_status
 
 
 def dead_supervisor() -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env, wait_for
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 # Stdlib only: the helper must work in a script that never imports torch.
 WAITER = textwrap.dedent("""

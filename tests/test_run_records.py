@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env
 
-from cockpit.run_records import NodeRecord, RankExit, RecordError
-from cockpit.runs import load_status
+from cockpit.run.records import NodeRecord, RankExit, RecordError
+from cockpit.run.store import load_status
 
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 DIAGNOSES = REPO / "tests" / "fixtures" / "runs-diagnose"  # `cockpit diagnose RUN --json` of each, and its exit code

@@ -11,7 +11,7 @@ from helpers import REPO, cockpit_env
 
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, node_scripts
 from cockpit.render import Facts, default_kind, render
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 from cockpit.spec.model import SpecError, parse_spec
 
 BASE = "name: t\nscript: train.py\n"

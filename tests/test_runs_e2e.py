@@ -14,7 +14,7 @@ import pytest
 from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 SHORT = ["--", "--epochs", "1", "--steps-per-epoch", "30"]

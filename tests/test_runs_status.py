@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO, cockpit_env
 
 from cockpit.launch.control import reconcile_runs
-from cockpit.runs import UNREADABLE, RankExit, RunStatus, first_failure, list_runs, read_status, write_status
+from cockpit.run.store import UNREADABLE, RankExit, RunStatus, first_failure, list_runs, read_status, write_status
 
 GOOD = RunStatus(run_id="good-1", name="good", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
                  state="succeeded", exit_code=0, created=1000.0)

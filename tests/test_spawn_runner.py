@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow
 JOB = "jobs/own/spawn.yaml"

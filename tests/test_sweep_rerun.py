@@ -8,7 +8,7 @@ import json
 from test_local_sweep import SMALL, write_job
 from test_runs_e2e import cockpit, only_run
 
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 
 def test_rerun_failed_runs_only_the_failed_trials_with_identical_scripts_as_a_new_run(tmp_path):

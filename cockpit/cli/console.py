@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+from cockpit.run.store import FirstFailure, RankExit, RunStatus, rank_files
+from cockpit.run.trust import owner
 from cockpit.runcause import launcher_death
 from cockpit.rundiag import duration, health, history_line
-from cockpit.runs import FirstFailure, RankExit, RunStatus, rank_files
-from cockpit.trust import owner
 
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
@@ -104,7 +104,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
 
 def _forecast_line(run_dir: Path, status: RunStatus) -> str:
     """Will it finish in time, and the GPU-hours (a sweep: its trials' sum); cockpit.forecast."""
-    from cockpit.runs import is_sweep
+    from cockpit.run.store import is_sweep
 
     if is_sweep(status):
         from cockpit.sweep_trials import sweep_gpu_hours, trial_rows
@@ -155,7 +155,7 @@ def _describe(rank: RankExit, stopped_at: float | None = None) -> str:
 
 def _forecast_cells(run_dir: Path, status: RunStatus, now: float) -> str:
     """ps's FORECAST and GPU-H cells: ``eta 12m fits`` / ``2 requeues`` / ``?``, GPU-hours or ``cpu``."""
-    from cockpit.runs import UNREADABLE, is_sweep
+    from cockpit.run.store import UNREADABLE, is_sweep
 
     if status.state == UNREADABLE:
         return f"{'-':<16} {'-':>6}"

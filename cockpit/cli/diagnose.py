@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.fs.paths import default_runs_dir, too_long
+from cockpit.run import layout
+from cockpit.run.store import RunNotFound, resolve_run
 from cockpit.rundiag import hang_findings, run_findings, run_sources
-from cockpit.runs import RunNotFound, resolve_run
 from cockpit.slurm.jobs import parse_job_ref
 
 
@@ -89,7 +89,7 @@ def cmd_diagnose(args) -> int:
         report = replace(report, findings=(*hang, *report.findings))
     if fixing:
         from cockpit.cli.diagnose_fix import cmd_fix
-        from cockpit.trust import own_run
+        from cockpit.run.trust import own_run
 
         if args.apply:  # the job file its status.json names is another user's to fix
             own_run(runs[0], "diagnose --fix --apply", "write a fixed job file for")

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
 from cockpit.launch.local import launcher as local
-from cockpit.runs import STOP_FILE, RunStatus, read_status
+from cockpit.run import layout
+from cockpit.run.store import STOP_FILE, RunStatus, read_status
 
 CONFIRM_S = 1.0  # a second Ctrl-C within this many seconds stops the run (srun's convention)
 STARTING_S = 30.0  # a supervisor not recorded after this long is taken for dead (cockpit.launch.local.reconcile)
@@ -273,7 +273,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         ask_stop()
 
     async def main():
-        from cockpit.watch import follow_run
+        from cockpit.run.watch import follow_run
 
         following.append(asyncio.current_task())
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)

@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's last flush
         return code
-    except (UsageError, Untrusted) as exc:  # Untrusted: a directory another user could change (cockpit.trust)
+    except (UsageError, Untrusted) as exc:  # Untrusted: a directory another user could change (cockpit.run.trust)
         print(f"cockpit: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

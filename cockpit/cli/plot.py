@@ -72,7 +72,7 @@ def _follow(args, run_dir, status, readers: dict) -> int:
     import time
 
     from cockpit.cli.runs import refresh
-    from cockpit.runs import read_status
+    from cockpit.run.store import read_status
 
     tty = sys.stdout.isatty()
     try:
@@ -123,7 +123,7 @@ def _reader(readers: dict, run_dir):
 
 def _chart(args, run_dir, status, readers: dict, width: int, height: int):
     from cockpit.plot import chart as charts
-    from cockpit.runs import is_sweep
+    from cockpit.run.store import is_sweep
 
     if is_sweep(status):
         return _sweep_chart(args, run_dir, status, readers, width, height)

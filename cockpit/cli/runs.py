@@ -10,13 +10,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from cockpit import launch
-from cockpit import run_layout as layout
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, ps_table, summary, use_color
 from cockpit.cli.follow import follow, notice
 from cockpit.fs.paths import default_runs_dir
 from cockpit.launch.local import launcher as local
-from cockpit.runs import (
+from cockpit.run import layout
+from cockpit.run.store import (
     RunNotFound,
     StatusError,
     is_sweep,
@@ -26,7 +26,7 @@ from cockpit.runs import (
     read_status,
     resolve_run,
 )
-from cockpit.trust import own_run, owner
+from cockpit.run.trust import own_run, owner
 
 
 class CommandError(Exception):

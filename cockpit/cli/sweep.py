@@ -48,7 +48,7 @@ def cmd_show(args) -> int:
     from cockpit.cli.runs import CommandError, find, status_of
     from cockpit.forecast import hms
     from cockpit.launch.rerun import rerun_of
-    from cockpit.runs import is_sweep
+    from cockpit.run.store import is_sweep
     from cockpit.sweep_trials import sort_rows, sweep_gpu_hours, table, trial_rows
 
     run_dir = find(args)

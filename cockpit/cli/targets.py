@@ -104,7 +104,7 @@ def job_target(ref: str, runs_dir):
     """What ``ref`` names: (None, None) when it is no Slurm job id ("123", "123_4") and so a run reference;
     (job_id, run_dir) when a cockpit run submitted that job (cockpit then shows the run, with its per-rank
     logs); (job_id, None) for any other job of the user."""
-    from cockpit.runs import list_runs
+    from cockpit.run.store import list_runs
     from cockpit.slurm.arrays import run_jobs
     from cockpit.slurm.jobs import parse_job_ref
 

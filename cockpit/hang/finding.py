@@ -175,7 +175,7 @@ def stacks_report(evidence: dict[int, Evidence]) -> str:
 
 def evidence_of(f: dict, run_dir: Path) -> tuple[tuple[str, int], ...]:
     """Where a finding's evidence is: the culprit's section of the stacks gathered, else its log."""
-    from cockpit.runs import rank_files
+    from cockpit.run.store import rank_files
 
     rank = f["culprits"][0]["rank"] if f.get("culprits") else f.get("rank")
     if f.get("stacks") and Path(f["stacks"]).is_file():

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 from cockpit import procs
-from cockpit import run_layout as layout
 from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
-from cockpit.runs import RunStatus, rank_exits, rank_files
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, rank_exits, rank_files
 
 LOCAL_LAUNCHERS = ("local",)
 TAIL_BYTES = 4096

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
-from cockpit.runs import RunStatus
+from cockpit.run.store import RunStatus
 
 
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: float) -> dict[int, Evidence]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.hang import finding, gather
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
-from cockpit.runs import RunStatus, request_stop
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, request_stop
 
 LOOK_EVERY = 1.0
 START_ASK_EVERY = 10.0

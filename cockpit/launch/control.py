@@ -19,12 +19,13 @@ import contextlib
 import time
 from pathlib import Path
 
-from cockpit import procs, runs
+from cockpit import procs
 from cockpit.launch import registry
 from cockpit.launch.local import launcher as local
 from cockpit.launch.protocol import Warn
-from cockpit.runs import UNREADABLE, RunStatus, write_status
-from cockpit.trust import owner
+from cockpit.run import store as runs
+from cockpit.run.store import UNREADABLE, RunStatus, write_status
+from cockpit.run.trust import owner
 
 
 def _quiet(_text: str) -> None:
@@ -95,7 +96,7 @@ def stop_orphan(run_dir: Path, status: RunStatus, grace: float, by: str = "cockp
 def reconcile_runs(rows: list[tuple[Path, RunStatus]], warn: Warn = _quiet) -> list[tuple[Path, RunStatus]]:
     """``rows`` with the state of runs whose supervisor died worked out again (and written back). Each
     launcher first takes one batched look at its runs (its survey: one squeue for all Slurm runs)."""
-    # unreadable: nothing to work out from; another user's: read-only (cockpit.trust), never written back
+    # unreadable: nothing to work out from; another user's: read-only (cockpit.run.trust), never written back
     launchers = [None if s.state == UNREADABLE or owner(d) is not None else registry.for_run(s, fallback="local")
                  for d, s in rows]
     surveys: dict[type, object] = {}

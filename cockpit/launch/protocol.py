@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from cockpit.run_records import NodeRecord
-    from cockpit.runs import RunStatus
+    from cockpit.run.records import NodeRecord
+    from cockpit.run.store import RunStatus
     from cockpit.spec.model import JobSpec
 
 Warn = Callable[[str], None]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import Launcher
-from cockpit.runs import RunStatus, is_sweep
+from cockpit.run.store import RunStatus, is_sweep
 from cockpit.spec.model import JobSpec
 
 

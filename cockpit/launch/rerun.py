@@ -18,10 +18,10 @@ import json
 import re
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.launch.plan import LaunchError
-from cockpit.run_records import NodeRecord, SlurmJob, Trial
-from cockpit.runs import (
+from cockpit.run import layout
+from cockpit.run.records import NodeRecord, SlurmJob, Trial
+from cockpit.run.store import (
     RunStatus,
     create_run_dir,
     install_hook,
@@ -31,7 +31,7 @@ from cockpit.runs import (
     write_private,
     write_status,
 )
-from cockpit.trust import own_run
+from cockpit.run.trust import own_run
 
 FAILED = ("failed", "lost")
 _ARRAY = re.compile(r"^#SBATCH --array=\S+$", re.MULTILINE)

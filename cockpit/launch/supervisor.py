@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 
 from cockpit import procs
-from cockpit import run_layout as layout
 from cockpit.fs.safeio import Untrusted
 from cockpit.launch import registry
 from cockpit.launch.plan import LaunchError
-from cockpit.runs import (
+from cockpit.run import layout
+from cockpit.run.store import (
     RunStatus,
     failure_record,
     first_failure,
@@ -45,7 +45,7 @@ from cockpit.runs import (
     stop_request,
     write_status,
 )
-from cockpit.trust import check_run_dir
+from cockpit.run.trust import check_run_dir
 
 POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits

@@ -17,9 +17,9 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.fs import safeio
 from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
+from cockpit.run import layout
 
 CHUNK = 4 << 20
 MAX_RECORD = 1 << 20  # a metrics record or a beat is ~200 bytes

@@ -19,11 +19,11 @@ the current attempt's; the rank logs are appended to across attempts.
 
 from __future__ import annotations
 
-from cockpit import run_layout as layout
 from cockpit.render.env import contract_env, device_env, program_words
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
+from cockpit.run import layout
 from cockpit.spec.model import JobSpec
 
 START_MARK = "cockpit: start restart="  # the line each attempt prints; cockpit.launch.slurm.node reads it

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cockpit import run_layout as layout
+from cockpit.run import layout
 
 FORMAT = 1
 LATEST = "latest.pt"

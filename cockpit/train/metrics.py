@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from cockpit import run_layout as layout
+from cockpit.run import layout
 
 PREFIX = "[cockpit]"
 

@@ -220,7 +220,7 @@ def build_context(args: argparse.Namespace) -> Context:
     from cockpit.fleet.cluster import load_cluster
     from cockpit.fs.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions
-    from cockpit.runs import resolve_run
+    from cockpit.run.store import resolve_run
     from cockpit.tui.models.context import default_requeue, default_user_jobs
     from cockpit.tui.models.fleet_feed import LiveFleet
 
@@ -241,7 +241,7 @@ def build_context(args: argparse.Namespace) -> Context:
 def run_tui(argv: list[str] | None = None) -> int:
     """Open the TUI; returns the exit code (2 for a bad cluster file, node list or run)."""
     from cockpit.fleet.cluster import NodesError
-    from cockpit.runs import RunNotFound
+    from cockpit.run.store import RunNotFound
 
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     try:

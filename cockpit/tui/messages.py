@@ -11,7 +11,7 @@ from textual.message import Message
 from cockpit.fleet.report import NodeReport
 from cockpit.logs.diagnose.model import Report
 from cockpit.plot.series import RankSeries
-from cockpit.runs import RunStatus
+from cockpit.run.store import RunStatus
 from cockpit.tui.models.form import Checked
 
 

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from cockpit import procs  # noqa: E402
-from cockpit.runs import RunStatus, create_run_dir, write_status  # noqa: E402
+from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E402
 
 WRITER = r"""
 import os, sys, time

@@ -112,7 +112,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/logs",)),
     Mutant("status-first-failure-latest",
            "status.json's first_failure is the rank that exited last",
-           "cockpit/runs.py",
+           "cockpit/run/store.py",
            "    failed = sorted((e for e in exits.values() if e.status != 0), key=lambda e: (e.time, e.rank))\n",
            "    failed = sorted((e for e in exits.values() if e.status != 0), key=lambda e: (-e.time, e.rank))\n",
            ("tests/test_run_records.py", "tests/test_runs_status.py")),

@@ -16,7 +16,7 @@ import pytest
 from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import procs
-from cockpit.runs import list_runs, rank_files, read_status
+from cockpit.run.store import list_runs, rank_files, read_status
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).resolve().parent / "scripts"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from helpers import cockpit_env, wait_for
 
-from cockpit.runs import create_run_dir
+from cockpit.run.store import create_run_dir
 
 
 def start(run_dir: Path, code: str, *, extra_path: str | None = None, hook: str | None = None,
@@ -138,7 +138,7 @@ def test_with_torch_collectives_are_timed_and_signatures_kept(tmp_path):
 
 def test_a_script_that_handles_sigurg_itself_still_answers_a_request_from_the_hooks_thread(tmp_path):
     from cockpit.hang.gather import collect
-    from cockpit.runs import RunStatus
+    from cockpit.run.store import RunStatus
 
     run_dir = create_run_dir(tmp_path, "r")
     proc = start(run_dir, """
@@ -170,7 +170,7 @@ def test_a_forked_child_answers_a_request_with_its_own_stack_through_the_rank(tm
     worker's stack, read by the rank's hook from the worker's in-memory file, with its state and source line;
     nothing of the worker goes into the rank's own stacks file."""
     from cockpit.hang.gather import collect
-    from cockpit.runs import RunStatus
+    from cockpit.run.store import RunStatus
 
     run_dir = create_run_dir(tmp_path, "r")
     script = tmp_path / "forks.py"  # a file: the hook quotes the worker's source line from it

@@ -14,7 +14,7 @@ from hang.test_local_hangs import SCRIPTS, cockpit, job, start, the_run
 from helpers import wait_for
 
 from cockpit import procs
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import REPO
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import REPO
 from multinode.test_ssh_runs import left_on_nodes
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow
 HANG_LINE = next(i for i, line in enumerate((REPO / "jobs" / "demo.py").read_text().splitlines(), 1)

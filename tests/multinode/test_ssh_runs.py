@@ -23,7 +23,7 @@ from helpers import REPO, wait_for
 from cockpit.launch.local import launcher as local
 from cockpit.launch.ssh.shell import list_script
 from cockpit.remote import RemotePool
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 SHORT = ["--", "--epochs", "1", "--steps-per-epoch", "30"]

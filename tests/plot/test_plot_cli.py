@@ -15,7 +15,7 @@ import pytest
 from helpers import REPO, cockpit_env, wait_for
 from test_runs_e2e import cockpit, only_run
 
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 PLAIN = REPO / "tests" / "hang" / "scripts" / "plain_hang.py"

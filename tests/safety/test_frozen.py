@@ -15,7 +15,7 @@ import pytest
 from helpers import REPO, wait_for
 
 from cockpit import procs
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 SCRIPT = "import os, time\nfor i in range(6000):\n    print('rank', os.environ['RANK'], 'step', i, flush=True)\n" \

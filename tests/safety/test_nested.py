@@ -11,7 +11,7 @@ from pathlib import Path
 from safety.hostile import cockpit, make_run, rank_file, status
 
 from cockpit.fs import safeio
-from cockpit.runs import UNREADABLE, list_runs
+from cockpit.run.store import UNREADABLE, list_runs
 
 DEEP = "[" * 100_000 + "]" * 100_000  # past any recursion limit
 SHALLOW_BUT_DEEP = {"pid": 1, "start": "1", "x": json.loads("[" * 60 + "]" * 60)}  # parses, nests past the limit

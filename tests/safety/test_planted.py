@@ -17,7 +17,7 @@ from safety.hostile import USER_PYTHON, as_user, cockpit, make_run, rank_file
 
 from cockpit import procs
 from cockpit.fs import safeio
-from cockpit.runs import read_status
+from cockpit.run.store import read_status
 
 # A process that records each signal it gets in a file, and says when its handlers are set.
 CATCHER = textwrap.dedent('''

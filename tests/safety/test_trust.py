@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from safety.hostile import USER_PYTHON, as_user, cockpit, make_run
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 SCRIPT = 'import os\nprint("rank", os.environ.get("RANK"), "ok", flush=True)\n'
 

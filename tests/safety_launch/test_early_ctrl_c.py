@@ -17,7 +17,7 @@ import pytest
 from helpers import REPO, wait_for
 
 from cockpit import procs
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 ANSWERS = ("held until it has started", "Ctrl-C again within")  # a press was seen (held, or asked about)

@@ -16,7 +16,7 @@ from helpers import REPO, require_tool, wait_for
 
 from cockpit import procs
 from cockpit.render import loopback
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 WILDCARD = {"0.0.0.0", "*", "[::]", "::"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 CPU = "launcher: local\ngpus: none\nprocs_per_node: 1\n"
 

@@ -23,7 +23,7 @@ import yaml
 from helpers import REPO
 
 from cockpit.node.nodejudge import PREFLIGHT_EXIT
-from cockpit.runs import read_status
+from cockpit.run.store import read_status
 
 pytestmark = pytest.mark.slow
 # The row nvidia-smi prints for --query-gpu=index,pci.bus_id,uuid,name,driver_version --format=csv,noheader,

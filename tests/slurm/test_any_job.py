@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, wait_for
 
-from cockpit.run_records import NodeRecord, SlurmJob
-from cockpit.run_status import RunStatus
+from cockpit.run.records import NodeRecord, SlurmJob
+from cockpit.run.status import RunStatus
 from cockpit.slurm.arrays import run_jobs
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ import yaml
 from helpers import REPO, wait_for
 
 from cockpit import procs
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 SCRIPT = REPO / "jobs" / "own" / "lightning_ddp.py"

@@ -13,7 +13,7 @@ from slurm.test_slurm_runs import SMALL, cockpit, write_job
 from slurm.test_slurm_runs import runs as runs  # noqa: F401 - the fixture, shared
 
 from cockpit import procs
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow
 HANG_LINE = next(i for i, line in enumerate((REPO / "jobs" / "demo.py").read_text().splitlines(), 1)

@@ -10,7 +10,7 @@ import yaml
 
 from cockpit.launch.slurm import launcher as slurm
 from cockpit.launch.slurm.node import GIVE_UP_AFTER_STOP, MISSES_BEFORE_LOST, make_slurm_nodes
-from cockpit.runs import read_status
+from cockpit.run.store import read_status
 from cockpit.spec.model import load_spec
 
 

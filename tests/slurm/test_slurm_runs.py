@@ -19,7 +19,7 @@ from helpers import JOBS, REPO, wait_for
 from cockpit import procs
 from cockpit.launch.plan import dry_run_facts
 from cockpit.render import render
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 from cockpit.slurm import query as slurm_query
 from cockpit.slurm.runner import SlurmError
 from cockpit.spec.model import load_spec

@@ -5,8 +5,8 @@ logs are real files (a run directory's logs/), the records as the rank wrappers 
 from __future__ import annotations
 
 from cockpit.logs.diagnose.peerloss import EARLY_EXIT
-from cockpit.run_records import RankExit
-from cockpit.runs import failure_record, first_failure
+from cockpit.run.records import RankExit
+from cockpit.run.store import failure_record, first_failure
 
 LOST = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
         "[127.0.0.1]:51928. This is typically caused by a remote worker crashing.\n")

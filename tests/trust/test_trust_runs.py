@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, wait_for
 
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "ddp_faults.py"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tui.tuidata import NOW
 
-from cockpit.run_records import NodeRecord, Trial
-from cockpit.runs import RunStatus, create_run_dir, write_status
+from cockpit.run.records import NodeRecord, Trial
+from cockpit.run.store import RunStatus, create_run_dir, write_status
 
 T0 = NOW - 3600
 RANKS = 4

@@ -8,7 +8,7 @@ import pytest
 from tui.tuidata import until
 
 from cockpit import procs
-from cockpit.runs import list_runs, rank_files, read_status
+from cockpit.run.store import list_runs, rank_files, read_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import cockpit_env, wait_for
 
-from cockpit.runs import RunStatus, create_run_dir, write_status
+from cockpit.run.store import RunStatus, create_run_dir, write_status
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
 from cockpit.tui.models.run_feed import RunFeed
@@ -26,7 +26,7 @@ HOST = "node0"
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from cockpit.runs import read_status, write_status
+    from cockpit.run.store import read_status, write_status
     run_dir, ranks, lines, per_tick = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     files = [open(run_dir / "logs" / f"rank-{r}.node0.log", "a") for r in range(ranks)]
     for start in range(0, lines, per_tick):

@@ -10,7 +10,7 @@ from tui.tuidata import FAILED_LOGS, NOW, make_run, until
 
 from cockpit.fleet.report import Interface
 from cockpit.logs.fixes import Facts
-from cockpit.runs import read_status, write_status
+from cockpit.run.store import read_status, write_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.fix import FixScreen

@@ -11,7 +11,7 @@ import pytest
 from tui.tuidata import until
 
 from cockpit import launch, procs
-from cockpit.runs import read_status
+from cockpit.run.store import read_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.models.context import Context

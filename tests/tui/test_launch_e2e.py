@@ -8,7 +8,7 @@ from helpers import REPO
 from tui.tuidata import until
 
 from cockpit import procs
-from cockpit.runs import list_runs, read_status
+from cockpit.run.store import list_runs, read_status
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen
 from cockpit.tui.screens.dialogs import ConfirmScreen

@@ -201,7 +201,7 @@ def test_pure_models_do_not_import_textual():
 
 
 def test_staged_dir_is_not_a_run(tmp_path):
-    from cockpit.runs import list_runs
+    from cockpit.run.store import list_runs
 
     (tmp_path / STAGE_DIR).mkdir()
     assert list_runs(Path(tmp_path)) == []

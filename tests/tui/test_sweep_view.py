@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tui.tuidata import until
 
-from cockpit.run_records import NodeRecord, Trial
-from cockpit.runs import RunStatus, create_run_dir, write_status
+from cockpit.run.records import NodeRecord, Trial
+from cockpit.run.store import RunStatus, create_run_dir, write_status
 from cockpit.sweep_trials import trial_rows
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.models import run_view as runview
@@ -44,7 +44,7 @@ def make_sweep(runs: Path) -> Path:
 
 def test_trial_cells_and_the_sweep_line(tmp_path):
     run_dir = make_sweep(tmp_path / "runs")
-    from cockpit.runs import read_status
+    from cockpit.run.store import read_status
 
     rows = trial_rows(run_dir, read_status(run_dir), now=T0 + 100)
     assert [runview.trial_cells(r)[:4] for r in rows] == [

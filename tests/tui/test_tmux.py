@@ -16,7 +16,7 @@ import yaml
 from helpers import REPO, cockpit_env, require_tool
 
 from cockpit import procs
-from cockpit.runs import list_runs
+from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow
 

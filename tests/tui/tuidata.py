@@ -15,7 +15,7 @@ from helpers import REPO
 
 from cockpit import nvml, nvml_replay
 from cockpit.fleet.report import NodeReport
-from cockpit.runs import RankExit, RunStatus, create_run_dir, write_status
+from cockpit.run.store import RankExit, RunStatus, create_run_dir, write_status
 
 NVML = REPO / "tests" / "fixtures" / "nvml"
 NOW = 1_800_000_000.0  # the fixed clock of every snapshot

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from cockpit import contract, procs
-from cockpit import run_layout as layout
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.render import default_kind, render
-from cockpit.run_records import PROCESS_KEYS, NodeRecord
-from cockpit.runs import (
+from cockpit.run import layout
+from cockpit.run.records import PROCESS_KEYS, NodeRecord
+from cockpit.run.store import (
     RunStatus,
     create_run_dir,
     failure_record,

@@ -26,13 +26,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit import procs
-from cockpit import run_layout as layout
 from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions
 from cockpit.render import default_kind, render
-from cockpit.run_records import PROCESS_KEYS, FirstFailure, NodeRecord, Trial
-from cockpit.runs import RunStatus, first_failure, install_hook, rank_exits, read_status, write_private, write_status
+from cockpit.run import layout
+from cockpit.run.records import PROCESS_KEYS, FirstFailure, NodeRecord, Trial
+from cockpit.run.store import (
+    RunStatus,
+    first_failure,
+    install_hook,
+    rank_exits,
+    read_status,
+    write_private,
+    write_status,
+)
 from cockpit.spec.model import JobSpec
 
 

@@ -1,7 +1,7 @@
 """The Slurm launcher: render the batch script into a run directory, submit it with ``sbatch --parsable``,
 record the job id; the run's supervisor then follows the job (cockpit.launch.slurm.node).
 
-Run directory of a Slurm run (see cockpit.runs for the common part):
+Run directory of a Slurm run (see cockpit.run.store for the common part):
 
     commands/sbatch.sh      the batch script as submitted (`cockpit render` prints the same text)
     logs/agent.sbatch.log   the batch shell's output: srun's own errors, USR1 forwarding, attempt lines
@@ -25,15 +25,15 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.launch.local.launcher import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
-from cockpit.run_records import NodeRecord, SlurmJob, Trial
-from cockpit.runs import (
+from cockpit.run import layout
+from cockpit.run.records import NodeRecord, SlurmJob, Trial
+from cockpit.run.store import (
     RunStatus,
     create_run_dir,
     install_hook,
@@ -43,11 +43,11 @@ from cockpit.runs import (
     write_private,
     write_status,
 )
+from cockpit.run.trust import own_run
 from cockpit.slurm.query import JobView, query_jobs
 from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
-from cockpit.trust import own_run
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
 

@@ -19,11 +19,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.launch.slurm import attempts as slurm_attempts
 from cockpit.launch.slurm import preflight as slurm_preflight
-from cockpit.run_records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord
-from cockpit.runs import RunStatus, first_failure, rank_exits, read_status, write_status
+from cockpit.run import layout
+from cockpit.run.records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord
+from cockpit.run.store import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
 from cockpit.slurm.query import JobView
 from cockpit.slurm.runner import Runner, SlurmError, run_command

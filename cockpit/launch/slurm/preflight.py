@@ -14,11 +14,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.launch.plan import LaunchError
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.node.nodejudge import VERDICT
 from cockpit.preflight import allocation
+from cockpit.run import layout
 from cockpit.slurm.runner import SlurmError
 
 

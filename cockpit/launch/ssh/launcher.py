@@ -21,7 +21,6 @@ import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.fleet.report import NodeReport
 from cockpit.fs.paths import job_workdir
 from cockpit.launch.local import launcher as local
@@ -31,7 +30,8 @@ from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.preflight import checks as preflight
 from cockpit.remote import RemotePool, SSHOptions
-from cockpit.runs import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec.model import JobSpec
 
 PREFLIGHT_FILE = layout.PREFLIGHT

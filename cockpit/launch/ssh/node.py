@@ -32,14 +32,14 @@ import time
 import traceback
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.launch.ssh.facts import node_python
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, read_plan, stop_grace
 from cockpit.launch.ssh.shell import agent_command, parse_started, start_script, stop_script
 from cockpit.launch.ssh.stream import signal_name, watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
-from cockpit.run_records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
-from cockpit.runs import RunStatus, first_failure, rank_exits, write_status
+from cockpit.run import layout
+from cockpit.run.records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
+from cockpit.run.store import RunStatus, first_failure, rank_exits, write_status
 
 TICK = 0.3
 SWEEP_TRIES = 3  # sweeps of a node whose processes survive SIGKILL before the run ends without them

@@ -10,13 +10,13 @@ import asyncio
 import json
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.launch.ssh.facts import node_python
 from cockpit.launch.ssh.plan import NodePlan, read_plan
 from cockpit.launch.ssh.shell import agent_command, stop_script
 from cockpit.launch.ssh.stream import watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool
-from cockpit.runs import RunStatus, write_status
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, write_status
 
 
 def stop_nodes(run_dir: Path, grace: float, timeout: float = 60.0) -> dict[str, str]:

@@ -10,11 +10,11 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from cockpit import run_layout as layout
-from cockpit import runs
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
 from cockpit.render.facts import Facts
+from cockpit.run import layout
+from cockpit.run import store as runs
 from cockpit.spec.model import JobSpec
 
 PLAN_FILE = layout.SSH_PLAN

@@ -23,8 +23,8 @@ import shlex
 from pathlib import Path
 
 from cockpit import contract
-from cockpit import run_layout as layout
 from cockpit.render.facts import log_safe
+from cockpit.run import layout
 
 
 def agent_exit_file(run_dir: str, host: str) -> str:

@@ -1,7 +1,7 @@
 """The TUI's user settings: $XDG_CONFIG_HOME/cockpit/tui.yaml (default ~/.config/cockpit/tui.yaml).
 
 Only what the user chose in the TUI lives here (today: the theme). A missing file is the defaults; an
-unreadable one is reported and ignored, never fatal. Writes are atomic (cockpit.runs.write_atomic). No textual."""
+unreadable one is reported and ignored, never fatal. Writes are atomic (cockpit.run.store.write_atomic). No textual."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from cockpit.runs import write_atomic
+from cockpit.run.store import write_atomic
 
 KEYS = ("theme",)
 

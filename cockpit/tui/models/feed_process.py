@@ -102,7 +102,7 @@ class FeedProcess:
             self._done.set_result(None)
 
     async def _follow(self) -> None:
-        from cockpit.watch import follow_run
+        from cockpit.run.watch import follow_run
 
         try:
             await follow_run(self.run_dir, self._on_batch, on_status=self._on_status)

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from cockpit.logs.parse.parser import Event, LineParser
-from cockpit.runs import RunStatus
+from cockpit.run.store import RunStatus
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED, LogStore
 

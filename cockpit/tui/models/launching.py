@@ -18,7 +18,7 @@ import yaml
 
 from cockpit import launch
 from cockpit.fs.paths import job_workdir
-from cockpit.runs import write_atomic
+from cockpit.run.store import write_atomic
 from cockpit.spec.model import JobSpec, SpecError, load_spec, parse_spec
 
 STAGE_DIR = ".compose"

@@ -12,7 +12,7 @@ from cockpit.tui.models.log_store import MERGED, label
 
 if TYPE_CHECKING:
     from cockpit.logs.diagnose.model import Report
-    from cockpit.runs import RunStatus
+    from cockpit.run.store import RunStatus
     from cockpit.sweep_trials import TrialRow
     from cockpit.tui.models.feed_state import LiveEvent
 

@@ -113,7 +113,7 @@ class ChartsScreen(CockpitScreen):
     # --- reading ------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
     def read_charts(self, metric: str, pick: int | None, width: int, height: int, log_y: bool = False) -> None:
-        from cockpit.runs import is_sweep, read_status
+        from cockpit.run.store import is_sweep, read_status
 
         status = read_status(self.run_dir)
         with self._lock:
@@ -160,7 +160,7 @@ class ChartsScreen(CockpitScreen):
 
     def _gpus(self, status) -> chartsview.GpuMap | None:
         """rank -> (host, GPU index); None for a job that uses no GPUs."""
-        from cockpit import run_layout as layout
+        from cockpit.run import layout
         from cockpit.run_forecast import job_spec
 
         if self._spec is None:

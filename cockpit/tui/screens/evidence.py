@@ -43,7 +43,7 @@ class EvidenceScreen(ModalScreen[tuple | None]):
     @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
         from cockpit.logs.diagnose.report import read_lines
-        from cockpit.watch import discover
+        from cockpit.run.watch import discover
 
         by_path = {str(p): s for s, p in discover(self.run_dir).items()}
         by_source = {s: p for p, s in by_path.items()}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual import work
 
-from cockpit.runs import RunStatus
+from cockpit.run.store import RunStatus
 from cockpit.tui.screens.dialogs import ConfirmScreen
 
 
@@ -38,8 +38,8 @@ class RunControls:
     def stop_run(self) -> None:
         from cockpit.fs.safeio import Untrusted
         from cockpit.launch import control
-        from cockpit.runs import read_status
-        from cockpit.trust import own_run
+        from cockpit.run.store import read_status
+        from cockpit.run.trust import own_run
 
         try:
             own_run(self.run_dir, "stop", "stop")  # another user's run is shown read-only

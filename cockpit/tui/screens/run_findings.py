@@ -12,7 +12,7 @@ from textual.widgets import OptionList
 from textual.worker import get_current_worker
 
 from cockpit.logs.diagnose.model import Report
-from cockpit.runs import RunStatus
+from cockpit.run.store import RunStatus
 from cockpit.tui.messages import Diagnosed
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter

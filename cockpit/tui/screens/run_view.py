@@ -27,7 +27,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.plot.source import RunSeries
-from cockpit.runs import RunStatus
+from cockpit.run.store import RunStatus
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
@@ -269,8 +269,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         status, now = self.status, self.app.ctx.clock()
         if status is None:
             return
+        from cockpit.run.store import is_sweep
         from cockpit.run_forecast import job_spec, run_forecast
-        from cockpit.runs import is_sweep
         from cockpit.sweep_trials import sort_rows, trial_rows
 
         if self._spec is None:

@@ -1,6 +1,6 @@
 """Runs: every run directory with its state, launcher, nodes, ranks and age; enter opens the run view.
 
-The list is read in a worker every few seconds (cockpit.runs.list_runs, with cockpit.launch.control fixing
+The list is read in a worker every few seconds (cockpit.run.store.list_runs, with cockpit.launch.control fixing
 the state of runs whose supervisor died, whatever their launcher, as `cockpit ps` does). Where Slurm is
 installed (Context.user_jobs), a second table below lists every Slurm job of the user, cockpit's or not, as
 `cockpit ps --all` does (arrays one row), read in its own worker; enter on a job a run submitted opens the run,
@@ -16,8 +16,8 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer
 
+from cockpit.run.store import RunStatus
 from cockpit.rundiag import duration, health
-from cockpit.runs import RunStatus
 from cockpit.tui.messages import JobsListed, RunsListed
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar
@@ -85,7 +85,7 @@ class RunsScreen(CockpitScreen):
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def reload(self) -> None:
         from cockpit.launch.control import frozen_supervisor, reconcile_runs
-        from cockpit.runs import list_runs
+        from cockpit.run.store import list_runs
 
         warnings: list[str] = []
         runs = reconcile_runs(list_runs(self.app.ctx.runs_dir), warnings.append)

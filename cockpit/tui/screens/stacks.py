@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from cockpit import run_layout as layout
+from cockpit.run import layout
 
 
 class StacksScreen(ModalScreen[None]):
@@ -42,7 +42,7 @@ class StacksScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False)
     def fetch(self) -> None:
         from cockpit.hang import finding, gather
-        from cockpit.runs import read_status
+        from cockpit.run.store import read_status
 
         status = read_status(self.run_dir)
         if status is None or status.final:
@@ -50,7 +50,7 @@ class StacksScreen(ModalScreen[None]):
             text = (_kept_text(kept[-1]) if kept else "the run has ended: no process left to ask")
         else:
             from cockpit.fs.safeio import Untrusted
-            from cockpit.trust import own_run
+            from cockpit.run.trust import own_run
 
             try:
                 own_run(self.run_dir, "stacks", "signal the ranks of")  # another user's run: read-only

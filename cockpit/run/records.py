@@ -3,7 +3,7 @@ and each unit of work the supervisor launched (NodeRecord: a local torchrun, an 
 sweep's trial).
 
 Pure and stdlib only: the supervisor and the rank-facing code import it. Dicts exist only at the
-status.json edge (cockpit.run_status): ``from_dict`` checks a record field by field and RecordError names
+status.json edge (cockpit.run.status): ``from_dict`` checks a record field by field and RecordError names
 the field; ``to_dict`` writes back exactly the keys it was read with, so a status.json reads and writes back
 byte for byte. JSON tells a value not known yet (``"pid": null``) from a field a launcher does not have (no
 ``pid`` key), and status.json holds both: ``NodeRecord.null_keys`` keeps the two apart.

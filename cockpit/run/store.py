@@ -10,9 +10,9 @@ it, a later `cockpit attach`, the TUI — can pick it up from disk alone:
     metrics/            rank-<R>.jsonl, written by cockpit.train
     checkpoints/        written by cockpit.train
 
-Where each file lives is cockpit.run_layout's to say (the full list is there); this module writes and reads
-status.json and the exit records. status.json's typed value is cockpit.run_status.RunStatus (its records:
-cockpit.run_records), named here too for the callers that read runs, as is the layout's ``rank_files``.
+Where each file lives is cockpit.run.layout's to say (the full list is there); this module writes and reads
+status.json and the exit records. status.json's typed value is cockpit.run.status.RunStatus (its records:
+cockpit.run.records), named here too for the callers that read runs, as is the layout's ``rank_files``.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.fs import safeio
 from cockpit.fs.paths import too_long
-from cockpit.run_layout import rank_files
-from cockpit.run_records import FirstFailure, NodeRecord, RankExit
-from cockpit.run_status import FINAL_STATES, STATES, RunStatus, StatusError
-from cockpit.trust import check_new_run_dir, owner, trusted_runs_dir
+from cockpit.run import layout
+from cockpit.run.layout import rank_files
+from cockpit.run.records import FirstFailure, NodeRecord, RankExit
+from cockpit.run.status import FINAL_STATES, STATES, RunStatus, StatusError
+from cockpit.run.trust import check_new_run_dir, owner, trusted_runs_dir
 
 __all__ = ["FINAL_STATES", "STATES", "FirstFailure", "NodeRecord", "RankExit", "RunStatus", "StatusError"]
 
@@ -43,7 +43,7 @@ def new_run_id(name: str, now: float | None = None) -> str:
 
 
 def create_run_dir(runs_dir: Path, run_id: str) -> Path:
-    """Make the run directory, 0700, in a runs directory nobody else can change (cockpit.trust; the runs
+    """Make the run directory, 0700, in a runs directory nobody else can change (cockpit.run.trust; the runs
     directory is created 0700 if new). Never reuses an existing one. Returned by its path with no symlink
     left: that is the path torchrun and the ranks run scripts from."""
     runs_dir = trusted_runs_dir(runs_dir)
@@ -70,7 +70,7 @@ def install_hook(run_dir: Path) -> None:
     hook = layout.hook_dir(run_dir)
     hook.mkdir(mode=0o700, exist_ok=True)
     for name, source in layout.HOOK_FILES:
-        write_private(hook / name, (Path(__file__).with_name("node") / source).read_text(encoding="utf-8"))
+        write_private(hook / name, (Path(__file__).parents[1] / "node" / source).read_text(encoding="utf-8"))
 
 
 def write_private(path: Path, text: str) -> None:

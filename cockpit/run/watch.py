@@ -8,9 +8,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from cockpit import run_layout as layout
 from cockpit.logs.tail import Batch, Tailer
-from cockpit.runs import RunStatus, rank_files, read_status
+from cockpit.run import layout
+from cockpit.run.store import RunStatus, rank_files, read_status
 
 DISCOVER_EVERY = 0.25
 

@@ -2,7 +2,7 @@
 a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis that read it back.
 
     job.yaml                     the job file as given
-    status.json                  the run's state (cockpit.runs.RunStatus), written atomically
+    status.json                  the run's state (cockpit.run.store.RunStatus), written atomically
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
     rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}

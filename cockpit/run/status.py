@@ -1,9 +1,9 @@
 """RunStatus: status.json as a typed value, and its edge to JSON.
 
 Pure and stdlib only. ``from_dict`` checks every field (StatusError says which, and how it is wrong) and
-turns the records inside into cockpit.run_records' typed ones; ``to_json`` writes them back, byte for byte
+turns the records inside into cockpit.run.records' typed ones; ``to_json`` writes them back, byte for byte
 what was read (tests/test_run_records.py holds it to files the earlier, untyped code wrote). Reading and
-writing the file itself is cockpit.runs'.
+writing the file itself is cockpit.run.store'.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field, fields
 
-from cockpit.run_records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
+from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
 
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 STATES = ("starting", "running", *FINAL_STATES)
