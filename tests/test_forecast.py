@@ -1,11 +1,11 @@
-"""cockpit.forecast: the pure forecast (rate, fits, requeues, GPU-hours) with plain numbers, and
+"""cockpit.insight.forecast: the pure forecast (rate, fits, requeues, GPU-hours) with plain numbers, and
 sweep.samples' random search (deterministic for a seed, validated with positions)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cockpit.forecast import forecast, hms, seconds_per_step, slurm_seconds
+from cockpit.insight.forecast import forecast, hms, seconds_per_step, slurm_seconds
 from cockpit.launch.rerun import renamed, with_array
 from cockpit.spec.model import SpecError, parse_spec
 

@@ -1,11 +1,11 @@
-"""The layering of DESIGN.md, enforced over every import of every module, deferred ones included (an import
-inside a function or under TYPE_CHECKING is a dependency all the same): the pure core (spec, render, logs,
-preflight checks, the typed records) imports no adapter, service or face; adapters (remote, nvml, what runs on
-a node, Slurm's facts) import no service or face; services (fleet, launch, runs, hangs) import no face; the two
-faces do not import each other (one exception: `cockpit` with no command opens the TUI); the training runtime
-imports only the environment contract. And no two modules import each other, directly or round a loop, and
-no two packages either (a loop of packages can hide between modules that each stand on their own: hang.gather
--> launch.slurm and launch.supervisor -> hang.watchdog make hang and launch one knot)."""
+"""The layering of DESIGN.md, enforced over every import of every module, deferred ones included (an import inside a
+function or under TYPE_CHECKING is a dependency all the same): the pure core (spec, render, logs, preflight checks, the
+typed records) imports no adapter, service or face; adapters (remote, nvml, what runs on a node, Slurm's facts) import
+no service or face; services (fleet, launch, the run store, hangs) import neither insight (what cockpit concludes about
+a run: diagnosis, fixes, forecast) nor a face; the two faces do not import each other (one exception: `cockpit` with no
+command opens the TUI); the training runtime imports only the environment contract. And no two modules import each
+other, directly or round a loop, and no two packages either (a loop of packages can hide between modules that each stand
+on their own: hang.gather -> launch.slurm and launch.supervisor -> hang.watchdog make hang and launch one knot)."""
 
 from __future__ import annotations
 
@@ -23,17 +23,20 @@ LAYERS = {
              "cockpit.gpu", "cockpit.fs", "cockpit.fs.safeio", "cockpit.run", "cockpit.run.layout",
              "cockpit.run.records", "cockpit.run.status", "cockpit.fleet.report", "cockpit.slurm.hostlist",
              "cockpit.slurm.states", "cockpit.hang.progress", "cockpit.hang.stacks", "cockpit.hang.straggler",
-             "cockpit.hang.words", "cockpit.forecast",
+             "cockpit.hang.words", "cockpit.insight", "cockpit.insight.forecast",
              "cockpit.plot", "cockpit.plot.series", "cockpit.plot.chart", "cockpit.plot.text", "cockpit.plot.png"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
                 "cockpit.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.run.trust"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.run.store", "cockpit.run.watch", "cockpit.hang",
-                "cockpit.rundiag", "cockpit.run_forecast", "cockpit.sweep_trials", "cockpit.runfix",
-                "cockpit.plot.source", "cockpit.sweep_series", "cockpit.runcause"),
+                "cockpit.plot.source"),
+    # what cockpit concludes about a run: above every service it reads, below the two faces that show it
+    "insight": ("cockpit.insight.diagnosis", "cockpit.insight.cause", "cockpit.insight.fixes",
+                "cockpit.insight.proposals", "cockpit.insight.forecast_inputs", "cockpit.insight.sweep_table",
+                "cockpit.insight.sweep_series"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }
-RANK = {"core": 0, "adapter": 1, "service": 2, "face": 3}
+RANK = {"core": 0, "adapter": 1, "service": 2, "insight": 3, "face": 4}
 ALLOWED = {("cockpit.cli.main", "cockpit.tui"), ("cockpit.cli.main", "cockpit.tui.app"),  # `cockpit` opens the TUI
            ("cockpit.__main__", "cockpit.cli.main")}  # `python -m cockpit` is the CLI
 # Stdlib-only modules the ranks share: names (contract, run_layout) and the stop flag + scontrol requeue
@@ -200,9 +203,9 @@ def test_the_checks_report_what_they_should():
     service pulling in the training runtime, and a three-module loop."""
     bad = {"cockpit.logs.parse.parser": {"cockpit.run.store"}, "cockpit.tui.app": {"cockpit.cli.console"},
            "cockpit.fleet.nodes": {"cockpit.train.runtime"}, "cockpit.run.store": {"cockpit.run.watch"},
-           "cockpit.run.watch": {"cockpit.rundiag"}, "cockpit.rundiag": {"cockpit.run.store"}}
+           "cockpit.run.watch": {"cockpit.hang.gather"}, "cockpit.hang.gather": {"cockpit.run.store"}}
     assert violations(bad) == ["cockpit.logs.parse.parser (core) imports cockpit.run.store (service)",
                                "cockpit.tui.app (face) imports cockpit.cli.console (face)",
                                "cockpit.fleet.nodes (service) imports cockpit.train.runtime (train)"]
-    assert cycles(bad) == [["cockpit.run.store", "cockpit.run.watch", "cockpit.rundiag"]]
+    assert cycles(bad) == [["cockpit.hang.gather", "cockpit.run.store", "cockpit.run.watch"]]
     assert "cockpit.cli.common" in GRAPH["cockpit.cli.main"]  # deferred and top-level imports are both seen

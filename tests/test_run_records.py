@@ -70,7 +70,7 @@ def test_ps_json_prints_what_the_untyped_code_printed(tmp_path: Path):
     r = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--json"], capture_output=True, text=True, env=env,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    # The forecast (cockpit.forecast) came later and reads the clock for live runs: each run has one, and the
+    # The forecast (cockpit.insight.forecast) came later and reads the clock for live runs: each run has one, and the
     # rest is what the untyped code printed, byte for byte.
     out = json.loads(r.stdout)
     forecasts = [run.pop("forecast") for run in out["runs"]]

@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+from cockpit.insight.cause import launcher_death
+from cockpit.insight.diagnosis import duration, health, history_line
 from cockpit.run.store import FirstFailure, RankExit, RunStatus, rank_files
 from cockpit.run.trust import owner
-from cockpit.runcause import launcher_death
-from cockpit.rundiag import duration, health, history_line
 
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
@@ -103,11 +103,11 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
 
 
 def _forecast_line(run_dir: Path, status: RunStatus) -> str:
-    """Will it finish in time, and the GPU-hours (a sweep: its trials' sum); cockpit.forecast."""
+    """Will it finish in time, and the GPU-hours (a sweep: its trials' sum); cockpit.insight.forecast."""
     from cockpit.run.store import is_sweep
 
     if is_sweep(status):
-        from cockpit.sweep_trials import sweep_gpu_hours, trial_rows
+        from cockpit.insight.sweep_table import sweep_gpu_hours, trial_rows
 
         rows = trial_rows(run_dir, status)
         hours = sweep_gpu_hours(rows)
@@ -117,7 +117,7 @@ def _forecast_line(run_dir: Path, status: RunStatus) -> str:
         which = rerun_of(run_dir)
         return (f"sweep: {len(rows)} trial{'s' if len(rows) != 1 else ''}{f' ({which})' if which else ''}, {gpus} "
                 f"(cockpit sweep show {status.run_id} --sort loss)")
-    from cockpit.run_forecast import run_forecast
+    from cockpit.insight.forecast_inputs import run_forecast
 
     return run_forecast(run_dir, status).line()
 
@@ -160,13 +160,13 @@ def _forecast_cells(run_dir: Path, status: RunStatus, now: float) -> str:
     if status.state == UNREADABLE:
         return f"{'-':<16} {'-':>6}"
     if is_sweep(status):
-        from cockpit.sweep_trials import sweep_gpu_hours, trial_rows
+        from cockpit.insight.sweep_table import sweep_gpu_hours, trial_rows
 
         rows = trial_rows(run_dir, status, now)
         hours = sweep_gpu_hours(rows)
         gpu = "cpu" if all(r.forecast.gpus == 0 for r in rows) else f"{hours or 0.0:.2f}"
         return f"{'-':<16} {gpu:>6}"
-    from cockpit.run_forecast import run_forecast
+    from cockpit.insight.forecast_inputs import run_forecast
 
     fc = run_forecast(run_dir, status, now=now)
     gpu = "cpu" if fc.gpus == 0 else ("-" if fc.gpu_hours is None else f"{fc.gpu_hours:.2f}")

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from cockpit.fs.paths import default_runs_dir, too_long
+from cockpit.insight.diagnosis import hang_findings, run_findings, run_sources
 from cockpit.run import layout
 from cockpit.run.store import RunNotFound, resolve_run
-from cockpit.rundiag import hang_findings, run_findings, run_sources
 from cockpit.slurm.jobs import parse_job_ref
 
 
@@ -29,7 +29,7 @@ def run_of(arg: str, runs_dir: Path) -> Path | None:
     job_id, run_dir = job_target(arg, runs_dir)
     if job_id is not None:
         return run_dir
-    from cockpit.rundiag import first_failed_trial
+    from cockpit.insight.diagnosis import first_failed_trial
 
     try:
         run_dir = resolve_run(runs_dir, arg)

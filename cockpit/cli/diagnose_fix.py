@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cockpit.runfix import FixError, plan, write_fixed
+from cockpit.insight.fixes import FixError, plan, write_fixed
 
 
 def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) -> int:

@@ -142,7 +142,7 @@ def _chart(args, run_dir, status, readers: dict, width: int, height: int):
 
 
 def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):
-    from cockpit.sweep_series import SweepSeries, sweep_chart
+    from cockpit.insight.sweep_series import SweepSeries, sweep_chart
 
     if args.metric == "wait":
         raise UsageError(f"{run_dir.name} is a sweep: its trials are separate runs, whose ranks never wait for "

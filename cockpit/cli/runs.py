@@ -201,7 +201,7 @@ def cmd_ps(args) -> int:
 
         return ps_all(rows, args.json)
     if args.json:
-        from cockpit.run_forecast import run_forecast
+        from cockpit.insight.forecast_inputs import run_forecast
 
         print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d), "forecast": run_forecast(d, s).to_dict(),
                                     **({"owner": who} if (who := owner(d)) else {})}  # another user's run

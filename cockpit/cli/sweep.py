@@ -46,10 +46,10 @@ def _call(verb: str):
 
 def cmd_show(args) -> int:
     from cockpit.cli.runs import CommandError, find, status_of
-    from cockpit.forecast import hms
+    from cockpit.insight.forecast import hms
+    from cockpit.insight.sweep_table import sort_rows, sweep_gpu_hours, table, trial_rows
     from cockpit.launch.rerun import rerun_of
     from cockpit.run.store import is_sweep
-    from cockpit.sweep_trials import sort_rows, sweep_gpu_hours, table, trial_rows
 
     run_dir = find(args)
     status = status_of(run_dir)

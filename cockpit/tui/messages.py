@@ -83,7 +83,7 @@ class MetricsRead(Message):
 
 
 class ForecastRead(Message):
-    """The run's forecast line, and for a sweep its trial table's rows (cockpit.sweep_trials.TrialRow)."""
+    """The run's forecast line, and for a sweep its trial table's rows (cockpit.insight.sweep_table.TrialRow)."""
 
     def __init__(self, line: str, trials: list | None) -> None:
         super().__init__()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cockpit.cli.console import Painter, summary
+from cockpit.insight.diagnosis import health
 from cockpit.run.store import FirstFailure, RunStatus
-from cockpit.rundiag import health
 
 STALL = {"kind": "stall", "severity": "error", "quiet_s": 612.0, "text": "no rank made progress for 612 s: ...",
          "hint": "rank 1 is the culprit", "stacks": "/runs/r/logs/stacks.x.txt",
@@ -39,8 +39,8 @@ def test_ps_health_column():
 
 
 def test_a_cleared_stall_stays_in_the_summary_diagnose_and_ps_with_when_how_long_who_and_where(tmp_path: Path):
+    from cockpit.insight.diagnosis import hang_findings
     from cockpit.run.store import create_run_dir, write_status
-    from cockpit.rundiag import hang_findings
 
     cleared = {**STALL, "severity": "warning", "began": 41.0, "cleared": 81.5, "lasted_s": 40.5, "rule": "adaptive",
                "culprits": [{"rank": 0, "host": "gpu1", "state": "running", "where": "evaluate (train.py:90)"}]}

@@ -1,11 +1,11 @@
-"""Findings -> job-file changes (cockpit.logs.fixes): a rule's Fix as edits of this job, the values it leaves
+"""Findings -> job-file changes (cockpit.insight.proposals): a rule's Fix as edits of this job, the values it leaves
 to the user chosen from the nodes' interfaces where they decide it, the rest as steps in words."""
 
 from __future__ import annotations
 
 from cockpit.fleet.report import Interface
+from cockpit.insight.proposals import Facts, proposals
 from cockpit.logs.diagnose.model import CHOOSE, Finding, Fix, Report
-from cockpit.logs.fixes import Facts, proposals
 from cockpit.spec.jobedit import Change
 
 

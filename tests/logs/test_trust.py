@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import pytest
 
+from cockpit.insight.proposals import Facts, no_fix, proposals
 from cockpit.logs.diagnose.engine import diagnose
-from cockpit.logs.fixes import Facts, no_fix, proposals
 from cockpit.logs.parse.parser import parse_lines
 
 KINDS = [

@@ -10,8 +10,8 @@ import pytest
 from slurm import test_slurm_runs as base
 from slurm.test_slurm_runs import HERE, cockpit, only_run, read, start_cockpit, wait_for, write_job
 
+from cockpit.insight.forecast_inputs import read_metrics, run_forecast
 from cockpit.run.store import list_runs, read_status
-from cockpit.run_forecast import read_metrics, run_forecast
 
 pytestmark = pytest.mark.slow
 runs = base.runs  # the fixture: a runs directory whose supervisors are ended after the test

@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 
 from cockpit.hang.stacks import parse_dump
+from cockpit.insight.cause import FATAL, place_of
 from cockpit.run.store import create_run_dir
-from cockpit.runcause import FATAL, place_of
 
 
 def run_hooked(run_dir: Path, code: str) -> subprocess.CompletedProcess:

@@ -65,9 +65,9 @@ class Outcome:
         return self.json["cause"]
 
     def tui_plan(self):
-        """What the TUI's fix review (F, then r to relaunch) would offer: cockpit.runfix's plan."""
-        from cockpit.rundiag import diagnose_run
-        from cockpit.runfix import plan
+        """What the TUI's fix review (F, then r to relaunch) would offer: cockpit.insight.fixes's plan."""
+        from cockpit.insight.diagnosis import diagnose_run
+        from cockpit.insight.fixes import plan
 
         return plan(self.run_dir, diagnose_run(self.run_dir))
 

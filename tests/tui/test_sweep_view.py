@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tui.tuidata import until
 
+from cockpit.insight.sweep_table import trial_rows
 from cockpit.run.records import NodeRecord, Trial
 from cockpit.run.store import RunStatus, create_run_dir, write_status
-from cockpit.sweep_trials import trial_rows
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.context import Context

@@ -9,7 +9,7 @@ mismatch, a GPU or node that broke, a network or rendezvous that could not be se
 ``first_cause`` names the earliest root cause, in its own words, with the remedy it needs: ``code`` (an
 exception, a mismatch: no setting fixes it), ``configuration`` (an interface, a port, /dev/shm, a fabric
 setting), ``resources`` (memory), ``hardware`` (a GPU, a node), ``outside`` (the scheduler, a signal). A
-configuration fix is offered only for a cause that configuration explains (``cockpit.logs.fixes``).
+configuration fix is offered only for a cause that configuration explains (``cockpit.insight.proposals``).
 
 Pure: (path, event) pairs in, values out.
 """

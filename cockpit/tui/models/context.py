@@ -68,8 +68,8 @@ def default_relaunch(job: Path, runs_dir: Path) -> Path:
 
 
 def default_fix_facts(run_dir: Path) -> object:
-    """What the fix review's proposals may depend on (cockpit.runfix.local_facts: a local run's interfaces)."""
-    from cockpit.runfix import local_facts
+    """What the fix review's proposals may depend on (cockpit.insight.fixes.local_facts: a local run's interfaces)."""
+    from cockpit.insight.fixes import local_facts
 
     return local_facts(run_dir)
 
@@ -89,7 +89,7 @@ class Context:
     partitions: Callable[[], list[str]] = default_partitions
     requeue: Callable[[Path], object] | None = None
     relaunch: Callable[[Path, Path], Path] = default_relaunch  # (job file, runs dir) -> the new run's directory
-    fix_facts: Callable[[Path], object] = default_fix_facts  # run dir -> cockpit.logs.fixes.Facts
+    fix_facts: Callable[[Path], object] = default_fix_facts  # run dir -> cockpit.insight.proposals.Facts
     user_jobs: Callable[[], list] | None = None  # the Runs screen's Slurm jobs (default_user_jobs); None: none
     runs_every: float = 2.0  # seconds between runs-list refreshes
     stop_grace: float = 10.0

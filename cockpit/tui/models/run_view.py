@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from cockpit.tui.models.log_store import MERGED, label
 
 if TYPE_CHECKING:
+    from cockpit.insight.sweep_table import TrialRow
     from cockpit.logs.diagnose.model import Report
     from cockpit.run.store import RunStatus
-    from cockpit.sweep_trials import TrialRow
     from cockpit.tui.models.feed_state import LiveEvent
 
 APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second

@@ -4,7 +4,7 @@ each rank's GPU utilisation and memory over time from Fleet's readings; for a sw
 on one chart and rate / heat per trial. `m` cycles the chart, `r` picks one rank (or trial), `a` all again.
 
 The charts are cockpit.plot's values (what `cockpit plot RUN --metric ...` draws): built in a thread worker
-from cockpit.plot.source.RunSeries (or cockpit.sweep_series for a sweep), polled once a second while the
+from cockpit.plot.source.RunSeries (or cockpit.insight.sweep_series for a sweep), polled once a second while the
 screen is shown, each poll bounded; the UI thread only draws them (plotext through textual-plotext, the heat
 map as text). The GPU chart is drawn from the app's fleet history on the UI thread (small, in memory)."""
 
@@ -51,7 +51,7 @@ class ChartsScreen(CockpitScreen):
         self.sweep = False
         self.shown: tuple | None = None  # what is on screen: (metric, pick, chart value), to skip equal redraws
         self._lock = threading.Lock()  # a cancelled worker's thread may still be reading
-        self._series = None  # cockpit.plot.source.RunSeries, or cockpit.sweep_series.SweepSeries
+        self._series = None  # cockpit.plot.source.RunSeries, or cockpit.insight.sweep_series.SweepSeries
         self._spec: object = None  # the run's job, read once (False: unreadable)
         self.log_y = False
         self._first = True  # the first chart not yet chosen by the user: a run without a loss opens on its rate
@@ -145,7 +145,7 @@ class ChartsScreen(CockpitScreen):
 
     def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int,
                     log_y: bool) -> ChartsRead:
-        from cockpit.sweep_series import SweepSeries, sweep_chart
+        from cockpit.insight.sweep_series import SweepSeries, sweep_chart
 
         if self._series is None:
             self._series = SweepSeries(self.run_dir, keep=CHART_POINTS)
@@ -160,8 +160,8 @@ class ChartsScreen(CockpitScreen):
 
     def _gpus(self, status) -> chartsview.GpuMap | None:
         """rank -> (host, GPU index); None for a job that uses no GPUs."""
+        from cockpit.insight.forecast_inputs import job_spec
         from cockpit.run import layout
-        from cockpit.run_forecast import job_spec
 
         if self._spec is None:
             self._spec = job_spec(self.run_dir) or False

@@ -1,4 +1,4 @@
-"""Fix and relaunch, from the run view: the diagnosis's configuration fixes (cockpit.runfix, what `cockpit
+"""Fix and relaunch, from the run view: the diagnosis's configuration fixes (cockpit.insight.fixes, what `cockpit
 diagnose RUN --fix` prints) with each finding's evidence line and reason, and the job file's diff. Nothing is
 written until ``r``: then the fixed job file is written next to the original (never over a file) and
 launched like Compose launches; the new run opens. escape cancels. Planning, writing and launching run in
@@ -24,7 +24,7 @@ class FixScreen(ModalScreen[Path | None]):
     def __init__(self, run_dir: Path) -> None:
         super().__init__()
         self.run_dir = run_dir
-        self.plan = None  # cockpit.runfix.Plan once read
+        self.plan = None  # cockpit.insight.fixes.Plan once read
         self._launching = False
 
     def compose(self) -> ComposeResult:
@@ -42,8 +42,8 @@ class FixScreen(ModalScreen[Path | None]):
 
     @work(thread=True, exclusive=True, group="fix", exit_on_error=False)
     def read_plan(self) -> None:
-        from cockpit.rundiag import diagnose_run
-        from cockpit.runfix import FixError, plan
+        from cockpit.insight.diagnosis import diagnose_run
+        from cockpit.insight.fixes import FixError, plan
 
         try:
             p = plan(self.run_dir, diagnose_run(self.run_dir), self.app.ctx.fix_facts(self.run_dir))
@@ -72,8 +72,8 @@ class FixScreen(ModalScreen[Path | None]):
 
     @work(thread=True, group="fix-launch", exit_on_error=False)
     def relaunch(self) -> None:
+        from cockpit.insight.fixes import write_fixed
         from cockpit.launch import LaunchError
-        from cockpit.runfix import write_fixed
         from cockpit.spec.model import SpecError
 
         ctx = self.app.ctx

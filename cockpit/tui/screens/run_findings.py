@@ -55,7 +55,7 @@ class RunFindings:
     def diagnose(self) -> None:
         from dataclasses import replace
 
-        from cockpit.rundiag import diagnose_run
+        from cockpit.insight.diagnosis import diagnose_run
 
         report = diagnose_run(self.run_dir)
         hidden = runview.HIDDEN_FROM_REPORT

@@ -269,9 +269,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         status, now = self.status, self.app.ctx.clock()
         if status is None:
             return
+        from cockpit.insight.forecast_inputs import job_spec, run_forecast
+        from cockpit.insight.sweep_table import sort_rows, trial_rows
         from cockpit.run.store import is_sweep
-        from cockpit.run_forecast import job_spec, run_forecast
-        from cockpit.sweep_trials import sort_rows, trial_rows
 
         if self._spec is None:
             self._spec = job_spec(self.run_dir) or False

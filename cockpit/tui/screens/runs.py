@@ -16,8 +16,8 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer
 
+from cockpit.insight.diagnosis import duration, health
 from cockpit.run.store import RunStatus
-from cockpit.rundiag import duration, health
 from cockpit.tui.messages import JobsListed, RunsListed
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar

@@ -10,7 +10,7 @@ What it tells apart, each a root cause with its own words (``Cause``) and the re
 - the launcher's own death (torchrun SIGKILLed): its ranks' SIGTERMs only follow from it;
 - anything else: the exit records' first failure with its own log's words.
 
-Used by ``rundiag.run_findings``; the end-of-run summary words the launcher's death the same way."""
+Used by ``diagnosis.run_findings``; the end-of-run summary words the launcher's death the same way."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A sweep's trial table: per trial its arguments, state, steps and last loss, and its forecast; the sweep's
 GPU-hours. What `cockpit sweep show` prints and the TUI's run view shows for a sweep run. Reads each trial's
-status.json and the tail of its rank-0 metrics (cockpit.run_forecast); the job once for all trials.
+status.json and the tail of its rank-0 metrics (cockpit.insight.forecast_inputs); the job once for all trials.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.forecast import Forecast
+from cockpit.insight.forecast import Forecast
+from cockpit.insight.forecast_inputs import job_spec, read_metrics, run_forecast
 from cockpit.run.store import RunStatus, read_status
-from cockpit.run_forecast import job_spec, read_metrics, run_forecast
 from cockpit.spec.model import JobSpec
 
 SORT_KEYS = ("trial", "loss", "state", "steps")

@@ -1,5 +1,5 @@
 """Will the run finish within its time limit? A pure function of what was measured: steps done and when, the
-total steps, the time limit, the time used, the GPUs held. No IO: cockpit.run_forecast reads a run's files
+total steps, the time limit, the time used, the GPUs held. No IO: cockpit.insight.forecast_inputs reads a run's files
 and calls :func:`forecast`; ps, the run summary and the TUI print the record it returns.
 
 Unknown is a value, never a guess: without step metrics, without a total step count, or (Slurm) without a

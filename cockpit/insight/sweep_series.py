@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from cockpit.insight.sweep_table import TrialRow, trial_rows
 from cockpit.plot import chart as charts
 from cockpit.plot.series import RankSeries
 from cockpit.plot.source import RunSeries
 from cockpit.run.store import FINAL_STATES, RunStatus
-from cockpit.sweep_trials import TrialRow, trial_rows
 
 Trials = list[tuple[TrialRow, RankSeries | None]]
 WAIT_NOTE = "a sweep's trials are separate runs whose ranks never wait for each other: open a trial's run"

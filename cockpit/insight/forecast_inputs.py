@@ -1,5 +1,5 @@
 """A run's forecast from its files: the metrics' steps and times, the job's limits, the status's times, handed
-to the pure cockpit.forecast. Read-only and cheap (the tail of one metrics file, the job copy, the tail of
+to the pure cockpit.insight.forecast. Read-only and cheap (the tail of one metrics file, the job copy, the tail of
 one agent log), so `cockpit ps` can ask it for every run.
 
 Where each input comes from:
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.forecast import Forecast, forecast, slurm_seconds
 from cockpit.fs import safeio
+from cockpit.insight.forecast import Forecast, forecast, slurm_seconds
 from cockpit.render.sbatch import START_MARK
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, tail_lines

@@ -1,4 +1,4 @@
-"""Fix-and-relaunch for a run: its diagnosis's proposals (cockpit.logs.fixes) made into a new job file.
+"""Fix-and-relaunch for a run: its diagnosis's proposals (cockpit.insight.proposals) made into a new job file.
 
 Which job file: the one the run was started from, where it still is; else the run's own copy
 (<run>/job.yaml), and the plan says which. The facts the proposals need are read here: a local run's
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit.logs.fixes import Facts, Proposal, no_fix, proposals
+from cockpit.insight.proposals import Facts, Proposal, no_fix, proposals
 from cockpit.run import layout
 from cockpit.run.store import read_status
 from cockpit.spec import jobedit, jobfile, yamlpos

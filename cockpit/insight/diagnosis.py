@@ -94,7 +94,7 @@ def run_findings(run_dir: Path, report):
     """``report`` (of the run's logs) with what the run's status.json knows: ranks that aborted in teardown
     after their work (cockpit.logs.diagnose.teardown) first; for a stopped run, without the stop's echoes (and, where
     cockpit stopped it because it hung, saying so); the first failure and its cause from the exit records, the
-    launcher's exit and the ranks' places when they ended (cockpit.runcause)."""
+    launcher's exit and the ranks' places when they ended (cockpit.insight.cause)."""
     from dataclasses import replace
 
     from cockpit.logs.diagnose import teardown
@@ -137,9 +137,9 @@ def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tu
 
 
 def _places(logs: dict) -> dict:
-    """Each rank's place when it ended (cockpit.runcause.place_of), for the ranks that left one."""
+    """Each rank's place when it ended (cockpit.insight.cause.place_of), for the ranks that left one."""
+    from cockpit.insight.cause import place_of
     from cockpit.run.store import tail_lines
-    from cockpit.runcause import place_of
 
     out = {}
     for rank, (_host, path) in logs.items():
@@ -159,8 +159,8 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
     its own log's words. The exit records (to the nanosecond) say it better than torchelastic's table (1-second
     timestamps, the lowest rank on a tie) or the logs' order: where a run has them, their finding replaces the
     logs'."""
+    from cockpit.insight.cause import LAUNCHER_HINT, launcher_death
     from cockpit.logs.diagnose.model import Cause, Finding
-    from cockpit.runcause import LAUNCHER_HINT, launcher_death
 
     others = tuple(f for f in findings if f.code != "first_failure")
     death = launcher_death(status)
@@ -210,10 +210,10 @@ def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> t
 
 
 def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tuple[tuple, object]:
+    from cockpit.insight.cause import mismatch, read_source
     from cockpit.logs.diagnose.cause import cause_of, is_root
     from cockpit.logs.diagnose.model import Cause, Finding
     from cockpit.logs.parse.kinds import COLLECTIVE_MISMATCH
-    from cockpit.runcause import mismatch, read_source
 
     rank = first.rank
     log = logs.get(rank)
