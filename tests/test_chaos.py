@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.launch.local import launcher as local
 from cockpit.run.store import list_runs, read_status
 

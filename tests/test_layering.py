@@ -26,7 +26,7 @@ LAYERS = {
              "cockpit.hang.words", "cockpit.insight", "cockpit.insight.forecast",
              "cockpit.plot", "cockpit.plot.series", "cockpit.plot.chart", "cockpit.plot.text", "cockpit.plot.png"),
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
-                "cockpit.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.run.trust"),
+                "cockpit.launch.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.run.trust"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.run.store", "cockpit.run.watch", "cockpit.hang",
                 "cockpit.plot.source"),
     # what cockpit concludes about a run: above every service it reads, below the two faces that show it

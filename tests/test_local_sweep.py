@@ -14,7 +14,7 @@ import yaml
 from helpers import REPO
 from test_runs_e2e import cockpit, env_for, only_run, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.launch.local import sweep as local_sweep
 from cockpit.launch.local.launcher import free_port
 from cockpit.launch.plan import LaunchError

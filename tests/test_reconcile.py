@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.launch.local.launcher import reconcile
 from cockpit.run.store import RunStatus, read_status, write_status
 

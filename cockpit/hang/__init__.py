@@ -9,8 +9,8 @@ cockpit.node.rankhook (with cockpit.node.rankworkers).
                       inputs), the "starting" words and the stacks report
     words.py          pure: a finding's text, hint and next command
     evidence.py       what one rank (and its workers) said when asked
-    gather.py         IO: read a run's rank files; ask local and Slurm ranks for their stacks
-    remote_stacks.py  IO: the same for ssh nodes, through the node agent
+    gather.py         IO: read a run's rank files; ask local and Slurm ranks for their stacks (an ssh run's
+                      come from the ssh launcher's stacks.py, through the node agent)
     watchdog.py       the supervisor's once-a-second look: status.json's progress, watch, findings and history,
                       on_stall
 """

@@ -1,6 +1,6 @@
 """What one rank said when asked for its stack (the faulthandler dump, its Flight Recorder record, its last
 beat, its DataLoader workers' stacks), and the token that marks one request: shared by the local and Slurm
-gatherer (gather) and the ssh one (remote_stacks)."""
+gatherer (gather) and the ssh one (cockpit.launch.ssh.stacks)."""
 
 from __future__ import annotations
 

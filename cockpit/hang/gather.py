@@ -18,11 +18,11 @@ import signal
 import time
 from pathlib import Path
 
-from cockpit import procs
 from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
+from cockpit.launch import procs
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, rank_exits, rank_files
 
@@ -96,7 +96,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
     within ``timeout``. ``signal_ranks(request)`` delivers SIGURG (default: by the run's launcher)."""
     if status.launcher == "ssh" and signal_ranks is None:
-        from cockpit.hang import remote_stacks
+        from cockpit.launch.ssh import stacks as remote_stacks
 
         return remote_stacks.collect(run_dir, status, ranks, timeout)
     request = new_request()

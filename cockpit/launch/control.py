@@ -19,8 +19,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from cockpit import procs
-from cockpit.launch import registry
+from cockpit.launch import procs, registry
 from cockpit.launch.local import launcher as local
 from cockpit.launch.protocol import Warn
 from cockpit.run import store as runs

@@ -6,7 +6,7 @@ cockpit never stops training, and failure handling does not depend on anyone wat
 - starts each node's rendered script (local: one torchrun), its output in logs/agent.<host>.log;
 - records every rank's end as the rank wrapper reports it, and the first failure (earliest non-zero exit);
 - when a rank fails, gives torchrun ``grace`` seconds to tear the rest down, then stops every process of
-  the run itself (found by run id, see cockpit.procs), so nothing hangs in a collective or an exit barrier;
+  the run itself (found by run id, see cockpit.launch.procs), so nothing hangs in a collective or an exit barrier;
 - on SIGTERM (`cockpit stop`, Ctrl-C in `cockpit run`, the TUI's stop, the watchdog's on_stall: stop):
   SIGTERM to torchrun, which passes it to the ranks (cockpit.train checkpoints at the next step), SIGKILL
   for whatever is left after the stop's grace (<run>/stop.json, else ``grace``); rank exits from then on
@@ -30,9 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from cockpit import procs
 from cockpit.fs.safeio import Untrusted
-from cockpit.launch import registry
+from cockpit.launch import procs, registry
 from cockpit.launch.plan import LaunchError
 from cockpit.run import layout
 from cockpit.run.store import (

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from cockpit import procs  # noqa: E402
+from cockpit.launch import procs  # noqa: E402
 from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E402
 
 WRITER = r"""

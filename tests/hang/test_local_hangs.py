@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, rank_files, read_status
 
 pytestmark = pytest.mark.slow

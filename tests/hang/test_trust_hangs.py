@@ -13,7 +13,7 @@ import pytest
 from hang.test_local_hangs import SCRIPTS, cockpit, job, start, the_run
 from helpers import wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow

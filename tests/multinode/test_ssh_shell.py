@@ -17,7 +17,7 @@ import types
 
 from helpers import cockpit_env, require_tool, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, Timing
 from cockpit.launch.ssh.shell import agent_command, list_script, parse_started, start_script, stop_script
 from cockpit.remote import LocalRemote, SSHOptions
@@ -204,7 +204,7 @@ def test_the_stop_grace_comes_from_cockpit_stop_then_cockpit_run_then_the_plan(t
 
 def test_stop_gives_each_rank_of_a_real_torchrun_one_sigterm(tmp_path):
     """The node-side stop on a real torchrun run (started here by the local launcher): torchrun signals each
-    worker's group, so the stop leaves the rank wrappers and their ranks to it (as cockpit.procs.first_term
+    worker's group, so the stop leaves the rank wrappers and their ranks to it (as cockpit.launch.procs.first_term
     does); signalling them besides would deliver SIGTERM two or three times, and Lightning's handler acts on
     each."""
     from helpers import REPO

@@ -15,8 +15,8 @@ from pathlib import Path
 from helpers import wait_for
 from safety.hostile import USER_PYTHON, as_user, cockpit, make_run, rank_file
 
-from cockpit import procs
 from cockpit.fs import safeio
+from cockpit.launch import procs
 from cockpit.run.store import read_status
 
 # A process that records each signal it gets in a file, and says when its handlers are set.

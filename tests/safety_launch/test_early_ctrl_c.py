@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow

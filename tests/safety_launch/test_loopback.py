@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, require_tool, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.render import loopback
 from cockpit.run.store import list_runs, read_status
 

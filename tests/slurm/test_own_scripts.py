@@ -22,7 +22,7 @@ import pytest
 import yaml
 from helpers import REPO, wait_for
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from helpers import REPO
 from slurm.test_slurm_runs import SMALL, cockpit, write_job
 from slurm.test_slurm_runs import runs as runs  # noqa: F401 - the fixture, shared
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow

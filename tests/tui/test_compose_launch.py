@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from tui.tuidata import until
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, rank_files, read_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from tui.tuidata import until
 
-from cockpit import launch, procs
+from cockpit import launch
+from cockpit.launch import procs
 from cockpit.run.store import read_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp

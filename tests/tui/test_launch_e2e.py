@@ -7,7 +7,7 @@ import pytest
 from helpers import REPO
 from tui.tuidata import until
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, read_status
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screens.compose import ComposeScreen

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from helpers import REPO, cockpit_env, require_tool
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.run.store import list_runs
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from cockpit import contract, procs
+from cockpit import contract
+from cockpit.launch import procs
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.render import default_kind, render

@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit import procs
+from cockpit.launch import procs
 from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run
 from cockpit.launch.plan import LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions

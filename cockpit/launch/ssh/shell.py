@@ -89,7 +89,7 @@ def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
 
 
 def _first_term() -> list[str]:
-    """$first: the processes to SIGTERM so each rank gets it once (cockpit.procs.first_term): not a rank
+    """$first: the processes to SIGTERM so each rank gets it once (cockpit.launch.procs.first_term): not a rank
     wrapper whose torchrun is in the run (torchrun signals its worker's group), nor that wrapper's rank."""
     ppid = 'pp=$(cut -d" " -f4 /proc/"$p"/stat 2>/dev/null)'
     return ['all=" $(printf \'%s \' $found)"; relayed=" "',
