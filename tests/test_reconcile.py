@@ -16,7 +16,7 @@ import pytest
 from helpers import REPO, cockpit_env
 
 from cockpit.launch import procs
-from cockpit.launch.local.launcher import reconcile
+from cockpit.launch.supervision import reconcile
 from cockpit.run.store import RunStatus, read_status, write_status
 
 

@@ -14,7 +14,7 @@ from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, ps_table, summary, use_color
 from cockpit.cli.follow import follow, notice
 from cockpit.fs.paths import default_runs_dir
-from cockpit.launch.local import launcher as local
+from cockpit.launch import supervision
 from cockpit.run import layout
 from cockpit.run.store import (
     RunNotFound,
@@ -132,7 +132,7 @@ def cmd_attach(args) -> int:
     if status.final:
         print(summary(run_dir, status, Painter(use_color())))
         return status.exit_code or 0
-    if status.launcher == "ssh" and status.supervisor and not local.supervisor_alive(status):
+    if status.launcher == "ssh" and status.supervisor and not supervision.supervisor_alive(status):
         notice(f"{run_dir.name} is {status.state} but its supervisor is gone, so nothing follows it: "
                f"{status.note} (cockpit attach later shows its end; cockpit stop ends it)")
         return 1

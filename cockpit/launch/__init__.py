@@ -54,6 +54,6 @@ def check_runs_dir(runs_dir: Path) -> None:
 
 def start(run_dir: Path, grace: float = 10.0) -> int:
     """Start the run's detached supervisor; returns its pid."""
-    from cockpit.launch.local import launcher as local
+    from cockpit.launch import supervision
 
-    return local.start(run_dir, grace)
+    return supervision.start(run_dir, grace)

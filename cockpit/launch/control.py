@@ -19,8 +19,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from cockpit.launch import procs, registry
-from cockpit.launch.local import launcher as local
+from cockpit.launch import procs, registry, supervision
 from cockpit.launch.protocol import Warn
 from cockpit.run import store as runs
 from cockpit.run.store import UNREADABLE, RunStatus, write_status
@@ -34,18 +33,18 @@ def _quiet(_text: str) -> None:
 def request_stop(run_dir: Path, status: RunStatus, grace: float, by: str = "cockpit stop") -> bool:
     """Ask the run's supervisor to stop it; False when there is no live supervisor to ask. The grace goes
     first, in <run>/stop.json: the supervisor's stop waits that long before SIGKILL (not its launch --grace)."""
-    if not local.supervisor_alive(status):
+    if not supervision.supervisor_alive(status):
         return False
     # A full or read-only disk: the stop still happens, with the grace given at launch.
     with contextlib.suppress(OSError):
         runs.request_stop(run_dir, grace, by)
-    return local.request_stop(status, run_dir)
+    return supervision.request_stop(status, run_dir)
 
 
 def frozen_supervisor(status: RunStatus) -> tuple[int, str] | None:
     """(pid, state) when the run's supervisor is alive but frozen: stopped (T) or stuck in IO (D, a hung
     network file system): it cannot act on a stop until it thaws."""
-    sup = local.supervisor_pid(status)
+    sup = supervision.supervisor_pid(status)
     letter = procs.frozen(sup[0]) if sup is not None and procs.is_alive(*sup) else None
     return None if letter is None else (sup[0], letter)
 

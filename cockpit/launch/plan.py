@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit.fs.paths import default_runs_dir, job_workdir
+from cockpit.preflight.local import LocalFacts
 from cockpit.render.facts import Facts
 from cockpit.spec.model import JobSpec
 
@@ -83,3 +84,25 @@ def dry_run_facts(spec: JobSpec, job_path: str, runs_dir: str | None = None) -> 
     base = Path(runs_dir) if runs_dir else default_runs_dir()
     return facts_for(spec, job_path, str(base.absolute() / DRY_RUN_ID), DRY_RUN_ID,
                      spec.master_port or DEFAULT_MASTER_PORT)
+
+
+def job_files(spec: JobSpec, job_path: str, python: str) -> LocalFacts:
+    """What the file checks of a job run from this machine's filesystem need (local, and Slurm's submit host):
+    its workdir and script by a stat, ``python`` the interpreter its ranks use. No process is started."""
+    workdir = job_workdir(job_path, spec.workdir)
+    script = spec.script is not None and _is_file(Path(workdir) / os.path.expanduser(spec.script))
+    return LocalFacts(workdir, _is_dir(Path(workdir)), script, python, port=spec.master_port)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, a loop: not a script the ranks can run
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False

@@ -53,6 +53,10 @@ class Node(Protocol):
     def describe(self) -> NodeRecord:
         """Its entry in status.json's ``nodes``."""
 
+    def kill(self) -> int:
+        """SIGKILL what is left of processes it owns under a run id of its own (a local sweep's trial), at the
+        end of a stop; how many needed it. 0 for a unit whose processes are the run's own (or not here)."""
+
 
 class Launcher(Protocol):
     name: str  # status.json's "launcher"

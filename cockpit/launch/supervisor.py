@@ -159,9 +159,7 @@ class Supervisor:
 
     def _kill_nodes(self) -> int:
         """Nodes with processes of their own run id (a local sweep's trials) are killed by their own hand."""
-        from cockpit.launch.local.sweep import TrialNode
-
-        return sum(node.kill() for node in self.nodes if isinstance(node, TrialNode))
+        return sum(node.kill() for node in self.nodes)
 
     def _record_exits(self, now: float) -> bool:
         exits = rank_exits(self.run_dir)
@@ -263,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, default=10.0)
     parser.add_argument("--detach", action="store_true", help="fork, print the supervisor's pid on stdout and "
                         "exit at once: the supervisor is nobody's child but init's "
-                        "(cockpit.launch.local.launcher.start)")
+                        "(cockpit.launch.supervision.start)")
     args = parser.parse_args(argv)
     os.umask(0o077)  # the run's files (logs, exit records, metrics, checkpoints) are its owner's only
     try:  # the node scripts, the rank wrapper and the hook are run by path, as the caller: check the path first

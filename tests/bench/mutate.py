@@ -118,7 +118,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_run_records.py", "tests/test_runs_status.py")),
     Mutant("reconcile-partial-exits",
            "a run whose supervisor died with some ranks' exit records missing reads `succeeded`, not `lost`",
-           "cockpit/launch/local/launcher.py",
+           "cockpit/launch/supervision.py",
            "    complete = status.world_size is not None and len(exits) >= status.world_size\n",
            "    complete = bool(exits)\n",
            ("tests/test_reconcile.py", "tests/test_runs_status.py", "tests/test_run_records.py",

@@ -16,31 +16,14 @@ from pathlib import Path
 
 import cockpit
 from cockpit.fleet.report import NodeReport
-from cockpit.fs.paths import job_workdir
-from cockpit.launch.plan import interpreter
+from cockpit.launch.plan import interpreter, job_files
 from cockpit.preflight.local import HOST, IFNAME_VARS, LocalFacts
 from cockpit.spec.model import JobSpec
 
 
 def files(spec: JobSpec, job_path: str) -> LocalFacts:
     """The facts the file checks need (no process started; a module: job's module is not looked for)."""
-    workdir = job_workdir(job_path, spec.workdir)
-    script = spec.script is not None and _is_file(Path(workdir) / os.path.expanduser(spec.script))
-    return LocalFacts(workdir, _is_dir(Path(workdir)), script, interpreter(spec), port=spec.master_port)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long for the file system, a loop: not a script the ranks can run
-        return False
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
+    return job_files(spec, job_path, interpreter(spec))
 
 
 # Finds a module as `python -m` would from the working directory, without running any of its code: the top

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 
-from cockpit.launch.local import facts as local_facts
+from cockpit.launch.plan import interpreter, job_files
 from cockpit.preflight.slurm import SINFO_ARGS, SlurmFacts, parse_sinfo
 from cockpit.spec.model import JobSpec
 
 
 def gather(spec: JobSpec, job_path: str, run=subprocess.run, timeout: float = 30.0) -> SlurmFacts:
-    files = local_facts.files(spec, job_path)
+    files = job_files(spec, job_path, interpreter(spec))
     try:
         r = run(list(SINFO_ARGS), capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit.launch.local.launcher import supervisor_alive
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
+from cockpit.launch.supervision import supervisor_alive
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
 from cockpit.run import layout

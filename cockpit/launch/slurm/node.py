@@ -91,6 +91,10 @@ class SlurmJobNode:
         return replace(e, state=v.state if v else None, exit_code=self.exit_code, slurm=job,
                        null_keys=e.null_keys | SLURM_VIEW_KEYS)
 
+    def kill(self) -> int:
+        """Its processes are Slurm's: scancel ends them."""
+        return 0
+
     # -- following Slurm ----------------------------------------------------------------------------------
     def _look(self) -> None:
         exits = _exit_count(self.run_dir / layout.LOGS)

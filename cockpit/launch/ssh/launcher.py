@@ -23,11 +23,11 @@ from pathlib import Path
 
 from cockpit.fleet.report import NodeReport
 from cockpit.fs.paths import job_workdir
-from cockpit.launch.local import launcher as local
 from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, interpreter, with_shell_env
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
+from cockpit.launch.supervision import reconcile, supervisor_alive
 from cockpit.preflight import checks as preflight
 from cockpit.remote import RemotePool, SSHOptions
 from cockpit.run import layout
@@ -95,8 +95,8 @@ class SSHLauncher:
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         """A run whose supervisor died: its nodes ran on without it, so ask them; else as a local run."""
-        if not (status.supervisor and not status.final and not local.supervisor_alive(status)):
-            return local.reconcile(run_dir, status)
+        if not (status.supervisor and not status.final and not supervisor_alive(status)):
+            return reconcile(run_dir, status)
         from cockpit.launch.ssh import orphan
 
         try:

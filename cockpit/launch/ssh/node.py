@@ -85,6 +85,10 @@ class SSHNode:
                           run_dir=self.plan.run_dir, note=self.note,
                           ssh=SshProcess(self.plan.shared, self.start_ticks, self.stopped), null_keys=SSH_KEYS)
 
+    def kill(self) -> int:
+        """Its processes are on the node: the node's own teardown stops them."""
+        return 0
+
     # -- in the run's event loop ---------------------------------------------------------------------------------
     @property
     def done(self) -> bool:

@@ -55,7 +55,7 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
     """An ssh run whose supervisor died (killed, this machine rebooted): its nodes ran on without it. Ask
     each node once: copy what its run directory gained since (logs, metrics, exit records; not for a node
     that shares this one), and whether its torchrun still runs. All ended: the state is worked out from the
-    ranks' exit records (cockpit.launch.local.launcher.reconcile). Else the run stays "running", with a note that
+    ranks' exit records (cockpit.launch.supervision.reconcile). Else the run stays "running", with a note that
     nobody follows it; a node that cannot be asked leaves it at that too."""
     plan = read_plan(run_dir)
     known = {n.host: n for n in status.nodes or ()}
@@ -93,9 +93,9 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
     answers = asyncio.run(go())
     going = {h: a for h, a in answers.items() if a is not None and a != "never started"}
     if not going:
-        from cockpit.launch.local import launcher as local
+        from cockpit.launch.supervision import reconcile
 
-        return local.reconcile(run_dir, status)
+        return reconcile(run_dir, status)
     status.note = ("the supervisor is gone, nobody follows the run: " + "; ".join(
         f"{h}: {a}" for h, a in going.items()) + " (cockpit attach looks again and copies the logs; "
         "cockpit stop ends it on every node)")
