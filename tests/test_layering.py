@@ -43,11 +43,7 @@ ALLOWED = {("cockpit.cli.main", "cockpit.tui"), ("cockpit.cli.main", "cockpit.tu
 # (requeue), which plain scripts use without cockpit.train.
 TRAIN_MAY_IMPORT = ("cockpit", "cockpit.contract", "cockpit.run.layout", "cockpit.requeue")
 # Package circles that exist and are to be cut, each with its reason; none may be added.
-KNOWN_PACKAGE_CIRCLES = [
-    # hang asks the ssh launcher for an ssh run's stacks and Slurm's job ids to signal ranks, while the supervisor
-    # runs hang's watchdog: the launcher seam (issue 28) moves both questions onto the Launcher protocol
-    ["cockpit.hang", "cockpit.launch"],
-]
+KNOWN_PACKAGE_CIRCLES: list[list[str]] = []
 
 
 def module_name(path: Path) -> str:

@@ -14,7 +14,7 @@ from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, ps_table, summary, use_color
 from cockpit.cli.follow import follow, notice
 from cockpit.fs.paths import default_runs_dir
-from cockpit.launch import supervision
+from cockpit.launch import registry, supervision
 from cockpit.run import layout
 from cockpit.run.store import (
     RunNotFound,
@@ -256,7 +256,7 @@ def _wait_for_stop(run_dir: Path, status, grace: float, control):
 
 def cmd_stacks(args) -> int:
     """Every rank's Python stack (all threads), grouped by host and rank; the run goes on untouched."""
-    from cockpit.hang import finding, gather
+    from cockpit.hang import finding
 
     run_dir = find(args)
     own_run(run_dir, "stacks", "signal the ranks of")
@@ -269,7 +269,7 @@ def cmd_stacks(args) -> int:
         raise CommandError(f"{run_dir.name} has ended ({status.state}): no process left to ask{where}")
     ranks = set(args.rank) if args.rank else None
     try:
-        evidence = gather.collect(run_dir, status, ranks, timeout=args.timeout)
+        evidence = registry.for_run(status, fallback="local").stacks(run_dir, status, ranks, timeout=args.timeout)
     except (OSError, ValueError, KeyError) as exc:
         raise CommandError(f"{run_dir.name}: could not ask the ranks: {exc}") from None
     if not evidence:

@@ -1,10 +1,7 @@
-"""Reading a run's rank files, and asking its ranks for their stacks — by the path each launcher has:
-
-- local: the ranks' pids (logs/rank-R.HOST.pid, written by the rank wrapper) get SIGURG directly;
-- Slurm: ``scancel --signal=URG JOBID`` — slurmstepd delivers it to every process of the job's steps
-  (SIGURG is ignored by default, so the wrappers and anything without the hook are unharmed); the run
-  directory is on the shared filesystem, so the answers are read in place;
-- ssh: the node agent (``stacks``) signals the node's ranks and sends back what they wrote.
+"""Reading a run's rank files, and asking its ranks for their stacks where the answers land in the run
+directory as it is seen here (a local run; a Slurm run, its directory on the shared filesystem). How the
+ranks get SIGURG is the run's launcher's (cockpit.launch.protocol ``stacks``): the local one signals the pids
+the rank wrapper wrote, the Slurm one ``scancel --signal=URG``, and the ssh one asks the node agent instead.
 
 Before signalling, a marker line is appended to each rank's .stacks file and a new request number is
 written to logs/dump.req (the hook answers it with a Flight Recorder dump), so the answer is exactly what
@@ -14,19 +11,17 @@ follows the marker.
 from __future__ import annotations
 
 import os
-import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
-from cockpit.launch import procs
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, rank_exits, rank_files
 
-LOCAL_LAUNCHERS = ("local",)
 TAIL_BYTES = 4096
 ANSWER_BYTES = 16 << 20  # one rank's stacks and Flight Recorder dump: far less
 
@@ -64,12 +59,12 @@ def read_pid(path: Path) -> int | None:
         return None
 
 
-def samples(run_dir: Path, status: RunStatus) -> list[RankSample]:
-    """One look at every rank that has a log, for cockpit.hang.progress."""
+def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSample]:
+    """One look at every rank that has a log, for cockpit.hang.progress. ``runs_here``: the ranks run on this
+    machine (their launcher's ``runs_here``), so their pids' process states are read too."""
     logs = rank_files(run_dir, "log")
     exits = rank_exits(run_dir)
     pids = rank_files(run_dir, "pid")
-    local = status.launcher in LOCAL_LAUNCHERS
     out = []
     for rank, (host, path) in sorted(logs.items()):
         try:
@@ -82,7 +77,7 @@ def samples(run_dir: Path, status: RunStatus) -> list[RankSample]:
         state = None
         if rank in exits:
             state = "exited"
-        elif local and rank in pids:
+        elif runs_here and rank in pids:
             pid = read_pid(pids[rank][1])
             state = proc_state(pid) if pid else None
         base = path.with_suffix("")
@@ -91,14 +86,11 @@ def samples(run_dir: Path, status: RunStatus) -> list[RankSample]:
     return out
 
 
-def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, timeout: float = 5.0,
-            signal_ranks=None) -> dict[int, Evidence]:
+def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, timeout: float = 5.0, *,
+            signal_ranks: Callable[[set[int]], None]) -> dict[int, Evidence]:
     """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
-    within ``timeout``. ``signal_ranks(request)`` delivers SIGURG (default: by the run's launcher)."""
-    if status.launcher == "ssh" and signal_ranks is None:
-        from cockpit.launch.ssh import stacks as remote_stacks
-
-        return remote_stacks.collect(run_dir, status, ranks, timeout)
+    within ``timeout``. ``signal_ranks(targets)`` delivers SIGURG to the ranks asked that have not exited
+    (the run's launcher knows how)."""
     request = new_request()
     logs = run_dir / layout.LOGS
     targets = {r: hp for r, hp in rank_files(run_dir, "log").items() if ranks is None or r in ranks}
@@ -112,7 +104,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
             f.flush()
             offsets[rank] = os.fstat(f.fileno()).st_size
     safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
-    (signal_ranks or _signaller(run_dir, status, set(targets)))(request)
+    signal_ranks(set(targets))
     deadline = time.monotonic() + timeout
     answered: dict[int, Evidence] = {}
     while True:
@@ -149,28 +141,3 @@ def read_json(path: Path, limit: int = 4 << 20) -> object:
         return safeio.loads(safeio.read_bytes(path, limit))
     except (OSError, ValueError):
         return None
-
-
-def _signaller(run_dir: Path, status: RunStatus, ranks: set[int]):
-    if status.launcher == "slurm":
-        from cockpit.launch.slurm import launcher as slurm
-        from cockpit.slurm import scancel
-
-        def by_slurm(_request: str) -> None:
-            ids = slurm.job_ids(status)
-            if ids:
-                scancel.signal_steps(ids, "URG")
-
-        return by_slurm
-
-    def by_pid(_request: str) -> None:
-        for rank, (_host, path) in rank_files(run_dir, "pid").items():
-            pid = read_pid(path)
-            # a pid file names a process; only one of this run's (COCKPIT_RUN_ID in its environment) is signalled
-            if rank in ranks and pid is not None and procs.has_run_id(pid, status.run_id):
-                try:
-                    os.kill(pid, signal.SIGURG)
-                except (ProcessLookupError, PermissionError):
-                    continue
-
-    return by_pid

@@ -12,9 +12,11 @@ live findings for ``history``, with when it began, how long it lasted, who and w
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cockpit.hang import finding, gather
+from cockpit.hang.evidence import Evidence
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, request_stop
@@ -23,11 +25,15 @@ LOOK_EVERY = 1.0
 START_ASK_EVERY = 10.0
 HISTORY_KEEP = 20  # the last stalls that cleared (status.json is written every second: it stays small)
 HANG_KINDS = ("stall", "stopped")
+Collect = Callable[[Path, RunStatus, set[int]], dict[int, Evidence]]
 
 
 class Watchdog:
-    def __init__(self, run_dir: Path, status: RunStatus, collect=gather.collect, grace: float = 10.0):
+    def __init__(self, run_dir: Path, status: RunStatus, collect: Collect, runs_here: bool, grace: float = 10.0):
+        """``collect(run_dir, status, ranks)``: the ranks' stacks as the run's launcher gets them; ``runs_here``:
+        its ranks run on this machine (their process states are read too)."""
         self.run_dir, self.status, self.grace = run_dir, status, grace
+        self.runs_here = runs_here
         start_after = status.start_after if status.start_after is not None else START_AFTER
         self.monitor = Monitor(status.stall_after, start_after=start_after)
         self.collect = collect
@@ -45,7 +51,7 @@ class Watchdog:
             return False
         self.next_look = now + LOOK_EVERY
         s, wall = self.status, time.time()
-        verdict = self.monitor.look(wall, gather.samples(self.run_dir, s))
+        verdict = self.monitor.look(wall, gather.samples(self.run_dir, s, self.runs_here))
         watch = self._watch(verdict, wall)
         findings = [dict(f) for f in s.findings if f["kind"] in HANG_KINDS]
         episode = {"stall"} if verdict.stalled else set()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from cockpit.hang.evidence import Evidence
     from cockpit.run.records import NodeRecord
     from cockpit.run.store import RunStatus
     from cockpit.spec.model import JobSpec
@@ -60,6 +61,7 @@ class Node(Protocol):
 
 class Launcher(Protocol):
     name: str  # status.json's "launcher"
+    runs_here: bool  # its ranks run on this machine: their pids, process states, interfaces and GPUs are read here
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -86,3 +88,8 @@ class Launcher(Protocol):
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         """The state of a run whose supervisor may have died, worked out again (and written back)."""
+
+    def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
+               timeout: float = 5.0) -> dict[int, Evidence]:
+        """Every running rank's (or ``ranks``') stack and Flight Recorder state, asked with SIGURG the way its
+        ranks can be reached (cockpit.hang.gather); what answered within ``timeout``. The run goes on."""

@@ -115,7 +115,7 @@ class Supervisor:
         if self.launcher.watched(s):
             from cockpit.hang.watchdog import Watchdog
 
-            self.watchdog = Watchdog(self.run_dir, s, grace=self.grace)
+            self.watchdog = Watchdog(self.run_dir, s, self.launcher.stacks, self.launcher.runs_here, grace=self.grace)
         s.state, s.started = "running", time.time()
         self.save()
         try:

@@ -7,10 +7,12 @@ cockpit.launch.supervision, whatever the launcher); a job with ``sweep:`` goes t
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.launch import procs
 from cockpit.launch.plan import LaunchError, facts_for
@@ -23,10 +25,14 @@ from cockpit.run.store import (
     RunStatus,
     create_run_dir,
     new_run_id,
+    rank_files,
     write_private,
     write_status,
 )
 from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from cockpit.hang.evidence import Evidence
 
 
 def free_port() -> int:
@@ -50,6 +56,7 @@ class LocalLauncher:
     """One torchrun on this machine, a child of the supervisor (cockpit.launch.protocol)."""
 
     name = "local"
+    runs_here = True
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -81,6 +88,28 @@ class LocalLauncher:
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status)
+
+    def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
+               timeout: float = 5.0) -> dict[int, Evidence]:
+        """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid); the answers are read in place."""
+        from cockpit.hang import gather
+
+        return gather.collect(run_dir, status, ranks, timeout,
+                              signal_ranks=lambda targets: signal_by_pid(run_dir, status, targets, signal.SIGURG))
+
+
+def signal_by_pid(run_dir: Path, status: RunStatus, ranks: set[int], signum: int) -> None:
+    """``signum`` to each of ``ranks`` by the pid its wrapper wrote; a pid file names a process, and only one
+    of this run's (COCKPIT_RUN_ID in its environment) is signalled."""
+    from cockpit.hang.gather import read_pid
+
+    for rank, (_host, path) in rank_files(run_dir, "pid").items():
+        pid = read_pid(path)
+        if rank in ranks and pid is not None and procs.has_run_id(pid, status.run_id):
+            try:
+                os.kill(pid, signum)
+            except (ProcessLookupError, PermissionError):
+                continue
 
 
 class LocalNode:

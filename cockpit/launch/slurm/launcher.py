@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
 from cockpit.launch.protocol import LaunchOptions, Warn
@@ -49,6 +50,9 @@ from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
 
+if TYPE_CHECKING:
+    from cockpit.hang.evidence import Evidence
+
 SCRIPT = Path(layout.SBATCH_SCRIPT)
 
 
@@ -56,6 +60,7 @@ class SlurmLauncher:
     """sbatch at launch; the supervisor follows the job (cockpit.launch.protocol)."""
 
     name = "slurm"
+    runs_here = False
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -102,6 +107,21 @@ class SlurmLauncher:
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status, survey or {})
+
+    def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
+               timeout: float = 5.0) -> dict[int, Evidence]:
+        """``scancel --signal=URG JOBID``: slurmstepd delivers it to every process of the job's steps (SIGURG is
+        ignored by default, so the wrappers and anything without the hook are unharmed); the run directory is
+        on the shared filesystem, so the answers are read in place."""
+        from cockpit.hang import gather
+        from cockpit.slurm import scancel
+
+        def by_slurm(_targets: set[int]) -> None:
+            ids = job_ids(status)
+            if ids:
+                scancel.signal_steps(ids, "URG")
+
+        return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm)
 
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:

@@ -20,6 +20,7 @@ import json
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.fleet.report import NodeReport
 from cockpit.fs.paths import job_workdir
@@ -33,6 +34,9 @@ from cockpit.remote import RemotePool, SSHOptions
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from cockpit.hang.evidence import Evidence
 
 PREFLIGHT_FILE = layout.PREFLIGHT
 
@@ -52,6 +56,7 @@ class SSHLauncher:
     """One torchrun per node over SSH, supervised from this machine (cockpit.launch.protocol)."""
 
     name = "ssh"
+    runs_here = False
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -104,6 +109,14 @@ class SSHLauncher:
         except (OSError, ValueError, KeyError) as exc:
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status
+
+    def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
+               timeout: float = 5.0) -> dict[int, Evidence]:
+        """The node agent's `stacks` on every node at once: it signals the node's ranks and sends back what
+        they wrote (cockpit.launch.ssh.stacks)."""
+        from cockpit.launch.ssh import stacks
+
+        return stacks.collect(run_dir, status, ranks, timeout)
 
 
 def ssh_options(launch: SSHLaunch) -> SSHOptions:

@@ -41,7 +41,8 @@ class StacksScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def fetch(self) -> None:
-        from cockpit.hang import finding, gather
+        from cockpit.hang import finding
+        from cockpit.launch import registry
         from cockpit.run.store import read_status
 
         status = read_status(self.run_dir)
@@ -54,7 +55,7 @@ class StacksScreen(ModalScreen[None]):
 
             try:
                 own_run(self.run_dir, "stacks", "signal the ranks of")  # another user's run: read-only
-                evidence = gather.collect(self.run_dir, status, timeout=5.0)
+                evidence = registry.for_run(status, fallback="local").stacks(self.run_dir, status, timeout=5.0)
                 text = finding.stacks_report(evidence) if evidence else "no running rank to ask"
             except (OSError, ValueError, KeyError, Untrusted) as exc:
                 text = f"could not ask the ranks: {exc}"
