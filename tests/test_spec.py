@@ -182,7 +182,7 @@ def test_node_env_overrides_env_per_ssh_node_and_is_checked_like_env():
 
 
 def test_the_launching_shells_comm_variables_reach_ssh_nodes_and_the_job_wins():
-    from cockpit.launch.plan import with_shell_env
+    from cockpit.launch import with_shell_env
 
     ssh = parse_spec(BASE + "launcher: ssh\nnodes: [n1, n2]\nenv: {NCCL_SOCKET_IFNAME: eth0}\n")
     shell = {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "ib0", "HOME": "/root",

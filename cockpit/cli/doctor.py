@@ -42,7 +42,7 @@ def doctor_job(args: argparse.Namespace) -> int:
 
     if args.nodes or args.job or args.cluster is not None:
         raise UsageError("give either JOB.yaml or --nodes/--job/--cluster, not both")
-    from cockpit.launch.plan import with_shell_env
+    from cockpit.launch import with_shell_env
 
     spec = with_shell_env(load_job(args.job_file))  # what `cockpit run` would check
     if spec.launcher == "local":

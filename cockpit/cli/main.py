@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from cockpit.launch.plan import dry_run_facts, with_shell_env
+    from cockpit.launch import dry_run_facts, with_shell_env
     from cockpit.render import RenderError, default_kind, render
 
     spec = with_shell_env(load_job(args.job))

@@ -15,14 +15,29 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from cockpit.launch import registry
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.plan import DEFAULT_MASTER_PORT, DRY_RUN_ID, LaunchError, dry_run_dir
 from cockpit.launch.protocol import LaunchOptions
+from cockpit.render.facts import Facts
 from cockpit.spec.model import JobSpec
 
-__all__ = ["LaunchError", "prepare", "start"]
+__all__ = ["LaunchError", "dry_run_facts", "prepare", "start", "with_shell_env"]
+
+
+def with_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+    """The job as its launcher would run it from this shell (the ssh launcher adds the shell's NCCL_*/GLOO_*
+    variables: what `cockpit run` checks and exports, what `cockpit render` and doctor show)."""
+    return registry.for_spec(spec).shell_env(spec, environ)
+
+
+def dry_run_facts(spec: JobSpec, job_path: str, runs_dir: str | None = None) -> Facts:
+    """The facts `cockpit render` and the compose preview render with: the job's launcher's, with stand-ins for
+    what a launch looks up (the run id "dry-run", the job's master port or 29500)."""
+    return registry.for_spec(spec).render_facts(spec, job_path, dry_run_dir(runs_dir), DRY_RUN_ID,
+                                                spec.master_port or DEFAULT_MASTER_PORT)
 
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = (), *,

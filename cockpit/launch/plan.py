@@ -1,4 +1,6 @@
-"""Facts for rendering a job: the part of a launch that needs to look at this machine.
+"""What every launcher shares to prepare a run: its errors, the facts for rendering a job (each launcher
+gives its own interpreter, master address and node names: cockpit.launch.protocol ``render_facts``), the
+shell's NCCL_*/GLOO_* variables for launchers whose ranks do not inherit it, and the job files' checks.
 
 A dry run (`cockpit render`) uses stand-ins where a real launch would look something up (the run id, a free
 port), and says so in the run id ("dry-run").
@@ -8,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -36,28 +36,16 @@ class PreflightFailed(LaunchError):
         super().__init__(f"preflight failed, not launching (cockpit doctor {job_path} shows every check; "
                          "--no-preflight launches anyway):\n  " + "\n  ".join(lines))
 
+
 DEFAULT_MASTER_PORT = 29500
-
-
-def node_names(spec: JobSpec) -> tuple[str, ...]:
-    if spec.launcher == "local":
-        return (socket.gethostname().split(".")[0] or "localhost",)
-    if spec.launcher == "ssh":
-        return spec.hosts
-    return tuple(f"node{i}" for i in range(spec.num_nodes))  # Slurm names them at run time
-
-
 FORWARDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def with_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
-    """For ssh jobs, the launching shell's NCCL_* / GLOO_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_* variables join
-    env: (the job's own values win): a local run inherits them and sbatch exports them, but nothing crosses
-    SSH by itself, and `NCCL_DEBUG=INFO cockpit run job.yaml` should mean the same on every launcher. The
-    node scripts export them, so `cockpit render` shows them. Other launchers: the spec as it is."""
-    if spec.launcher != "ssh":
-        return spec
+def forward_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+    """The launching shell's NCCL_* / GLOO_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_* variables joined to env: (the
+    job's own values win), for a launcher whose ranks do not inherit this shell (cockpit.launch.protocol
+    ``shell_env``): `NCCL_DEBUG=INFO cockpit run job.yaml` should mean the same on every launcher."""
     environ = os.environ if environ is None else environ
     own = {k for k, _ in spec.env}
     extra = tuple(sorted((k, v) for k, v in environ.items()
@@ -65,25 +53,26 @@ def with_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> J
     return replace(spec, env=extra + spec.env) if extra else spec
 
 
-def interpreter(spec: JobSpec) -> str:
-    """The Python the ranks use: the job's, else this one for local runs, else python3 on the node."""
-    if spec.python:
-        return spec.python
-    return sys.executable if spec.launcher == "local" else "python3"
+def interpreter(spec: JobSpec, default: str = "python3") -> str:
+    """The Python the ranks use: the job's, else the launcher's ``default`` (python3 on a node; this
+    interpreter for a local run)."""
+    return spec.python or default
 
 
 def facts_for(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-              extra_args: tuple[str, ...] = ()) -> Facts:
-    master = "127.0.0.1" if spec.launcher == "local" else (spec.hosts[0] if spec.hosts else "")
+              extra_args: tuple[str, ...] = (), *, python: str, master_addr: str,
+              node_names: tuple[str, ...]) -> Facts:
+    """What the renderers need to know about where the job runs; the launcher gives its own ``python``,
+    ``master_addr`` and ``node_names`` (cockpit.launch.protocol ``render_facts``)."""
     return Facts(run_dir=run_dir, run_id=run_id, workdir=job_workdir(job_path, spec.workdir),
-                 python=interpreter(spec), master_addr=master, master_port=master_port,
-                 node_names=node_names(spec), extra_args=extra_args)
+                 python=python, master_addr=master_addr, master_port=master_port,
+                 node_names=node_names, extra_args=extra_args)
 
 
-def dry_run_facts(spec: JobSpec, job_path: str, runs_dir: str | None = None) -> Facts:
+def dry_run_dir(runs_dir: str | None) -> str:
+    """The run directory a dry run names: the runs directory's "dry-run", never made."""
     base = Path(runs_dir) if runs_dir else default_runs_dir()
-    return facts_for(spec, job_path, str(base.absolute() / DRY_RUN_ID), DRY_RUN_ID,
-                     spec.master_port or DEFAULT_MASTER_PORT)
+    return str(base.absolute() / DRY_RUN_ID)
 
 
 def job_files(spec: JobSpec, job_path: str, python: str) -> LocalFacts:

@@ -18,13 +18,14 @@ many runs at once (one squeue for every Slurm run of `cockpit ps`), handed to ea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.render.facts import Facts
     from cockpit.run.records import NodeRecord
     from cockpit.run.store import RunStatus
     from cockpit.spec.model import JobSpec
@@ -62,6 +63,15 @@ class Node(Protocol):
 class Launcher(Protocol):
     name: str  # status.json's "launcher"
     runs_here: bool  # its ranks run on this machine: their pids, process states, interfaces and GPUs are read here
+
+    def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+        """The job as this launcher runs it from this shell: the ssh launcher adds the shell's NCCL_*/GLOO_*
+        variables (nothing crosses SSH by itself); the others return it (their ranks inherit the shell)."""
+
+    def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                     extra_args: tuple[str, ...] = ()) -> Facts:
+        """What the renderers need to know about where the job runs: its node names, the ranks' python, the
+        master address (cockpit.launch.plan.facts_for)."""
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:

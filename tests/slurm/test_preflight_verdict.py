@@ -110,7 +110,7 @@ def test_the_node_check_runs_here_as_one_node(tmp_path):
 
 
 def test_the_job_file_switches(tmp_path):
-    from cockpit.launch.plan import dry_run_facts
+    from cockpit.launch import dry_run_facts
     from cockpit.render import render
     from cockpit.spec.model import SpecError, parse_spec
 

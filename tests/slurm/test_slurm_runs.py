@@ -16,8 +16,7 @@ import pytest
 import yaml
 from helpers import JOBS, REPO, wait_for
 
-from cockpit.launch import procs
-from cockpit.launch.plan import dry_run_facts
+from cockpit.launch import dry_run_facts, procs
 from cockpit.render import render
 from cockpit.run.store import list_runs, read_status
 from cockpit.slurm import query as slurm_query

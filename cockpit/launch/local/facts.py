@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from cockpit.spec.model import JobSpec
 
 def files(spec: JobSpec, job_path: str) -> LocalFacts:
     """The facts the file checks need (no process started; a module: job's module is not looked for)."""
-    return job_files(spec, job_path, interpreter(spec))
+    return job_files(spec, job_path, interpreter(spec, sys.executable))
 
 
 # Finds a module as `python -m` would from the working directory, without running any of its code: the top

@@ -11,11 +11,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.launch import procs
-from cockpit.launch.plan import LaunchError, facts_for
+from cockpit.launch.plan import LaunchError, facts_for, interpreter
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.supervision import reconcile
 from cockpit.render import default_kind, render
@@ -33,6 +35,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.render.facts import Facts
 
 
 def free_port() -> int:
@@ -57,6 +60,14 @@ class LocalLauncher:
 
     name = "local"
     runs_here = True
+
+    def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+        """A local run inherits this shell."""
+        return spec
+
+    def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                     extra_args: tuple[str, ...] = ()) -> Facts:
+        return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -138,6 +149,15 @@ class LocalNode:
         return 0
 
 
+def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                 extra_args: tuple[str, ...] = ()) -> Facts:
+    """This machine by its short host name, the ranks on this interpreter (or the job's), the master on
+    loopback."""
+    return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args,
+                     python=interpreter(spec, sys.executable), master_addr="127.0.0.1",
+                     node_names=(socket.gethostname().split(".")[0] or "localhost",))
+
+
 def new_run(spec: JobSpec, job_path: str, runs_dir: Path) -> tuple[str, Path]:
     """The run id and a new run directory holding the job copy; what every local run starts with."""
     if spec.master_port is not None and not port_is_free(spec.master_port):
@@ -152,7 +172,7 @@ def new_run(spec: JobSpec, job_path: str, runs_dir: Path) -> tuple[str, Path]:
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the rendered node script and a `starting` status."""
     run_id, run_dir = new_run(spec, job_path, runs_dir)
-    facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
+    facts = render_facts(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
                       extra_args)
     script = layout.node_script(run_dir, 0)
     write_private(script, render(spec, facts, default_kind(spec), 0 if default_kind(spec) != "dp" else None))

@@ -26,8 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit.launch import procs
-from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run
-from cockpit.launch.plan import LaunchError, facts_for
+from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run, render_facts
+from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import LaunchOptions
 from cockpit.render import default_kind, render
 from cockpit.run import layout
@@ -136,7 +136,7 @@ def prepare(spec: JobSpec, job_path: str, run_dir: Path, run_id: str, extra_args
         install_hook(tdir)
         tdir.chmod(0o700)
         trun = f"{run_id}.trial-{i}"
-        facts = facts_for(tspec, job_path, str(tdir.resolve()), trun, port, extra_args)
+        facts = render_facts(tspec, job_path, str(tdir.resolve()), trun, port, extra_args)
         write_private(layout.node_script(tdir, 0), render(tspec, facts, default_kind(tspec), 0))
         write_status(tdir, RunStatus(run_id=trun, name=spec.name, launcher="local", job_file=status.job_file,
                                      hosts=list(facts.node_names), world_size=tspec.world_size,

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for
+from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.launch.supervision import supervisor_alive
@@ -52,6 +52,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.render.facts import Facts
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
 
@@ -61,6 +62,14 @@ class SlurmLauncher:
 
     name = "slurm"
     runs_here = False
+
+    def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+        """sbatch exports this shell to the job."""
+        return spec
+
+    def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                     extra_args: tuple[str, ...] = ()) -> Facts:
+        return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -124,12 +133,21 @@ class SlurmLauncher:
         return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm)
 
 
+def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                 extra_args: tuple[str, ...] = ()) -> Facts:
+    """Slurm names the nodes at run time (node0, node1, ... stand for them); python3 on the nodes unless the job
+    names one."""
+    return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
+                     master_addr=spec.hosts[0] if spec.hosts else "",
+                     node_names=tuple(f"node{i}" for i in range(spec.num_nodes)))
+
+
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the batch script and a `starting` status (not submitted)."""
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
     write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
-    facts = facts_for(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or DEFAULT_MASTER_PORT,
+    facts = render_facts(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or DEFAULT_MASTER_PORT,
                       extra_args)
     write_private(run_dir / SCRIPT, render(spec, facts, "sbatch"))
     if spec.slurm.preflight:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.fleet.report import NodeReport
 from cockpit.fs.paths import job_workdir
-from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, interpreter, with_shell_env
+from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, forward_shell_env, interpreter
 from cockpit.launch.protocol import LaunchOptions, Warn
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
@@ -37,6 +38,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.render.facts import Facts
 
 PREFLIGHT_FILE = layout.PREFLIGHT
 
@@ -57,6 +59,15 @@ class SSHLauncher:
 
     name = "ssh"
     runs_here = False
+
+    def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
+        """The shell's NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* join env: (nothing crosses SSH by itself;
+        the node scripts export them, so `cockpit render` shows them)."""
+        return forward_shell_env(spec, environ)
+
+    def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                     extra_args: tuple[str, ...] = ()) -> Facts:
+        return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -119,6 +130,13 @@ class SSHLauncher:
         return stacks.collect(run_dir, status, ranks, timeout)
 
 
+def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                 extra_args: tuple[str, ...] = ()) -> Facts:
+    """The job's hosts as its nodes, the first the master; python3 on the nodes unless the job names one."""
+    return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
+                     master_addr=spec.hosts[0] if spec.hosts else "", node_names=spec.hosts)
+
+
 def ssh_options(launch: SSHLaunch) -> SSHOptions:
     if launch.ssh is not None:
         return launch.ssh
@@ -135,7 +153,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
             launch: SSHLaunch | None = None) -> Path:
     """Ask the nodes, check, and write the run directory; raises LaunchError (PreflightFailed)."""
     launch = launch or SSHLaunch()
-    spec = with_shell_env(spec)  # NCCL_*/GLOO_*/... of this shell: checked by the preflight, exported on the nodes
+    spec = forward_shell_env(spec)  # NCCL_*/GLOO_*/... of this shell: checked by the preflight, exported on the nodes
     if spec.sweep is not None:
         raise LaunchError("sweeps run as Slurm job arrays (hint: drop sweep:, or launcher: slurm)")
     options = ssh_options(launch)
@@ -198,7 +216,7 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
     plan = SSHPlan(run_id=run_id, python=interpreter(spec), master_addr=facts.master_addr or spec.hosts[0],
                    master_port=facts.master_port, nodes=plan_nodes(spec, run_dir, facts, launch.remote_runs_dir),
                    nproc=nproc, ssh=options, timing=launch.timing)
-    base = facts_for(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
+    base = render_facts(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
     for rank, text in node_scripts(spec, base, plan).items():
         write_private(layout.node_script(run_dir, rank), text)
     write_atomic(run_dir / PLAN_FILE, plan.to_json())

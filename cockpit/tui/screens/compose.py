@@ -130,7 +130,7 @@ class ComposeScreen(JobFile, CockpitScreen):
     # --- validation and preview (worker) ---------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="validate", exit_on_error=False)
     def validate(self, form: jobform.JobForm) -> None:
-        from cockpit.launch.plan import dry_run_facts, with_shell_env
+        from cockpit.launch import dry_run_facts, with_shell_env
 
         worker = get_current_worker()
         checked = jobform.check(form, self._label())
