@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
 
 from cockpit.cli.common import EXIT_FAILED, EXIT_OK
 from cockpit.cli.targets import fleet_for, refresh, ssh_options
-
-if TYPE_CHECKING:
-    from cockpit.fleet.report import NodeReport
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -34,55 +30,33 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def doctor_job(args: argparse.Namespace) -> int:
-    """`cockpit doctor JOB.yaml`: the job's preflight (cockpit.preflight.checks) on its own nodes."""
+    """`cockpit doctor JOB.yaml`: the job's preflight (cockpit.preflight.checks) on its own nodes, as its
+    launcher makes it (cockpit.launch.protocol ``preflight``)."""
     from cockpit.cli.common import UsageError, load_job
-    from cockpit.fleet.cluster import NodesError, load_cluster
-    from cockpit.launch.ssh.launcher import check_job
-    from cockpit.preflight.checks import FAIL
+    from cockpit.launch import registry, with_shell_env
+    from cockpit.launch.protocol import PreflightOptions
 
     if args.nodes or args.job or args.cluster is not None:
         raise UsageError("give either JOB.yaml or --nodes/--job/--cluster, not both")
-    from cockpit.launch import with_shell_env
-
     spec = with_shell_env(load_job(args.job_file))  # what `cockpit run` would check
-    if spec.launcher == "local":
-        return _doctor_local(spec, args)
-    if spec.launcher == "slurm":
-        return _doctor_slurm(spec, args)
+    found = registry.for_spec(spec).preflight(spec, args.job_file, PreflightOptions(
+        timeout=args.timeout, python=args.python, ssh=lambda: _ssh_settings(args)))
+    code = _print_checks(found.checks, args.json, found.extra)
+    if found.text is not None and not args.json:
+        print(found.text)
+    return code
+
+
+def _ssh_settings(args: argparse.Namespace):
+    """The cluster file's SSH settings with the command line's over them (for a launcher that uses SSH)."""
+    from cockpit.cli.common import UsageError
+    from cockpit.fleet.cluster import NodesError, load_cluster
+
     try:
         cluster = load_cluster()
     except NodesError as exc:
         raise UsageError(str(exc)) from None
-    checks, facts = check_job(spec, args.job_file, ssh_options(args, cluster), args.timeout, python=args.python)
-    if args.json:
-        print(json.dumps({"checks": [c.to_dict() for c in checks], "nodes": [n.to_dict() for n in facts.nodes],
-                          "master": {"address": facts.master_addr, "port": facts.master_port,
-                                     "port_free": facts.port_free}, "node_checks": facts.node_checks}, indent=2))
-    else:
-        print("\n".join(c.line() for c in checks))
-        print(render_interfaces(facts.nodes))
-    return EXIT_FAILED if any(c.level == FAIL for c in checks) else EXIT_OK
-
-
-def _doctor_local(spec, args: argparse.Namespace) -> int:
-    """A local job: the checks `cockpit run` makes before it starts the ranks (cockpit.preflight.local)."""
-    from cockpit.launch.local import facts as local_facts
-    from cockpit.preflight.local import local_checks
-
-    facts = local_facts.probe(local_facts.here(spec, local_facts.files(spec, args.job_file)), args.timeout)
-    return _print_checks(local_checks(spec, facts), args.json, {"nodes": [facts.node.to_dict()] if facts.node else []})
-
-
-def _doctor_slurm(spec, args: argparse.Namespace) -> int:
-    """A Slurm job: what `cockpit run` checks before sbatch (cockpit.preflight.slurm, over sinfo's nodes).
-    Slurm picks the nodes at run time: `doctor --job JOB` (with a nodelist) or --cluster probes them."""
-    import subprocess
-
-    from cockpit.launch.slurm import facts as slurm_facts
-    from cockpit.preflight.slurm import slurm_checks
-
-    return _print_checks(slurm_checks(spec, slurm_facts.gather(spec, args.job_file, subprocess.run, args.timeout)),
-                         args.json)
+    return ssh_options(args, cluster)
 
 
 def _print_checks(checks: list, as_json: bool, extra: dict | None = None) -> int:
@@ -94,11 +68,3 @@ def _print_checks(checks: list, as_json: bool, extra: dict | None = None) -> int
     else:
         print("\n".join(c.line() for c in checks))
     return EXIT_FAILED if failed(checks) else EXIT_OK
-
-
-def render_interfaces(nodes: list[NodeReport]) -> str:
-    """Each reachable node's interfaces and subnets (what NCCL/GLOO_SOCKET_IFNAME choose from)."""
-    from cockpit.preflight.ifadvice import describe_node
-
-    lines = [f"  {n.host}: {describe_node(n.interfaces)}" for n in nodes if n.interfaces]
-    return "interfaces:\n" + "\n".join(lines) if lines else ""

@@ -14,18 +14,13 @@ from cockpit.spec.yamlpos import Problem
 
 
 def here_problems(spec: JobSpec, path: str) -> list[Problem]:
-    """The preflight's file (and, for a local job, interface) refusals for ``spec``, positioned."""
-    if spec.launcher == "ssh":
-        return []
-    from cockpit.launch.local import facts as local_facts
+    """The preflight's file (and, for a local job, interface) refusals for ``spec``, positioned: what its
+    launcher can say from here (cockpit.launch.protocol ``here_checks``)."""
+    from cockpit.launch import registry
     from cockpit.preflight.checks import FAIL
-    from cockpit.preflight.local import IFNAME_VARS, file_checks, interface_checks
+    from cockpit.preflight.local import IFNAME_VARS
 
-    facts = local_facts.files(spec, path)
-    checks = file_checks(spec, facts)
-    if spec.launcher == "local":  # the job file's own env: (the shell's is the run's business)
-        facts = local_facts.here(spec, facts, inherit=False)
-        checks = file_checks(spec, facts) + interface_checks(spec, facts)
+    checks = registry.for_spec(spec).here_checks(spec, path)
     out = []
     for check in (c for c in checks if c.level == FAIL):
         var = next((v for v in IFNAME_VARS if check.detail.startswith(f"{v}=")), None)

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.preflight.checks import Check
+    from cockpit.remote import SSHOptions
     from cockpit.render.facts import Facts
     from cockpit.run.records import NodeRecord
     from cockpit.run.store import RunStatus
@@ -40,6 +42,26 @@ class LaunchOptions:
 
     preflight: bool = True  # False: --no-preflight, launch although checks failed
     trust_new_hosts: bool = False  # --trust-new-hosts: accept and remember unknown ssh host keys
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """What `cockpit doctor JOB` may hand a launcher's preflight. Launchers take what concerns them."""
+
+    timeout: float = 20.0  # seconds for each question (a probe, sinfo, each node)
+    python: str | None = None  # the interpreter on the nodes (--python; ssh)
+    ssh: Callable[[], SSHOptions] | None = None  # the cluster file's SSH settings with the command's flags,
+    # read only by a launcher that uses SSH (a broken cluster file does not concern a local job)
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """A launcher's preflight, as `cockpit doctor JOB` shows it: the checks; what --json prints beside them,
+    in order; and text printed after the checks' lines (None: nothing, not even an empty line)."""
+
+    checks: list[Check]
+    extra: dict[str, object]
+    text: str | None = None
 
 
 class Node(Protocol):
@@ -72,6 +94,13 @@ class Launcher(Protocol):
                      extra_args: tuple[str, ...] = ()) -> Facts:
         """What the renderers need to know about where the job runs: its node names, the ranks' python, the
         master address (cockpit.launch.plan.facts_for)."""
+
+    def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
+        """The checks `cockpit run` makes before it launches (cockpit.preflight), made now: `cockpit doctor JOB`."""
+
+    def here_checks(self, spec: JobSpec, job_path: str) -> list[Check]:
+        """What this machine can say about the job at once, starting nothing heavy (`cockpit validate`): its
+        files where they are read from here, a local job's interfaces; [] where they live on its nodes."""
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.launch import procs
 from cockpit.launch.plan import LaunchError, facts_for, interpreter
-from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
 from cockpit.launch.supervision import reconcile
 from cockpit.render import default_kind, render
 from cockpit.run import layout
@@ -35,6 +35,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.preflight.checks import Check
     from cockpit.render.facts import Facts
 
 
@@ -68,6 +69,23 @@ class LocalLauncher:
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                      extra_args: tuple[str, ...] = ()) -> Facts:
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
+
+    def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
+        """The checks `cockpit run` makes before it starts the ranks (cockpit.preflight.local)."""
+        from cockpit.launch.local import facts as local_facts
+        from cockpit.preflight.local import local_checks
+
+        facts = local_facts.probe(local_facts.here(spec, local_facts.files(spec, job_path)), options.timeout)
+        return Preflight(local_checks(spec, facts), {"nodes": [facts.node.to_dict()] if facts.node else []})
+
+    def here_checks(self, spec: JobSpec, job_path: str) -> list[Check]:
+        """The workdir, the script and the module as the job's python finds it, and the job file's own
+        *_SOCKET_IFNAME against this machine's interfaces (the shell's is the run's business)."""
+        from cockpit.launch.local import facts as local_facts
+        from cockpit.preflight.local import file_checks, interface_checks
+
+        facts = local_facts.here(spec, local_facts.files(spec, job_path), inherit=False)
+        return file_checks(spec, facts) + interface_checks(spec, facts)
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:

@@ -26,8 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter
-from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter, job_files
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.launch.supervision import supervisor_alive
 from cockpit.render import render
@@ -52,6 +52,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.preflight.checks import Check
     from cockpit.render.facts import Facts
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
@@ -70,6 +71,20 @@ class SlurmLauncher:
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                      extra_args: tuple[str, ...] = ()) -> Facts:
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
+
+    def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
+        """What `cockpit run` checks before sbatch (cockpit.preflight.slurm, over sinfo's nodes). Slurm picks
+        the nodes at run time: `doctor --job JOB` (with a nodelist) or --cluster probes them."""
+        from cockpit.launch.slurm import facts as slurm_facts
+        from cockpit.preflight.slurm import slurm_checks
+
+        return Preflight(slurm_checks(spec, slurm_facts.gather(spec, job_path, subprocess.run, options.timeout)), {})
+
+    def here_checks(self, spec: JobSpec, job_path: str) -> list[Check]:
+        """The workdir and the script on this submit host, as its preflight checks them."""
+        from cockpit.preflight.local import file_checks
+
+        return file_checks(spec, job_files(spec, job_path, interpreter(spec)))
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cockpit.fleet.report import NodeReport
 from cockpit.fs.paths import job_workdir
 from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, forward_shell_env, interpreter
-from cockpit.launch.protocol import LaunchOptions, Warn
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.launch.supervision import reconcile, supervisor_alive
@@ -38,6 +38,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.preflight.checks import Check
     from cockpit.render.facts import Facts
 
 PREFLIGHT_FILE = layout.PREFLIGHT
@@ -68,6 +69,20 @@ class SSHLauncher:
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                      extra_args: tuple[str, ...] = ()) -> Facts:
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
+
+    def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
+        """The job's checks on its own nodes, asked over SSH (``options.ssh()``: the cluster file's settings),
+        with each node's interfaces and subnets after them."""
+        checks, facts = check_job(spec, job_path, options.ssh() if options.ssh else SSHOptions(), options.timeout,
+                                  python=options.python)
+        return Preflight(checks, {"nodes": [n.to_dict() for n in facts.nodes],
+                                  "master": {"address": facts.master_addr, "port": facts.master_port,
+                                             "port_free": facts.port_free}, "node_checks": facts.node_checks},
+                         render_interfaces(facts.nodes))
+
+    def here_checks(self, spec: JobSpec, job_path: str) -> list[Check]:
+        """An ssh job's files live on its nodes: `cockpit doctor JOB` checks them there."""
+        return []
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
@@ -128,6 +143,14 @@ class SSHLauncher:
         from cockpit.launch.ssh import stacks
 
         return stacks.collect(run_dir, status, ranks, timeout)
+
+
+def render_interfaces(nodes: list[NodeReport]) -> str:
+    """Each reachable node's interfaces and subnets (what NCCL/GLOO_SOCKET_IFNAME choose from)."""
+    from cockpit.preflight.ifadvice import describe_node
+
+    lines = [f"  {n.host}: {describe_node(n.interfaces)}" for n in nodes if n.interfaces]
+    return "interfaces:\n" + "\n".join(lines) if lines else ""
 
 
 def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
