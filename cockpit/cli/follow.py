@@ -26,13 +26,13 @@ from pathlib import Path
 
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
-from cockpit.launch import supervision
+from cockpit.launch import registry, supervision
 from cockpit.run import layout
 from cockpit.run.store import STOP_FILE, RunStatus, read_status
 
 CONFIRM_S = 1.0  # a second Ctrl-C within this many seconds stops the run (srun's convention)
 STARTING_S = 30.0  # a supervisor not recorded after this long is taken for dead (cockpit.launch.supervision.reconcile)
-LOOK_EVERY = {"local": 1.0}  # seconds between looks at the supervisor; others (asks nodes, Slurm): 5
+LOOK_EVERY = 5.0  # seconds between looks at the supervisor of a run whose launcher this version does not know
 
 
 def notice(text: str) -> None:
@@ -158,7 +158,8 @@ class SupervisorWatch:
         now = time.monotonic()
         if status.final or not status.supervisor or now < self.next_look:
             return status
-        self.next_look = now + LOOK_EVERY.get(status.launcher, 5.0)
+        launcher = registry.known_for_run(status)
+        self.next_look = now + (launcher.look_every if launcher else LOOK_EVERY)
         if supervision.supervisor_alive(status):
             return status
         if not self.told:

@@ -132,7 +132,9 @@ def cmd_attach(args) -> int:
     if status.final:
         print(summary(run_dir, status, Painter(use_color())))
         return status.exit_code or 0
-    if status.launcher == "ssh" and status.supervisor and not supervision.supervisor_alive(status):
+    launcher = registry.known_for_run(status)
+    if (launcher is not None and not launcher.follows_without_supervisor and status.supervisor
+            and not supervision.supervisor_alive(status)):
         notice(f"{run_dir.name} is {status.state} but its supervisor is gone, so nothing follows it: "
                f"{status.note} (cockpit attach later shows its end; cockpit stop ends it)")
         return 1

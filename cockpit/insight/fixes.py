@@ -83,19 +83,22 @@ def job_source(run_dir: Path) -> tuple[Path, str]:
 
 
 def local_facts(run_dir: Path) -> Facts:
-    """The launcher and hosts from status.json; interfaces for a local run, which ran on this machine."""
+    """The launcher's own job sections and the hosts from status.json; interfaces for a run whose ranks ran
+    on this machine (one host)."""
     from cockpit.fleet.report import Interface
+    from cockpit.launch import registry
 
     status = read_status(run_dir)
     if status is None:
         return Facts()
+    launcher = registry.known_for_run(status)
     hosts = tuple(status.hosts)
     interfaces = {}
-    if status.launcher == "local" and len(hosts) == 1:
+    if launcher is not None and launcher.runs_here and len(hosts) == 1:
         from cockpit.node.ifaces import interfaces as read_interfaces
 
         interfaces = {hosts[0]: [Interface.from_dict(i) for i in read_interfaces() or ()]}
-    return Facts(status.launcher, hosts, interfaces)
+    return Facts(launcher.job_sections if launcher else frozenset(), hosts, interfaces)
 
 
 def plan(run_dir: Path, report, facts: Facts | None = None) -> Plan:

@@ -29,10 +29,11 @@ NCCL_EXCLUDE_LOCAL = "^lo,docker"
 
 @dataclass(frozen=True)
 class Facts:
-    """What the proposals may depend on beyond the logs: the job's launcher and hosts, and each host's network
+    """What the proposals may depend on beyond the logs: the job-file sections its launcher reads of its own
+    (cockpit.launch.protocol ``job_sections``: "slurm", "node_env"), its hosts, and each host's network
     interfaces where they were read (empty: unknown)."""
 
-    launcher: str = "local"
+    sections: frozenset[str] = frozenset()
     hosts: tuple[str, ...] = ()
     interfaces: Mapping[str, Sequence[Interface]] = field(default_factory=dict)
 
@@ -117,7 +118,7 @@ def to_changes(fix: Fix, job: Mapping, facts: Facts) -> tuple[list[Change], list
             continue
         for host, val in per_host.items():
             host = host or fix.node_env or ""
-            on_node = host and facts.launcher == "ssh" and (fix.node_env or len(per_host) > 1)
+            on_node = host and "node_env" in facts.sections and (fix.node_env or len(per_host) > 1)
             changes.append(Change(("node_env", host, name) if on_node else ("env", name), val))
     for name in fix.unset:
         if name in (job.get("env") or {}):
@@ -126,7 +127,7 @@ def to_changes(fix: Fix, job: Mapping, facts: Facts) -> tuple[list[Change], list
             if isinstance(env, Mapping) and name in env:
                 changes.append(Change(("node_env", host, name), None))
     for option, value in fix.slurm:
-        if facts.launcher != "slurm":
+        if "slurm" not in facts.sections:
             manual.append(f"sbatch --{option}{'=' + value if value else ''} (this is not a Slurm job)")
         elif value == CHOOSE:
             manual.append(f"choose a value for sbatch --{option} (slurm: in the job file)")

@@ -85,6 +85,9 @@ class Node(Protocol):
 class Launcher(Protocol):
     name: str  # status.json's "launcher"
     runs_here: bool  # its ranks run on this machine: their pids, process states, interfaces and GPUs are read here
+    look_every: float  # seconds between a follower's looks at the supervisor (asking nodes or Slurm costs)
+    follows_without_supervisor: bool  # a follower can still see the run end without its supervisor (ssh: no)
+    job_sections: frozenset[str]  # the job-file sections it reads of its own: "slurm", "node_env"
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The job as this launcher runs it from this shell: the ssh launcher adds the shell's NCCL_*/GLOO_*

@@ -59,6 +59,15 @@ def for_spec(spec: JobSpec) -> Launcher:
     return get(SWEEP_VARIANTS.get(spec.launcher, spec.launcher) if spec.sweep is not None else spec.launcher)
 
 
+def known_for_run(status: RunStatus) -> Launcher | None:
+    """The launcher of a run; None when this version has none of its name (a newer cockpit's run): each
+    caller says what such a run gets."""
+    try:
+        return for_run(status)
+    except LaunchError:
+        return None
+
+
 def for_run(status: RunStatus, fallback: str | None = None) -> Launcher:
     """The launcher of a run from its status.json. ``fallback``: the launcher for a name this version does
     not know (cockpit ps / stop treat such a run as a local one: its processes are found here by run id);

@@ -17,7 +17,7 @@ def test_a_rules_fix_becomes_slurm_and_env_edits_and_the_rest_words():
     fix = Fix(env=(("NCCL_P2P_DISABLE", "1"),), unset=("NCCL_IB_HCA",), slurm=(("exclude", "n3"), ("mem", CHOOSE)),
               container=(("shm-size", "16g"),), note="why")
     job = {"env": {"NCCL_IB_HCA": "mlx5_0"}, "slurm": {"extra": ["--exclude=n1"]}}
-    [p] = proposals(Report((), (finding("x", fix),)), job, Facts("slurm"))
+    [p] = proposals(Report((), (finding("x", fix),)), job, Facts(frozenset({"slurm"})))
     assert p.changes == (Change(("env", "NCCL_P2P_DISABLE"), "1"), Change(("env", "NCCL_IB_HCA"), None),
                          Change(("slurm", "extra"), "--exclude=n1,n3", append=True))
     assert any("--mem" in m for m in p.manual) and any("--shm-size=16g" in m for m in p.manual)
@@ -29,9 +29,9 @@ def test_nccl_on_loopback_gets_the_interface_every_node_shares():
         return Interface(name, up=True, ipv4=(addr,), virtual=False)
     nodes = {"a": [Interface("lo", up=True, loopback=True, ipv4=("127.0.0.1/8",)), iface("eth0", "10.0.0.1/24")],
              "b": [iface("eth0", "10.0.0.2/24")]}
-    [p] = proposals(Report((), (finding("local_interface"),)), {}, Facts("ssh", ("a", "b"), nodes))
+    [p] = proposals(Report((), (finding("local_interface"),)), {}, Facts(frozenset({"node_env"}), ("a", "b"), nodes))
     assert p.changes == (Change(("env", "NCCL_SOCKET_IFNAME"), "eth0"),)
-    [blind] = proposals(Report((), (finding("local_interface"),)), {}, Facts("ssh", ("a", "b")))
+    [blind] = proposals(Report((), (finding("local_interface"),)), {}, Facts(frozenset({"node_env"}), ("a", "b")))
     assert blind.changes == (Change(("env", "NCCL_SOCKET_IFNAME"), "^lo,docker"),)
 
 

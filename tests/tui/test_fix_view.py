@@ -18,7 +18,7 @@ from cockpit.tui.screens.run_view import RunViewScreen
 
 LOG = (Path(__file__).parent / "fixtures" / "gloo-nosuch0" / "rank-0.node0.log").read_text()
 JOB = "# demo, wrong interface\nname: demofx\nscript: demo.py\nenv:\n  GLOO_SOCKET_IFNAME: nosuch0  # typo?\n"
-FACTS = Facts("local", ("node0",), {"node0": [Interface("lo", up=True, loopback=True, ipv4=("127.0.0.1/8",)),
+FACTS = Facts(frozenset(), ("node0",), {"node0": [Interface("lo", up=True, loopback=True, ipv4=("127.0.0.1/8",)),
                                                Interface("eth0", up=True, ipv4=("10.0.0.5/24",), virtual=False)]})
 
 

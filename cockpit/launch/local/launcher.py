@@ -61,6 +61,9 @@ class LocalLauncher:
 
     name = "local"
     runs_here = True
+    look_every = 1.0  # its exit records are here: looking is cheap
+    follows_without_supervisor = True
+    job_sections: frozenset[str] = frozenset()
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """A local run inherits this shell."""

@@ -63,6 +63,9 @@ class SlurmLauncher:
 
     name = "slurm"
     runs_here = False
+    look_every = 5.0  # each look asks Slurm
+    follows_without_supervisor = True  # Slurm says how the job ended
+    job_sections = frozenset({"slurm"})
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """sbatch exports this shell to the job."""

@@ -60,6 +60,9 @@ class SSHLauncher:
 
     name = "ssh"
     runs_here = False
+    look_every = 5.0  # each look asks the nodes
+    follows_without_supervisor = False  # its supervisor copies the nodes' logs and exit records back
+    job_sections = frozenset({"node_env"})
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The shell's NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* join env: (nothing crosses SSH by itself;

@@ -134,7 +134,10 @@ class ChartsScreen(CockpitScreen):
         series = self._series.series()
         ids = [s.rank for s in series]
         if metric == "gpu":
-            local = status is not None and status.launcher == "local"
+            from cockpit.launch import registry
+
+            launcher = registry.known_for_run(status) if status is not None else None
+            local = launcher is not None and launcher.runs_here
             return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
         ranks = None if pick is None else [pick]
         beats = self._series.beats(ranks) if metric == "wait" else ()
