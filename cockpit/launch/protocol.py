@@ -131,6 +131,13 @@ class Launcher(Protocol):
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         """The state of a run whose supervisor may have died, worked out again (and written back)."""
 
+    def can_requeue(self, status: RunStatus) -> bool:
+        """Whether ``requeue`` can act on this run from here (the TUI offers it only then)."""
+
+    def requeue(self, run_dir: Path) -> str:
+        """Requeue the run now; the command that did it. Raises the launcher's error (or safeio.Untrusted for
+        another user's run)."""
+
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
         """Every running rank's (or ``ranks``') stack and Flight Recorder state, asked with SIGURG the way its

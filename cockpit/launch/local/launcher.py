@@ -121,6 +121,12 @@ class LocalLauncher:
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status)
 
+    def can_requeue(self, status: RunStatus) -> bool:
+        return False
+
+    def requeue(self, run_dir: Path) -> str:
+        raise LaunchError("a local run cannot be requeued (hint: cockpit run the job again)")
+
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
         """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid); the answers are read in place."""

@@ -19,6 +19,8 @@ is honoured throughout.
 
 from __future__ import annotations
 
+import functools
+import shutil
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -135,6 +137,13 @@ class SlurmLauncher:
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status, survey or {})
 
+    def can_requeue(self, status: RunStatus) -> bool:
+        """Where Slurm's clients (scancel, scontrol) are installed."""
+        return clients_installed()
+
+    def requeue(self, run_dir: Path) -> str:
+        return requeue(run_dir)
+
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
         """``scancel --signal=URG JOBID``: slurmstepd delivers it to every process of the job's steps (SIGURG is
@@ -246,6 +255,12 @@ def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
 def job_ids(status: RunStatus) -> list[str]:
     """The Slurm job (or array task) ids of a run, from its status.json."""
     return [n.slurm.job_id for n in status.nodes if n.slurm is not None and n.slurm.job_id]
+
+
+@functools.cache
+def clients_installed() -> bool:
+    """scancel and scontrol are on PATH (looked for once: the TUI asks at every redraw of its keys)."""
+    return shutil.which("scancel") is not None and shutil.which("scontrol") is not None
 
 
 def requeue(run_dir: Path, runner: Runner = run_command) -> str:

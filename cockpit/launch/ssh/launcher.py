@@ -139,6 +139,12 @@ class SSHLauncher:
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status
 
+    def can_requeue(self, status: RunStatus) -> bool:
+        return False
+
+    def requeue(self, run_dir: Path) -> str:
+        raise LaunchError("an ssh run cannot be requeued (hint: cockpit run the job again)")
+
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
         """The node agent's `stacks` on every node at once: it signals the node's ranks and sends back what

@@ -18,15 +18,20 @@ def _same(facts: Facts) -> Facts:
 
 
 def default_requeue() -> Callable[[Path], object] | None:
-    """The Slurm launcher's requeue (cockpit.launch.slurm.launcher.requeue) where Slurm's clients are installed;
-    None elsewhere, and the run view's requeue action stays hidden."""
-    import shutil
+    """Requeue a run by its launcher (cockpit.launch.protocol ``requeue``); the run view offers it where the
+    run's launcher can (``can_requeue``). A context built without it (tests) never offers it."""
+    return requeue_run
 
-    if shutil.which("scancel") is None or shutil.which("scontrol") is None:
-        return None
-    from cockpit.launch.slurm import launcher as slurm
 
-    return slurm.requeue
+def requeue_run(run_dir: Path) -> str:
+    from cockpit.launch import registry
+    from cockpit.launch.plan import LaunchError
+    from cockpit.run.store import read_status
+
+    status = read_status(run_dir)
+    if status is None:
+        raise LaunchError(f"{run_dir}: no readable status.json")
+    return registry.for_run(status).requeue(run_dir)
 
 
 def default_user_jobs() -> Callable[[], list] | None:

@@ -1,6 +1,6 @@
 """Stop and requeue, for the run view: each asks or acts in a worker (the stop signals ranks, maybe over SSH
-or through scancel), and each is offered only where it can act (check_action: requeue for a Slurm run when
-the launcher offers it, stop until the run has ended)."""
+or through scancel), and each is offered only where it can act (check_action: requeue where the run's
+launcher can requeue it from here, stop until the run has ended)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,12 @@ class RunControls:
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "requeue":
-            return self.status is not None and self.status.launcher == "slurm" and self.app.ctx.requeue is not None
+            if self.status is None or self.app.ctx.requeue is None:
+                return False
+            from cockpit.launch import registry
+
+            launcher = registry.known_for_run(self.status)
+            return launcher is not None and launcher.can_requeue(self.status)
         if action == "stop":
             return self.status is None or not self.status.final or None
         return True
