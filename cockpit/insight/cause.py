@@ -140,7 +140,10 @@ def launcher_death(status) -> tuple[str, str] | None:
     ff = status.first_failure
     if status.stop_requested or ff is None or ff.rank is None or ff.status not in _REACTION_STATUSES:
         return None
-    if status.launcher == "slurm":  # its node record is the batch job's, which Slurm itself ends
+    from cockpit.launch import registry
+
+    launcher = registry.known_for_run(status)
+    if launcher is not None and not launcher.nodes_are_torchruns:  # Slurm's is the batch job's: Slurm ends it
         return None
     for node in status.nodes:
         if node.trial is not None:

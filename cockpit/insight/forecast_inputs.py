@@ -8,8 +8,9 @@ Where each input comes from:
   64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
 * ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
   trial belongs to).
-* time held: status.json's ``started`` to ``ended`` (or now); the current attempt of a Slurm job starts at the
-  last ``cockpit: start restart=N ... time=T`` line of its batch log.
+* the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
+* time held: status.json's ``started`` to ``ended`` (or now); the current attempt starts where the run's
+  launcher says (a Slurm job: the last ``cockpit: start restart=N ... time=T`` line of its batch log).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from cockpit.fs import safeio
 from cockpit.insight.forecast import Forecast, forecast, slurm_seconds
-from cockpit.render.sbatch import START_MARK
+from cockpit.launch import registry
+from cockpit.launch.protocol import TimeLimits
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, tail_lines
 from cockpit.spec import jobfile
@@ -88,19 +90,6 @@ def gpus_held(spec: JobSpec | None, status: RunStatus, trial_gpus: tuple[int, ..
     return status.world_size or 0
 
 
-def attempt_start(run_dir: Path) -> float | None:
-    """When the current attempt of a Slurm job began (its batch log's last start line), else None."""
-    trial = run_dir.name if run_dir.name.startswith("trial-") else None
-    log = (layout.agent_log(run_dir.parent, trial) if trial else layout.agent_log(run_dir, "sbatch"))
-    for line in reversed(tail_lines(log, 400)):
-        if START_MARK in line and " time=" in line:
-            try:
-                return float(line.rsplit(" time=", 1)[1].split()[0])
-            except (ValueError, IndexError):
-                return None
-    return None
-
-
 def run_forecast(run_dir: Path, status: RunStatus, *, spec: JobSpec | None = None, now: float | None = None,
                  trial_gpus: tuple[int, ...] | None = None, metrics: MetricsTail | None = None) -> Forecast:
     """The forecast of one run (or one trial); ``spec`` saves reading the job again for many trials."""
@@ -109,12 +98,12 @@ def run_forecast(run_dir: Path, status: RunStatus, *, spec: JobSpec | None = Non
     metrics = metrics if metrics is not None else read_metrics(run_dir)
     started = status.started
     elapsed = None if started is None else (status.ended or now) - started
-    slurm = status.launcher == "slurm"
-    begun = attempt_start(run_dir) if slurm and not status.final else None
+    launcher = registry.known_for_run(status)  # a launcher this version does not know: no limit, as local
+    limits = launcher.time_limits(spec) if launcher else TimeLimits()
+    begun = launcher.attempt_start(run_dir) if launcher and not status.final else None
     return forecast(
         points=metrics.points, total_steps=metrics.total_steps or (spec.total_steps if spec else None), now=now,
         elapsed=elapsed, gpus=gpus_held(spec, status, trial_gpus),
-        time_limit=slurm_seconds(spec.slurm.time) if slurm and spec else None, limited=slurm,
-        attempt_elapsed=None if begun is None else now - begun,
-        requeue=bool(slurm and spec and spec.slurm.requeue),
+        time_limit=slurm_seconds(limits.time), limited=limits.limited,
+        attempt_elapsed=None if begun is None else now - begun, requeue=limits.requeue,
         signal_seconds=spec.slurm.signal_seconds if spec else 0.0, ended=status.final)

@@ -64,6 +64,15 @@ class Preflight:
     text: str | None = None
 
 
+@dataclass(frozen=True)
+class TimeLimits:
+    """How long a run of this job may hold its resources, for the forecast. Default: no limit."""
+
+    time: str | None = None  # the limit in sbatch --time's form (slurm.time), None where there is none
+    limited: bool = False  # a scheduler ends the run at a limit, known here or not
+    requeue: bool = False  # it checkpoints before the limit and requeues itself
+
+
 class Node(Protocol):
     """One unit of work as the supervisor polls it (a local torchrun, a sweep's trial, a Slurm job, an ssh
     node). Started when the launcher's ``start`` returns it."""
@@ -88,6 +97,7 @@ class Launcher(Protocol):
     look_every: float  # seconds between a follower's looks at the supervisor (asking nodes or Slurm costs)
     follows_without_supervisor: bool  # a follower can still see the run end without its supervisor (ssh: no)
     job_sections: frozenset[str]  # the job-file sections it reads of its own: "slurm", "node_env"
+    nodes_are_torchruns: bool  # each of status.json's nodes is a torchrun it started (Slurm's: the batch job)
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The job as this launcher runs it from this shell: the ssh launcher adds the shell's NCCL_*/GLOO_*
@@ -130,6 +140,12 @@ class Launcher(Protocol):
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         """The state of a run whose supervisor may have died, worked out again (and written back)."""
+
+    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
+        """The job's time limit as its launcher enforces it (``spec`` None: the job file could not be read)."""
+
+    def attempt_start(self, run_dir: Path) -> float | None:
+        """When the run's current attempt began, where the launcher restarts runs (a Slurm requeue); else None."""
 
     def can_requeue(self, status: RunStatus) -> bool:
         """Whether ``requeue`` can act on this run from here (the TUI offers it only then)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.launch import procs
 from cockpit.launch.plan import LaunchError, facts_for, interpreter
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
 from cockpit.launch.supervision import reconcile
 from cockpit.render import default_kind, render
 from cockpit.run import layout
@@ -64,6 +64,7 @@ class LocalLauncher:
     look_every = 1.0  # its exit records are here: looking is cheap
     follows_without_supervisor = True
     job_sections: frozenset[str] = frozenset()
+    nodes_are_torchruns = True
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """A local run inherits this shell."""
@@ -120,6 +121,12 @@ class LocalLauncher:
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status)
+
+    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
+        return TimeLimits()
+
+    def attempt_start(self, run_dir: Path) -> float | None:
+        return None
 
     def can_requeue(self, status: RunStatus) -> bool:
         return False

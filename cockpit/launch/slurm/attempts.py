@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.render.sbatch import START_MARK
+from cockpit.run import layout
+from cockpit.run.store import tail_lines
 
 _START = re.compile(re.escape(START_MARK) + r"(\d+) job=(\S+) nodes=(\S*)")
 _RANK0_START = "[cockpit] start rank=0 "
@@ -115,3 +117,16 @@ def describe(attempts: list[Attempt]) -> str | None:
                                          else "started from scratch (no checkpoint)") for a in restarts]
     times = "time" if len(restarts) == 1 else "times"
     return f"requeued {len(restarts)} {times}: " + ", ".join(parts)
+
+
+def attempt_start(run_dir: Path) -> float | None:
+    """When the current attempt of a Slurm job began (its batch log's last start line), else None."""
+    trial = run_dir.name if run_dir.name.startswith("trial-") else None
+    log = (layout.agent_log(run_dir.parent, trial) if trial else layout.agent_log(run_dir, "sbatch"))
+    for line in reversed(tail_lines(log, 400)):
+        if START_MARK in line and " time=" in line:
+            try:
+                return float(line.rsplit(" time=", 1)[1].split()[0])
+            except (ValueError, IndexError):
+                return None
+    return None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter, job_files
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.launch.supervision import supervisor_alive
 from cockpit.render import render
@@ -68,6 +68,7 @@ class SlurmLauncher:
     look_every = 5.0  # each look asks Slurm
     follows_without_supervisor = True  # Slurm says how the job ended
     job_sections = frozenset({"slurm"})
+    nodes_are_torchruns = False
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """sbatch exports this shell to the job."""
@@ -136,6 +137,15 @@ class SlurmLauncher:
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status, survey or {})
+
+    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
+        """slurm.time per attempt; Slurm ends the job at it even where it is not written in the job."""
+        return TimeLimits(spec.slurm.time if spec else None, True, bool(spec and spec.slurm.requeue))
+
+    def attempt_start(self, run_dir: Path) -> float | None:
+        from cockpit.launch.slurm.attempts import attempt_start
+
+        return attempt_start(run_dir)
 
     def can_requeue(self, status: RunStatus) -> bool:
         """Where Slurm's clients (scancel, scontrol) are installed."""

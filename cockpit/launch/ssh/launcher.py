@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cockpit.fleet.report import NodeReport
 from cockpit.fs.paths import job_workdir
 from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, forward_shell_env, interpreter
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.launch.supervision import reconcile, supervisor_alive
@@ -63,6 +63,7 @@ class SSHLauncher:
     look_every = 5.0  # each look asks the nodes
     follows_without_supervisor = False  # its supervisor copies the nodes' logs and exit records back
     job_sections = frozenset({"node_env"})
+    nodes_are_torchruns = True
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The shell's NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* join env: (nothing crosses SSH by itself;
@@ -138,6 +139,12 @@ class SSHLauncher:
         except (OSError, ValueError, KeyError) as exc:
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status
+
+    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
+        return TimeLimits()
+
+    def attempt_start(self, run_dir: Path) -> float | None:
+        return None
 
     def can_requeue(self, status: RunStatus) -> bool:
         return False
