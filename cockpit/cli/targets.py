@@ -60,8 +60,10 @@ def _hosts(args, cluster) -> list[str]:
         return fleet.expand_hostlist(args.nodes, fleet.scontrol_hostnames())
     if args.job:
         from cockpit.cli.common import load_job
+        from cockpit.launch import registry
 
-        return fleet.hosts_from_spec(load_job(args.job))
+        spec = load_job(args.job)
+        return registry.for_spec(spec).hosts(spec)
     if args.cluster is not None:
         if cluster and cluster.hosts:
             return list(cluster.hosts)

@@ -20,7 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cockpit.fleet.cluster import NodesError, cluster_path, expand_hostlist, scontrol_hostnames
+from cockpit.fleet.cluster import NodesError, cluster_path
+from cockpit.fleet.cluster import expand_hostlist as expand_hostlist  # re-exported: --nodes in cli and tui
+from cockpit.fleet.cluster import scontrol_hostnames as scontrol_hostnames  # re-exported
 from cockpit.fleet.report import REACHABLE, NodeReport
 from cockpit.node import probe
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, Timeout, Unreachable
@@ -218,16 +220,6 @@ class Fleet:
 def _probe_missing(stderr: str, status: int | None) -> bool:
     """The node has no python3 (127) or no cockpit package: read it with nvidia-smi instead."""
     return status == 127 or "No module named cockpit" in stderr or "No module named 'cockpit" in stderr
-
-
-def hosts_from_spec(spec) -> list[str]:
-    """The nodes a job runs on: its hosts (local, ssh) or its Slurm nodelist."""
-    if spec.launcher != "slurm":
-        return list(spec.hosts)
-    if not spec.nodelist:
-        raise NodesError(f"{spec.source}: Slurm picks this job's nodes when it starts (no nodelist); "
-                         "give --nodes, or --cluster to look at the partition")
-    return expand_hostlist(spec.nodelist, scontrol_hostnames())
 
 
 @dataclass(frozen=True)

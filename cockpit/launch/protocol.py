@@ -141,6 +141,10 @@ class Launcher(Protocol):
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         """The state of a run whose supervisor may have died, worked out again (and written back)."""
 
+    def hosts(self, spec: JobSpec) -> list[str]:
+        """The nodes a job runs on, known before it starts (`cockpit gpus --job`, `cockpit doctor --job`);
+        cockpit.fleet.cluster.NodesError (with a hint) where the launcher learns them only then."""
+
     def time_limits(self, spec: JobSpec | None) -> TimeLimits:
         """The job's time limit as its launcher enforces it (``spec`` None: the job file could not be read)."""
 

@@ -16,6 +16,7 @@ from fleet.sshd import USER
 from helpers import cockpit_env
 
 from cockpit.fleet import nodes as fleet
+from cockpit.launch import registry
 from cockpit.remote import RemotePool
 from cockpit.spec.model import parse_spec
 
@@ -191,15 +192,19 @@ def test_local_fleet_uses_no_ssh():
 
 # -- where nodes come from -------------------------------------------------------------------------------------
 
+def hosts_from_spec(spec):
+    return registry.for_spec(spec).hosts(spec)
+
+
 def test_hosts_from_specs():
     ssh = parse_spec("name: t\nscript: x.py\nlauncher: ssh\nnodes: [a, b]\n")
     slurm = parse_spec('name: t\nscript: x.py\nlauncher: slurm\nnodes: "gpu[01-03]"\n')
     counted = parse_spec("name: t\nscript: x.py\nlauncher: slurm\nnodes: 2\n")
-    assert fleet.hosts_from_spec(ssh) == ["a", "b"]
-    assert fleet.hosts_from_spec(slurm) == ["gpu01", "gpu02", "gpu03"]
-    assert fleet.hosts_from_spec(parse_spec("name: t\nscript: x.py\n")) == ["localhost"]
+    assert hosts_from_spec(ssh) == ["a", "b"]
+    assert hosts_from_spec(slurm) == ["gpu01", "gpu02", "gpu03"]
+    assert hosts_from_spec(parse_spec("name: t\nscript: x.py\n")) == ["localhost"]
     with pytest.raises(fleet.NodesError, match="Slurm picks"):
-        fleet.hosts_from_spec(counted)
+        hosts_from_spec(counted)
 
 
 def test_expand_hostlist_prefers_scontrol(tmp_path):

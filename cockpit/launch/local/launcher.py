@@ -122,6 +122,10 @@ class LocalLauncher:
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status)
 
+    def hosts(self, spec: JobSpec) -> list[str]:
+        """This machine, as the job names it."""
+        return list(spec.hosts)
+
     def time_limits(self, spec: JobSpec | None) -> TimeLimits:
         return TimeLimits()
 

@@ -138,6 +138,15 @@ class SlurmLauncher:
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status, survey or {})
 
+    def hosts(self, spec: JobSpec) -> list[str]:
+        """The job's nodelist, expanded; NodesError where Slurm picks the nodes when the job starts."""
+        from cockpit.fleet.cluster import NodesError, expand_hostlist, scontrol_hostnames
+
+        if not spec.nodelist:
+            raise NodesError(f"{spec.source}: Slurm picks this job's nodes when it starts (no nodelist); "
+                             "give --nodes, or --cluster to look at the partition")
+        return expand_hostlist(spec.nodelist, scontrol_hostnames())
+
     def time_limits(self, spec: JobSpec | None) -> TimeLimits:
         """slurm.time per attempt; Slurm ends the job at it even where it is not written in the job."""
         return TimeLimits(spec.slurm.time if spec else None, True, bool(spec and spec.slurm.requeue))

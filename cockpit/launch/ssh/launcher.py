@@ -140,6 +140,10 @@ class SSHLauncher:
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status
 
+    def hosts(self, spec: JobSpec) -> list[str]:
+        """Its nodes, as the job file lists them."""
+        return list(spec.hosts)
+
     def time_limits(self, spec: JobSpec | None) -> TimeLimits:
         return TimeLimits()
 
