@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cockpit.insight.forecast import forecast, hms, seconds_per_step, slurm_seconds
-from cockpit.launch.rerun import renamed, with_array
+from cockpit.launch.rerun import renamed
+from cockpit.launch.slurm.rerun import with_array
 from cockpit.spec.model import SpecError, parse_spec
 
 

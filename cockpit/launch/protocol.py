@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from cockpit.preflight.checks import Check
     from cockpit.remote import SSHOptions
     from cockpit.render.facts import Facts
-    from cockpit.run.records import NodeRecord
+    from cockpit.run.records import NodeRecord, Trial
     from cockpit.run.store import RunStatus
     from cockpit.spec.model import JobSpec
 
@@ -98,6 +98,7 @@ class Launcher(Protocol):
     follows_without_supervisor: bool  # a follower can still see the run end without its supervisor (ssh: no)
     job_sections: frozenset[str]  # the job-file sections it reads of its own: "slurm", "node_env"
     nodes_are_torchruns: bool  # each of status.json's nodes is a torchrun it started (Slurm's: the batch job)
+    has_sweeps: bool  # its runs may be sweeps, whose failed trials `cockpit sweep rerun` runs again
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The job as this launcher runs it from this shell: the ssh launcher adds the shell's NCCL_*/GLOO_*
@@ -150,6 +151,16 @@ class Launcher(Protocol):
 
     def attempt_start(self, run_dir: Path) -> float | None:
         """When the run's current attempt began, where the launcher restarts runs (a Slurm requeue); else None."""
+
+    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
+                    which: str) -> str:
+        """The new sweep run of a rerun of ``failed`` trials (cockpit.launch.rerun): its own files written from
+        the old run's with ``rename`` (Slurm: the array script for the failed indices); the new run's note.
+        LaunchError where it has no sweeps."""
+
+    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
+        """One failed trial laid out again in ``tdir`` (made, with its hook): its own scripts written from the
+        old trial's with ``rename``; the new sweep's record of it."""
 
     def can_requeue(self, status: RunStatus) -> bool:
         """Whether ``requeue`` can act on this run from here (the TUI offers it only then)."""

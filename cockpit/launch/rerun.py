@@ -10,17 +10,21 @@ Identical arguments: the new run's scripts are the old run's own rendered script
 arguments), with only the run id (and so the run directory) changed, so whatever the job file or the
 ``-- ARGS`` were then, they are what runs now. Trials keep their index: trial 3 of the rerun is trial 3 of
 the sweep. A Slurm rerun submits the same script as ``--array=<failed indices>``.
+
+What differs by launcher is the launcher's (``has_sweeps``, ``rerun_sweep``, ``rerun_trial``, ``schedule``):
+this module lays out what every rerun shares and never names one.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cockpit.launch import registry
 from cockpit.launch.plan import LaunchError
 from cockpit.run import layout
-from cockpit.run.records import NodeRecord, SlurmJob, Trial
+from cockpit.run.records import NodeRecord
 from cockpit.run.store import (
     RunStatus,
     create_run_dir,
@@ -33,8 +37,10 @@ from cockpit.run.store import (
 )
 from cockpit.run.trust import own_run
 
+if TYPE_CHECKING:
+    from cockpit.launch.protocol import Launcher
+
 FAILED = ("failed", "lost")
-_ARRAY = re.compile(r"^#SBATCH --array=\S+$", re.MULTILINE)
 
 
 def failed_trials(run_dir: Path, status: RunStatus) -> list[NodeRecord]:
@@ -55,16 +61,6 @@ def renamed(text: str, old_id: str, new_id: str) -> str:
     return text.replace(old_id, new_id)
 
 
-def with_array(script: str, indices: list[int]) -> str:
-    """The batch script with ``--array`` set to exactly ``indices`` (the old ``%N`` limit kept)."""
-    m = _ARRAY.search(script)
-    if m is None:
-        raise LaunchError("the run's sbatch.sh has no #SBATCH --array line: not a sweep's job array")
-    limit = m.group(0).partition("%")[2]
-    line = "#SBATCH --array=" + ",".join(map(str, indices)) + (f"%{limit}" if limit else "")
-    return script[:m.start()] + line + script[m.end():]
-
-
 def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
     """The new run directory for the failed trials of the sweep ``run_dir`` (not started; Slurm: not
     submitted). LaunchError when there is nothing to rerun; safeio.Untrusted for a run of another user (its
@@ -78,7 +74,8 @@ def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
     failed = failed_trials(run_dir, status)
     if not failed:
         raise LaunchError(f"{status.run_id}: no trial failed, nothing to rerun")
-    if status.launcher not in ("local", "slurm"):
+    launcher = registry.known_for_run(status)
+    if launcher is None or not launcher.has_sweeps:
         raise LaunchError(f"{status.run_id}: launcher {status.launcher} has no sweeps")
     new_id = new_run_id(status.name)
     new_dir = create_run_dir(run_dir.parent, new_id)
@@ -89,14 +86,9 @@ def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
                       hosts=[], world_size=None, stall_after=status.stall_after, on_stall=status.on_stall,
                       start_after=status.start_after)
     for node in failed:
-        sweep.nodes.append(_trial(run_dir, status, new_dir, new_id, node, which))
-    if status.launcher == "slurm":
-        old = (run_dir / layout.SBATCH_SCRIPT).read_text(encoding="utf-8")
-        write_private(new_dir / layout.SBATCH_SCRIPT, with_array(renamed(old, status.run_id, new_id), indices))
-        sweep.note = which
-    else:
-        slots = len({n.trial.slot for n in failed})
-        sweep.note = f"{which}, {slots} at a time"
+        sweep.nodes.append(_trial(launcher, run_dir, status, new_dir, new_id, node, which))
+    sweep.note = launcher.rerun_sweep(run_dir, new_dir, lambda text: renamed(text, status.run_id, new_id), failed,
+                                      which)
     write_private(new_dir / layout.RERUN, json.dumps({"of": status.run_id, "trials": indices}) + "\n")
     write_status(new_dir, sweep)
     return new_dir
@@ -112,34 +104,26 @@ def rerun_of(run_dir: Path) -> str | None:
         return None
 
 
-def _trial(run_dir: Path, status: RunStatus, new_dir: Path, new_id: str, node: NodeRecord,
+def _trial(launcher: Launcher, run_dir: Path, status: RunStatus, new_dir: Path, new_id: str, node: NodeRecord,
            which: str) -> NodeRecord:
-    """Trial ``node`` of the old sweep, laid out in the new one: its directory, script (local) and status."""
+    """Trial ``node`` of the old sweep, laid out in the new one: its directory, its launcher's scripts, its
+    status; the new sweep's record of it."""
     t = node.trial
     old_tdir = Path(node.run_dir) if node.run_dir else layout.trial_dir(run_dir, t.index)
     tdir = layout.trial_dir(new_dir, t.index)
     (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
     (tdir / layout.COMMANDS).mkdir(mode=0o700)
     install_hook(tdir)
-    if (layout.hook_dir(old_tdir) / layout.NODECHECK).is_file():  # the old script runs the Slurm preflight
-        from cockpit.launch.slurm.launcher import install_nodecheck
-
-        install_nodecheck(tdir)
+    record = launcher.rerun_trial(old_tdir, tdir, lambda text: renamed(text, status.run_id, new_id), t)
     tdir.chmod(0o700)
     old = read_status(old_tdir)
-    if status.launcher == "local":
-        script = layout.node_script(old_tdir, 0).read_text(encoding="utf-8")
-        write_private(layout.node_script(tdir, 0), renamed(script, status.run_id, new_id))
     write_status(tdir, RunStatus(run_id=f"{new_id}.{layout.trial_name(t.index)}", name=status.name,
                                  launcher=status.launcher, job_file=status.job_file,
-                                 hosts=list(old.hosts) if old and status.launcher == "local" else [],
+                                 # a trial that runs here runs on the same host; Slurm picks a trial's nodes
+                                 hosts=list(old.hosts) if old and launcher.runs_here else [],
                                  world_size=old.world_size if old else None,
                                  note=f"trial {t.index}: {' '.join(t.args)} ({which})"))
-    if status.launcher == "slurm":
-        return NodeRecord(layout.trial_name(t.index), t.index, run_dir=str(tdir), trial=Trial(t.index, t.args),
-                          slurm=SlurmJob(None), null_keys=frozenset({"job_id"}))
-    return NodeRecord(layout.trial_name(t.index), t.index, state="pending", run_dir=str(tdir),
-                      trial=Trial(t.index, t.args, t.gpus, t.slot))
+    return record
 
 
 def rerun_failed(run_dir: Path, status: RunStatus, grace: float = 10.0) -> Path:
@@ -147,9 +131,6 @@ def rerun_failed(run_dir: Path, status: RunStatus, grace: float = 10.0) -> Path:
     from cockpit import launch
 
     new_dir = prepare_rerun(run_dir, status)
-    if status.launcher == "slurm":
-        from cockpit.launch.slurm.launcher import submit
-
-        submit(new_dir)
+    registry.for_run(status).schedule(new_dir)  # Slurm: sbatch; the others have nothing to hand over
     launch.start(new_dir, grace=grace)
     return new_dir

@@ -12,7 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
     from cockpit.render.facts import Facts
+    from cockpit.run.records import Trial
 
 
 def free_port() -> int:
@@ -65,6 +66,7 @@ class LocalLauncher:
     follows_without_supervisor = True
     job_sections: frozenset[str] = frozenset()
     nodes_are_torchruns = True
+    has_sweeps = False  # a local job with sweep: runs as the sweep variant (cockpit.launch.local.sweep)
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """A local run inherits this shell."""
@@ -131,6 +133,13 @@ class LocalLauncher:
 
     def attempt_start(self, run_dir: Path) -> float | None:
         return None
+
+    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
+                    which: str) -> str:
+        raise LaunchError(f"launcher {self.name} has no sweeps")
+
+    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
+        raise LaunchError(f"launcher {self.name} has no sweeps")
 
     def can_requeue(self, status: RunStatus) -> bool:
         return False

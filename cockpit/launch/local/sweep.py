@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,6 +61,21 @@ class LocalSweepLauncher(LocalLauncher):
             shutil.rmtree(run_dir)
             raise
         return run_dir
+
+    has_sweeps = True
+
+    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
+                    which: str) -> str:
+        """Nothing of the sweep's own to write: each trial's script is."""
+        slots = len({n.trial.slot for n in failed if n.trial is not None})
+        return f"{which}, {slots} at a time"
+
+    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
+        """The trial's script, renamed; it waits for its slot again."""
+        script = layout.node_script(old_tdir, 0).read_text(encoding="utf-8")
+        write_private(layout.node_script(tdir, 0), rename(script))
+        return NodeRecord(layout.trial_name(trial.index), trial.index, state="pending", run_dir=str(tdir),
+                          trial=Trial(trial.index, trial.args, trial.gpus, trial.slot))
 
     def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
         return make_trial_nodes(status, run_dir, 10.0 if grace is None else grace)

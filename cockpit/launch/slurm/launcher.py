@@ -23,7 +23,7 @@ import functools
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,6 +69,7 @@ class SlurmLauncher:
     follows_without_supervisor = True  # Slurm says how the job ended
     job_sections = frozenset({"slurm"})
     nodes_are_torchruns = False
+    has_sweeps = True  # a sweep is a job array
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """sbatch exports this shell to the job."""
@@ -155,6 +156,20 @@ class SlurmLauncher:
         from cockpit.launch.slurm.attempts import attempt_start
 
         return attempt_start(run_dir)
+
+    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
+                    which: str) -> str:
+        from cockpit.launch.slurm.rerun import rerun_array
+
+        rerun_array(old_dir, new_dir, rename, [n.trial.index for n in failed if n.trial is not None])
+        return which
+
+    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
+        from cockpit.launch.slurm.rerun import trial_record
+
+        if (layout.hook_dir(old_tdir) / layout.NODECHECK).is_file():  # the old script runs the Slurm preflight
+            install_nodecheck(tdir)
+        return trial_record(tdir, trial)
 
     def can_requeue(self, status: RunStatus) -> bool:
         """Where Slurm's clients (scancel, scontrol) are installed."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
     from cockpit.render.facts import Facts
+    from cockpit.run.records import NodeRecord, Trial
 
 PREFLIGHT_FILE = layout.PREFLIGHT
 
@@ -64,6 +65,7 @@ class SSHLauncher:
     follows_without_supervisor = False  # its supervisor copies the nodes' logs and exit records back
     job_sections = frozenset({"node_env"})
     nodes_are_torchruns = True
+    has_sweeps = False
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The shell's NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* join env: (nothing crosses SSH by itself;
@@ -149,6 +151,13 @@ class SSHLauncher:
 
     def attempt_start(self, run_dir: Path) -> float | None:
         return None
+
+    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
+                    which: str) -> str:
+        raise LaunchError(f"launcher {self.name} has no sweeps")
+
+    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
+        raise LaunchError(f"launcher {self.name} has no sweeps")
 
     def can_requeue(self, status: RunStatus) -> bool:
         return False
