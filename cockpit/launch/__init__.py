@@ -1,15 +1,18 @@
 """Launchers: turn a job into a run directory, then hand the run to its supervisor.
 
-Every launcher has the same two steps, so `cockpit run`, the TUI and tests treat them alike:
+Every launcher has the same steps, so `cockpit run`, the TUI and tests treat them alike:
 
-    run_dir = prepare(spec, job_path, runs_dir, extra_args)   # run directory, rendered commands, status
+    run_dir = prepare(spec, job_path, runs_dir, extra_args)   # run directory, rendered commands, status;
+                                                              # handed to its scheduler where it has one (sbatch)
     start(run_dir)                                            # the detached supervisor (launch.supervisor)
 
-Each launcher (local and its sweep variant, ssh, slurm) implements cockpit.launch.protocol.Launcher and is
-found through cockpit.launch.registry; nothing else tests a launcher's name. The supervisor asks the run's
+Each launcher (local and its sweep variant, ssh, slurm) is a package here (local/, ssh/, slurm/) that implements
+cockpit.launch.protocol.Launcher and is found through cockpit.launch.registry; outside its own package only the
+registry names it, and no service or face tests a launcher's name (tests/test_launcher_seam.py). The shared
+modules: protocol, registry, plan (the render facts; LaunchError), supervision (the supervisor seen from
+outside), supervisor, control (stop), rerun (a sweep's failed trials), procs. The supervisor asks the run's
 launcher for one "node" per unit of work (a local torchrun, a Slurm job, ...) with poll() / terminate() /
-describe().
-"""
+describe() / kill()."""
 
 from __future__ import annotations
 

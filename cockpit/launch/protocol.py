@@ -1,6 +1,15 @@
 """The Launcher protocol: what every launcher (local, its sweep variant, ssh, Slurm) does, so that `cockpit run`,
 the supervisor, `cockpit ps` / `stop` and the TUI dispatch through cockpit.launch.registry and never test a
-launcher's name themselves. Adding a launcher is one class and one registry line.
+launcher's name themselves (tests/test_launcher_seam.py holds them to it). Adding a launcher is one package under
+cockpit/launch/ (its class and whatever modules it needs, importing only launch's shared modules) and one line in
+the registry.
+
+Besides the life of a run (below), the launcher answers every question whose answer depends on it: its preflight
+(``preflight``, ``here_checks``), where its job runs (``hosts``, ``render_facts``, ``shell_env``), how its ranks
+are reached (``runs_here``, ``stacks``), how its runs are followed (``look_every``,
+``follows_without_supervisor``), its time limits and where an attempt starts (``time_limits``,
+``attempt_start``), requeue (``can_requeue``, ``requeue``), sweeps (``has_sweeps``, ``rerun_sweep``,
+``rerun_trial``) and the job-file sections it reads of its own (``job_sections``).
 
 The life of a run, as torchx splits ``submit = submit_dryrun + schedule``:
 
