@@ -39,7 +39,7 @@ def test_demo_completes_with_logs_metrics_and_summary(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir, status = only_run(tmp_path)
     assert status.state == "succeeded" and status.exit_code == 0
-    assert {rank: p["state"] for rank, p in status.progress.items()} == {"0": "exited", "1": "exited"}
+    assert {rank: p.state for rank, p in status.progress.items()} == {"0": "exited", "1": "exited"}
     host = status.hosts[0]
     logs = sorted(p.name for p in (run_dir / "logs").glob("rank-*.log"))
     assert logs == [f"rank-0.{host}.log", f"rank-1.{host}.log"]

@@ -177,13 +177,13 @@ def run_report(status: RunStatus | None) -> str:
         return "no readable status.json"
     ranks = []
     for rank in range(status.world_size or 0):
-        end, rec = status.ranks.get(str(rank)), status.progress.get(str(rank)) or {}
+        end, rec = status.ranks.get(str(rank)), status.progress.get(str(rank))
         if end is not None:
             ranks.append(f"{rank}: ended ({'ok' if end.status == 0 else end.status})")
-        elif rec.get("step") is not None:
-            ranks.append(f"{rank}: step {rec['step']}" + (f" ({rec['flag']})" if rec.get("flag") else ""))
+        elif rec is not None and rec.step is not None:
+            ranks.append(f"{rank}: step {rec.step}" + (f" ({rec.flag})" if rec.flag else ""))
         else:
-            ranks.append(f"{rank}: {rec.get('state') or 'starting'}")
+            ranks.append(f"{rank}: {(rec.state if rec else None) or 'starting'}")
     return f"{status.run_id} is {status.state}" + (f"; ranks {', '.join(ranks)}" if ranks else "")
 
 

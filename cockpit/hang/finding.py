@@ -22,12 +22,13 @@ from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.progress import Straggler
 from cockpit.hang.stacks import DDP_INIT, INIT
 from cockpit.hang.words import finding_words, starting_words
+from cockpit.run.progress import RankProgress
 
 __all__ = ["evidence_of", "hang_finding", "stacks_report", "starting_text", "straggler_finding"]
 WAITS_AT_START = (INIT, "new_group", DDP_INIT)
 
 
-def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: dict[int, Evidence], now: float,
+def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evidence: dict[int, Evidence], now: float,
                  run_ref: str = "RUN", pg_backend: str | None = None, phase: str = "running") -> dict:
     """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped).
     ``phase``: "start" for a start that used up its budget (no rank has completed a step or collective)."""
@@ -35,7 +36,7 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: d
     top = max(seqs.values(), default=None)
     culprits, victims, silent = [], [], []
     for rank in sorted(set(progress) | set(evidence)):
-        entry, role = _entry(rank, progress.get(rank, {}), evidence.get(rank), seqs, top, now)
+        entry, role = _entry(rank, progress.get(rank), evidence.get(rank), seqs, top, now)
         {"culprit": culprits, "victim": victims, "silent": silent}[role].append(entry)
     collective = None
     if top is not None:
@@ -58,20 +59,21 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, dict], evidence: d
     return finding
 
 
-def _entry(rank: int, rec: dict, ev: Evidence | None, seqs: dict, top: int | None, now: float) -> tuple[dict, str]:
+def _entry(rank: int, rec: RankProgress | None, ev: Evidence | None, seqs: dict, top: int | None,
+           now: float) -> tuple[dict, str]:
     """One rank's line of the finding, and its role: culprit, victim or silent."""
-    host = (ev.host if ev else None) or rec.get("host", "?")
-    state = rec.get("state", "unknown")
+    host = (ev.host if ev else None) or (rec.host if rec else "?")
+    state = rec.state if rec else "unknown"
     stack = ev.stack if ev and ev.text else None
     beat = (ev.beat if ev else None) or {}
-    op = (stack.collective if stack else None) or beat.get("in") or rec.get("in")
+    op = (stack.collective if stack else None) or beat.get("in") or (rec.collective if rec else None)
     frame = stack.user_frame if stack else None
     entry = {"rank": rank, "host": host, "state": state, "where": frame.where() if frame else None,
              "seq": seqs.get(rank), "last": beat.get("last")}
     if state in ("stopped", "not responding", "exited"):
         return entry, "culprit"
     if op is not None and not (top is not None and rank in seqs and seqs[rank] < top and op not in WAITS_AT_START):
-        since = beat.get("since") or rec.get("in_since")
+        since = beat.get("since") or (rec.in_since if rec else None)
         entry.update(op=op, waiting_s=round(now - since, 1) if since else None)
         return entry, "victim"
     if stack is not None or (top is not None and rank in seqs):
@@ -115,7 +117,7 @@ def _uneven(culprits: list, victims: list, evidence: dict[int, Evidence]) -> dic
             "left_where": sorted({e["where"] for e in left if e["where"]})}
 
 
-def starting_text(progress: dict[int, dict], evidence: dict[int, Evidence], elapsed: float) -> str:
+def starting_text(progress: dict[int, RankProgress], evidence: dict[int, Evidence], elapsed: float) -> str:
     """"starting: ..." for a run none of whose ranks has completed a step or a collective yet: where each
     rank is (from its stack), and who waits in init_process_group for whom. Not a finding: a start has a
     budget of its own (start_after)."""

@@ -21,9 +21,10 @@ Stragglers: cockpit.hang.straggler (a pause, this module's phases and stalls inc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cockpit.hang.straggler import Beats, Rule, Straggler, share
+from cockpit.run.progress import RankProgress
 
 START_AFTER = 600.0  # seconds a start may go without progress (torch's NCCL init timeout is 10 min)
 ADAPTIVE_FLOOR = 60.0
@@ -47,7 +48,7 @@ class RankSample:
 
 @dataclass
 class Verdict:
-    ranks: dict[int, dict] = field(default_factory=dict)  # rank -> progress record (status.json)
+    ranks: dict[int, RankProgress] = field(default_factory=dict)  # rank -> its progress (status.json)
     quiet: float = 0.0  # seconds since any rank made progress
     stalled: bool = False
     stopped: tuple[int, ...] = ()  # ranks whose process is stopped or has stopped beating
@@ -98,9 +99,9 @@ class Monitor:
         for s in samples:
             rec, moved = self._rank(now, s)
             progressed = progressed or moved
-            if rec["state"] in ("stopped", "not responding"):
+            if rec.state in ("stopped", "not responding"):
                 verdict.stopped += (s.rank,)
-            alive = alive or rec["state"] != "exited"
+            alive = alive or rec.state != "exited"
             verdict.ranks[s.rank] = rec
         if progressed:
             if was_started:  # the start's silence has a budget of its own; it says nothing of later pauses
@@ -128,7 +129,7 @@ class Monitor:
             return float(self.stall_after), "stall_after"
         return max(self.floor, self.multiple * self.longest_gap), "adaptive"
 
-    def _rank(self, now: float, s: RankSample) -> tuple[dict, bool]:
+    def _rank(self, now: float, s: RankSample) -> tuple[RankProgress, bool]:
         """This rank's progress record, and whether it made progress since the last look."""
         r = self.ranks.setdefault(s.rank, _Rank())
         grew = s.log_size is not None and s.log_size != r.size and (r.size is not None or s.log_size > 0)
@@ -149,20 +150,23 @@ class Monitor:
         state = s.state
         if state != "exited" and beat and now - float(beat["t"]) > self.beat_timeout and state != "stopped":
             state = "not responding" if state is None else state
-        return {"host": s.host, "state": state or "unknown", "last_output": r.last_output, "step": step,
-                "step_source": "metrics" if s.step is not None else ("syncs" if step is not None else None),
-                "rate": _rate(r.steps, now, self.window), "wait": share(r.beats.points, now, self.window),
-                "in": beat.get("in"), "in_since": beat.get("since"), "flag": None}, moved
+        return RankProgress(
+            s.host, state or "unknown", step=step,
+            step_source="metrics" if s.step is not None else ("syncs" if step is not None else None),
+            rate=_rate(r.steps, now, self.window), wait=share(r.beats.points, now, self.window),
+            collective=beat.get("in"), in_since=beat.get("since"), last_output=r.last_output), moved
 
     @staticmethod
     def _flags(verdict: Verdict) -> None:
+        ranks = verdict.ranks
         for rank in verdict.stopped:
-            verdict.ranks[rank]["flag"] = "stopped"
+            ranks[rank] = replace(ranks[rank], flag="stopped")
         if verdict.stalled:
-            for rec in verdict.ranks.values():
-                rec["flag"] = rec["flag"] or "stalled"
+            for rank, rec in ranks.items():
+                ranks[rank] = replace(rec, flag=rec.flag or "stalled")
         elif verdict.straggler is not None:
-            verdict.ranks[verdict.straggler.rank]["flag"] = "straggler"
+            rank = verdict.straggler.rank
+            ranks[rank] = replace(ranks[rank], flag="straggler")
 
 
 def _waited(beat: dict) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit.hang import finding, gather
@@ -68,9 +69,9 @@ class Watchdog:
             if f["kind"] == "stall" and verdict.stalled:
                 f["quiet_s"] = round(verdict.quiet, 1)
             for c in f.get("culprits", ()):
-                verdict.ranks.get(c["rank"], {})["flag"] = "culprit" if c["state"] != "stopped" else "stopped"
+                _flag(verdict, c["rank"], "culprit" if c["state"] != "stopped" else "stopped")
             for v in f.get("victims", ()):
-                verdict.ranks.get(v["rank"], {})["flag"] = "waiting"
+                _flag(verdict, v["rank"], "waiting")
         if verdict.straggler is not None and not verdict.stalled:
             findings.append(finding.straggler_finding(verdict.straggler))
         progress = {str(r): rec for r, rec in verdict.ranks.items()}
@@ -137,7 +138,13 @@ class Watchdog:
 
 
 def _alive(verdict: Verdict) -> bool:
-    return any(rec["state"] != "exited" for rec in verdict.ranks.values())
+    return any(rec.state != "exited" for rec in verdict.ranks.values())
+
+
+def _flag(verdict: Verdict, rank: int, flag: str) -> None:
+    """Mark a rank of the finding in its progress (a rank the look did not see has none)."""
+    if rank in verdict.ranks:
+        verdict.ranks[rank] = replace(verdict.ranks[rank], flag=flag)
 
 
 def _cleared(f: dict, wall: float) -> dict:

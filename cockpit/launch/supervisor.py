@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit.fs.safeio import Untrusted
@@ -190,9 +191,8 @@ class Supervisor:
         leftover += self._kill_nodes()
         self._record_exits(time.monotonic())
         s = self.status
-        for rank, rec in s.progress.items():  # the watchdog's last look may predate the ranks' ends
-            if rank in s.ranks:
-                rec["state"] = "exited"
+        # the watchdog's last look may predate the ranks' ends
+        s.progress = {r: replace(p, state="exited") if r in s.ranks else p for r, p in s.progress.items()}
         codes = [node.poll() or 0 for node in self.nodes]
         s.exit_code = next((c for c in codes if c != 0), 0)
         if self.write_error is not None:

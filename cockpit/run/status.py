@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field, fields
 
+from cockpit.run.progress import RankProgress, progress_from_dict
 from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
 
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
@@ -47,7 +48,7 @@ class RunStatus:
     # the job's stall_after (cockpit run --stall-after): 0 turns the watch off, None adapts (cockpit.hang.progress)
     stall_after: float | None = None
     on_stall: str = "report"  # "report" | "stop"
-    progress: dict[str, dict] = field(default_factory=dict)  # rank -> cockpit.hang.progress record
+    progress: dict[str, RankProgress] = field(default_factory=dict)  # str(rank) -> as the watchdog last saw it
     findings: list[dict] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
     # Written only when set (a status.json of an older cockpit reads and writes back as it was):
     start_after: float | None = None  # the job's start budget (None: cockpit.hang.progress.START_AFTER)
@@ -64,6 +65,7 @@ class RunStatus:
         d["nodes"] = [n.to_dict() for n in self.nodes]
         d["ranks"] = {r: e.to_dict() for r, e in self.ranks.items()}
         d["first_failure"] = None if self.first_failure is None else self.first_failure.to_dict()
+        d["progress"] = {r: p.to_dict() for r, p in self.progress.items()}
         for name in _WHEN_SET:
             if d[name] is None or d[name] == []:
                 del d[name]
@@ -97,6 +99,8 @@ class RunStatus:
             known["ranks"] = {r: RankExit.from_dict(e, f"ranks.{r}: ") for r, e in data.get("ranks", {}).items()}
             ff = data.get("first_failure")
             known["first_failure"] = None if ff is None else FirstFailure.from_dict(ff)
+            if "progress" in data:
+                known["progress"] = progress_from_dict(data["progress"])
         except RecordError as exc:
             raise StatusError(f"{where}{exc}") from None
         return cls(**known)

@@ -12,6 +12,7 @@ import pytest
 from cockpit.hang.evidence import Evidence, workers_of
 from cockpit.hang.finding import hang_finding, stacks_report, starting_text
 from cockpit.hang.stacks import FlightRecord, parse_dump
+from cockpit.run.progress import RankProgress as P
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hang"
 
@@ -21,7 +22,7 @@ def dump(name: str) -> str:
 
 
 def running(ranks: int) -> dict:
-    return {r: {"host": f"n{r}", "state": "running"} for r in range(ranks)}
+    return {r: P(f"n{r}", "running") for r in range(ranks)}
 
 
 @pytest.mark.parametrize(("ranks", "stuck"), [(2, 0), (3, 1), (3, 0), (3, 2), (4, 2)])
@@ -123,8 +124,8 @@ def test_uneven_inputs_name_the_ranks_that_ran_out_of_data_first_and_the_fix(ran
 
 
 def test_different_collectives_that_are_not_the_loops_own_stay_a_mismatch():
-    progress = {0: {"host": "a", "state": "running", "in": "all_gather"},
-                1: {"host": "a", "state": "running", "in": "barrier"}}
+    progress = {0: P("a", "running", collective="all_gather"),
+                1: P("a", "running", collective="barrier")}
     evidence = {0: Evidence(0, "a", "", None, {"in": "all_gather", "last": "all_reduce"}),
                 1: Evidence(1, "a", "", None, {"in": "barrier", "last": "all_reduce"})}
     f = hang_finding("stall", 30, progress, evidence, now=0.0)

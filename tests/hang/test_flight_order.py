@@ -9,6 +9,7 @@ import pytest
 from cockpit.hang.evidence import Evidence
 from cockpit.hang.finding import hang_finding
 from cockpit.hang.stacks import FlightRecord
+from cockpit.run.progress import RankProgress as P
 
 WORLD = 3
 
@@ -18,7 +19,7 @@ def test_a_rank_behind_in_the_flight_recorder_is_the_culprit_even_inside_a_colle
     progress, evidence = {}, {}
     for rank in range(WORLD):
         op = "barrier" if rank == behind else "all_reduce"  # the one behind waits in a subgroup's barrier
-        progress[rank] = {"host": "a", "state": "running", "in": op, "in_since": 10.0}
+        progress[rank] = P("a", "running", collective=op, in_since=10.0)
         seq = 6 if rank == behind else 7
         evidence[rank] = Evidence(rank, "a", "", FlightRecord(seq, 6, "gloo:all_reduce"), {"in": op, "since": 10.0})
     f = hang_finding("stall", 30, progress, evidence, now=40.0)

@@ -137,7 +137,7 @@ def test_a_healthy_run_with_a_quiet_start_shorter_than_stall_after_is_never_flag
     status = list_runs(tmp_path)[0][1]
     assert r.returncode == 0 and status.state == "succeeded", r.stdout + r.stderr
     assert status.findings == [] and "STALL" not in r.stderr
-    assert {rec["state"] for rec in status.progress.values()} <= {"running", "exited"}
+    assert {rec.state for rec in status.progress.values()} <= {"running", "exited"}
 
 
 def test_a_slow_rank_that_calls_all_reduce_itself_is_named_the_straggler(tmp_path):
@@ -156,7 +156,7 @@ def test_a_slow_rank_that_calls_all_reduce_itself_is_named_the_straggler(tmp_pat
         assert f["compute_ms"] >= 35 and 0 < f["others_wait_ms"] < f["compute_ms"], f
         assert "straggler:1" in cockpit(tmp_path, "ps").stdout
         progress = read_status(run_dir).progress
-        assert progress["1"]["flag"] == "straggler" and progress["0"]["wait"] > progress["1"]["wait"]
+        assert progress["1"].flag == "straggler" and progress["0"].wait > progress["1"].wait
     finally:
         cockpit(tmp_path, "stop", "last", "--grace", "2")
         out, err = proc.communicate(timeout=60)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cockpit.hang.progress import Monitor, RankSample
+from cockpit.run.progress import RankProgress as P
 
 
 def beat(t: float, n: int, sync: float = 0.0, inside: str | None = None, since: float | None = None) -> dict:
@@ -233,7 +234,7 @@ def test_a_rank_inside_a_collective_but_behind_the_others_in_the_flight_recorder
     from cockpit.hang.finding import hang_finding
     from cockpit.hang.stacks import FlightRecord
 
-    progress = {r: {"host": "a", "state": "running", "in": "all_reduce"} for r in range(3)}
+    progress = {r: P("a", "running", collective="all_reduce") for r in range(3)}
     evidence = {r: Evidence(r, "a", "", FlightRecord(19 if r == 1 else 21, 18 if r == 1 else 20, "gloo:all_reduce"),
                             {"in": "all_reduce", "since": 1.0}) for r in range(3)}
     f = hang_finding("stall", 30, progress, evidence, now=31.0)

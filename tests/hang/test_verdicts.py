@@ -10,6 +10,7 @@ from cockpit.hang.evidence import Evidence
 from cockpit.hang.finding import hang_finding, stacks_report, straggler_finding
 from cockpit.hang.progress import Monitor, RankSample
 from cockpit.hang.stacks import last_dump, parse_dump, parse_flight_record
+from cockpit.run.progress import RankProgress as P
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hang"
 
@@ -36,7 +37,7 @@ def test_no_progress_for_stall_after_is_a_stall_and_progress_clears_it():
     look(m, 0.0, (50, 50))
     assert not look(m, 9.9, (50, 50)).stalled
     v = look(m, 10.0, (50, 50))
-    assert v.stalled and v.quiet == 10.0 and {r["flag"] for r in v.ranks.values()} == {"stalled"}
+    assert v.stalled and v.quiet == 10.0 and {r.flag for r in v.ranks.values()} == {"stalled"}
     assert not look(m, 11.0, (50, 60)).stalled  # one rank wrote a line
 
 
@@ -59,10 +60,10 @@ def test_zero_turns_stall_detection_off_and_exited_ranks_never_stall():
 def test_a_stopped_rank_is_reported_at_once_and_a_silent_beat_reads_as_not_responding():
     m = Monitor(stall_after=600)
     v = look(m, 0.0, (5, 5), states=("running", "stopped"))
-    assert v.stopped == (1,) and v.ranks[1]["flag"] == "stopped" and not v.stalled
+    assert v.stopped == (1,) and v.ranks[1].flag == "stopped" and not v.stalled
     m = Monitor(stall_after=600, beat_timeout=10)
     v = look(m, 100.0, (5, 5), states=(None, None), beats=(beat(99.0, 0, 1), beat(80.0, 0, 1)))
-    assert v.stopped == (1,) and v.ranks[1]["state"] == "not responding"
+    assert v.stopped == (1,) and v.ranks[1].state == "not responding"
 
 
 def _beats(t, waits, calls):
@@ -81,7 +82,7 @@ def test_the_rank_that_waits_least_while_the_others_wait_is_named_after_confirm_
     assert set(named[first:]) == {1}
     s = v.straggler
     assert s.host == "vm" and 98 <= s.compute_ms <= 100 and 89 <= s.others_wait_ms <= 91
-    assert v.ranks[1]["flag"] == "straggler" and v.ranks[0]["wait"] > 0.8
+    assert v.ranks[1].flag == "straggler" and v.ranks[0].wait > 0.8
 
 
 def test_ranks_that_stop_syncing_are_a_hang_in_the_making_not_a_straggler():
@@ -134,7 +135,7 @@ def test_the_finding_names_the_culprit_where_it_is_and_the_collective_the_victim
                             {"in": "all_reduce", "since": 100.0}),
                 1: Evidence(1, "vm", last_dump((FIX / "culprit.stacks").read_text()),
                             parse_flight_record((FIX / "culprit.fr.json").read_text()), {"in": None})}
-    progress = {0: {"host": "vm", "state": "running"}, 1: {"host": "vm", "state": "running"}}
+    progress = {0: P("vm", "running"), 1: P("vm", "running")}
     f = hang_finding("stall", 61.0, progress, evidence, now=160.0, run_ref="r1")
     assert [c["rank"] for c in f["culprits"]] == [1] and f["culprits"][0]["where"] == "load_batch (hang.py:6)"
     assert [(v["rank"], v["op"], v["waiting_s"]) for v in f["victims"]] == [(0, "all_reduce", 60.0)]
@@ -147,8 +148,8 @@ def test_the_finding_names_the_culprit_where_it_is_and_the_collective_the_victim
 
 
 def test_a_stopped_rank_is_the_culprit_even_without_its_stack():
-    progress = {0: {"host": "a", "state": "running", "in": "all_reduce", "in_since": 5.0},
-                1: {"host": "b", "state": "stopped"}}
+    progress = {0: P("a", "running", collective="all_reduce", in_since=5.0),
+                1: P("b", "stopped")}
     f = hang_finding("stopped", 3.0, progress, {0: Evidence(0, "a", "", None, None),
                                                  1: Evidence(1, "b", "", None, None)}, now=10.0)
     assert f["culprits"][0]["rank"] == 1 and "stopped (SIGSTOP, state T)" in f["text"]
@@ -156,8 +157,8 @@ def test_a_stopped_rank_is_the_culprit_even_without_its_stack():
 
 
 def test_every_rank_in_a_collective_points_at_mismatched_collectives():
-    progress = {0: {"host": "a", "state": "running", "in": "all_reduce"},
-                1: {"host": "a", "state": "running", "in": "barrier"}}
+    progress = {0: P("a", "running", collective="all_reduce"),
+                1: P("a", "running", collective="barrier")}
     f = hang_finding("stall", 700, progress, {}, now=0.0, pg_backend="gloo")
     assert not f["culprits"] and f["mismatch"] and "called different collectives" in f["hint"]
     assert "the ranks wait in different collectives: rank 0 in all_reduce, rank 1 in barrier" in f["text"]
@@ -170,7 +171,7 @@ def test_the_collective_named_is_the_first_one_a_culprit_never_enqueued():
     """DDP keeps two buckets in flight: the victim enqueued #21 while the culprit stopped after #19."""
     from cockpit.hang.stacks import FlightRecord
 
-    progress = {0: {"host": "a", "state": "running", "in": "backward"}, 1: {"host": "a", "state": "running"}}
+    progress = {0: P("a", "running", collective="backward"), 1: P("a", "running")}
     evidence = {0: Evidence(0, "a", "", FlightRecord(21, 19, "gloo:allreduce"), {"in": "backward"}),
                 1: Evidence(1, "a", "", FlightRecord(19, 19, "gloo:allreduce"), {"in": None})}
     f = hang_finding("stall", 30, progress, evidence, now=0.0)
@@ -178,7 +179,7 @@ def test_the_collective_named_is_the_first_one_a_culprit_never_enqueued():
 
 
 def test_several_culprits_and_no_victims_read_right():
-    progress = {0: {"host": "a", "state": "running"}, 1: {"host": "a", "state": "running"}}
+    progress = {0: P("a", "running"), 1: P("a", "running")}
     stack = last_dump((FIX / "culprit.stacks").read_text())
     f = hang_finding("stall", 16, progress, {0: Evidence(0, "a", stack, None, {}),
                                               1: Evidence(1, "a", stack, None, {})}, now=0.0)
@@ -186,7 +187,7 @@ def test_several_culprits_and_no_victims_read_right():
 
 
 def test_without_the_hook_the_hint_says_so():
-    progress = {0: {"host": "a", "state": "running"}, 1: {"host": "a", "state": "running"}}
+    progress = {0: P("a", "running"), 1: P("a", "running")}
     f = hang_finding("stall", 16, progress, {0: Evidence(0, "a", "", None, None),
                                               1: Evidence(1, "a", "", None, None)}, now=0.0)
     assert "ranks 0, 1 gave no stacks" in f["text"] and "COCKPIT_HOOK=0" in f["hint"] and f["next"] is None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from cockpit.run.progress import RankProgress
+
 
 def short_age(seconds: float) -> str:
     """At most 4 characters, whole units: a rank silent for minutes stands out, tenths would only flicker."""
@@ -20,24 +22,24 @@ FLAGS = {"stalled": ("stall", "bold red"), "stopped": ("stop", "bold red"), "str
          "culprit": ("STUCK", "bold red"), "waiting": ("wait", "yellow")}
 
 
-def rank_step(rec: dict) -> str:
-    step = rec.get("step")
+def rank_step(rec: RankProgress | None) -> str:
+    step = rec.step if rec else None
     return "" if step is None else (str(step) if step < 100_000 else f"{step // 1000}k")
 
 
-def rank_rate(rec: dict) -> str:
+def rank_rate(rec: RankProgress | None) -> str:
     """Steps per second in at most 4 characters."""
-    rate = rec.get("rate")
+    rate = rec.rate if rec else None
     if rate is None:
         return ""
     return f"{rate:.2f}"[:4] if rate < 10 else (f"{rate:.1f}" if rate < 100 else str(int(rate)))[:4]
 
 
-def rank_state(rec: dict, exit_code: int | None) -> Text | str:
+def rank_state(rec: RankProgress | None, exit_code: int | None) -> Text | str:
     """The exit code once a rank ended; while it runs, what the watchdog says of it (stall, stop, slow)."""
     if exit_code is not None:
         return str(exit_code)
-    word, style = FLAGS.get(rec.get("flag") or "", ("", ""))
+    word, style = FLAGS.get((rec.flag if rec else None) or "", ("", ""))
     return Text(word, style=style) if word else ""
 
 

@@ -173,7 +173,7 @@ class ChartsScreen(CockpitScreen):
             return None
         hosts = {rank: host for rank, (host, _) in layout.rank_files(self.run_dir, "log").items()}
         if not hosts and status is not None:  # no logs here (yet): the watchdog's record of each rank
-            hosts = {int(r): rec["host"] for r, rec in status.progress.items() if r.isdigit() and rec.get("host")}
+            hosts = {int(r): rec.host for r, rec in status.progress.items() if r.isdigit() and rec.host}
         return chartsview.rank_gpus(hosts, spec.gpu_ids if spec is not None else None)
 
     # --- drawing ------------------------------------------------------------------------------------------------

@@ -206,8 +206,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         for source, st in self.stats.items():
             live = self.status is None or not self.status.final  # an ended run's ages say nothing
             host, rank = source
-            rec = progress.get(str(rank), {}) if rank != "agent" else {}
-            last = rec.get("last_output") or st.last_time  # the log's own last write, once the watchdog saw it
+            rec = progress.get(str(rank)) if rank != "agent" else None
+            # the log's own last write, once the watchdog saw it
+            last = (rec.last_output if rec else None) or st.last_time
             age = "-" if last is None or not live else short_age(now - last)
             end = ranks.get(str(rank)) if rank != "agent" else None
             exit_code = end.status if end is not None else None
