@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, new_request, workers_of
@@ -42,14 +43,16 @@ def last_json_line(path: Path) -> dict | None:
     return None
 
 
-def proc_state(pid: int) -> str | None:
+def proc_state(pid: int) -> Literal["running", "stopped", "exited"] | None:
     """running | stopped | exited for a local pid (None if it cannot be read)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             state = f.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "exited"
-    return {b"T": "stopped", b"t": "stopped", b"Z": "exited", b"X": "exited"}.get(state, "running")
+    if state in (b"T", b"t"):
+        return "stopped"
+    return "exited" if state in (b"Z", b"X") else "running"
 
 
 def read_pid(path: Path) -> int | None:
@@ -74,7 +77,7 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
             size = mtime = None
         metrics = last_json_line(layout.metrics_file(run_dir, rank))
         step = metrics.get("step") if metrics else None
-        state = None
+        state: Literal["running", "stopped", "exited"] | None = None
         if rank in exits:
             state = "exited"
         elif runs_here and rank in pids:

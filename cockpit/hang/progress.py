@@ -22,9 +22,12 @@ Stragglers: cockpit.hang.straggler (a pause, this module's phases and stalls inc
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from cockpit.hang.straggler import Beats, Rule, Straggler, share
-from cockpit.run.progress import RankProgress
+from cockpit.run.progress import RankProgress, RankState
+
+ThresholdRule = Literal["start_after", "stall_after", "adaptive", "off"]  # where a stall threshold comes from
 
 START_AFTER = 600.0  # seconds a start may go without progress (torch's NCCL init timeout is 10 min)
 ADAPTIVE_FLOOR = 60.0
@@ -42,7 +45,7 @@ class RankSample:
     log_size: int | None = None
     log_mtime: float | None = None
     step: int | None = None  # cockpit.train's metrics, where present
-    state: str | None = None  # "running" | "stopped" | "exited" | None (cannot be seen from here)
+    state: Literal["running", "stopped", "exited"] | None = None  # None: cannot be seen from here
     beat: dict | None = None  # the rank hook's last beat: {"t", "sync", "n", "in", "since", "ddp", ...}
 
 
@@ -53,9 +56,9 @@ class Verdict:
     stalled: bool = False
     stopped: tuple[int, ...] = ()  # ranks whose process is stopped or has stopped beating
     straggler: Straggler | None = None
-    phase: str = "starting"  # "starting": no rank has completed a step or a collective yet; "running"
+    phase: Literal["starting", "running"] = "starting"  # starting: no rank has completed a step or a collective yet
     threshold: float | None = None  # seconds of quiet that make a stall in this phase; None: the watch is off
-    rule: str = "off"  # where the threshold comes from: "start_after" | "stall_after" | "adaptive" | "off"
+    rule: ThresholdRule = "off"
     longest_gap: float = 0.0  # the longest quiet gap of the running phase so far
     since: float | None = None  # when the run was first seen (the start's clock)
     slow_start: bool = False  # starting, and quiet for longer than a running run may be: say where it is
@@ -119,7 +122,7 @@ class Monitor:
         self._flags(verdict)
         return verdict
 
-    def threshold(self) -> tuple[float | None, str]:
+    def threshold(self) -> tuple[float | None, ThresholdRule]:
         """(seconds of quiet that make a stall now, where that number comes from)."""
         if self.stall_after == 0:
             return None, "off"
@@ -147,7 +150,7 @@ class Monitor:
         step = s.step if s.step is not None else (n if beat else None)
         if step is not None and (not r.steps or r.steps[-1][1] != step):
             r.steps = [*r.steps[-63:], (now, step)]
-        state = s.state
+        state: RankState | None = s.state
         if state != "exited" and beat and now - float(beat["t"]) > self.beat_timeout and state != "stopped":
             state = "not responding" if state is None else state
         return RankProgress(

@@ -20,6 +20,7 @@ from cockpit.hang import finding, gather
 from cockpit.hang.evidence import Evidence
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.run import layout
+from cockpit.run.progress import Flag
 from cockpit.run.store import RunStatus, request_stop
 
 LOOK_EVERY = 1.0
@@ -141,7 +142,7 @@ def _alive(verdict: Verdict) -> bool:
     return any(rec.state != "exited" for rec in verdict.ranks.values())
 
 
-def _flag(verdict: Verdict, rank: int, flag: str) -> None:
+def _flag(verdict: Verdict, rank: int, flag: Flag) -> None:
     """Mark a rank of the finding in its progress (a rank the look did not see has none)."""
     if rank in verdict.ranks:
         verdict.ranks[rank] = replace(verdict.ranks[rank], flag=flag)

@@ -20,8 +20,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
+from typing import Literal
 
-FITS = ("yes", "no", "unknown")
+Fits = Literal["yes", "no", "unknown"]
+FITS: tuple[Fits, ...] = ("yes", "no", "unknown")
 WINDOW = 20  # recent step intervals the median is taken over
 
 
@@ -29,7 +31,7 @@ WINDOW = 20  # recent step intervals the median is taken over
 class Forecast:
     """What :func:`forecast` says about one run. Every number may be None: not known, never guessed."""
 
-    fits: str  # "yes" | "no" | "unknown": finishes within its time limit (with requeues: in this attempt)
+    fits: Fits  # finishes within its time limit (with requeues: in this attempt)
     why: str  # one line: the reason for ``fits``, or what is missing for it
     steps_done: int | None = None  # the last step in the metrics
     total_steps: int | None = None  # the step the run ends at (metrics' total_steps, else the job's)

@@ -11,8 +11,13 @@ read (JSON ``5`` stays ``5``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from cockpit.run.records import NUM, RecordError, get
+
+RankState = Literal["running", "stopped", "exited", "not responding", "unknown"]
+Flag = Literal["stopped", "stalled", "straggler", "culprit", "waiting"]  # what the rank table shows of a rank
+StepSource = Literal["metrics", "syncs"]
 
 # the JSON keys besides host and state, each as the field that holds it ("in": the collective it is inside)
 _OPTIONAL = {"step": "step", "step_source": "step_source", "rate": "rate", "wait": "wait", "in": "collective",
@@ -27,15 +32,15 @@ class RankProgress:
     """One rank as the watchdog last saw it; status.json's ``progress[str(rank)]``."""
 
     host: str
-    state: str  # "running" | "stopped" | "exited" | "not responding" | "unknown"
+    state: RankState
     step: int | None = None  # its last step (metrics), or its completed collectives (syncs)
-    step_source: str | None = None  # "metrics" | "syncs" | None
+    step_source: StepSource | None = None  # where ``step`` comes from
     rate: float | None = None  # steps per second over the last window
     wait: float | None = None  # the share of its time spent waiting in collectives
     collective: str | None = None  # JSON "in": the collective it is inside now
     in_since: float | None = None  # since when (wall time)
     last_output: float | None = None  # wall time of its log's last write
-    flag: str | None = None  # "stopped" | "stalled" | "straggler" | "culprit" | "waiting" | None
+    flag: Flag | None = None
     absent: frozenset[str] = field(default=frozenset(), compare=False)  # JSON keys an older writer did not write
 
     def to_dict(self) -> dict:

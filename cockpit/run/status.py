@@ -11,12 +11,22 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, fields
+from typing import Literal
 
 from cockpit.run.progress import RankProgress, progress_from_dict
 from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
 
-FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
-STATES = ("starting", "running", *FINAL_STATES)
+# A run's state; "unreadable" is cockpit.run.store.UNREADABLE, what list_runs says of a status.json it cannot
+# read (never written). status.json's value is not checked against these: a newer cockpit may write another.
+RunState = Literal["starting", "running", "succeeded", "failed", "stopped", "lost", "unreadable"]
+FinalState = Literal["succeeded", "failed", "stopped", "lost"]
+FINAL_STATES: tuple[FinalState, ...] = ("succeeded", "failed", "stopped", "lost")
+STATES: tuple[RunState, ...] = ("starting", "running", *FINAL_STATES)
+
+
+def final_state(text: str) -> FinalState | None:
+    """``text`` as one of FINAL_STATES, None where it is none of them."""
+    return next((s for s in FINAL_STATES if s == text), None)
 
 
 class StatusError(ValueError):
@@ -33,7 +43,7 @@ class RunStatus:
     job_file: str
     hosts: list[str]
     world_size: int | None
-    state: str = "starting"
+    state: RunState = "starting"
     created: float = field(default_factory=time.time)
     started: float | None = None
     ended: float | None = None

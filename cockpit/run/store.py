@@ -31,7 +31,7 @@ from cockpit.fs.paths import too_long
 from cockpit.run import layout
 from cockpit.run.layout import rank_files
 from cockpit.run.records import FirstFailure, NodeRecord, RankExit
-from cockpit.run.status import FINAL_STATES, STATES, RunStatus, StatusError
+from cockpit.run.status import FINAL_STATES, STATES, RunState, RunStatus, StatusError
 from cockpit.run.trust import check_new_run_dir, owner, trusted_runs_dir
 
 __all__ = ["FINAL_STATES", "STATES", "FirstFailure", "NodeRecord", "RankExit", "RunStatus", "StatusError"]
@@ -149,7 +149,7 @@ def list_runs(runs_dir: Path) -> list[tuple[Path, RunStatus]]:
     return sorted(found, key=lambda item: item[1].created)
 
 
-UNREADABLE = "unreadable"  # list_runs' state for a run whose status.json cannot be read; never written
+UNREADABLE: RunState = "unreadable"  # list_runs' state for a run whose status.json cannot be read; never written
 MAX_STATUS_BYTES = 16 << 20  # a status is a few KB; a sweep of 10,000 trials stays far below this
 MAX_STATUS_DEPTH = 32  # status.json nests 5 deep; a deeper one is no status (and would break json.dumps)
 SMALL_FILE_BYTES = 64 << 10  # an exit record, a pid file, stop.json: a line each

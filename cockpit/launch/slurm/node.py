@@ -23,6 +23,7 @@ from cockpit.launch.slurm import attempts as slurm_attempts
 from cockpit.launch.slurm import preflight as slurm_preflight
 from cockpit.run import layout
 from cockpit.run.records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord
+from cockpit.run.status import final_state
 from cockpit.run.store import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
 from cockpit.slurm.query import JobView
@@ -209,11 +210,11 @@ class SlurmJobNode:
         s.hosts = _hosts(self.view) or s.hosts
         v = self.view
         if self.exit_code is not None:
-            ended_as = v.state if v is not None and v.final and v.state != "succeeded" else None
+            ended_as = final_state(v.state) if v is not None and v.final and v.state != "succeeded" else None
             s.state = ended_as or ("succeeded" if self.exit_code == 0 else "failed")
             s.exit_code, s.ended = self.exit_code, s.ended or time.time()
         elif v is not None and v.state in ("starting", "running"):
-            s.state = v.state
+            s.state = "running" if v.state == "running" else "starting"
             if v.state == "running" and s.started is None:
                 s.started = time.time()
         s.note = self.note or _pending_note(self)
