@@ -12,6 +12,7 @@ from pathlib import Path
 from cockpit.fs.paths import default_runs_dir, too_long
 from cockpit.insight.diagnosis import hang_findings, run_findings, run_sources
 from cockpit.run import layout
+from cockpit.run.handle import Run
 from cockpit.run.store import RunNotFound, resolve_run
 from cockpit.slurm.jobs import parse_job_ref
 
@@ -30,12 +31,14 @@ def run_of(arg: str, runs_dir: Path) -> Path | None:
     if job_id is not None:
         return run_dir
     from cockpit.insight.diagnosis import first_failed_trial
+    from cockpit.run.handle import Run
 
     try:
         run_dir = resolve_run(runs_dir, arg)
     except RunNotFound:
         return None
-    return first_failed_trial(run_dir) or run_dir  # a sweep: its trial that failed first
+    trial = first_failed_trial(Run.load(run_dir))  # a sweep: its trial that failed first
+    return trial.dir if trial is not None else run_dir
 
 
 def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | None]]:
@@ -77,10 +80,10 @@ def cmd_diagnose(args) -> int:
     named = [arg for arg in args.inputs if Path(arg).is_file()]  # files named here may be links; a run's are not
     try:
         report = diagnose_sources(sources, follow=set(named))
-        runs = [d for arg in args.inputs if (d := run_of(arg, runs_dir)) is not None]
-        hang = [f for run_dir in runs for f in hang_findings(run_dir)]
-        for run_dir in runs:
-            report = run_findings(run_dir, report)
+        runs = [Run.load(d) for arg in args.inputs if (d := run_of(arg, runs_dir)) is not None]  # read once
+        hang = [f for run in runs for f in hang_findings(run)]
+        for run in runs:
+            report = run_findings(run, report)
     except OSError as exc:
         raise DiagnoseInputError(f"{exc.filename}: {exc.strerror}") from None
     if hang:
@@ -92,9 +95,9 @@ def cmd_diagnose(args) -> int:
         from cockpit.run.trust import own_run
 
         if args.apply:  # the job file its status.json names is another user's to fix
-            own_run(runs[0], "diagnose --fix --apply", "write a fixed job file for")
+            own_run(runs[0].dir, "diagnose --fix --apply", "write a fixed job file for")
 
-        return cmd_fix(runs[0], report, args.apply, DiagnoseInputError)
+        return cmd_fix(runs[0].dir, report, args.apply, DiagnoseInputError)
     if args.json:
         print(render_json(report))
     else:

@@ -194,9 +194,11 @@ class Detach(Exception):
 def diagnosis(run_dir: Path, painter: Painter) -> str:
     from cockpit.insight.diagnosis import first_failed_trial, run_findings, run_sources
     from cockpit.logs.diagnose.report import diagnose_sources, render_findings
+    from cockpit.run.handle import Run
 
-    run_dir = first_failed_trial(run_dir) or run_dir  # a sweep: its trial that failed first
-    text = render_findings(run_findings(run_dir, diagnose_sources(run_sources(run_dir))), color=painter.color)
+    run = Run.load(run_dir)
+    run = first_failed_trial(run) or run  # a sweep: its trial that failed first
+    text = render_findings(run_findings(run, diagnose_sources(run_sources(run.dir))), color=painter.color)
     return f"diagnosis:\n{text}" if text else ""
 
 

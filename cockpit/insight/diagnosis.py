@@ -7,40 +7,42 @@ from __future__ import annotations
 from pathlib import Path
 
 from cockpit.run import layout
+from cockpit.run.handle import Run
 from cockpit.run.store import RunStatus, rank_files
 
 
-def diagnose_run(run_dir: Path):
-    """The whole diagnosis of a run directory, hang findings first (raises OSError for an unreadable log).
-    A sweep's is that of its trial that failed first: its rank logs and exit records, not the sweep's
-    torchrun tables (which blame the rank that lost its peer)."""
+def diagnose_run(run: Run):
+    """The whole diagnosis of a run, hang findings first (raises OSError for an unreadable log), from the
+    status.json ``run`` was read with. A sweep's is that of its trial that failed first: its rank logs and exit
+    records, not the sweep's torchrun tables (which blame the rank that lost its peer)."""
     from dataclasses import replace
 
     from cockpit.logs.diagnose.report import diagnose_sources
 
-    trial = first_failed_trial(run_dir)
+    trial = first_failed_trial(run)
     if trial is not None:
         return diagnose_run(trial)
 
-    report = run_findings(run_dir, diagnose_sources(run_sources(run_dir)))
-    return replace(report, findings=(*hang_findings(run_dir), *report.findings))
+    report = run_findings(run, diagnose_sources(run_sources(run.dir)))
+    return replace(report, findings=(*hang_findings(run), *report.findings))
 
 
-def first_failed_trial(run_dir: Path) -> Path | None:
-    """A sweep's failed (or lost) trial that ended first; None for a run that is no sweep, or none failed."""
-    from cockpit.run.store import is_sweep, read_status
+def first_failed_trial(run: Run) -> Run | None:
+    """A sweep's failed (or lost) trial that ended first, read once; None for a run that is no sweep, or none
+    failed."""
+    from cockpit.run.store import is_sweep
 
-    status = read_status(run_dir)
+    status = run.status
     if status is None or not is_sweep(status):
         return None
     failed = []
     for node in status.nodes:
         if node.trial is None or node.state not in ("failed", "lost"):
             continue
-        tdir = Path(node.run_dir) if node.run_dir else layout.trial_dir(run_dir, node.trial.index)
-        trial = read_status(tdir)
-        failed.append((trial.ended if trial and trial.ended else float("inf"), node.trial.index, tdir))
-    return min(failed)[2] if failed else None
+        trial = Run.load(Path(node.run_dir) if node.run_dir else layout.trial_dir(run.dir, node.trial.index))
+        ended = trial.status.ended if trial.status and trial.status.ended else float("inf")
+        failed.append((ended, node.trial.index, trial))
+    return min(failed, key=lambda f: f[:2])[2] if failed else None
 
 
 def run_sources(run_dir: Path) -> list[tuple[str, str | None, int | None]]:
@@ -51,20 +53,21 @@ def run_sources(run_dir: Path) -> list[tuple[str, str | None, int | None]]:
     return sources
 
 
-def hang_findings(run_dir: Path) -> list:
+def hang_findings(run: Run) -> list:
     """The run's stall / stopped / straggler findings (cockpit.hang, kept in status.json) as diagnosis
     findings."""
     from cockpit.hang.finding import evidence_of
     from cockpit.logs.diagnose.model import Finding
-    from cockpit.run.store import read_status
 
-    status = read_status(run_dir)
-    live = status is not None and not status.final
+    status, run_dir = run.status, run.dir
+    if status is None:
+        return []
+    live = not status.final
     found = [Finding(f["severity"], f["kind"], f["text"],
                      f["hint"] + (f" (next: {f['next']})" if f.get("next") and live else ""), evidence_of(f, run_dir))
-             for f in (status.findings if status else ())]
+             for f in status.findings]
     return found + [Finding("warning", f"{h['kind']}_cleared", history_line(h, status.started), _cleared_hint(h),
-                            evidence_of(h, run_dir)) for h in (status.history if status else ())]
+                            evidence_of(h, run_dir)) for h in status.history]
 
 
 def history_line(h: dict, started: float | None) -> str:
@@ -90,7 +93,7 @@ def _cleared_hint(h: dict) -> str:
     return hint
 
 
-def run_findings(run_dir: Path, report):
+def run_findings(run: Run, report):
     """``report`` (of the run's logs) with what the run's status.json knows: ranks that aborted in teardown
     after their work (cockpit.logs.diagnose.teardown) first; for a stopped run, without the stop's echoes (and, where
     cockpit stopped it because it hung, saying so); the first failure and its cause from the exit records, the
@@ -98,9 +101,8 @@ def run_findings(run_dir: Path, report):
     from dataclasses import replace
 
     from cockpit.logs.diagnose import teardown
-    from cockpit.run.store import read_status
 
-    status = read_status(run_dir)
+    status, run_dir = run.status, run.dir
     if status is None:
         return report
     findings = teardown.without_stop(report.findings, status.first_failure is not None) \

@@ -40,6 +40,7 @@ def test_ps_health_column():
 
 def test_a_cleared_stall_stays_in_the_summary_diagnose_and_ps_with_when_how_long_who_and_where(tmp_path: Path):
     from cockpit.insight.diagnosis import hang_findings
+    from cockpit.run.handle import Run
     from cockpit.run.store import create_run_dir, write_status
 
     cleared = {**STALL, "severity": "warning", "began": 41.0, "cleared": 81.5, "lasted_s": 40.5, "rule": "adaptive",
@@ -51,7 +52,7 @@ def test_a_cleared_stall_stays_in_the_summary_diagnose_and_ps_with_when_how_long
     assert done.to_dict()["history"] == [cleared] and "history" not in status().to_dict()  # ps --json; absent: left out
     run_dir = create_run_dir(tmp_path, "r")
     write_status(run_dir, done)
-    [f] = hang_findings(run_dir)
+    [f] = hang_findings(Run.load(run_dir))
     assert (f.severity, f.code) == ("warning", "stall_cleared") and f.title.startswith("stall 40.0 s after start")
     assert "a pause (an evaluation, a checkpoint or a slow read on rank 0), not a hang" in f.hint
     assert "3 x a pause this long" in f.hint

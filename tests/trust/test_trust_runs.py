@@ -68,8 +68,9 @@ class Outcome:
         """What the TUI's fix review (F, then r to relaunch) would offer: cockpit.insight.fixes's plan."""
         from cockpit.insight.diagnosis import diagnose_run
         from cockpit.insight.fixes import plan
+        from cockpit.run.handle import Run
 
-        return plan(self.run_dir, diagnose_run(self.run_dir))
+        return plan(self.run_dir, diagnose_run(Run.load(self.run_dir)))
 
     def explain(self) -> str:
         return (f"{self.run.stdout}\n{self.run.stderr}\n--- diagnose:\n{self.diagnose.stdout}\n"

@@ -44,9 +44,10 @@ class FixScreen(ModalScreen[Path | None]):
     def read_plan(self) -> None:
         from cockpit.insight.diagnosis import diagnose_run
         from cockpit.insight.fixes import FixError, plan
+        from cockpit.run.handle import Run
 
         try:
-            p = plan(self.run_dir, diagnose_run(self.run_dir), self.app.ctx.fix_facts(self.run_dir))
+            p = plan(self.run_dir, diagnose_run(Run.load(self.run_dir)), self.app.ctx.fix_facts(self.run_dir))
         except (FixError, OSError) as exc:
             self.app.call_from_thread(self._show, None, str(exc))
             return

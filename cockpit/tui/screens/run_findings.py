@@ -56,8 +56,9 @@ class RunFindings:
         from dataclasses import replace
 
         from cockpit.insight.diagnosis import diagnose_run
+        from cockpit.run.handle import Run
 
-        report = diagnose_run(self.run_dir)
+        report = diagnose_run(Run.load(self.run_dir))
         hidden = runview.HIDDEN_FROM_REPORT
         report = replace(report, findings=tuple(f for f in report.findings if f.code not in hidden))
         if not get_current_worker().is_cancelled:  # a newer diagnosis replaced this one: do not show a stale one
