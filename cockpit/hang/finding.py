@@ -34,7 +34,9 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evi
     ``phase``: "start" for a start that used up its budget (no rank has completed a step or collective)."""
     seqs = {r: e.flight.enqueued for r, e in evidence.items() if e.flight and e.flight.enqueued is not None}
     top = max(seqs.values(), default=None)
-    culprits, victims, silent = [], [], []
+    culprits: list[dict] = []
+    victims: list[dict] = []
+    silent: list[dict] = []
     for rank in sorted(set(progress) | set(evidence)):
         entry, role = _entry(rank, progress.get(rank), evidence.get(rank), seqs, top, now)
         {"culprit": culprits, "victim": victims, "silent": silent}[role].append(entry)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from cockpit.fs import safeio
-from cockpit.hang.evidence import Evidence, new_request, workers_of
+from cockpit.hang.evidence import Evidence, WorkerStack, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.run import layout
@@ -74,7 +74,7 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
             st = path.stat()
             size, mtime = st.st_size, st.st_mtime
         except OSError:
-            size = mtime = None
+            size, mtime = None, None
         metrics = last_json_line(layout.metrics_file(run_dir, rank))
         step = metrics.get("step") if metrics else None
         state: Literal["running", "stopped", "exited"] | None = None
@@ -128,7 +128,8 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evid
     except OSError:
         text = ""
     beat = last_json_line(Path(f"{base}.beat"))
-    flight, workers = None, ()
+    flight = None
+    workers: tuple[WorkerStack, ...] = ()
     if beat and beat.get("req") == request:
         try:
             flight = parse_flight_record(safeio.read_text(f"{base}.fr.json", ANSWER_BYTES))

@@ -132,7 +132,8 @@ class RankStack:
 def parse_dump(text: str) -> RankStack:
     """Threads of one faulthandler dump (the text after the last marker)."""
     threads: list[Thread] = []
-    ident, current, frames = None, False, []
+    frames: list[Frame] = []
+    ident, current = None, False
     for line in text.splitlines():
         m = _THREAD.match(line)
         if m:
@@ -174,7 +175,7 @@ def parse_flight_record(text: str) -> FlightRecord | None:
     try:
         data = json.loads(text)
         status = data.get("pg_status") or {}
-        pg = status.get("0") or next(iter(status.values()), {})
+        pg: object = status.get("0") or next(iter(status.values()), {})
     except (ValueError, AttributeError, StopIteration, RecursionError):  # RecursionError: nested too deep
         return None
     if not isinstance(pg, dict):

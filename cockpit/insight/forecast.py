@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Literal
 
@@ -105,32 +105,32 @@ def forecast(*, points: Iterable[tuple[float, int]], total_steps: int | None, no
     done = max((s for _, s in points), default=None)
     sps = seconds_per_step(points)
     hours = None if elapsed is None else gpus * max(0.0, elapsed) / 3600
-    base = {"steps_done": done, "total_steps": total_steps, "seconds_per_step": sps, "gpus": gpus,
-            "gpu_hours": hours}
+    base = Forecast("unknown", "", steps_done=done, total_steps=total_steps, seconds_per_step=sps, gpus=gpus,
+                    gpu_hours=hours)
     if ended:
-        return Forecast("unknown", "the run has ended", ended=True, **base)
+        return replace(base, why="the run has ended", ended=True)
     if done is None:
-        return Forecast("unknown", "no step metrics yet", **base)
+        return replace(base, why="no step metrics yet")
     if total_steps is None:
-        return Forecast("unknown", "total steps unknown (hint: total_steps: in the job, or cockpit.train)", **base)
+        return replace(base, why="total steps unknown (hint: total_steps: in the job, or cockpit.train)")
     if sps is None:
-        return Forecast("unknown", "one step measured so far", **base)
+        return replace(base, why="one step measured so far")
     remaining = max(0, total_steps - done) * sps
-    base.update(remaining_s=remaining, eta=now + remaining)
+    base = replace(base, remaining_s=remaining, eta=now + remaining)
     if time_limit is None:
         if limited:
-            return Forecast("unknown", "time limit unknown (hint: set slurm.time)", **base)
-        return Forecast("yes", "no time limit", requeues=0, **base)
+            return replace(base, why="time limit unknown (hint: set slurm.time)")
+        return replace(base, fits="yes", why="no time limit", requeues=0)
     usable = time_limit - (signal_seconds if requeue else 0.0)
     left = max(0.0, usable - (elapsed if attempt_elapsed is None else attempt_elapsed))
     if remaining <= left:
-        return Forecast("yes", f"{hms(left - remaining)} to spare", requeues=0, **base)
+        return replace(base, fits="yes", why=f"{hms(left - remaining)} to spare", requeues=0)
     more = math.ceil((remaining - left) / usable) if usable > 0 else None
     if not requeue:
         at = done + int(left / sps)
-        return Forecast("no", f"the limit ends it near step {at}; {more} more attempt(s) needed: slurm.requeue",
-                        requeues=more, **base)
-    return Forecast("no", f"needs {more} requeue(s) of {hms(time_limit)}", requeues=more, **base)
+        return replace(base, fits="no", why=f"the limit ends it near step {at}; {more} more attempt(s) needed: "
+                       "slurm.requeue", requeues=more)
+    return replace(base, fits="no", why=f"needs {more} requeue(s) of {hms(time_limit)}", requeues=more)
 
 
 def slurm_seconds(text: str | None) -> float | None:

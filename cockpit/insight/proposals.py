@@ -65,7 +65,8 @@ def proposals(report: Report, job: Mapping, facts: Facts) -> list[Proposal]:
     (``no_fix``): a setting changed then only relaunches the same failure."""
     if no_fix(report) is not None:
         return []
-    out, seen = [], set()
+    out: list[Proposal] = []
+    seen: set[tuple[str, ...]] = set()
     for finding in report.findings:
         # what this run's lines say beats the rule's general fix; the first-failure finding restates another
         own = derived(finding, report, job) if finding.code != "first_failure" else None

@@ -45,7 +45,9 @@ def frozen_supervisor(status: RunStatus) -> tuple[int, str] | None:
     """(pid, state) when the run's supervisor is alive but frozen: stopped (T) or stuck in IO (D, a hung
     network file system): it cannot act on a stop until it thaws."""
     sup = supervision.supervisor_pid(status)
-    letter = procs.frozen(sup[0]) if sup is not None and procs.is_alive(*sup) else None
+    if sup is None or not procs.is_alive(*sup):
+        return None
+    letter = procs.frozen(sup[0])
     return None if letter is None else (sup[0], letter)
 
 

@@ -80,7 +80,7 @@ def prepare_rerun(run_dir: Path, status: RunStatus) -> Path:
     new_id = new_run_id(status.name)
     new_dir = create_run_dir(run_dir.parent, new_id)
     write_private(new_dir / layout.JOB, (run_dir / layout.JOB).read_text(encoding="utf-8"))
-    indices = [n.trial.index for n in failed]
+    indices = [n.trial.index for n in failed if n.trial is not None]  # (failed_trials keeps trials only)
     which = f"rerun of failed trials {', '.join(map(str, indices))} of {status.run_id}"
     sweep = RunStatus(run_id=new_id, name=status.name, launcher=status.launcher, job_file=status.job_file,
                       hosts=[], world_size=None, stall_after=status.stall_after, on_stall=status.on_stall,
@@ -109,6 +109,7 @@ def _trial(launcher: Launcher, run_dir: Path, status: RunStatus, new_dir: Path, 
     """Trial ``node`` of the old sweep, laid out in the new one: its directory, its launcher's scripts, its
     status; the new sweep's record of it."""
     t = node.trial
+    assert t is not None  # failed_trials keeps trials only
     old_tdir = Path(node.run_dir) if node.run_dir else layout.trial_dir(run_dir, t.index)
     tdir = layout.trial_dir(new_dir, t.index)
     (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)

@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.fs.safeio import Untrusted
 from cockpit.launch import procs, registry
@@ -46,6 +47,9 @@ from cockpit.run.store import (
     write_status,
 )
 from cockpit.run.trust import check_run_dir
+
+if TYPE_CHECKING:
+    from cockpit.hang.watchdog import Watchdog
 
 POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
@@ -79,7 +83,7 @@ class Supervisor:
         self.escalated = False
         self.stop_grace = grace
         self.write_error: str | None = None  # why status.json could not be written (the run then fails)
-        self.watchdog = None  # cockpit.hang: progress, stalls, stragglers
+        self.watchdog: Watchdog | None = None  # cockpit.hang: progress, stalls, stragglers
         self.launcher = launcher_of(status)
 
     def request_stop(self, *_: object) -> None:

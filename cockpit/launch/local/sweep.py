@@ -268,7 +268,7 @@ class TrialNode:
 
 def make_trial_nodes(status: RunStatus, run_dir: Path, grace: float) -> list[TrialNode]:
     """One node per trial; each waits for the trial before it in its slot."""
-    last: dict[int, TrialNode] = {}
+    last: dict[int | None, TrialNode] = {}  # slot -> its last trial
     nodes = []
     for node in status.nodes:
         slot = node.trial.slot if node.trial is not None else None
