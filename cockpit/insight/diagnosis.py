@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cockpit.run import layout
 from cockpit.run.handle import Run
+from cockpit.run.records import FirstFailure
 from cockpit.run.store import RunStatus, rank_files
 
 
@@ -177,7 +178,7 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
         return findings, None
     places = _places(logs)
     if first.status == 0 or (first.teardown_abort and _peers_lost(status, logs, first.rank)):
-        return _early_exit(others, status, logs, places)  # a rank that ended its work while others waited
+        return _early_exit(others, status, first, logs, places)  # a rank that ended its work while others waited
     return _failed_rank(findings, first, logs, report, places)
 
 
@@ -190,11 +191,11 @@ def _peers_lost(status: RunStatus, logs: dict, rank: int) -> bool:
     return bool(others) and all(r in logs and lost_a_peer(tail_lines(logs[r][1], 40)) for r in others)
 
 
-def _early_exit(others: tuple, status: RunStatus, logs: dict, places: dict) -> tuple[tuple, object]:
+def _early_exit(others: tuple, status: RunStatus, first: FirstFailure, logs: dict,
+                places: dict) -> tuple[tuple, object]:
     from cockpit.logs.diagnose.model import Cause, Finding
     from cockpit.logs.diagnose.peerloss import EARLY_EXIT_HINT
 
-    first = status.first_failure
     rank = first.rank
     victims = sorted(int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank)
     waited = "; ".join(f"rank {v} was in {places[v].words()}" for v in victims if v in places)

@@ -53,6 +53,8 @@ def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
     for line in tail_lines(path, 10_000, TAIL_BYTES):
         try:
             rec = safeio.loads(line)  # nested too deep: a bad record like any other
+            if not isinstance(rec, dict):  # (indexing one would raise TypeError: skipped the same)
+                continue
             step, t = rec["step"], float(rec["time"])
         except (ValueError, KeyError, TypeError):
             continue
