@@ -97,7 +97,7 @@ def cmd_diagnose(args) -> int:
         if args.apply:  # the job file its status.json names is another user's to fix
             own_run(runs[0].dir, "diagnose --fix --apply", "write a fixed job file for")
 
-        return cmd_fix(runs[0].dir, report, args.apply, DiagnoseInputError)
+        return cmd_fix(runs[0], report, args.apply, DiagnoseInputError)
     if args.json:
         print(render_json(report))
     else:

@@ -8,14 +8,14 @@ safely (the change is printed in words), 2 bad input."""
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from cockpit.insight.fixes import FixError, plan, write_fixed
+from cockpit.run.handle import Run
 
 
-def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) -> int:
+def cmd_fix(run: Run, report, apply: bool, input_error: type[Exception]) -> int:
     try:
-        p = plan(run_dir, report)
+        p = plan(run, report)
     except FixError as exc:
         raise input_error(str(exc)) from None
     if not p.proposals:
@@ -27,7 +27,7 @@ def cmd_fix(run_dir: Path, report, apply: bool, input_error: type[Exception]) ->
         return 1
     print(p.diff(), end="")
     if not apply:
-        print(f"\n(not written: cockpit diagnose {shlex.quote(run_dir.name)} --fix --apply writes it next to "
+        print(f"\n(not written: cockpit diagnose {shlex.quote(run.dir.name)} --fix --apply writes it next to "
               f"{p.job_path.name})")
         return 0
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cockpit.insight.proposals import Facts, Proposal, no_fix, proposals
 from cockpit.run import layout
-from cockpit.run.store import read_status
+from cockpit.run.handle import Run
 from cockpit.spec import jobedit, jobfile, yamlpos
 from cockpit.spec.model import SpecError, parse_spec
 
@@ -69,9 +69,9 @@ class FixError(Exception):
     """The run has no readable job file; the message says where it looked."""
 
 
-def job_source(run_dir: Path) -> tuple[Path, str]:
+def job_source(run: Run) -> tuple[Path, str]:
     """The job file to fix and which one it is."""
-    status = read_status(run_dir)
+    status, run_dir = run.status, run.dir
     original = Path(status.job_file) if status is not None and status.job_file else None
     if original is not None and original.is_file():
         return original, "the job file the run started from"
@@ -82,13 +82,13 @@ def job_source(run_dir: Path) -> tuple[Path, str]:
                    "hint: the run directory may be incomplete)")
 
 
-def local_facts(run_dir: Path) -> Facts:
+def local_facts(run: Run) -> Facts:
     """The launcher's own job sections and the hosts from status.json; interfaces for a run whose ranks ran
     on this machine (one host)."""
     from cockpit.fleet.report import Interface
     from cockpit.launch import registry
 
-    status = read_status(run_dir)
+    status = run.status
     if status is None:
         return Facts()
     launcher = registry.known_for_run(status)
@@ -101,15 +101,16 @@ def local_facts(run_dir: Path) -> Facts:
     return Facts(launcher.job_sections if launcher else frozenset(), hosts, interfaces)
 
 
-def plan(run_dir: Path, report, facts: Facts | None = None) -> Plan:
-    """The proposals for ``report`` (the run's diagnosis) and the job file they make. Raises FixError."""
-    path, which = job_source(run_dir)
+def plan(run: Run, report, facts: Facts | None = None) -> Plan:
+    """The proposals for ``report`` (the run's diagnosis) and the job file they make, from the status.json
+    ``run`` was read with. Raises FixError."""
+    path, which = job_source(run)
     try:
         text = jobfile.read_text(path)
         data, _ = yamlpos.load(text)
     except (OSError, yamlpos.LoadError) as exc:
         raise FixError(f"{path}: cannot read the job file ({exc})") from None
-    found = tuple(proposals(report, data if isinstance(data, dict) else {}, facts or local_facts(run_dir)))
+    found = tuple(proposals(report, data if isinstance(data, dict) else {}, facts or local_facts(run)))
     changes = tuple(c for p in found for c in p.changes)
     if not changes:
         why = no_fix(report) or ("" if found else NO_FINDING_HAS_A_FIX)

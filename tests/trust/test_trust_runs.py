@@ -70,7 +70,8 @@ class Outcome:
         from cockpit.insight.fixes import plan
         from cockpit.run.handle import Run
 
-        return plan(self.run_dir, diagnose_run(Run.load(self.run_dir)))
+        run = Run.load(self.run_dir)
+        return plan(run, diagnose_run(run))
 
     def explain(self) -> str:
         return (f"{self.run.stdout}\n{self.run.stderr}\n--- diagnose:\n{self.diagnose.stdout}\n"

@@ -75,8 +75,9 @@ def default_relaunch(job: Path, runs_dir: Path) -> Path:
 def default_fix_facts(run_dir: Path) -> object:
     """What the fix review's proposals may depend on (cockpit.insight.fixes.local_facts: a local run's interfaces)."""
     from cockpit.insight.fixes import local_facts
+    from cockpit.run.handle import Run
 
-    return local_facts(run_dir)
+    return local_facts(Run.load(run_dir))
 
 
 @dataclass

@@ -47,7 +47,8 @@ class FixScreen(ModalScreen[Path | None]):
         from cockpit.run.handle import Run
 
         try:
-            p = plan(self.run_dir, diagnose_run(Run.load(self.run_dir)), self.app.ctx.fix_facts(self.run_dir))
+            run = Run.load(self.run_dir)  # one read for the diagnosis and the job file it fixes
+            p = plan(run, diagnose_run(run), self.app.ctx.fix_facts(self.run_dir))
         except (FixError, OSError) as exc:
             self.app.call_from_thread(self._show, None, str(exc))
             return
