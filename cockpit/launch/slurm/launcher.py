@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter, job_files
 from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
+from cockpit.launch.slurm.preflight import install_nodecheck
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.launch.supervision import supervisor_alive
 from cockpit.render import render
@@ -165,11 +166,9 @@ class SlurmLauncher:
         return which
 
     def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
-        from cockpit.launch.slurm.rerun import trial_record
+        from cockpit.launch.slurm.rerun import rerun_trial
 
-        if (layout.hook_dir(old_tdir) / layout.NODECHECK).is_file():  # the old script runs the Slurm preflight
-            install_nodecheck(tdir)
-        return trial_record(tdir, trial)
+        return rerun_trial(old_tdir, tdir, trial)
 
     def can_requeue(self, status: RunStatus) -> bool:
         """Where Slurm's clients (scancel, scontrol) are installed."""
@@ -234,14 +233,6 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
         status.nodes.append(NodeRecord(BATCH_HOST, 0, slurm=SlurmJob(None), null_keys=frozenset({"job_id"})))
     write_status(run_dir, status)
     return run_dir
-
-
-def install_nodecheck(run_dir: Path) -> None:
-    """The preflight's node side (cockpit.node.nodecheck, nodejudge, ifaces) into <run>/hook/: the batch script
-    runs them with the job's python, which may have no cockpit."""
-    node = Path(__file__).parents[2] / "node"
-    for name, source in layout.NODECHECK_FILES:
-        write_private(layout.hook_dir(run_dir) / name, (node / source).read_text(encoding="utf-8"))
 
 
 def submit(run_dir: Path, sbatch: str = "sbatch") -> str:

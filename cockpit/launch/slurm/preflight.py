@@ -19,7 +19,16 @@ from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.node.nodejudge import VERDICT
 from cockpit.preflight import allocation
 from cockpit.run import layout
+from cockpit.run.store import write_private
 from cockpit.slurm.runner import SlurmError
+
+
+def install_nodecheck(run_dir: Path) -> None:
+    """The preflight's node side (cockpit.node.nodecheck, nodejudge, ifaces) into <run>/hook/: the batch script
+    runs them with the job's python, which may have no cockpit."""
+    node = Path(__file__).parents[2] / "node"
+    for name, source in layout.NODECHECK_FILES:
+        write_private(layout.hook_dir(run_dir) / name, (node / source).read_text(encoding="utf-8"))
 
 
 def verdict(run_dir: Path, job_id: str) -> dict | None:

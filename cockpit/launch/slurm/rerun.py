@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cockpit.launch.plan import LaunchError
+from cockpit.launch.slurm.preflight import install_nodecheck
 from cockpit.run import layout
 from cockpit.run.records import NodeRecord, SlurmJob, Trial
 from cockpit.run.store import write_private
@@ -31,7 +32,10 @@ def rerun_array(old_dir: Path, new_dir: Path, rename: Callable[[str], str], indi
     write_private(new_dir / layout.SBATCH_SCRIPT, with_array(rename(old), indices))
 
 
-def trial_record(tdir: Path, trial: Trial) -> NodeRecord:
-    """The new sweep's record of a trial to rerun: its array task's job id is not known before sbatch."""
+def rerun_trial(old_tdir: Path, tdir: Path, trial: Trial) -> NodeRecord:
+    """A trial to rerun: the Slurm preflight's node side where the old trial's script runs it (its hook has
+    the node check); the new sweep's record of it, whose array task's job id is not known before sbatch."""
+    if (layout.hook_dir(old_tdir) / layout.NODECHECK).is_file():
+        install_nodecheck(tdir)
     return NodeRecord(layout.trial_name(trial.index), trial.index, run_dir=str(tdir),
                       trial=Trial(trial.index, trial.args), slurm=SlurmJob(None), null_keys=frozenset({"job_id"}))
