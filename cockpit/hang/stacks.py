@@ -180,11 +180,12 @@ def parse_flight_record(text: str) -> FlightRecord | None:
         return None
     if not isinstance(pg, dict):
         return None
+    fields: dict = pg
 
     def seq(key: str) -> int | None:
         try:
-            value = int(pg.get(key))
-        except (TypeError, ValueError):
+            value = int(fields[key])
+        except (KeyError, TypeError, ValueError):
             return None
         return value if value >= 0 else None
 
