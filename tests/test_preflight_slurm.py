@@ -13,7 +13,8 @@ from helpers import REPO, cockpit_env
 
 from cockpit.preflight import checks as preflight
 from cockpit.preflight.local import LocalFacts
-from cockpit.preflight.slurm import PartitionNode, SlurmFacts, parse_sinfo, slurm_checks
+from cockpit.preflight.slurm import SlurmFacts, slurm_checks
+from cockpit.slurm.sinfo import PartitionNode, node_names, parse_sinfo
 from cockpit.spec.model import parse_spec
 
 SINFO = (REPO / "tests" / "fixtures" / "sinfo" / "test-cluster.txt").read_text()
@@ -30,9 +31,22 @@ def checks(spec, nodes: str = SINFO, files: LocalFacts = FILES):
 
 
 def test_sinfo_lines_become_nodes_per_partition_with_their_gpus():
-    assert parse_sinfo(SINFO)[0] == PartitionNode("n1", "gpu", "idle", (("a100", 4),), default=True)
+    assert parse_sinfo(SINFO)[0] == PartitionNode("n1", "gpu", "idle", (("a100", 4),), default=True,
+                                                  gres="gpu:a100:4")
     [node] = parse_sinfo("g7|gpu:h100:8(S:0-1),gpu:2|mix|long\n")  # gres with sockets, and untyped
     assert node.gpus == (("h100", 8), ("", 2)) and not node.default
+
+
+def test_a_node_in_two_partitions_is_in_both_and_named_once():
+    """sinfo lists a node once per partition (recorded: tests/fixtures/sinfo/two-partitions.txt): each
+    partition keeps all its nodes, and the node list names each node once."""
+    text = (REPO / "tests" / "fixtures" / "sinfo" / "two-partitions.txt").read_text()
+    nodes = parse_sinfo(text)
+    assert {(n.partition, n.default): sorted(m.name for m in nodes if m.partition == n.partition)
+            for n in nodes} == {("gpu", True): ["n1", "n2"], ("debug", False): ["n1", "n2"]}
+    assert node_names(nodes) == ["n1", "n2"]
+    on_debug = dataclasses.replace(job(), slurm=dataclasses.replace(job().slurm, partition="debug"))
+    assert preflight.failed(checks(on_debug, text)) == []  # its 2 nodes with 4 a100 each
 
 
 def test_the_test_clusters_job_passes():

@@ -149,7 +149,7 @@ def follow(job_id: str, from_start: bool = True, banner: bool = False) -> int:
 
 
 def _follow(job_id: str, jobs: list[UserJob], from_start: bool) -> int:
-    from cockpit.logs.follow import FileFollower
+    from cockpit.logs.filetail import FileFollower
 
     out = Output()
     many = len(_files(jobs)) > 1

@@ -68,7 +68,9 @@ def _hosts(args, cluster) -> list[str]:
         if cluster and cluster.hosts:
             return list(cluster.hosts)
         partition = args.partition or (cluster.partition if cluster else None)
-        return [n.name for n in fleet.slurm_nodes(partition)]
+        from cockpit.slurm.sinfo import node_names
+
+        return node_names(fleet.slurm_nodes(partition))
     return ["localhost"]
 
 

@@ -29,6 +29,7 @@ from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, 
 
 if TYPE_CHECKING:
     from cockpit.slurm.runner import Runner
+    from cockpit.slurm.sinfo import PartitionNode
 
 
 @dataclass
@@ -222,38 +223,18 @@ def _probe_missing(stderr: str, status: int | None) -> bool:
     return status == 127 or "No module named cockpit" in stderr or "No module named 'cockpit" in stderr
 
 
-@dataclass(frozen=True)
-class SlurmNode:
-    name: str
-    gres: str | None  # e.g. "gpu:a100:4"
-    state: str  # sinfo's short state: idle, mix, alloc, down*, drain, ...
-    partition: str
-
-
-SINFO_ARGS = ["sinfo", "--noheader", "--Node", "--format=%N|%G|%t|%P"]
-
-
-def parse_sinfo(text: str) -> list[SlurmNode]:
-    """``sinfo --noheader --Node --format=%N|%G|%t|%P`` -> one entry per node (first partition listed)."""
-    seen: dict[str, SlurmNode] = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] not in seen:
-            gres = None if parts[1] in ("(null)", "") else parts[1]
-            seen[parts[0]] = SlurmNode(parts[0], gres, parts[2], parts[3].rstrip("*"))
-    return list(seen.values())
-
-
-def slurm_nodes(partition: str | None = None, runner: Runner | None = None) -> list[SlurmNode]:
-    """Slurm's nodes (of ``partition``); [] where Slurm is not installed. Raises NodesError if sinfo fails.
+def slurm_nodes(partition: str | None = None, runner: Runner | None = None) -> list[PartitionNode]:
+    """Slurm's nodes (of ``partition``), one entry per (node, partition) (cockpit.slurm.sinfo.node_names: each
+    node once); [] where Slurm is not installed. Raises NodesError if sinfo fails.
     ``runner``: the Slurm runner (cockpit.slurm.runner); None: the real one, if sinfo is on PATH."""
     from cockpit.slurm.runner import SlurmError, run_command
+    from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo
 
     if runner is None:
         if not shutil.which("sinfo"):
             return []
         runner = run_command
-    argv = SINFO_ARGS + ([f"--partition={partition}"] if partition else [])
+    argv = [*SINFO_ARGS, *([f"--partition={partition}"] if partition else [])]
     hint = f"(hint: list the nodes in {cluster_path()}, e.g. hosts: [gpu[01-04]], or pass --nodes)"
     try:
         r = runner(argv)

@@ -8,6 +8,6 @@
                    advice, model (the values), teardown and peerloss (consequences, not causes), report (a
                    run's files -> its diagnosis: what `cockpit diagnose` prints)
     bounded.py     reading a log in bounded memory, whatever it holds
-    tail.py, follow.py
+    tail.py, filetail.py
                    following many growing files without losing a line (the live views)
 """

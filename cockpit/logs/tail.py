@@ -31,7 +31,7 @@ import os
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
 
-from cockpit.logs.follow import FileFollower, Line
+from cockpit.logs.filetail import FileFollower, Line
 
 __all__ = ["Batch", "FileFollower", "Line", "SourceState", "Tailer"]
 

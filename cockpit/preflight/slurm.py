@@ -2,45 +2,18 @@
 Pure checks over ``SlurmFacts``: the script and workdir on this (submit) host, which must be the path the
 nodes share; the partition known to the cluster, with enough nodes, and GPUs (gres) of the kind and count
 asked; interface advice for a multi-node job. The facts come from sinfo, run by the caller through an
-injected runner (cockpit.slurm.facts); nothing here runs a command.
+injected runner (cockpit.launch.slurm.facts) and parsed by cockpit.slurm.sinfo; nothing here runs a command.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import FAIL, OK, WARN, Check
 from cockpit.preflight.local import LocalFacts, file_checks
+from cockpit.slurm.sinfo import PartitionNode
 from cockpit.spec.model import JobSpec
-
-SINFO_ARGS = ("sinfo", "--noheader", "--Node", "--format=%N|%G|%t|%P")
-_GPU = re.compile(r"(?:^|,)gpu(?::([^:,(]+))?:(\d+)")
-
-
-@dataclass(frozen=True)
-class PartitionNode:
-    """One node in one partition, as sinfo lists it. ``gpus``: gres type -> count ("" for an untyped gpu:N)."""
-
-    name: str
-    partition: str
-    state: str
-    gpus: tuple[tuple[str, int], ...] = ()
-    default: bool = False  # the cluster's default partition (sinfo marks it with *)
-
-
-def parse_sinfo(text: str) -> list[PartitionNode]:
-    """``sinfo --noheader --Node --format=%N|%G|%t|%P`` -> one entry per (node, partition)."""
-    out = []
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 4:
-            continue
-        gres = "" if parts[1] in ("(null)", "") else parts[1]
-        gpus = tuple((m.group(1) or "", int(m.group(2))) for m in _GPU.finditer(gres))
-        out.append(PartitionNode(parts[0], parts[3].rstrip("*"), parts[2], gpus, parts[3].endswith("*")))
-    return out
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ Under srun it must not (``wrapper(forward=False)``, the sbatch form): slurmstepd
 every process of the step (srun's forwarded USR1, scancel, the time limit), the rank included, so a signal
 passed on arrives twice, and a handler that acts on each one, like Lightning's SIGUSR1 auto-requeue (a
 checkpoint, then ``scontrol requeue`` on rank 0), acts twice.
+Its traps are set before the rank starts: a stop that lands in between is remembered and passed on once the
+rank exists, instead of ending the wrapper alone (the rank left running, reparented to init, no exit record).
 """
 
 from __future__ import annotations
@@ -27,10 +29,23 @@ base="$COCKPIT_RUN_DIR/logs/rank-$rank.$COCKPIT_HOST"
 if [ -f "$COCKPIT_RUN_DIR/hook/sitecustomize.py" ]; then
   export PYTHONPATH="$COCKPIT_RUN_DIR/hook${PYTHONPATH:+:$PYTHONPATH}" COCKPIT_WRAPPER_PID=$$
 fi
+# Until the traps below are set, a stop is only remembered: by default it would end the wrapper alone,
+# leaving the rank running with no exit record.
+pending='' forwarding=''
+for sig in TERM HUP USR1 USR2; do
+  # shellcheck disable=SC2064  # expand $sig now: each trap remembers its own signal
+  trap "pending=\${pending:-$sig}" "$sig"
+done
 "$@" >>"$base.log" 2>&1 &
 child=$!
 echo "$child" >"$base.pid"
 @SIGNALS@
+# A stop that came before these traps is passed on now. USR1/USR2 only where the wrapper forwards (torch 1.x):
+# elsewhere a rank that existed got it itself, and one that did not has no handler yet (it would die of it).
+case "$pending" in
+  TERM|HUP) kill -"$pending" "$child" 2>/dev/null ;;
+  USR1|USR2) [ "$forwarding" = 1 ] && kill -"$pending" "$child" 2>/dev/null ;;
+esac
 # wait returns early when a trapped signal arrives; keep waiting until the rank has really ended. The end's
 # time is read at once, without a fork (bash 5's EPOCHREALTIME): the first failure is named by these times.
 LC_NUMERIC=C
@@ -48,6 +63,7 @@ read -r -a stat 2>/dev/null </proc/$$/stat
 if [ "${stat[4]:-}" = "$$" ]; then
   for sig in TERM HUP USR1 USR2; do trap : "$sig"; done
 else
+  forwarding=1
   for sig in TERM HUP USR1 USR2; do
     # shellcheck disable=SC2064  # expand $sig now, $child too: both are fixed for this trap
     trap "kill -$sig $child 2>/dev/null" "$sig"

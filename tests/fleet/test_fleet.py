@@ -18,6 +18,7 @@ from helpers import cockpit_env
 from cockpit.fleet import nodes as fleet
 from cockpit.launch import registry
 from cockpit.remote import RemotePool
+from cockpit.slurm.sinfo import SINFO_ARGS, node_names, parse_sinfo
 from cockpit.spec.model import parse_spec
 
 
@@ -237,9 +238,11 @@ def test_parse_sinfo():
     # The output shape of `sinfo --noheader --Node --format=%N|%G|%t|%P` (fields per sinfo(1)): one line per
     # node and partition, "(null)" for no GRES, "*" marking the default partition.
     text = "gpu01|gpu:a100:4|mix|gpu*\ngpu01|gpu:a100:4|mix|debug\ngpu02|gpu:a100:4|idle|gpu*\ncpu01|(null)|down*|cpu\n"
-    nodes = fleet.parse_sinfo(text)
+    nodes = parse_sinfo(text)
     assert [(n.name, n.gres, n.state, n.partition) for n in nodes] == [
-        ("gpu01", "gpu:a100:4", "mix", "gpu"), ("gpu02", "gpu:a100:4", "idle", "gpu"), ("cpu01", None, "down*", "cpu")]
+        ("gpu01", "gpu:a100:4", "mix", "gpu"), ("gpu01", "gpu:a100:4", "mix", "debug"),
+        ("gpu02", "gpu:a100:4", "idle", "gpu"), ("cpu01", None, "down*", "cpu")]
+    assert node_names(nodes) == ["gpu01", "gpu02", "cpu01"]
 
 
 def test_slurm_nodes_go_through_the_injected_runner():
@@ -253,8 +256,9 @@ def test_slurm_nodes_go_through_the_injected_runner():
                                            "n2|(null)|down*|cpu\n", "")
 
     nodes = fleet.slurm_nodes("gpu", runner=sinfo)
-    assert asked == [[*fleet.SINFO_ARGS, "--partition=gpu"]]
+    assert asked == [[*SINFO_ARGS, "--partition=gpu"]]
     assert [(n.name, n.gres, n.state, n.partition) for n in nodes] == [("n1", "gpu:a100:4", "idle", "gpu"),
+                                                                       ("n1", "gpu:a100:4", "idle", "debug"),
                                                                        ("n2", None, "down*", "cpu")]
 
     def refused(argv):

@@ -8,9 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from helpers import cockpit_env, require_tool
+from helpers import cockpit_env, require_tool, wait_for
 
 from cockpit.render.rankwrap import WRAPPER, wrapper
 
@@ -88,6 +89,48 @@ def test_a_signal_to_the_whole_group_reaches_the_rank_once(tmp_path, form):
     assert proc.wait(timeout=10) == 7
     assert log.read_text().splitlines()[-1] == "term after 1"
     assert (tmp_path / "logs/rank-3.h1.exit").read_text().startswith("7 ")
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie waits for init to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("form", ["torchrun2", "torchrun1", "srun"])
+def test_a_stop_just_after_the_rank_starts_is_passed_on_and_recorded(tmp_path, form):
+    """A TERM that lands after the rank is forked and before the wrapper's traps are set must not kill the
+    wrapper alone: that left the rank running, reparented to init, and no exit record. The window is made
+    wide and certain: the pid file is a FIFO, so the wrapper blocks writing the rank's pid until the test
+    opens it, after the stop. torchrun2/srun: the whole group is signalled; torchrun1: the wrapper alone."""
+    (tmp_path / "logs").mkdir()
+    pid_file = tmp_path / "logs/rank-3.h1.pid"
+    os.mkfifo(pid_file)
+    ready = tmp_path / "ready"
+    prog = f"import os, pathlib, time; pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
+    proc = start(tmp_path, sys.executable, "-c", prog, text=wrapper(forward=form != "srun"),
+                 session=form != "torchrun1")
+    rank = int(wait_for(lambda: ready.exists() and ready.read_text(), what="the rank to start", every=0.01))
+    try:
+        if form == "torchrun1":
+            os.kill(proc.pid, signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        fd = os.open(pid_file, os.O_RDONLY | os.O_NONBLOCK)  # lets the wrapper's write go on; open until it ends
+        try:
+            code = proc.wait(timeout=20)
+        finally:
+            os.close(fd)
+        wait_for(lambda: not running(rank), what="the rank to end")
+        exit_record = tmp_path / "logs/rank-3.h1.exit"
+        assert (code, exit_record.exists()) == (128 + signal.SIGTERM, True)
+        assert exit_record.read_text().split()[0] == str(128 + signal.SIGTERM)
+    finally:
+        if running(rank):
+            os.kill(rank, signal.SIGKILL)
 
 
 # A rank that counts its SIGUSR1s (a Python handler runs once per signal that arrives while it sleeps).

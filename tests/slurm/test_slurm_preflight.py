@@ -12,7 +12,7 @@ from helpers import REPO
 from cockpit.launch.plan import PreflightFailed
 from cockpit.launch.slurm import facts as slurm_facts
 from cockpit.preflight.checks import failed
-from cockpit.preflight.slurm import SINFO_ARGS, parse_sinfo
+from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo
 from cockpit.spec.model import load_spec
 
 RECORDED = REPO / "tests" / "fixtures" / "sinfo" / "test-cluster.txt"

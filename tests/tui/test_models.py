@@ -3,6 +3,7 @@ storage, filters, metrics reading, theme files, user config, staging a composed 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import subprocess
@@ -198,6 +199,60 @@ def test_pure_models_do_not_import_textual():
             + "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+TEXTUAL = ("textual", "textual_plotext")
+
+
+def imported(path: Path) -> set[str]:
+    """Every module ``path`` imports anywhere in its body, deferred and TYPE_CHECKING ones too; ``from P import
+    x`` counts as P and P.x (x may be a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def textual_path(module: str) -> list[str] | None:
+    """A chain of imports from the cockpit module ``module`` to textual, deferred imports followed; None: none."""
+    files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in (REPO / "cockpit").rglob("*.py")}
+    todo, seen = [[module]], {module}
+    while todo:
+        chain = todo.pop()
+        for name in sorted(imported(files[chain[-1]])):
+            if name.split(".")[0] in TEXTUAL:
+                return [*chain, name]
+            parts = name.split(".")  # importing a.b.c runs a/__init__ and a/b/__init__ too
+            for step in (".".join(parts[:i]) for i in range(2, len(parts) + 1)):
+                if step in files and step not in seen:
+                    seen.add(step)
+                    todo.append([*chain, step])
+    return None
+
+
+def tui_modules() -> dict[str, Path]:
+    return {".".join(p.relative_to(REPO).with_suffix("").parts): p for p in (REPO / "cockpit" / "tui").rglob("*.py")
+            if p.name != "__init__.py"}
+
+
+def test_no_model_reaches_textual_even_through_a_deferred_import():
+    """The folder's rule, statically: no import in cockpit/tui/models/, at import time or inside a function,
+    leads to textual through any chain of cockpit modules."""
+    models = [m for m in tui_modules() if m.startswith("cockpit.tui.models.")]
+    assert len(models) >= 16
+    assert {m: chain for m in models if (chain := textual_path(m))} == {}
+
+
+def test_every_tui_module_without_textual_is_in_models():
+    """The converse: a TUI module outside models/ that never reaches textual belongs in models/, where the
+    rule above keeps it so."""
+    outside = [m for m in tui_modules() if not m.startswith("cockpit.tui.models.")]
+    assert len(outside) >= 20
+    assert [m for m in outside if textual_path(m) is None] == []
 
 
 def test_staged_dir_is_not_a_run(tmp_path):

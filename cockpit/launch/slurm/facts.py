@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 
 from cockpit.launch.plan import interpreter, job_files
-from cockpit.preflight.slurm import SINFO_ARGS, SlurmFacts, parse_sinfo
+from cockpit.preflight.slurm import SlurmFacts
+from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo
 from cockpit.spec.model import JobSpec
 
 
