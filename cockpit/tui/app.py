@@ -160,7 +160,7 @@ class CockpitApp(App):
         """A dialog waits for its answer: the mode keys do not act meanwhile (quit does, and asks)."""
         return not (action == "go" and self.screen_stack and isinstance(self.screen_stack[-1], Dialog))
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         """Quit; first ask to save, discard or stay when Compose holds edits that are not saved."""
         compose = self.compose_screen
         if compose is None or not compose.unsaved():
