@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass
 
 from cockpit.spec.fields import MAX_GPUS, MAX_SEED, MAX_TRIALS, Checker
+from cockpit.spec.yamlpos import YamlMap
 
 SAMPLE_KINDS = ("choice", "range", "log_range")
 
@@ -141,7 +142,7 @@ def sweep_section(check: Checker, raw: object) -> SweepSpec | None:
     return sweep
 
 
-def sample_params(check: Checker, raw: dict) -> tuple[Param, ...]:
+def sample_params(check: Checker, raw: YamlMap) -> tuple[Param, ...]:
     """``sweep.params``: ``arg: {choice: [...]}`` | ``{range: [lo, hi]}`` | ``{log_range: [lo, hi]}`` (a plain
     list is a choice). Each problem is reported where it is, with an example."""
     path = ("sweep", "params")
