@@ -83,7 +83,7 @@ def gpu_from_dict(d: dict) -> nvml.Gpu:
                   for p in d.get("processes") or ())
     keys = ("uuid", "name", "pci_bus_id", "memory_used_mib", "memory_total_mib", "utilization_gpu",
             "utilization_memory", "temperature_c", "power_draw_w", "power_limit_w")
-    return nvml.Gpu(d["index"], *(d.get(k) for k in keys), processes=procs)
+    return nvml.Gpu(d["index"], **{k: d.get(k) for k in keys}, processes=procs)
 
 
 @dataclass(frozen=True)
