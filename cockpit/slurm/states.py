@@ -64,6 +64,6 @@ def lookup(raw: str) -> SlurmState:
     return TABLE.get(normalise(raw), UNKNOWN_STATE)
 
 
-def cockpit_state(raw: str) -> str:
+def cockpit_state(raw: str) -> CockpitState:
     """The cockpit state for a Slurm state, or UNKNOWN."""
     return lookup(raw).state
