@@ -6,6 +6,9 @@ by PCI bus id (``sort_by_bus_id``), so a GPU's ``index`` means the same whicheve
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+GpuState = Literal["ok", "no_driver", "driver_error"]  # no driver is a normal state (a login node)
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,9 @@ class Gpu:
 
 @dataclass(frozen=True)
 class GpuReport:
-    """What a node's GPUs look like. state: "ok" | "no_driver" | "driver_error"."""
+    """What a node's GPUs look like."""
 
-    state: str
+    state: GpuState
     reason: str | None = None
     source: str | None = None  # "nvml" | "nvidia-smi"; None when nothing could be read
     driver_version: str | None = None
@@ -49,13 +52,13 @@ class GpuReport:
     gpus: tuple[Gpu, ...] = ()
     warnings: tuple[str, ...] = field(default=())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def sort_by_bus_id(gpus: list[Gpu]) -> list[Gpu]:
     """nvidia-smi's order: by PCI bus id (domain:bus:device.function, compared as numbers); unknown last."""
-    def key(pair):
+    def key(pair: tuple[int, Gpu]) -> tuple[bool, tuple[int, ...], int]:
         nvml_index, gpu = pair
         return (gpu.pci_bus_id is None, bus_key(gpu.pci_bus_id), nvml_index)
     ordered = sorted(enumerate(gpus), key=key)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any, cast
 
 from cockpit.gpu import Gpu, GpuProcess, GpuReport, normal_bus_id, sort_by_bus_id  # the records it fills
 
@@ -56,7 +58,7 @@ class LiveSource(Source):
     """pynvml on this machine. ``open`` raises NvmlError (PYNVML_MISSING without pynvml, else NVML's code)."""
 
     def __init__(self):
-        self._nv = None
+        self._nv: Any = None  # the pynvml module once open (untyped)
         self._handles: dict[int, object] = {}
 
     def open(self) -> LiveSource:
@@ -141,7 +143,7 @@ def process_info(pid: int) -> tuple[str | None, str | None]:
     return user, command
 
 
-def read(source: Source | None = None, env: dict | None = None) -> GpuReport:
+def read(source: Source | None = None, env: Mapping[str, str] | None = None) -> GpuReport:
     """Open ``source`` (default: pynvml here), read every GPU, close it. Never raises for NVML trouble."""
     source = LiveSource() if source is None else source
     try:
@@ -161,10 +163,10 @@ def not_available(exc: NvmlError) -> GpuReport:
     return GpuReport("driver_error", f"NVML could not start: {exc}")
 
 
-def read_open(source: Source, env: dict) -> GpuReport:
+def read_open(source: Source, env: Mapping[str, str]) -> GpuReport:
     """Read every GPU from an initialised source."""
     try:
-        count = int(source.call("nvmlDeviceGetCount"))
+        count = int(cast("int", source.call("nvmlDeviceGetCount")))
     except NvmlError as exc:
         return GpuReport("driver_error", f"NVML could not count GPUs: {exc}", source="nvml")
     gpus = sort_by_bus_id([_gpu(source, i) for i in range(count)])
@@ -172,9 +174,10 @@ def read_open(source: Source, env: dict) -> GpuReport:
     warnings = (ORDER_HINT,) if len(gpus) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" else ()
     return GpuReport(
         "ok", None if gpus else "the driver is loaded but sees no GPU", "nvml",
-        driver_version=_value(source, "nvmlSystemGetDriverVersion"),
+        driver_version=cast("str | None", _value(source, "nvmlSystemGetDriverVersion")),
         cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
-        nvml_version=_value(source, "nvmlSystemGetNVMLVersion"), gpus=tuple(gpus), warnings=warnings)
+        nvml_version=cast("str | None", _value(source, "nvmlSystemGetNVMLVersion")), gpus=tuple(gpus),
+        warnings=warnings)
 
 
 def _value(source: Source, fn: str, *args: int) -> object:
@@ -192,11 +195,12 @@ def _gpu(source: Source, i: int) -> Gpu:
     power = _value(source, "nvmlDeviceGetPowerUsage", i)
     limit = _value(source, "nvmlDeviceGetPowerManagementLimit", i)
     return Gpu(
-        index=i, uuid=_value(source, "nvmlDeviceGetUUID", i), name=_value(source, "nvmlDeviceGetName", i),
+        index=i, uuid=cast("str | None", _value(source, "nvmlDeviceGetUUID", i)),
+        name=cast("str | None", _value(source, "nvmlDeviceGetName", i)),
         pci_bus_id=normal_bus_id(pci.get("busId")) if isinstance(pci, dict) else None,
         memory_used_mib=_mib(memory.get("used")), memory_total_mib=_mib(memory.get("total")),
         utilization_gpu=util.get("gpu"), utilization_memory=util.get("memory"),
-        temperature_c=_value(source, "nvmlDeviceGetTemperature", i, 0),  # 0: NVML_TEMPERATURE_GPU
+        temperature_c=cast("int | None", _value(source, "nvmlDeviceGetTemperature", i, 0)),  # 0: NVML_TEMPERATURE_GPU
         power_draw_w=power / 1000 if isinstance(power, (int, float)) else None,
         power_limit_w=limit / 1000 if isinstance(limit, (int, float)) else None,
         processes=_processes(source, i))

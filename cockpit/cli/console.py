@@ -82,7 +82,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
             from cockpit.logs.diagnose.teardown import HINT
 
             out.append(f"  hint: {HINT}")
-        log = rank_files(run_dir, "log").get(ff.rank)
+        log = rank_files(run_dir, "log").get(ff.rank) if ff.rank is not None else None
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
             out += [f"  | {line}" for line in last_lines(log[1], tail)]

@@ -118,7 +118,8 @@ class LiveHang:
     when a stall clears."""
 
     def __init__(self, painter: Painter):
-        self.painter, self.shown, self.starting = painter, set(), False
+        self.painter, self.starting = painter, False
+        self.shown: set[tuple[str, int | None]] = set()  # (kind, rank) of the findings on screen
 
     def on_status(self, status) -> None:
         watch = status.watch or {}
@@ -128,7 +129,7 @@ class LiveHang:
             notice(f"{starting}; no rank has completed a step or a collective yet"
                    + (f": a stall only after {budget:g} s without progress (start_after)" if budget else ""))
         self.starting = bool(starting)
-        keys = set()
+        keys: set[tuple[str, int | None]] = set()
         for f in status.findings:
             key = (f["kind"], f.get("rank"))
             keys.add(key)
@@ -278,7 +279,9 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
     async def main():
         from cockpit.run.watch import follow_run
 
-        following.append(asyncio.current_task())
+        task = asyncio.current_task()
+        if task is not None:  # always: main runs as a task
+            following.append(task)
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
         if banner:  # once Ctrl-C means what it should
             notice(banner)

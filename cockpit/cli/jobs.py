@@ -105,7 +105,7 @@ def cmd_logs(job_id: str, lines: int | None) -> int:
             continue
         path = locate(f)
         why = _why(path)
-        if why:
+        if why or path is None:  # no path: why says so
             notice(unreadable(job, f, why))
             rc = 1
             continue
@@ -206,7 +206,8 @@ def _code(jobs: list[UserJob]) -> int:
 # -- diagnose JOBID ---------------------------------------------------------------------------------------------
 def sources(job_id: str) -> list[tuple[str, str | None, int | None]]:
     """The job's readable files as diagnose sources (path, host, rank None); JobError when none is."""
-    found, problems = [], []
+    found: list[tuple[str, str | None, int | None]] = []
+    problems: list[str] = []
     for job, f in _files(find(job_id)):
         path = locate(f)
         why = _why(path) if job.state != "starting" else "the job has not started"

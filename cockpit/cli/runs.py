@@ -18,6 +18,7 @@ from cockpit.launch import registry, supervision
 from cockpit.run import layout
 from cockpit.run.store import (
     RunNotFound,
+    RunStatus,
     StatusError,
     is_sweep,
     list_runs,
@@ -115,7 +116,7 @@ def _failed_preflight(run_dir) -> list[dict]:
     return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == "FAIL"]
 
 
-def refresh(rows: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
+def refresh(rows: list[tuple[Path, RunStatus]]) -> list[tuple[Path, RunStatus]]:
     """Runs whose supervisor died, worked out again (cockpit.launch.control); problems go to stderr."""
     from cockpit.launch.control import reconcile_runs
 
@@ -246,7 +247,7 @@ def _wait_for_stop(run_dir: Path, status, grace: float, control):
             return now
         frozen = control.frozen_supervisor(now)
         frozen_since = (frozen_since or time.monotonic()) if frozen else None
-        if frozen and time.monotonic() - frozen_since >= control.FROZEN_FOR:
+        if frozen and frozen_since is not None and time.monotonic() - frozen_since >= control.FROZEN_FOR:
             notice(f"{run_dir.name}: {control.describe_frozen(frozen)}; stopping the ranks directly")
             try:
                 return control.stop_frozen(run_dir, now, grace, frozen, warn=notice)

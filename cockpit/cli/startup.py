@@ -17,7 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 HELD = (b"cockpit: Ctrl-C while the run is being started: held until it has started (then one press says "
         b"where it is, two stop it)\n")
@@ -31,7 +34,8 @@ class StartGuard:
         self.runs_dir, self.prefix = runs_dir, f"{name}-"
         self.before = self._runs()
         self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._old_handler, self._old_wakeup = None, -1
+        self._old_handler: Callable[[int, FrameType | None], Any] | int | None = None  # signal.signal's
+        self._old_wakeup = -1
         self._answered = False
 
     def __enter__(self) -> StartGuard:

@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cockpit.remote import SSHOptions
 from cockpit.slurm import hostlist
@@ -78,7 +79,8 @@ def cluster_path() -> Path:
 
 _TOP_KEYS = ("hosts", "ssh", "python", "partition")
 # ssh key -> (accepted types, what to write); bool is refused where it is not named (YAML's `yes` is no port).
-_SSH_KEYS = {"user": ((str,), "a user name", "alice"), "port": ((int,), "a port number", "22"),
+_SSH_KEYS: dict[str, tuple[tuple[type, ...], str, str]] = {
+             "user": ((str,), "a user name", "alice"), "port": ((int,), "a port number", "22"),
              "identity": ((str,), "the path of a private key", "~/.ssh/id_ed25519"),
              "config": ((str,), "the path of an ssh config", "~/.ssh/config"),
              "known_hosts": ((str,), "the path of a known_hosts file", "~/.ssh/known_hosts"),
@@ -171,7 +173,7 @@ def _ssh(check: _Check, ssh: object) -> SSHOptions:
     if not isinstance(ssh, dict):
         check.add(("ssh",), f"must be a mapping, not {_kind(ssh)}", "e.g. ssh: {user: alice, port: 22}")
         return SSHOptions()
-    ok = {}
+    ok: dict[str, Any] = {}  # each value of the type _SSH_KEYS gives it
     for key, value in ssh.items():
         if key not in _SSH_KEYS:
             check.add(("ssh", key), "unknown ssh setting", f"known: {', '.join(_SSH_KEYS)}")
@@ -179,9 +181,9 @@ def _ssh(check: _Check, ssh: object) -> SSHOptions:
         types, what, example = _SSH_KEYS[key]
         if not isinstance(value, types) or (isinstance(value, bool) and types != (bool,)):
             check.add(("ssh", key), f"must be {what}, not {_kind(value)}", f"e.g. {key}: {example}")
-        elif key == "port" and not 0 < value < 65536:
+        elif key == "port" and isinstance(value, int) and not 0 < value < 65536:  # an int: checked above
             check.add(("ssh", key), f"port {value} is out of range", "a TCP port is 1 to 65535, ssh's is 22")
-        elif key in ("connect_timeout", "keepalive") and value <= 0:
+        elif key in ("connect_timeout", "keepalive") and isinstance(value, (int, float)) and value <= 0:
             check.add(("ssh", key), f"must be more than 0 seconds, not {value}", f"e.g. {key}: {example}")
         else:
             ok[key] = value
@@ -202,4 +204,5 @@ def _kind(value: object) -> str:
         return "a number"
     if isinstance(value, str):
         return f"the text {value[:40]!r}" + ("..." if len(value) > 40 else "")
-    return {dict: "a mapping", list: "a list"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "a mapping", list: "a list"}
+    return names.get(type(value), type(value).__name__)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from cockpit.fleet.cluster import NodesError, cluster_path
 from cockpit.fleet.cluster import expand_hostlist as expand_hostlist  # re-exported: --nodes in cli and tui
 from cockpit.fleet.cluster import scontrol_hostnames as scontrol_hostnames  # re-exported
-from cockpit.fleet.report import REACHABLE, NodeReport
+from cockpit.fleet.report import REACHABLE, NodeReport, NodeState, is_node_state
 from cockpit.node import probe
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, Timeout, Unreachable
 
@@ -38,7 +38,7 @@ class NodeStatus:
     ``report`` is its last probe report, merged from the JSON lines (kept while it is down: last known)."""
 
     host: str
-    state: str = "connecting"
+    state: NodeState = "connecting"
     reason: str | None = None
     hint: str | None = None
     report: dict | None = None
@@ -204,12 +204,12 @@ class Fleet:
 
     def _fail(self, node: NodeStatus, exc: Exception) -> None:
         if isinstance(exc, RemoteError):
-            self._set(node, exc.state, exc.message, exc.hint)
+            self._set(node, exc.state if is_node_state(exc.state) else "error", exc.message, exc.hint)  # each is
         else:
             self._set(node, "error", f"unreadable probe output: {exc}", "is the node's cockpit the same version?")
         self._changed.set()
 
-    def _set(self, node: NodeStatus, state: str, reason: str | None, hint: str | None) -> None:
+    def _set(self, node: NodeStatus, state: NodeState, reason: str | None, hint: str | None) -> None:
         changed = state != node.state
         if changed:
             node.since = time.time()

@@ -9,11 +9,14 @@ Stdlib + cockpit.gpu only: pure data, no IO.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Literal, TypeGuard
 
 from cockpit import gpu as nvml  # the GPU records (cockpit.nvml fills them)
 
 # Every state a node can be in, with what it means (the faces show these words). The one list of them.
-STATES = {
+NodeState = Literal["ok", "connecting", "unreachable", "auth_failed", "host_key_unknown", "host_key_changed",
+                    "timeout", "no_driver", "driver_error", "error"]
+STATES: dict[NodeState, str] = {
     "ok": "probe answered; GPUs readable",
     "connecting": "no answer yet",
     "unreachable": "connection refused, no route, or the connection was lost",
@@ -25,7 +28,12 @@ STATES = {
     "driver_error": "the NVIDIA driver is there but failing (e.g. driver/library version mismatch)",
     "error": "the probe failed on the node",
 }
-REACHABLE = ("ok", "no_driver", "driver_error")  # the node answered: its probe fields are live
+REACHABLE = ("ok", "no_driver", "driver_error")
+
+
+def is_node_state(word: str) -> TypeGuard[NodeState]:
+    """A word of STATES (cockpit.remote.base's errors name theirs as plain strings)."""
+    return word in STATES  # the node answered: its probe fields are live
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,7 @@ def gpu_from_dict(d: dict) -> nvml.Gpu:
                   for p in d.get("processes") or ())
     keys = ("uuid", "name", "pci_bus_id", "memory_used_mib", "memory_total_mib", "utilization_gpu",
             "utilization_memory", "temperature_c", "power_draw_w", "power_limit_w")
-    return nvml.Gpu(d["index"], *(d.get(k) for k in keys), processes=procs)
+    return nvml.Gpu(d["index"], **{k: d.get(k) for k in keys}, processes=procs)
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ class NodeReport:
     and is not part of the JSON."""
 
     host: str
-    state: str
+    state: NodeState
     reason: str | None = None
     hint: str | None = None
     updated: float | None = None  # time.time() of the last report
@@ -118,7 +126,7 @@ class NodeReport:
         return self.state in REACHABLE
 
     @classmethod
-    def from_probe(cls, host: str, state: str, reason: str | None, hint: str | None, updated: float | None,
+    def from_probe(cls, host: str, state: NodeState, reason: str | None, hint: str | None, updated: float | None,
                    report: dict | None) -> NodeReport:
         """The record for a node whose last probe answer (merged JSON lines) is ``report``."""
         live = report if state in REACHABLE and report else {}

@@ -188,14 +188,15 @@ class FileFollower:
         self.flush(out)
         self.truncations += 1
         self._pos = 0
-        os.lseek(self._fd, 0, os.SEEK_SET)
+        if self._fd is not None:  # always: it is read while open
+            os.lseek(self._fd, 0, os.SEEK_SET)
 
     def _read(self, out: list[Line], size: int) -> None:
         """Read up to size (the file's size as just seen), at most max_read_bytes. Asking for no more than is
         there matters: os.read(fd, n) allocates n bytes first, and a 256 KiB allocation per file per poll
         costs more than the lines it returns."""
         want = min(size - self._pos, self._max_read)
-        if want <= 0:
+        if want <= 0 or self._fd is None:  # (never None: it is read while open)
             return
         try:
             data = os.read(self._fd, want)
@@ -207,6 +208,8 @@ class FileFollower:
         self._behind = len(data) == want and size > self._pos
 
     def _size(self) -> int:
+        if self._fd is None:  # never: the size is asked while open
+            return self._pos
         try:
             return os.fstat(self._fd).st_size
         except OSError as exc:

@@ -37,7 +37,7 @@ def parse_smi_csv(text: str, fields: tuple[str, ...]) -> list[dict[str, str | No
     name, so any superset of the fields works.
     """
     rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r and any(c.strip() for c in r)]
-    positions = list(range(len(fields)))
+    positions: list[int | None] = list(range(len(fields)))
     if rows and rows[0] and rows[0][0].strip().split(" [")[0] in (*fields, "timestamp"):
         header = [h.strip().split(" [")[0] for h in rows.pop(0)]
         positions = [header.index(f) if f in header else None for f in fields]
@@ -57,6 +57,8 @@ def _cell(value: str) -> str | None:
 
 
 def _num(value: str | None, kind=int):
+    if value is None:  # not reported
+        return None
     try:
         return kind(float(value)) if kind is int else kind(value)
     except (TypeError, ValueError):

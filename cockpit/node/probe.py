@@ -92,7 +92,7 @@ class Probe:
         self.ports, self.slow = ports, slow
         self.gpus = GpuReader(retry=slow)
         self._versions = versions()
-        self._interfaces: tuple[float, list[dict]] | None = None
+        self._interfaces: tuple[float, list[dict] | None] | None = None  # (when read, what was read)
         self._sent: dict = {}
 
     def report(self, full: bool = True) -> dict:

@@ -74,7 +74,7 @@ class _Hook:
         self.ddp = False  # backward waits for DDP's gradient all-reduces once a DDP model exists
         self.current: str | None = None
         self.since = 0.0
-        self.handled = None  # the last dump request answered
+        self.handled: str | None = None  # the last dump request answered
         self.fr = False
         self.compiling = lambda: False
         self.last: str | None = None  # the last collective completed (uneven inputs: who left the loop)
@@ -338,7 +338,8 @@ class _TorchFinder:
             except Exception as exc:  # noqa: BLE001 - a torch we do not know: train without the timing
                 sys.stderr.write(f"cockpit hook: collectives not timed ({type(exc).__name__}: {exc})\n")
 
-        spec.loader.exec_module = exec_and_patch
+        # this one module's loader instance runs the patch after it; the loader's class is untouched
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec
 
 

@@ -36,7 +36,8 @@ class Spawn:
             if spawner:
                 module.ProcessContext.join = self._watching(module.ProcessContext.join)
             else:
-                module._wrap = self._as_rank(module._wrap, torch)
+                # torch is not followed by mypy here, and this file imports nothing but os and sys (not typing)
+                module._wrap = self._as_rank(module._wrap, torch)  # type: ignore[attr-defined]
         return patch
 
     def _watching(self, join):

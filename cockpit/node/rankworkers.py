@@ -72,9 +72,10 @@ def dump_children(pid: int, request: str, path: str) -> None:
     os.replace(tmp, path)
 
 
-def descendants(pid: int) -> list:
+def descendants(pid: int) -> list[int]:
     """The processes below ``pid`` (children first), at most MAX_CHILDREN, from /proc's children lists."""
-    found, queue = [], [pid]
+    found: list[int] = []
+    queue = [pid]
     while queue and len(found) < MAX_CHILDREN:
         parent = queue.pop(0)
         try:

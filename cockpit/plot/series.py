@@ -16,6 +16,9 @@ import math
 import statistics
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 METRICS, BEATS = "metrics", "beats"
 UNITS = {METRICS: "steps/s", BEATS: "collectives/s"}
@@ -64,7 +67,7 @@ class RankSeries:
         return next(bad, None)
 
 
-def _strided(pts: list, at_most: int | None) -> list:
+def _strided(pts: list[T], at_most: int | None) -> list[T]:
     """Every k-th point (and the last) so that at most ``at_most`` intervals remain."""
     if at_most and len(pts) > at_most + 1:
         stride = -(-(len(pts) - 1) // at_most)
@@ -77,7 +80,8 @@ class Track:
 
     def __init__(self, rank: int, source: str = METRICS, keep: int = 500):
         self.rank, self.source, self.keep = rank, source, max(2, keep)
-        self._points: dict = {}  # metrics: step -> (time, loss); beats: time -> (count, seconds waited)
+        # metrics: step (int) -> (time, loss); beats: time -> (count (int), seconds waited)
+        self._points: dict[Any, tuple[Any, float | None]] = {}
 
     def add(self, count: int, time: float, value: float | None = None) -> None:
         """A point: ``value`` is the loss (metrics) or the seconds waited in collectives so far (beats)."""

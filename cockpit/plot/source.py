@@ -149,14 +149,17 @@ class RunSeries:
 def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:
     try:
         rec = safeio.loads(raw)
+        if not isinstance(rec, dict):  # (indexing one raised TypeError: the same None)
+            return None
         step, time = rec["step"], float(rec["time"])
     except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(step, int) or isinstance(step, bool) or step < 0 or not 0 < time < 1e11:
         return None  # a record no writer makes (a negative step, time 0) would stretch the axes to nothing
     loss = rec.get("loss")
-    ok = isinstance(loss, (int, float)) and not isinstance(loss, bool)  # NaN and inf kept: a chart says so
-    return step, time, float(loss) if ok else None
+    if isinstance(loss, (int, float)) and not isinstance(loss, bool):  # NaN and inf kept: a chart says so
+        return step, time, float(loss)
+    return step, time, None
 
 
 def _beat_point(raw: bytes) -> tuple[int, float, float] | None:
@@ -164,6 +167,8 @@ def _beat_point(raw: bytes) -> tuple[int, float, float] | None:
     a rank blocked in a collective waits all the time)."""
     try:
         rec = safeio.loads(raw)
+        if not isinstance(rec, dict):  # (indexing one raised TypeError: the same None)
+            return None
         count, time, sync = rec["n"], float(rec["t"]), float(rec.get("sync") or 0.0)
         inside = time - float(rec["since"]) if rec.get("in") and rec.get("since") else 0.0
     except (ValueError, KeyError, TypeError):

@@ -7,17 +7,18 @@ into NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME advice, as ``cockpit doctor`` gives
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from cockpit.fleet.report import Interface
 from cockpit.preflight import ifadvice
 
 
-def bad_nodes(verdict: Mapping) -> list[str]:
+def bad_nodes(verdict: Mapping[str, Any]) -> list[str]:
     """The nodes the check named, in node-rank order (what ``--exclude`` would leave out)."""
     return list(verdict.get("bad") or {})
 
 
-def note(verdict: Mapping) -> str:
+def note(verdict: Mapping[str, Any]) -> str:
     """'preflight in the allocation failed: node n2: 3 GPUs visible ...; ...' for status.json and the summary."""
     parts = [f"node {n}: {'; '.join(why)}" for n, why in (verdict.get("bad") or {}).items()]
     parts += list(verdict.get("failures") or [])
@@ -26,7 +27,7 @@ def note(verdict: Mapping) -> str:
     return f"{head}: " + "; ".join(parts or ["no reason recorded (see logs/agent.sbatch.log)"])
 
 
-def hint(verdict: Mapping, job_id: str) -> str:
+def hint(verdict: Mapping[str, Any], job_id: str) -> str:
     """What to do about it, naming the nodes."""
     bad = bad_nodes(verdict)
     if not bad:
@@ -36,13 +37,13 @@ def hint(verdict: Mapping, job_id: str) -> str:
             f"slurm.extra, and tell the admins (files: logs/preflight/{job_id}/)")
 
 
-def interfaces(answers: Mapping[str, Mapping | None]) -> dict[str, list[Interface]]:
+def interfaces(answers: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[Interface]]:
     """node -> its interfaces, for the nodes that listed them."""
     return {n: [Interface.from_dict(i) for i in a["interfaces"]] for n, a in answers.items()
             if a is not None and a.get("interfaces") is not None}
 
 
-def advice(answers: Mapping[str, Mapping | None]) -> str | None:
+def advice(answers: Mapping[str, Mapping[str, Any] | None]) -> str | None:
     """'interfaces: subnet 10.0.0.0/24 is on every node, under the same name: set NCCL_SOCKET_IFNAME=eth0, ...'
     for a job of several nodes that all listed their interfaces; None otherwise (nothing to advise)."""
     nodes = interfaces(answers)

@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any, Final, Literal
 
 from cockpit.fleet.report import REACHABLE, Interface, NodeReport
 from cockpit.preflight import ifadvice
 from cockpit.spec.model import JobSpec
 
-OK, WARN, FAIL = "ok", "warn", "FAIL"
+Level = Literal["ok", "warn", "FAIL"]
+OK: Final = "ok"
+WARN: Final = "warn"
+FAIL: Final = "FAIL"
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
 
 @dataclass(frozen=True)
 class Check:
     name: str
-    level: str  # ok | warn | FAIL
+    level: Level
     detail: str
     where: tuple[str, ...] = ()
     hint: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "level": self.level, "detail": self.detail, "where": list(self.where),
                 "hint": self.hint}
 
@@ -45,7 +49,7 @@ class JobFacts:
     master_port: int | None = None
     port_free: bool | None = None  # binding it on the master worked (None: not tried)
     port_error: str | None = None
-    node_checks: dict[str, dict] = field(default_factory=dict)
+    node_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)  # host -> its address on a subnet all share
 
     def up(self) -> list[NodeReport]:
@@ -157,7 +161,8 @@ def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
     if no_torch:
         out.append(Check("torch", FAIL, f"not installed for the job's python on {', '.join(no_torch)}",
                          tuple(no_torch), "install torch there, or set python: to an interpreter that has it"))
-    wanted = [("torch", FAIL), ("nccl", FAIL if spec.dist_backend == "nccl" else WARN), ("python", WARN)]
+    wanted: list[tuple[str, Level]] = [("torch", FAIL), ("nccl", FAIL if spec.dist_backend == "nccl" else WARN),
+                                       ("python", WARN)]
     for key, level in wanted:
         values = {h: getattr(v, key) for h, v in reported.items() if getattr(v, key)}
         if len(set(values.values())) > 1:
@@ -175,7 +180,7 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
     advice = ifadvice.advise(nodes) if multi and len(nodes) == len(facts.up()) else None
     hint = f"set {advice.env_text()}" if advice and advice.subnet else (advice.reason if advice else None)
     if advice and advice.per_node:
-        hint += " (per-node values go in the job's node_env:, e.g. node_env: {" + ", ".join(
+        hint = (hint or "") + " (per-node values go in the job's node_env:, e.g. node_env: {" + ", ".join(
             f"{h}: {{{', '.join(f'{k}: {v}' for k, v in e.items())}}}" for h, e in advice.per_node.items()) + "})"
     out = []
     silent = [n.host for n in facts.up() if n.interfaces is None]
@@ -240,11 +245,11 @@ def _named_interface(var: str, value: str, nodes: ifadvice.Nodes, multi: bool, h
             out.append(Check("interface", FAIL, f"{var}={value} selects the loopback interface on {host}: the other "
                              "nodes cannot reach it there", (host,), hint))
         elif var == ifadvice.GLOO and len(live) < len(chosen):
-            names = ", ".join(i.name for i in chosen if not _live(i))
+            names = ", ".join(str(i.name) for i in chosen if not _live(i))  # chosen by name: each has one
             out.append(Check("interface", FAIL, f"{var}={value} selects {names} on {host}, which is down or has "
                              "no IPv4 address", (host,), hint))
         elif var == ifadvice.NCCL and multi and shared is not None and not any(i.name in shared[host] for i in live):
-            names = ", ".join(i.name for i in live)
+            names = ", ".join(str(i.name) for i in live)  # chosen by name: each has one
             out.append(Check("interface", FAIL, f"{var}={value} selects {names} on {host}, on no subnet that every "
                              f"node shares (it has {has})", (host,), hint))
     if not out and nodes:

@@ -8,15 +8,17 @@ check but ``reachable`` is a warning reading "unknown (no node answered)".
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from cockpit.fleet.report import NodeReport
-from cockpit.preflight.checks import FAIL, OK, WARN, Check
+from cockpit.preflight.checks import FAIL, OK, WARN, Check, Level
 from cockpit.preflight.ifadvice import virtual_rank
 
-_VERSIONS = (("driver version", lambda n: n.driver_version),
+_VERSIONS: tuple[tuple[str, Callable[[NodeReport], str | None]], ...] = (("driver version", lambda n: n.driver_version),
              ("CUDA (driver) version", lambda n: n.cuda_version),
-             ("python version", lambda n: n.versions and n.versions.python),
-             ("torch version", lambda n: n.versions and n.versions.torch),
-             ("NCCL version", lambda n: n.versions and n.versions.nccl))
+             ("python version", lambda n: n.versions.python if n.versions else None),
+             ("torch version", lambda n: n.versions.torch if n.versions else None),
+             ("NCCL version", lambda n: n.versions.nccl if n.versions else None))
 
 
 def fleet_checks(nodes: list[NodeReport]) -> list[Check]:
@@ -31,7 +33,7 @@ def fleet_checks(nodes: list[NodeReport]) -> list[Check]:
     drivers = {n.host: n.state for n in up}
     if any(s != "ok" for s in drivers.values()):
         bad = ", ".join(f"{h}: {s}" for h, s in drivers.items() if s != "ok")
-        level = FAIL if any(s == "ok" for s in drivers.values()) or "driver_error" in drivers.values() else WARN
+        level: Level = FAIL if any(s == "ok" for s in drivers.values()) or "driver_error" in drivers.values() else WARN
         checks.append(Check("NVIDIA driver", level, f"{bad} (CPU-only nodes can run gloo)"))
     counts = {n.host: len(n.gpus) for n in up}
     checks.append(_check("GPU count", len(set(counts.values())) <= 1, f"{next(iter(counts.values()), 0)} per node",
@@ -52,12 +54,12 @@ def _check(name: str, ok: bool, good: str, bad: str, hint: str = "") -> Check:
     return Check(name, OK, good) if ok else Check(name, FAIL, bad + (f" ({hint})" if hint else ""))
 
 
-def _spread(values: dict) -> str:
+def _spread(values: Mapping[str, object]) -> str:
     return ", ".join(f"{h}: {v}" for h, v in values.items())
 
 
-def _same(up: list[NodeReport], name: str, get) -> Check:
-    values = {n.host: get(n) for n in up if get(n) is not None}
+def _same(up: list[NodeReport], name: str, get: Callable[[NodeReport], str | None]) -> Check:
+    values = {n.host: v for n in up if (v := get(n)) is not None}
     if not values:
         return Check(name, WARN, "unknown (no node reported it)")
     if len(set(values.values())) == 1:
@@ -68,10 +70,11 @@ def _same(up: list[NodeReport], name: str, get) -> Check:
 def _interfaces(up: list[NodeReport]) -> Check:
     """An interface name that is up with an IPv4 address on every node: what NCCL/GLOO_SOCKET_IFNAME can be.
     A NIC is proposed before a bridge or tunnel (docker0 sorts before eth0, but never carries a job)."""
-    per_node = [{i.name for i in n.interfaces if i.up and i.ipv4 and not i.loopback} for n in up if n.interfaces]
+    per_node = [{i.name for i in n.interfaces if i.name and i.up and i.ipv4 and not i.loopback}
+                for n in up if n.interfaces]
     if not per_node:
         return Check("network interface", WARN, "unknown (no node reported its interfaces)")
-    virtual = {i.name for n in up for i in n.interfaces or () if i.virtual}  # virtual on any node
+    virtual = {i.name for n in up for i in n.interfaces or () if i.name and i.virtual}  # virtual on any node
     common = sorted(set.intersection(*per_node), key=lambda name: (virtual_rank(name, name in virtual), name))
     if common:
         return Check("network interface", OK, f"{', '.join(common)} on every node (NCCL_SOCKET_IFNAME={common[0]})")

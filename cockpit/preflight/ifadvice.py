@@ -106,6 +106,8 @@ def common_subnets(nodes: Nodes) -> dict[str, dict[str, Attachment]]:
     per_host: dict[str, dict[str, Attachment]] = {}
     for host, ifaces in nodes.items():
         for iface in filter(usable, ifaces):
+            if iface.name is None:  # never from a probe (ip and sysfs name every interface); nothing to select
+                continue
             for net in networks(iface):
                 key = str(net.network)
                 per_host.setdefault(key, {}).setdefault(
@@ -114,7 +116,7 @@ def common_subnets(nodes: Nodes) -> dict[str, dict[str, Attachment]]:
     common = {k: v for k, v in per_host.items()
               if len(v) == len(nodes) and nodes and len({a.address for a in v.values()}) == len(v)}
 
-    def rank(item):
+    def rank(item: tuple[str, dict[str, Attachment]]) -> tuple[tuple[bool, bool], int, list[str]]:
         _, hosts = item
         virtual = max(virtual_rank(a.ifname, a.virtual) for a in hosts.values())
         speed = min((a.speed_mbps or 0) for a in hosts.values())

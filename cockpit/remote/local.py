@@ -35,7 +35,8 @@ class LocalRemote(Remote):
             _kill_group(proc)
             await proc.wait()
             raise Timeout(self.host, f"no answer within {timeout:g} s from {command_line(cmd)}") from None
-        status = proc.returncode if proc.returncode >= 0 else None
+        code = proc.returncode  # set: communicate() waited for the exit
+        status = code if code is not None and code >= 0 else None
         return Result(status, out.decode(errors="replace"), err.decode(errors="replace"))
 
     async def stream(self, cmd: list[str] | str) -> Stream:
@@ -51,20 +52,24 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 class _LocalStream(Stream):
     def __init__(self, host: str, proc: asyncio.subprocess.Process):
+        if proc.stdout is None or proc.stderr is None:  # never: _spawn pipes both
+            raise ValueError(f"{host}: a stream reads the command's stdout and stderr through pipes")
         self.host, self.proc = host, proc
+        self._out, self._err = proc.stdout, proc.stderr
 
     async def __anext__(self) -> str:
-        line = await self.proc.stdout.readline()
+        line = await self._out.readline()
         if line:
             return line.decode(errors="replace").rstrip("\n")
-        err = await self.proc.stderr.read()
+        err = await self._err.read()
         status = await self.proc.wait()
         if status != 0:
             raise CommandFailed(self.host, Result(status if status >= 0 else None, "", err.decode(errors="replace")))
         raise StopAsyncIteration
 
     def write(self, text: str) -> None:
-        self.proc.stdin.write(text.encode())
+        if self.proc.stdin is not None:  # always: stream() spawns with stdin=PIPE
+            self.proc.stdin.write(text.encode())
 
     async def close(self) -> None:
         if self.proc.returncode is None:

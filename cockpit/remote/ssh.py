@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cockpit.remote.base import (
     AuthFailed,
@@ -123,7 +124,7 @@ class SSHRemote(Remote):
     def _client_options(self, asyncssh):
         """The config's settings, our defaults where it sets none, and host-key checking always on."""
         o = self.options
-        given = {k: v for k, v in (("username", o.user), ("port", o.port)) if v}
+        given: dict[str, Any] = {k: v for k, v in (("username", o.user), ("port", o.port)) if v}  # asyncssh's
         if o.identity:
             given["client_keys"] = list(o.identity)
         if not o.agent:
@@ -248,7 +249,7 @@ def _client_class(asyncssh, remote: SSHRemote):
 
 
 @functools.cache
-def _client_base(asyncssh):
+def _client_base(asyncssh: Any) -> Any:  # the module, imported when first connecting; the class it makes
     class Client(asyncssh.SSHClient):
         def __init__(self, owner: SSHRemote):
             self.owner = owner

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cockpit import contract
 from cockpit.render.facts import Facts, log_safe
 from cockpit.render.shell import export
@@ -46,7 +48,14 @@ def node_env_lines(spec: JobSpec, facts: Facts, host: str) -> list[str]:
     return [export(name, value) for name, value in pairs]
 
 
-def program_words(spec: JobSpec, facts: Facts, quote) -> list[str]:
+def spawns(spec: JobSpec) -> int:
+    """``runner: spawn``: the ranks the script spawns per node (the job check refuses such a job without it)."""
+    if spec.nprocs is None:
+        raise ValueError(f"job {spec.name}: runner: spawn without procs_per_node cannot be rendered")
+    return spec.nprocs
+
+
+def program_words(spec: JobSpec, facts: Facts, quote: Callable[[str], str]) -> list[str]:
     """python -u script|-m module args..., each quoted."""
     target = ["-m", spec.module] if spec.module else [spec.script]
     words = [facts.python, "-u", *target, *spec.args, *facts.extra_args]

@@ -19,7 +19,7 @@ the current attempt's; the rank logs are appended to across attempts.
 
 from __future__ import annotations
 
-from cockpit.render.env import contract_env, device_env, program_words
+from cockpit.render.env import contract_env, device_env, program_words, spawns
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
@@ -164,8 +164,9 @@ def sbatch_script(spec: JobSpec, facts: Facts) -> str:
     env += [(k, v) for k, v in contract_env(spec, facts, "slurm") if k != "COCKPIT_HOST"] + list(spec.env)
     lines += [export(k, v) for k, v in env]
     if spec.runner == "spawn":
-        lines += [export(k, str(v)) for k, v in (("COCKPIT_SPAWNS", spec.nprocs), ("NNODES", spec.num_nodes), (
-            "WORLD_SIZE", spec.nprocs * spec.num_nodes), ("LOCAL_WORLD_SIZE", spec.nprocs))]
+        nprocs = spawns(spec)
+        lines += [export(k, str(v)) for k, v in (("COCKPIT_SPAWNS", nprocs), ("NNODES", spec.num_nodes), (
+            "WORLD_SIZE", nprocs * spec.num_nodes), ("LOCAL_WORLD_SIZE", nprocs))]
     if trials:
         lines += _trial_cases(trials)
     master_port = str(facts.master_port) if spec.master_port else _PORT_FROM_JOB_ID

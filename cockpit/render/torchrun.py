@@ -10,7 +10,7 @@ between versions).
 from __future__ import annotations
 
 from cockpit.render import loopback
-from cockpit.render.env import node_env_lines, program_words
+from cockpit.render.env import node_env_lines, program_words, spawns
 from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import HOOK_PATH_LINES, WRAPPER_PATH, write_wrapper_lines
 from cockpit.render.shell import command, export, header, quote
@@ -88,7 +88,7 @@ def spawn_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
     (torch.multiprocessing.spawn). Its own output is this script's; each spawned rank's goes to its log file,
     named by global rank (node rank x spawns + spawn index) by cockpit's hook in that process."""
     lines = _prologue(spec, facts, node_rank, "the script spawns its ranks", wrapper=False)
-    world = spec.nprocs * spec.num_nodes
+    world = spawns(spec) * spec.num_nodes
     lines += ["# What a spawning script needs to place its ranks; RANK and LOCAL_RANK are each process's own.",
               *(export(k, v) for k, v in (
                   ("COCKPIT_SPAWNS", str(spec.nprocs)), ("NODE_RANK", str(node_rank)),

@@ -17,7 +17,7 @@ def group(jobs: list[UserJob]) -> list[tuple[UserJob, list[UserJob]]]:
     rows: dict[str, list[UserJob]] = {}
     for job in jobs:
         rows.setdefault(job.array_job_id or job.job_id, []).append(job)
-    out = []
+    out: list[tuple[UserJob, list[UserJob]]] = []
     for members in rows.values():
         if len(members) == 1 and members[0].array_job_id is None:
             out.append((members[0], []))

@@ -9,13 +9,16 @@ rather than guessing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, Literal
 
-UNKNOWN = "unknown"
+# the run states a Slurm state maps to (cockpit.run.status's, and unknown: keep the last known one)
+CockpitState = Literal["starting", "running", "succeeded", "failed", "stopped", "unknown"]
+UNKNOWN: Final = "unknown"
 
 
 @dataclass(frozen=True)
 class SlurmState:
-    state: str  # the cockpit state: starting | running | succeeded | failed | stopped | unknown
+    state: CockpitState
     final: bool  # Slurm will not run this job again by itself
     meaning: str  # one line for notes and the TUI
 
@@ -61,6 +64,6 @@ def lookup(raw: str) -> SlurmState:
     return TABLE.get(normalise(raw), UNKNOWN_STATE)
 
 
-def cockpit_state(raw: str) -> str:
+def cockpit_state(raw: str) -> CockpitState:
     """The cockpit state for a Slurm state, or UNKNOWN."""
     return lookup(raw).state

@@ -10,8 +10,11 @@ stack limit, `ulimit -s`): the caller passes it, else this machine's is read.
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
 from cockpit.spec.fields import Checker
+from cockpit.spec.sections import SweepSpec
+from cockpit.spec.yamlpos import KeyPath
 
 MAX_ARG_STRLEN = 32 * 4096  # Linux: 32 pages, the NUL included; with 4 KiB pages, the smallest (arm64 may have 64)
 # What the job's own strings must leave of ARG_MAX: the contract variables, the wrapper's and torchrun's words,
@@ -35,16 +38,34 @@ def exec_size(text: str) -> int:
     return (len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))) + 1
 
 
-def check_exec_limits(check: Checker, spec, arg_max: int | None = None) -> None:
+_Words = list[tuple[KeyPath, str]]  # each string with where the job file writes it
+
+
+class _Job(Protocol):
+    """What the limits read of a JobSpec (typed structurally: model.py imports this module)."""
+
+    @property
+    def args(self) -> tuple[str, ...]: ...
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def node_env(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]: ...
+    @property
+    def sweep(self) -> SweepSpec | None: ...
+
+
+def check_exec_limits(check: Checker, spec: _Job, arg_max: int | None = None) -> None:
     """One problem per field whose strings pass MAX_ARG_STRLEN, and one when the job's arguments and
     environment together leave less than RESERVE of ``arg_max`` (None: this machine's)."""
     arg_max = system_arg_max() if arg_max is None else arg_max
-    args = [(("args", i), a) for i, a in enumerate(spec.args)]
-    env = [(("env", k), f"{k}={v}") for k, v in spec.env]
-    nodes = [[(("node_env", h, k), f"{k}={v}") for k, v in pairs] for h, pairs in spec.node_env]
+    args: _Words = [(("args", i), a) for i, a in enumerate(spec.args)]
+    env: _Words = [(("env", k), f"{k}={v}") for k, v in spec.env]
+    nodes: list[_Words] = [[(("node_env", h, k), f"{k}={v}") for k, v in pairs] for h, pairs in spec.node_env]
     searched = _searched(check, spec.sweep)
-    for words, kind in [(args, "argument"), (env, "environment variable"),
-                        *((n, "environment variable") for n in nodes), *((w, "argument") for _, w in searched)]:
+    kinds: list[tuple[_Words, str]] = [(args, "argument"), (env, "environment variable"),
+                                       *((n, "environment variable") for n in nodes),
+                                       *((w, "argument") for _, w in searched)]
+    for words, kind in kinds:
         _each(check, words, kind)
     own_args, own_env = _total(args), _total(env)
     total = own_args + own_env + max(map(_total, nodes), default=0)
@@ -56,7 +77,7 @@ def check_exec_limits(check: Checker, spec, arg_max: int | None = None) -> None:
                       "start ('Argument list too long')", _HINT)
 
 
-def _each(check: Checker, words: list[tuple[tuple, str]], kind: str) -> None:
+def _each(check: Checker, words: list[tuple[KeyPath, str]], kind: str) -> None:
     """The first string over MAX_ARG_STRLEN in ``words``, and how many more there are."""
     over = [(path, text) for path, text in words if exec_size(text) > MAX_ARG_STRLEN]
     if not over:
@@ -72,16 +93,16 @@ def _cost(text: str) -> int:
     return exec_size(text) + _POINTER
 
 
-def _total(words: list[tuple[tuple, str]]) -> int:
+def _total(words: list[tuple[KeyPath, str]]) -> int:
     return sum(_cost(text) for _, text in words)
 
 
-def _searched(check: Checker, sweep) -> list[tuple[str, list[tuple[tuple, str]]]]:
+def _searched(check: Checker, sweep: SweepSpec | None) -> list[tuple[str, list[tuple[KeyPath, str]]]]:
     """Each flag a sweep searches, with the values a trial may give it and where each is written (a range's
     draw is a short number: one stand-in of its longest form)."""
     if sweep is None:
         return []
-    out = []
+    out: list[tuple[str, list[tuple[KeyPath, str]]]] = []
     for flag, values in sweep.grid:
         key = _key(check, ("sweep", "grid"), flag)
         out.append((flag, [(("sweep", "grid", key, j), v) for j, v in enumerate(values)]))
@@ -92,6 +113,6 @@ def _searched(check: Checker, sweep) -> list[tuple[str, list[tuple[tuple, str]]]
     return out
 
 
-def _key(check: Checker, parent: tuple, flag: str) -> str:
+def _key(check: Checker, parent: KeyPath, flag: str) -> str:
     """The key as the file writes it: ``lr`` or ``--lr``."""
     return flag if (*parent, flag) in check.positions.at else flag.lstrip("-")

@@ -7,9 +7,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from typing import Any, TypeGuard
 
 from cockpit.spec import formats
-from cockpit.spec.yamlpos import Positions, Problem, dotted
+from cockpit.spec.yamlpos import KeyPath, Positions, Problem, YamlMap, dotted
 
 MAX_GPUS = 1024  # per node: ids 0..1023; no machine has more
 MAX_PROCS = 1024  # ranks per node
@@ -31,15 +32,15 @@ class Checker:
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []  # the job is valid with them; validate and run print them
 
-    def problem(self, path: tuple, message: str, hint: str | None = None) -> None:
+    def problem(self, path: KeyPath, message: str, hint: str | None = None) -> None:
         line, col = self.positions.of(path)
         self.problems.append(Problem(line, col, dotted(path), message, hint))
 
-    def warn(self, path: tuple, message: str, hint: str | None = None) -> None:
+    def warn(self, path: KeyPath, message: str, hint: str | None = None) -> None:
         line, col = self.positions.of(path)
         self.warnings.append(Problem(line, col, dotted(path), message, hint, warning=True))
 
-    def mapping(self, value: object, path: tuple, known: tuple[str, ...]) -> bool:
+    def mapping(self, value: object, path: KeyPath, known: tuple[str, ...]) -> TypeGuard[YamlMap]:
         """True if ``value`` is a mapping; unknown keys are reported with a did-you-mean."""
         if not isinstance(value, dict):
             self.problem(path, "expected a mapping of key: value lines", f"keys: {', '.join(known)}")
@@ -51,7 +52,7 @@ class Checker:
                 self.problem((*path, key), f"unknown key {key!r}", hint)
         return True
 
-    def string(self, data: dict, path: tuple) -> str | None:
+    def string(self, data: YamlMap, path: KeyPath) -> str | None:
         value = data.get(path[-1])
         if value is None:
             return None
@@ -64,7 +65,7 @@ class Checker:
             return None
         return text
 
-    def sbatch_value(self, data: dict, path: tuple) -> str | None:
+    def sbatch_value(self, data: YamlMap, path: KeyPath) -> str | None:
         """A string that becomes part of an ``#SBATCH`` line, which sbatch reads without a shell: one line of
         printable text (a carriage return or a line separator would end the directive where sbatch stops)."""
         text = self.string(data, path)
@@ -74,7 +75,7 @@ class Checker:
             return None
         return text
 
-    def python_module(self, data: dict, path: tuple) -> str | None:
+    def python_module(self, data: YamlMap, path: KeyPath) -> str | None:
         """``module:``: what `python -m` runs, a dotted name of Python identifiers (pkg.train)."""
         text = self.string(data, path)
         if text is not None and not all(part.isidentifier() for part in text.split(".")):
@@ -83,7 +84,7 @@ class Checker:
             return None
         return text
 
-    def name(self, data: dict, path: tuple) -> str:
+    def name(self, data: YamlMap, path: KeyPath) -> str:
         value = data.get(path[-1])
         if value is None:
             self.problem(path, "every job needs a name", "name: my-job")
@@ -95,7 +96,7 @@ class Checker:
             return "job"
         return text
 
-    def str_list(self, data: dict, path: tuple, split_hint: str | None = None) -> tuple[str, ...]:
+    def str_list(self, data: YamlMap, path: KeyPath, split_hint: str | None = None) -> tuple[str, ...]:
         """A list of plain values. A single value is a one-item list (YAML users write it both ways), unless
         ``split_hint`` is given and the value has spaces: `args: "--epochs 1"` would pass ONE argument."""
         value = data.get(path[-1])
@@ -122,7 +123,7 @@ class Checker:
             out.append(_plain(item))
         return tuple(out)
 
-    def choice(self, data: dict, path: tuple, choices: tuple[str, ...], default: str) -> str:
+    def choice(self, data: YamlMap, path: KeyPath, choices: tuple[str, ...], default: str) -> str:
         value = data.get(path[-1])
         if value is None:
             return default
@@ -133,7 +134,7 @@ class Checker:
             return default
         return str(value)
 
-    def integer(self, data: dict, path: tuple, default: int, minimum: int | None = None,
+    def integer(self, data: YamlMap, path: KeyPath, default: int, minimum: int | None = None,
                 maximum: int | None = None) -> int:
         value = data.get(path[-1])
         if value is None:
@@ -149,14 +150,14 @@ class Checker:
             return default
         return value
 
-    def optional_integer(self, data: dict, path: tuple, minimum: int | None = None,
+    def optional_integer(self, data: YamlMap, path: KeyPath, minimum: int | None = None,
                          maximum: int | None = None) -> int | None:
         """A whole number, or None where the key is not given (its default is worked out later)."""
         if data.get(path[-1]) is None:
             return None
         return self.integer(data, path, 0, minimum, maximum)
 
-    def int_or_auto(self, data: dict, path: tuple, minimum: int = 0, maximum: int | None = None) -> int | None:
+    def int_or_auto(self, data: YamlMap, path: KeyPath, minimum: int = 0, maximum: int | None = None) -> int | None:
         value = data.get(path[-1])
         if value is None or value == "auto":
             return None
@@ -169,7 +170,7 @@ class Checker:
             return None
         return value
 
-    def boolean(self, data: dict, path: tuple, default: bool) -> bool:
+    def boolean(self, data: YamlMap, path: KeyPath, default: bool) -> bool:
         value = data.get(path[-1])
         if value is None:
             return default
@@ -178,7 +179,7 @@ class Checker:
             return default
         return value
 
-    def env(self, data: dict, path: tuple) -> tuple[tuple[str, str], ...]:
+    def env(self, data: YamlMap, path: KeyPath) -> tuple[tuple[str, str], ...]:
         value = data.get(path[-1])
         if value is None:
             return ()
@@ -203,7 +204,7 @@ class Checker:
                 out.append((key, _plain(item)))
         return tuple(out)
 
-    def env_names(self, data: dict, path: tuple) -> tuple[str, ...]:
+    def env_names(self, data: YamlMap, path: KeyPath) -> tuple[str, ...]:
         """A list of environment variable names (secret_env:)."""
         names = self.str_list(data, path)
         for i, name in enumerate(names):
@@ -212,7 +213,7 @@ class Checker:
                              "letters, digits and '_', not starting with a digit")
         return names
 
-    def gpu_ids(self, raw: list, path: tuple) -> tuple[int, ...]:
+    def gpu_ids(self, raw: list[Any], path: KeyPath) -> tuple[int, ...]:
         ids: list[int] = []
         for i, item in enumerate(raw):
             if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item < MAX_GPUS:
@@ -224,7 +225,7 @@ class Checker:
                 ids.append(item)
         return tuple(ids)
 
-    def hosts(self, data: dict, path: tuple) -> tuple[str, ...]:
+    def hosts(self, data: YamlMap, path: KeyPath) -> tuple[str, ...]:
         """ssh nodes: each [user@]host[:port] or [IPv6]; refused otherwise (the names reach shell text)."""
         hosts = self.str_list(data, path)
         for i, host in enumerate(hosts):
@@ -233,7 +234,7 @@ class Checker:
                              "host, user@host, host:port or [IPv6]: letters, digits, '.', '_', '-'")
         return hosts  # a bad one is a problem already, so no spec is made from them
 
-    def modules(self, data: dict, path: tuple) -> tuple[str, ...]:
+    def modules(self, data: YamlMap, path: KeyPath) -> tuple[str, ...]:
         """`module load` names: one module each, no spaces or shell syntax."""
         modules = self.str_list(data, path)
         for i, name in enumerate(modules):
@@ -242,7 +243,7 @@ class Checker:
                              "one module per item, e.g. cuda/12.1; letters, digits and . _ + / @ : = -")
         return modules  # a bad one is a problem already, so no spec is made from them
 
-    def slurm_time(self, data: dict, path: tuple) -> str | None:
+    def slurm_time(self, data: YamlMap, path: KeyPath) -> str | None:
         text = self.string(data, path)
         if text is not None and not formats.SLURM_TIME.fullmatch(text):
             self.problem(path, f"{text!r} is not a Slurm time limit",
@@ -250,14 +251,14 @@ class Checker:
             return None
         return text
 
-    def slurm_mem(self, data: dict, path: tuple) -> str | None:
+    def slurm_mem(self, data: YamlMap, path: KeyPath) -> str | None:
         text = self.string(data, path)
         if text is not None and not formats.SLURM_MEM.fullmatch(text):
             self.problem(path, f"{text!r} is not a Slurm memory size", 'e.g. "64G" or "500M"')
             return None
         return text
 
-    def sbatch_options(self, data: dict, path: tuple) -> tuple[str, ...]:
+    def sbatch_options(self, data: YamlMap, path: KeyPath) -> tuple[str, ...]:
         options = self.str_list(data, path)
         for i, opt in enumerate(options):
             if not opt.startswith("--") or formats.unprintable(opt) is not None:
@@ -266,7 +267,7 @@ class Checker:
                              "broken one)")
         return tuple(o for o in options if o.startswith("--") and formats.unprintable(o) is None)
 
-    def grid(self, data: dict, path: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    def grid(self, data: YamlMap, path: KeyPath) -> tuple[tuple[str, tuple[str, ...]], ...]:
         value = data.get(path[-1])
         if not isinstance(value, dict) or not value:
             self.problem(path, "a sweep needs a grid of argument: [values]", "grid: {lr: [0.1, 0.01]}")
@@ -283,7 +284,7 @@ class Checker:
             out.append((flag, items))
         return tuple(out)
 
-    def flag_name(self, flag: str, path: tuple) -> bool:
+    def flag_name(self, flag: str, path: KeyPath) -> bool:
         """A sweep's argument name (``--lr``); a problem at ``path`` when it is not one."""
         if formats.FLAG.fullmatch(flag):
             return True

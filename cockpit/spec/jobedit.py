@@ -16,10 +16,12 @@ import copy
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
 from cockpit.spec import yamlpos
+from cockpit.spec.yamlpos import YamlMap
 
 _PLAIN = re.compile(r"\A[A-Za-z0-9_./=^+@-][A-Za-z0-9_./=^+@,:-]*\Z")  # a value YAML reads as written
 
@@ -52,7 +54,7 @@ def apply(text: str, changes: tuple[Change, ...] | list[Change]) -> str:
     return text
 
 
-def expected(data: dict, change: Change) -> dict:
+def expected(data: YamlMap, change: Change) -> YamlMap:
     """The values ``change`` should leave: what the text edit is checked against."""
     out = copy.deepcopy(data)
     here = out
@@ -74,7 +76,7 @@ def expected(data: dict, change: Change) -> dict:
     return out
 
 
-def _same_option(items: list, value: object) -> int | None:
+def _same_option(items: list[Any], value: object) -> int | None:
     """The index of an item that sets the same ``--option=`` as ``value``, if any."""
     if not (isinstance(value, str) and value.startswith("--") and "=" in value):
         return None
@@ -86,16 +88,19 @@ def _apply_one(text: str, change: Change) -> str:
     data, _ = yamlpos.load(text)
     if not isinstance(data, dict):
         raise EditError("the job file is not a mapping of keys")
-    new = _edit(text, yaml.compose(text, Loader=yamlpos._LOADER), change)
+    root = yaml.compose(text, Loader=yamlpos._LOADER)
+    if root is None:  # never: it loaded as a mapping
+        raise EditError("the job file is not a mapping of keys")
+    new = _edit(text, root, change)
     got, _ = yamlpos.load(new)
     if got != expected(data, change):
         raise EditError(f"{'.'.join(change.path)}: the text edit would not make exactly this change")
     return new
 
 
-def _entry(mapping: yaml.MappingNode, key: str):
-    return next(((k, v) for k, v in mapping.value if isinstance(k, yaml.ScalarNode) and k.value == key),
-                (None, None))
+def _entry(mapping: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The (key, value) nodes of ``key`` in ``mapping``; None where it has no such key."""
+    return next(((k, v) for k, v in mapping.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
 
 
 def _edit(text: str, root: yaml.Node, change: Change) -> str:
@@ -103,12 +108,13 @@ def _edit(text: str, root: yaml.Node, change: Change) -> str:
     for depth, key in enumerate(change.path):
         if not isinstance(node, yaml.MappingNode):
             raise EditError(f"{'.'.join(change.path[:depth])}: not a mapping, cannot add {key} under it")
-        knode, vnode = _entry(node, key)
-        if knode is None:
+        entry = _entry(node, key)
+        if entry is None:
             if change.value is None:
                 return text  # nothing to remove
             value = [change.value] if change.append else change.value
             return _insert(text, node, change.path[depth:], value, _step(root))
+        knode, vnode = entry
         if depth == len(change.path) - 1:
             return _set(text, node, knode, vnode, change)
         node = vnode
@@ -145,7 +151,7 @@ def _replace(text: str, node: yaml.ScalarNode, value: object, flow: bool, where:
     return text[:start.index] + _render(value, flow) + text[end.index:]
 
 
-def _replace_flow(text: str, node: yaml.Node, items: list, where: str) -> str:
+def _replace_flow(text: str, node: yaml.Node, items: list[Any], where: str) -> str:
     start, end = node.start_mark, node.end_mark
     if start.line != end.line:
         raise EditError(f"{where}: a [..] list over several lines; edit it by hand")
@@ -211,7 +217,8 @@ def _step(root: yaml.Node) -> int:
     if isinstance(root, yaml.MappingNode):
         for k, v in root.value:
             if isinstance(v, yaml.MappingNode) and not v.flow_style and v.value:
-                return max(1, v.value[0][0].start_mark.column - k.start_mark.column)
+                step: int = v.value[0][0].start_mark.column - k.start_mark.column
+                return max(1, step)
     return 2
 
 

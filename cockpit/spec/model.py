@@ -19,7 +19,7 @@ from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
 from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
-from cockpit.spec.yamlpos import Positions, Problem
+from cockpit.spec.yamlpos import Positions, Problem, YamlMap
 
 MAX_TOTAL_STEPS = 10**12
 
@@ -110,7 +110,7 @@ class JobSpec:
 
     def for_display(self) -> JobSpec:
         """This job with its secret env values masked (cockpit render, the TUI's preview): never run it."""
-        def mask(pairs):
+        def mask(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
             return tuple((k, MASK if self.is_secret(k) else v) for k, v in pairs)
         return replace(self, env=mask(self.env), node_env=tuple((h, mask(e)) for h, e in self.node_env))
 
@@ -161,7 +161,7 @@ def parse_spec(text: str, filename: str = "<memory>", arg_max: int | None = None
     spec = _build(check, data, filename)
     if spec is not None:
         check_exec_limits(check, spec, arg_max)
-    if check.problems:
+    if check.problems or spec is None:  # no spec: its problem is in problems
         raise SpecError(filename, sorted(check.problems, key=lambda p: (p.line, p.col)))
     return replace(spec, warnings=tuple(sorted(check.warnings, key=lambda p: (p.line, p.col))), where=positions)
 
@@ -212,7 +212,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
     return spec
 
 
-def total_steps(check: Checker, data: dict) -> int | None:
+def total_steps(check: Checker, data: YamlMap) -> int | None:
     """``total_steps:``: the steps a script that is not cockpit.train will run, for the forecast."""
     if data.get("total_steps") is None:
         return None

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from cockpit.spec.fields import MAX_GPUS, MAX_NODES, Checker
 from cockpit.spec.formats import hostlist_count
+from cockpit.spec.yamlpos import KeyPath, YamlMap
 
 
-def node_env(check: Checker, data: dict, launcher: str, hosts: tuple[str, ...]):
+def node_env(check: Checker, data: YamlMap, launcher: str,
+             hosts: tuple[str, ...]) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     """node_env: {host: {NAME: value}}: per-node values over env: (ssh only: its hosts are known up front),
     e.g. GLOO_SOCKET_IFNAME where the nodes name the shared NIC differently."""
     raw = data.get("node_env")
@@ -22,7 +24,7 @@ def node_env(check: Checker, data: dict, launcher: str, hosts: tuple[str, ...]):
         check.problem(path, "expected a mapping of host: {NAME: value}",
                       "node_env: {node3: {GLOO_SOCKET_IFNAME: ens5}}")
         return ()
-    out = []
+    out: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     for host in raw:
         if str(host) not in hosts:
             check.problem((*path, host), f"{host!r} is not one of the job's nodes",
@@ -32,7 +34,7 @@ def node_env(check: Checker, data: dict, launcher: str, hosts: tuple[str, ...]):
     return tuple(out)
 
 
-def nodes(check: Checker, data: dict, launcher: str) -> tuple[tuple[str, ...], int, str | None]:
+def nodes(check: Checker, data: YamlMap, launcher: str) -> tuple[tuple[str, ...], int, str | None]:
     raw = data.get("nodes")
     path = ("nodes",)
     if launcher == "slurm":
@@ -68,7 +70,7 @@ def nodes(check: Checker, data: dict, launcher: str) -> tuple[tuple[str, ...], i
     return hosts, len(hosts), None
 
 
-def gpus(check: Checker, data: dict, launcher: str) -> tuple[int | None, tuple[int, ...] | None]:
+def gpus(check: Checker, data: YamlMap, launcher: str) -> tuple[int | None, tuple[int, ...] | None]:
     raw = data.get("gpus")
     path = ("gpus",)
     if isinstance(raw, str) and raw.strip() not in ("none", "all"):
@@ -98,7 +100,7 @@ def gpus(check: Checker, data: dict, launcher: str) -> tuple[int | None, tuple[i
     return 0, None
 
 
-def _lightning_ids(check: Checker, text: str, path: tuple) -> object:
+def _lightning_ids(check: Checker, text: str, path: KeyPath) -> object:
     """Lightning's string form: "0, 1", "0,1" and "1," are GPU ids (returned as a list). A lone "2" is refused:
     Lightning reads it as a count of 2, while a list means ids, so either reading would surprise someone.
     Anything else comes back unchanged, for the usual "not a GPU selection" problem."""

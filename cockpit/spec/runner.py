@@ -25,11 +25,16 @@ RUNNERS = {
 class _Job(Protocol):
     """What the rules read of a JobSpec (typed structurally: model.py imports this module)."""
 
-    runner: str
-    launcher: str
-    backend: str
-    rdzv: str
-    max_restarts: int
+    @property
+    def runner(self) -> str: ...
+    @property
+    def launcher(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def rdzv(self) -> str: ...
+    @property
+    def max_restarts(self) -> int: ...
 
     @property
     def nprocs(self) -> int | None: ...

@@ -7,10 +7,13 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 from cockpit.spec.fields import MAX_GPUS, MAX_SEED, MAX_TRIALS, Checker
+from cockpit.spec.yamlpos import YamlMap
 
-SAMPLE_KINDS = ("choice", "range", "log_range")
+SampleKind = Literal["choice", "range", "log_range"]
+SAMPLE_KINDS: tuple[SampleKind, ...] = ("choice", "range", "log_range")
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Param:
     [lo, hi]; ``log_range`` draws uniformly in log space (0 < lo < hi), the usual way to search a learning rate."""
 
     flag: str  # with dashes, as in the grid
-    kind: str  # one of SAMPLE_KINDS
+    kind: SampleKind
     values: tuple[str, ...] = ()  # choice
     low: float = 0.0  # range, log_range
     high: float = 0.0
@@ -141,7 +144,7 @@ def sweep_section(check: Checker, raw: object) -> SweepSpec | None:
     return sweep
 
 
-def sample_params(check: Checker, raw: dict) -> tuple[Param, ...]:
+def sample_params(check: Checker, raw: YamlMap) -> tuple[Param, ...]:
     """``sweep.params``: ``arg: {choice: [...]}`` | ``{range: [lo, hi]}`` | ``{log_range: [lo, hi]}`` (a plain
     list is a choice). Each problem is reported where it is, with an example."""
     path = ("sweep", "params")

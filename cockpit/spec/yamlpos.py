@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
-Path = tuple  # a field path: tuple of str keys and int list indices
+KeyPath = tuple[Any, ...]  # a field path: the mapping keys (any YAML scalar) and list indices to a value
+YamlMap = dict[Any, Any]  # a YAML mapping as loaded: keys are any scalar, values any YAML value
 
 MAX_DEPTH = 32  # nesting of lists / mappings; a job file needs 4
 MAX_ALIASES = 1_000
@@ -56,9 +58,9 @@ class Problem:
 class Positions:
     """Field path -> (line, col), both 1-based. Keys of mappings are recorded at the key's position."""
 
-    at: dict = field(default_factory=dict)
+    at: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
 
-    def of(self, path: Path) -> tuple[int, int]:
+    def of(self, path: KeyPath) -> tuple[int, int]:
         """Position of ``path``, else of its nearest recorded parent, else (0, 0)."""
         while path:
             if path in self.at:
@@ -75,7 +77,7 @@ class LoadError(Exception):
         self.problems = problems
 
 
-def dotted(path: Path) -> str:
+def dotted(path: KeyPath) -> str:
     """("slurm", "modules", 2) -> "slurm.modules[2]"; a key that is not printable text is written as Python
     would (``env['A\\n']``), so a problem stays one line."""
     out = ""
@@ -132,9 +134,9 @@ class _Open:
         self.key: object = None  # a mapping's latest key
 
 
-def _path_of(open_: list[_Open]) -> Path:
+def _path_of(open_: list[_Open]) -> KeyPath:
     """The field path of the node the event pass is at, e.g. ("sweep", "grid", "lr", 3)."""
-    out: list = []
+    out: list[object] = []
     for c in open_:
         if c.is_map:
             if c.items % 2 == 1:  # at a key: the path is the mapping's own
@@ -146,8 +148,9 @@ def _path_of(open_: list[_Open]) -> Path:
 
 
 def _too_big(event: yaml.Event, open_: list[_Open], what: str, hint: str) -> LoadError:
-    mark = event.start_mark
-    return LoadError([Problem(mark.line + 1, mark.column + 1, dotted(_path_of(open_)), what, hint)])
+    mark = event.start_mark  # the parser's events always have one
+    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+    return LoadError([Problem(line, col, dotted(_path_of(open_)), what, hint)])
 
 
 def _measure(text: str, loader: type) -> None:
@@ -156,7 +159,7 @@ def _measure(text: str, loader: type) -> None:
     The size of an anchored value is known when its end event arrives, so an alias costs exactly what it would
     expand to, without expanding anything. An alias to an anchor whose collection is still open is recursive.
     """
-    sizes: dict[str, int] = {}  # anchor -> values it expands to
+    sizes: dict[str | None, int] = {}  # anchor -> values it expands to
     open_: list[_Open] = []
     total = aliases = 0
     for event in yaml.parse(text, Loader=loader):
@@ -205,7 +208,7 @@ class _Converter:
         self.problems: list[Problem] = []
         self.safe = yaml.constructor.SafeConstructor()
 
-    def node(self, node: yaml.Node, path: Path) -> object:
+    def node(self, node: yaml.Node, path: KeyPath) -> object:
         line, col = node.start_mark.line + 1, node.start_mark.column + 1
         self.positions.at.setdefault(path, (line, col))
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
@@ -227,8 +230,8 @@ class _Converter:
                                      "it is a string"))
         return None
 
-    def mapping(self, node: yaml.MappingNode, path: Path) -> dict:
-        out: dict = {}
+    def mapping(self, node: yaml.MappingNode, path: KeyPath) -> YamlMap:
+        out: YamlMap = {}
         for key_node, value_node in node.value:
             mark = key_node.start_mark
             where = (mark.line + 1, mark.column + 1)
@@ -246,11 +249,12 @@ class _Converter:
                                              "remove the !tag before the key"))
                 continue
             key = str(key)
+            key_path = (*path, key)
             if key in out:
-                self.problems.append(Problem(*where, dotted((*path, key)), "duplicate key", "keep one of them"))
+                self.problems.append(Problem(*where, dotted(key_path), "duplicate key", "keep one of them"))
                 continue
-            self.positions.at[(*path, key)] = where
-            out[key] = self.node(value_node, (*path, key))
+            self.positions.at[key_path] = where
+            out[key] = self.node(value_node, key_path)
         return out
 
 
@@ -259,7 +263,7 @@ _PLAIN_KEY_TAGS = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.o
 MAX_DIGITS = 100  # no job field needs more; Python refuses int("9" * 4301) anyway
 
 
-def _scalar(node: yaml.ScalarNode, safe: yaml.constructor.SafeConstructor | None = None) -> object:
+def _scalar(node: yaml.Node, safe: yaml.constructor.SafeConstructor | None = None) -> object:
     # The safe constructor resolves `yes`, `null`, `~`, numbers as YAML says; it builds no objects.
     # Except YAML 1.1's base-60 numbers: `time: 1:30` would become 90; nobody means that, keep the text.
     if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and ":" in node.value:

@@ -53,7 +53,10 @@ def checkpoint_dir(run_dir: Path) -> Path:
 
 def rng_state() -> dict[str, Any]:
     """This process's RNG states, in types ``torch.load(weights_only=True)`` accepts (no numpy arrays)."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = np.random.get_state(legacy=True)  # what get_state() returns: a tuple for the global MT19937
+    if isinstance(state, dict):
+        raise RuntimeError("numpy's global random state is not MT19937's; cannot save it as a tuple")
+    kind, keys, pos, has_gauss, cached = state
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from cockpit import contract
 
@@ -89,7 +90,7 @@ OVERRIDABLE = frozenset(
 )
 
 
-def config_from_env(env: Mapping[str, str], *, cuda_available: bool, **overrides: object) -> RuntimeConfig:
+def config_from_env(env: Mapping[str, str], *, cuda_available: bool, **overrides: Any) -> RuntimeConfig:
     """Build the config for this process from ``env`` (os.environ) and explicit ``overrides``.
 
     An override of None means "not overridden", so a script can pass its optional CLI flags straight on.

@@ -122,8 +122,8 @@ class Runtime:
         payload = ckpt.load_latest(where) if where else None
         wrapped = wrapping.setup(model, optimizer, self.cfg, self.device, payload, where)
         self._model, self._optimizer = model, optimizer
-        if payload is not None:
-            self._resume(payload)
+        if payload is not None and where is not None:  # where: the payload was read from it
+            self._resume(payload, where)
         return wrapped, optimizer
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
@@ -133,14 +133,14 @@ class Runtime:
             raise RuntimeError("rt.full_state_dict() called before rt.setup(model, optimizer)")
         return wrapping.full_state_dict(self._model, self.cfg)
 
-    def _resume(self, payload: dict[str, Any]) -> None:
+    def _resume(self, payload: dict[str, Any], where: Path) -> None:
         self.precision.load_state_dict(payload.get("scaler"))
         self.position = self.resumed_from = ckpt.position_of(payload)
         states = payload["rng"]
         same_world = payload["world_size"] == self.world_size
         self._pending_rng = states[self.rank] if same_world else states[0]
         p = self.position
-        self.print(f"{PREFIX} resumed from {ckpt.checkpoint_dir(self.cfg.run_dir) / ckpt.LATEST} "
+        self.print(f"{PREFIX} resumed from {where / ckpt.LATEST} "
                    f"step={p.step} epoch={p.epoch} batch_in_epoch={p.batch_in_epoch}")
         if not same_world:
             self.print(f"{PREFIX} warning: checkpoint written by {payload['world_size']} ranks, now "

@@ -13,6 +13,7 @@ import gc
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -26,7 +27,7 @@ from cockpit.tui.messages import FleetUpdated
 from cockpit.tui.models import fleet as fleetview
 from cockpit.tui.models import gpu_history as gpuhistory
 from cockpit.tui.models.context import Context
-from cockpit.tui.screens.base import report_worker_error
+from cockpit.tui.screens.base import CockpitAppLike, report_worker_error
 from cockpit.tui.screens.compose import ComposeScreen
 from cockpit.tui.screens.dialogs import Dialog, UnsavedScreen
 from cockpit.tui.screens.fleet import FleetScreen
@@ -160,7 +161,7 @@ class CockpitApp(App):
         """A dialog waits for its answer: the mode keys do not act meanwhile (quit does, and asks)."""
         return not (action == "go" and self.screen_stack and isinstance(self.screen_stack[-1], Dialog))
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         """Quit; first ask to save, discard or stay when Compose holds edits that are not saved."""
         compose = self.compose_screen
         if compose is None or not compose.unsaved():
@@ -268,3 +269,8 @@ def tune_for_latency() -> None:
     gc.freeze()
     gc.set_threshold(20_000, 10, 100)  # young: 20,000 (see above); a full collection 10x less often
     sys.setswitchinterval(0.002)
+
+
+if TYPE_CHECKING:  # mypy checks that the app has all its screens read of it (screens/base.py's protocol)
+    def _screens_see(app: CockpitApp) -> CockpitAppLike:
+        return app

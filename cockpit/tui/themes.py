@@ -21,6 +21,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 from textual.color import Color, ColorParseError
@@ -82,10 +83,10 @@ def parse_theme(text: str, filename: str) -> Theme:
     for key, value in numbers.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
             problems.append(f"{key}: expected a number from 0 to 1, got {value!r}")
-    if problems:
+    if problems or not isinstance(name, str):  # a name that is no str is one of the problems
         raise ThemeError(f"{filename}: " + "; ".join(problems))
-    return Theme(name=name, dark=dark, variables=dict(variables), **{k: str(v) for k, v in colors.items()},
-                 **numbers)
+    options: dict[str, Any] = {k: str(v) for k, v in colors.items()}  # colours by name, then the numbers
+    return Theme(name=name, dark=dark, variables=dict(variables), **options, **numbers)
 
 
 def _color_problem(where: str, value: object) -> list[str]:

@@ -6,14 +6,14 @@ as is, so keep each hint to what to check or change, with the variable or comman
 
 from __future__ import annotations
 
-from cockpit.logs.diagnose.model import CHOOSE, Fix
+from cockpit.logs.diagnose.model import CHOOSE, Fix, Severity
 
 GLOO_PEER_LOST = "gloo_peer_lost"
 """Not a kind: KIND_ADVICE's key for gloo errors that only say a peer went away (their finding's code stays
 ``gloo_error``)."""
 
 # kind -> (severity, title, hint)
-KIND_ADVICE: dict[str, tuple[str, str, str]] = {
+KIND_ADVICE: dict[str, tuple[Severity, str, str]] = {
     "nccl_system_error": ("error", "NCCL system error: a system or network call failed",
                           "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the failing call; check "
                           "NCCL_SOCKET_IFNAME, firewalls between nodes, and /dev/shm size in containers "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from cockpit.logs.diagnose.cause import first_cause
 from cockpit.logs.diagnose.model import FileSummary, Finding, RankSummary, Report, Unit, unit_of, world_ranks
@@ -39,13 +40,15 @@ from cockpit.logs.parse.kinds import (
 )
 from cockpit.logs.parse.parser import Event
 
+T = TypeVar("T")
+
 _FAILURES = frozenset(FAILURE_KINDS)
 __all__ = ["FileSummary", "Finding", "RankSummary", "Report", "diagnose", "resolve_ranks", "summarize_file"]
 
 _TRANSPORT_TOKENS = ("P2P", "SHM", "NET", "NVLS", "COLLNET", "GDRDMA", "CUMEM")
 
 
-def _distinct(values: Iterable[object]) -> tuple:
+def _distinct(values: Iterable[T | None]) -> tuple[T, ...]:
     """Distinct non-None values, first seen first."""
     return tuple(dict.fromkeys(v for v in values if v is not None))
 
@@ -63,7 +66,7 @@ def resolve_ranks(events: Sequence[Event]) -> list[Event]:
 
 
 def _transports(events: Iterable[Event]) -> tuple[str, ...]:
-    seen = set()
+    seen: set[str] = set()
     for e in events:
         if e.kind == NCCL_CHANNEL and e.transport:
             seen.update(part.upper() for part in e.transport.split("/"))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from cockpit.logs.diagnose.cause import earliest, exception_words, in_words, is_consequence, is_failure, is_root
 from cockpit.logs.diagnose.model import Finding, Located, evidence_of, one_process, rank_list, unit_of, world_ranks
 from cockpit.logs.parse.kinds import ELASTIC_ROOT_CAUSE, LAUNCH_FAILED, PROCESS_DIED, PYTHON_EXCEPTION
+from cockpit.logs.parse.parser import Event
 
 HINT = ("Start from this process's own output: errors on the other ranks (remote errors, timeouts, the launcher's "
         "SIGTERMs) are usually consequences of it.")
@@ -47,7 +48,7 @@ def first_failure(located: Sequence[Located]) -> list[Finding]:
     return []
 
 
-def _what(e) -> str:
+def _what(e: Event) -> str:
     return exception_words(e.text) if e.kind == PYTHON_EXCEPTION else e.kind
 
 
@@ -77,7 +78,7 @@ def _elastic(located: Sequence[Located], roots: Sequence[Located]) -> Finding:
                    f"{one_process(root) or 'a worker'} exited{code}", HINT, evidence_of([(path, root)]))
 
 
-def own_failures(located: Sequence[Located], root_path: str, root) -> list[Located]:
+def own_failures(located: Sequence[Located], root_path: str, root: Event) -> list[Located]:
     """The failures in the root-cause rank's own output (another file than the launcher's table, or lines of
     that rank in a merged log), first first: its exception or failure says why, where the table only says
     that it exited."""
@@ -87,7 +88,7 @@ def own_failures(located: Sequence[Located], root_path: str, root) -> list[Locat
             and e.kind not in ("worker_failed", ELASTIC_ROOT_CAUSE) and (path != root_path or e.line != root.line)]
 
 
-def _on(e) -> str:
+def _on(e: Event) -> str:
     who = one_process(e)
     return f" on {who}" if who else ""
 

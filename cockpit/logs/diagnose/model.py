@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from cockpit.logs.parse.kinds import NCCL_CHANNEL, NCCL_INIT_COMPLETE, NCCL_INIT_START
 from cockpit.logs.parse.parser import Event
@@ -54,12 +55,14 @@ class Fix:
                 "container": dict(self.container), "node_env": self.node_env, "note": self.note}
 
 
+Severity = Literal["error", "warning", "info"]
+
+
 @dataclass(frozen=True)
 class Finding:
     """Something to act on, with the lines that show it."""
 
-    severity: str
-    """"error" | "warning" | "info"."""
+    severity: Severity
     code: str
     """Stable identifier: a failure kind, or a cross-rank code such as ``local_interface``."""
     title: str

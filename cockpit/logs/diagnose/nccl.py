@@ -104,7 +104,8 @@ def init_incomplete(located: Sequence[Located]) -> list[Finding]:
         return []
     size = max(e.nranks or 0 for _, e in inits)
     done = {e.rank for _, e in inits if e.kind == NCCL_INIT_COMPLETE and e.nranks == size}
-    started = {e.rank: (p, e) for p, e in inits if e.kind == NCCL_INIT_START and e.nranks == size}
+    started = {r: (p, e) for p, e in inits
+               if e.kind == NCCL_INIT_START and e.nranks == size and (r := e.rank) is not None}  # all: see inits
     missing = sorted(set(range(size)) - done)
     if not missing:
         return []

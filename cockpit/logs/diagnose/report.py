@@ -175,6 +175,6 @@ def render_text(report: Report, color: bool = False) -> str:
     else:
         lines += ["No problems found.", ""]
     lines.append(_paint("Files", _BOLD, color))
-    for f in report.files:
-        lines += _render_file(f, color)
+    for file in report.files:
+        lines += _render_file(file, color)
     return "\n".join(lines)

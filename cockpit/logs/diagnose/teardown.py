@@ -5,6 +5,12 @@ and the last lines of the rank's log in, a verdict out."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # model is imported when a finding is made: the exit-status check needs none of it
+    from cockpit.logs.diagnose.model import Finding
+
 ABORT_LINE = "terminate called without an active exception"
 SIGABRT_STATUS = 134  # 128 + SIGABRT, as the rank wrapper records it
 DESCRIBE = "finished its work, then aborted in teardown (torch gloo at interpreter exit)"
@@ -22,7 +28,7 @@ def is_teardown_abort(status: int, last_lines: list[str]) -> bool:
     return not any("Traceback (most recent call last)" in line for line in window[:at])
 
 
-def teardown_finding(rank: int, evidence: tuple[tuple[str, int], ...]):
+def teardown_finding(rank: int, evidence: tuple[tuple[str, int], ...]) -> Finding:
     """The diagnosis finding for a rank that aborted in teardown (first in a report: it explains the rest)."""
     from cockpit.logs.diagnose.model import Finding
 
@@ -32,7 +38,7 @@ def teardown_finding(rank: int, evidence: tuple[tuple[str, int], ...]):
 STOP_ECHOES = frozenset({"worker_failed", "first_failure"})  # what a stop looks like to the log parser
 
 
-def without_stop(findings, real_failure: bool) -> tuple:
+def without_stop(findings: Iterable[Finding], real_failure: bool) -> tuple[Finding, ...]:
     """A stopped run's findings without the stop's own echoes (torchrun's worker_failed, the root cause it
     names for the ranks cockpit SIGTERMed) — unless a real failure came before the stop."""
     return tuple(findings) if real_failure else tuple(f for f in findings if f.code not in STOP_ECHOES)

@@ -53,7 +53,7 @@ def interface_advice(spec: JobSpec | None, nccl_value: str, nodes: list[NodeRepo
     if unknown:
         return (f"interface advice: no interfaces known for {', '.join(unknown)} (hint: show these nodes in "
                 "Fleet: cockpit --nodes …)")
-    ifaces = {h: seen[h] for h in spec.hosts}
+    ifaces = {h: seen[h] or () for h in spec.hosts}  # none empty: unknown ones returned above
     advice = ifadvice.advise(ifaces)
     lines = [f"advice: {advice.env_text()} ({advice.reason})" if advice.subnet else f"advice: {advice.reason}"]
     if nccl_value:

@@ -9,8 +9,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.render.facts import Facts
+
+if TYPE_CHECKING:
+    from cockpit.insight import proposals
+    from cockpit.tui.models.fleet_feed import FleetFeed
 
 
 def _same(facts: Facts) -> Facts:
@@ -72,7 +77,7 @@ def default_relaunch(job: Path, runs_dir: Path) -> Path:
     return run_dir
 
 
-def default_fix_facts(run_dir: Path) -> object:
+def default_fix_facts(run_dir: Path) -> proposals.Facts:
     """What the fix review's proposals may depend on (cockpit.insight.fixes.local_facts: a local run's interfaces)."""
     from cockpit.insight.fixes import local_facts
     from cockpit.run.handle import Run
@@ -83,7 +88,7 @@ def default_fix_facts(run_dir: Path) -> object:
 @dataclass
 class Context:
     runs_dir: Path
-    fleet: object  # a feed: cockpit.tui.models.fleet_feed.LiveFleet or FixedFleet
+    fleet: FleetFeed  # a feed: cockpit.tui.models.fleet_feed.LiveFleet or FixedFleet
     job: Path | None = None  # job file to open in Compose at start
     run: Path | None = None  # run directory to open at start
     base_dir: Path = field(default_factory=Path.cwd)  # where a new job's relative paths resolve
@@ -95,7 +100,7 @@ class Context:
     partitions: Callable[[], list[str]] = default_partitions
     requeue: Callable[[Path], object] | None = None
     relaunch: Callable[[Path, Path], Path] = default_relaunch  # (job file, runs dir) -> the new run's directory
-    fix_facts: Callable[[Path], object] = default_fix_facts  # run dir -> cockpit.insight.proposals.Facts
+    fix_facts: Callable[[Path], proposals.Facts] = default_fix_facts  # run dir -> cockpit.insight.proposals.Facts
     user_jobs: Callable[[], list] | None = None  # the Runs screen's Slurm jobs (default_user_jobs); None: none
     runs_every: float = 2.0  # seconds between runs-list refreshes
     stop_grace: float = 10.0

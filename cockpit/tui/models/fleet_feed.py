@@ -12,12 +12,24 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from cockpit.fleet.nodes import Fleet, NodeStatus
 from cockpit.fleet.report import NodeReport
 from cockpit.remote import LocalRemote, RemotePool
 
 Publish = Callable[[list[NodeReport]], None]
+
+
+class FleetFeed(Protocol):
+    """What the app asks of a feed: LiveFleet or FixedFleet."""
+
+    @property
+    def local_names(self) -> tuple[str, ...]: ...
+
+    async def run(self, publish: Publish) -> None: ...
+
+    def poke(self) -> None: ...
 
 
 class LiveFleet:

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import yaml
 
@@ -56,7 +57,7 @@ class JobForm:
     slurm_rest: dict = field(default_factory=dict, compare=False)
     sweep_rest: dict = field(default_factory=dict, compare=False)
 
-    def set(self, **changes: object) -> JobForm:
+    def set(self, **changes: Any) -> JobForm:  # each field's own type (replace checks the names)
         return replace(self, **changes)
 
 

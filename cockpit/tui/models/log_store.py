@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 MERGED = None  # the view key of the merged view, every source with a [host:rank] prefix
@@ -68,9 +67,11 @@ class LineRing:
     def _pack(self) -> None:
         """Join the plain chunks at the end into one compressed chunk (its first line stays the first line of
         the first of them, so ``_skip`` still holds if that was chunk 0)."""
-        parts, n = [], 0
+        parts: list[str] = []
+        n = 0
         for _ in range(self._plain):
             text, count = self._chunks.pop()
+            assert isinstance(text, str)  # the last _plain chunks are the ones not compressed yet
             parts.append(text)
             n += count
         parts.reverse()
@@ -105,7 +106,7 @@ class LogStore:
 
     def __init__(self, max_lines: int = 10_000):
         self.max_lines = max_lines
-        self.sources: dict[Hashable, SourceLog] = {}
+        self.sources: dict[tuple, SourceLog] = {}
         self.merged = LineRing(max_lines, compress=False)
 
     def add(self, source: tuple, texts: list[str], when: float | None) -> list[str]:
@@ -130,5 +131,5 @@ class LogStore:
     def view(self, key: tuple | None) -> list[str]:
         if key is MERGED:
             return self.merged.lines()
-        log = self.sources.get(key)
+        log = self.sources.get(key) if key is not None else None
         return log.ring.lines() if log else []

@@ -25,6 +25,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import cockpit
 from cockpit.tui.models.feed_process import MORE, decode, read_frame, view_request
@@ -37,7 +38,7 @@ PIPE_SIZE = 1 << 20  # a whole batch fits in the pipe: the feed writes it in one
 
 
 class RunFeed:
-    def __init__(self, run_dir: Path, notify: Callable[[], None], max_lines: int = 10_000,
+    def __init__(self, run_dir: Path, notify: Callable[[], object], max_lines: int = 10_000,
                  parse_budget: float = 0.15, scan_slice: float = SCAN_SLICE):
         self.run_dir = Path(run_dir)
         self._notify = notify
@@ -45,7 +46,7 @@ class RunFeed:
         self.parse_budget, self.scan_slice = parse_budget, scan_slice
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
-        self._errors = None  # the feed process's stderr (a temporary file)
+        self._errors: IO[bytes] | None = None  # the feed process's stderr (a temporary file)
         self._pending: Drained | None = None
         self._posted = False
         self._gen = 0  # the view request last sent
@@ -103,15 +104,17 @@ class RunFeed:
         # the child imports this cockpit, wherever it was imported from (a worktree, a test's checkout)
         root = str(Path(cockpit.__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed in _lost)
+        errors = self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed in _lost)
         argv = [sys.executable, "-m", "cockpit.tui.models.feed_process", str(self.run_dir),
                 "--parent", str(os.getpid()), "--max-lines", str(self.max_lines),
                 "--parse-budget", str(self.parse_budget), "--scan-slice", str(self.scan_slice)]
         # a session of its own: the terminal's signals are for the UI, which then closes the pipe
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
                                 env=env, start_new_session=True)
+        stdout = proc.stdout
         with contextlib.suppress(OSError):  # an older kernel or a capped pipe-max-size: 64 KB pipes work too
-            fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            if stdout is not None:  # always: stdout=PIPE
+                fcntl.fcntl(stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         if self._gen:  # a view was chosen before the process existed
             self._send(self._view_request)
         return proc
@@ -135,13 +138,15 @@ class RunFeed:
 
     def _lost(self) -> None:
         """The feed process's output ended: a stop, or it failed (then say what it printed)."""
-        proc = self._proc
+        proc, errors = self._proc, self._errors
+        if proc is None or errors is None:  # never: the output that ended was proc's
+            return
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
         error = None
         if not self._stopped and proc.returncode not in (0, None):
-            self._errors.seek(0)
-            said = self._errors.read()[-2000:].decode(errors="replace").strip()
+            errors.seek(0)
+            said = errors.read()[-2000:].decode(errors="replace").strip()
             error = f"the log feed process exited with {proc.returncode}: {said or 'no message'}"
         with self._lock:
             self._reading = False
@@ -196,7 +201,8 @@ class RunFeed:
         if proc is None:
             return
         with contextlib.suppress(BrokenPipeError, OSError):
-            proc.stdin.close()
+            if proc.stdin is not None:  # always: stdin=PIPE
+                proc.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
         if not self._reading:

@@ -1,19 +1,56 @@
 """What every cockpit screen shares: worker failures become error notifications (never a crash, never
-silence), and the header/footer frame."""
+silence), the header/footer frame, and the app as screens may use it (``CockpitAppLike``: textual types
+``self.app`` as a bare ``App``; the protocol names what the cockpit app adds and a screen may read)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
+
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+if TYPE_CHECKING:
+    from textual.signal import Signal
 
-def report_worker_error(screen, event: Worker.StateChanged) -> None:
+    from cockpit.fleet.report import NodeReport
+    from cockpit.tui.models.context import Context
+    from cockpit.tui.models.fleet import Selection
+    from cockpit.tui.models.gpu_history import History
+
+
+class CockpitAppLike(Protocol):
+    """What the cockpit app (cockpit.tui.app.CockpitApp) shares with its screens."""
+
+    ctx: Context
+    nodes: list[NodeReport]
+    history: History
+    selection: Selection
+    fleet_changed: Signal[None]
+    selection_changed: Signal[None]
+
+    def open_run(self, run_dir: Path) -> None: ...
+
+    def set_selection(self, selection: Selection) -> None: ...
+
+
+def cockpit_app(node: DOMNode) -> CockpitAppLike:
+    """The running cockpit app of a screen or widget (every cockpit screen runs inside CockpitApp)."""
+    return cast("CockpitAppLike", node.app)
+
+
+def report_worker_error(node: DOMNode, event: Worker.StateChanged) -> None:
     if event.state == WorkerState.ERROR and event.worker.error is not None:
         err = event.worker.error
-        screen.app.notify(f"{event.worker.name or event.worker.group}: {type(err).__name__}: {err}",
-                          title="cockpit", severity="error", timeout=10)
+        node.app.notify(f"{event.worker.name or event.worker.group}: {type(err).__name__}: {err}",
+                        title="cockpit", severity="error", timeout=10)
 
 
-class CockpitScreen(Screen):
+class CockpitScreen(Screen[None]):
+    @property
+    def capp(self) -> CockpitAppLike:
+        return cockpit_app(self)
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_worker_error(self, event)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from textual import work
 from textual.app import ComposeResult
@@ -26,6 +27,11 @@ from cockpit.tui.models import charts as chartsview
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.heat_map import HeatMap
 from cockpit.tui.widgets.navbar import NavBar
+
+if TYPE_CHECKING:
+    from cockpit.insight.sweep_series import SweepSeries
+    from cockpit.plot.source import RunSeries
+    from cockpit.spec.model import JobSpec
 
 # points kept per rank (up to twice that): several per column of a 200-column chart; the loss chart's band over
 # 64 ranks is built from them every second
@@ -51,8 +57,9 @@ class ChartsScreen(CockpitScreen):
         self.sweep = False
         self.shown: tuple | None = None  # what is on screen: (metric, pick, chart value), to skip equal redraws
         self._lock = threading.Lock()  # a cancelled worker's thread may still be reading
-        self._series = None  # cockpit.plot.source.RunSeries, or cockpit.insight.sweep_series.SweepSeries
-        self._spec: object = None  # the run's job, read once (False: unreadable)
+        self._run_series: RunSeries | None = None  # a run's; a sweep's is _sweep_series
+        self._sweep_series: SweepSeries | None = None
+        self._spec: JobSpec | Literal[False] | None = None  # the run's job, read once (False: unreadable)
         self.log_y = False
         self._first = True  # the first chart not yet chosen by the user: a run without a loss opens on its rate
 
@@ -128,10 +135,11 @@ class ChartsScreen(CockpitScreen):
         from cockpit.plot import chart as charts
         from cockpit.plot.source import RunSeries
 
-        if self._series is None:
-            self._series = RunSeries(self.run_dir, keep=CHART_POINTS)
-        self._series.poll()
-        series = self._series.series()
+        if self._run_series is None:
+            self._run_series = RunSeries(self.run_dir, keep=CHART_POINTS)
+        source = self._run_series
+        source.poll()
+        series = source.series()
         ids = [s.rank for s in series]
         if metric == "gpu":
             from cockpit.launch import registry
@@ -140,20 +148,20 @@ class ChartsScreen(CockpitScreen):
             local = launcher is not None and launcher.runs_here
             return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
         ranks = None if pick is None else [pick]
-        beats = self._series.beats(ranks) if metric == "wait" else ()
-        ended = self._series.ended() if metric == "heat" else ()
+        beats = source.beats(ranks) if metric == "wait" else ()
+        ended = source.ended() if metric == "heat" else ()
         chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended,
-                             log_y=log_y, span=self._series.span())
+                             log_y=log_y, span=source.span())
         return ChartsRead(metric, pick, chart, ids, None, False)
 
     def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int,
                     log_y: bool) -> ChartsRead:
         from cockpit.insight.sweep_series import SweepSeries, sweep_chart
 
-        if self._series is None:
-            self._series = SweepSeries(self.run_dir, keep=CHART_POINTS)
-        self._series.poll(status)
-        trials = self._series.trials(0)
+        if self._sweep_series is None:
+            self._sweep_series = SweepSeries(self.run_dir, keep=CHART_POINTS)
+        self._sweep_series.poll(status)
+        trials = self._sweep_series.trials(0)
         ids = [row.index for row, _ in trials]
         if metric == "gpu":
             return ChartsRead(metric, pick, None, ids, None, True)
@@ -203,8 +211,8 @@ class ChartsScreen(CockpitScreen):
         if message.gpus is None:
             why = "the sweep's trials each have their own: open a trial's run" if message.sweep else "CPU-only run"
             return (LineChart(f"{title}: GPU per rank", "seconds", "%", (), f"{chartsview.NO_GPU} ({why})"),)
-        history = self.app.history
-        local = tuple(getattr(self.app.ctx.fleet, "local_names", ())) if message.local else ()
+        history = self.capp.history
+        local = tuple(getattr(self.capp.ctx.fleet, "local_names", ())) if message.local else ()
         gpus = chartsview.fleet_hosts(message.gpus, lambda h, i: bool(history.times(h, i)), local)
         chosen = {r: g for r, g in gpus.items() if self.pick is None or r == self.pick}
         width = self.query_one("#charts-body").size.width

@@ -76,11 +76,11 @@ class ComposeScreen(JobFile, CockpitScreen):
                     yield Input(value, placeholder=extra, id=f"f-{name}", compact=True)
 
     def on_mount(self) -> None:
-        self.app.selection_changed.subscribe(self, lambda _: self.use_selection())
+        self.capp.selection_changed.subscribe(self, lambda _: self.use_selection())
         self.load_partitions()
-        if self.app.ctx.job is not None:
-            self.open_path(self.app.ctx.job)
-        elif self.app.selection:
+        if self.capp.ctx.job is not None:
+            self.open_path(self.capp.ctx.job)
+        elif self.capp.selection:
             self.use_selection()
         else:
             self.form_changed()
@@ -114,8 +114,9 @@ class ComposeScreen(JobFile, CockpitScreen):
                 choices = self._choices.get(name)
                 if choices is not None and value not in choices:  # the job file says something else: show it
                     choices.append(value)
-                    widget.set_options([(v or "unset", v) for v in choices])
-                widget.value = value
+                    self.query_one(f"#f-{name}", Select).set_options([(v or "unset", v) for v in choices])
+                if isinstance(widget, Input | Select | Checkbox):  # every field is one of these
+                    widget.value = value
         self.form_changed()
 
     def form_changed(self) -> None:
@@ -138,9 +139,9 @@ class ComposeScreen(JobFile, CockpitScreen):
         if checked.spec is not None:
             job_path = str(self.job_path or self._base_dir() / "job.yaml")
             spec = with_shell_env(checked.spec)  # what an ssh launch from here would export
-            facts = self.app.ctx.facts(dry_run_facts(spec, job_path, str(self.app.ctx.runs_dir)))
+            facts = self.capp.ctx.facts(dry_run_facts(spec, job_path, str(self.capp.ctx.runs_dir)))
             text = composeview.preview_text(spec, facts)
-        advice = composeview.interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.app.nodes))
+        advice = composeview.interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.capp.nodes))
         if not worker.is_cancelled:
             self.post_message(Validated(checked, text, advice))
 
@@ -176,7 +177,7 @@ class ComposeScreen(JobFile, CockpitScreen):
 
     # --- fleet selection -----------------------------------------------------------------------------------
     def use_selection(self) -> None:
-        app = self.app
+        app = self.capp
         choice = job_choice(app.selection, app.nodes, app.ctx.fleet.local_names)
         if choice is None:
             return
@@ -190,7 +191,7 @@ class ComposeScreen(JobFile, CockpitScreen):
 
     @work(thread=True, exclusive=True, group="partitions", exit_on_error=False)
     def load_partitions(self) -> None:
-        partitions = self.app.ctx.partitions()
+        partitions = self.capp.ctx.partitions()
         if partitions:
             self.app.call_from_thread(self._show_partitions, partitions)
 
@@ -226,7 +227,7 @@ class ComposeScreen(JobFile, CockpitScreen):
             self.notify(f"the job has {len(checked.problems)} problem(s); fix them before launching",
                         title="launch", severity="error")
             return
-        ctx = self.app.ctx
+        ctx = self.capp.ctx
         self.notify(f"launching {checked.spec.name}…", title="launch", timeout=3)
         try:
             run_dir = await asyncio.to_thread(launch_text, checked.text, self.job_path, self._base_dir(),
@@ -234,5 +235,5 @@ class ComposeScreen(JobFile, CockpitScreen):
         except (LaunchError, SpecError, OSError, Untrusted) as exc:  # Untrusted: a runs directory others can change
             self.notify(str(exc), title="launch failed", severity="error", timeout=15)
             return
-        self.app.open_run(run_dir)
+        self.capp.open_run(run_dir)
 

@@ -11,10 +11,11 @@ from pathlib import Path
 from textual import work
 
 from cockpit.tui.models import form as jobform
+from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.dialogs import ConfirmScreen, PathScreen
 
 
-class JobFile:
+class JobFile(CockpitScreen):
     """Mixed into the compose screen, which holds the form and shows it (fill, form_changed, _note)."""
 
     form: jobform.JobForm
@@ -30,7 +31,7 @@ class JobFile:
 
     def _base_dir(self) -> Path:
         """Where the job's relative paths (script, workdir) start."""
-        return self.job_path.parent if self.job_path else self.app.ctx.base_dir
+        return self.job_path.parent if self.job_path else self.capp.ctx.base_dir
 
     def action_open(self) -> None:
         self.ask_open()
@@ -76,7 +77,7 @@ class JobFile:
             self.notify(f"the job has {len(checked.problems)} problem(s); fix them before saving",
                         title="save", severity="error")
             return False
-        default = str(self.job_path or self.app.ctx.base_dir / f"{self.form.name.strip() or 'job'}.yaml")
+        default = str(self.job_path or self.capp.ctx.base_dir / f"{self.form.name.strip() or 'job'}.yaml")
         answer = await self.app.push_screen_wait(PathScreen("Save the job as", default))
         if not answer:
             return False

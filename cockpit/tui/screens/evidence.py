@@ -74,6 +74,8 @@ class EvidenceScreen(ModalScreen[tuple | None]):
             self.query_one("#evidence-context", Static).update("no evidence lines")
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id is None:  # never: every option has its item's index as id
+            return
         _, line, path, context = self.items[int(event.option.id)]
         text = "\n".join(f"{'▶' if n == line else ' '} {n:>6} {t}" for n, t in context)
         self.query_one("#evidence-context", Static).update(text or f"{path}: cannot read line {line}")

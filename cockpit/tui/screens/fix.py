@@ -7,6 +7,7 @@ workers."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -14,6 +15,11 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from cockpit.tui.screens.base import cockpit_app
+
+if TYPE_CHECKING:
+    from cockpit.insight.fixes import Plan
 
 
 class FixScreen(ModalScreen[Path | None]):
@@ -24,7 +30,7 @@ class FixScreen(ModalScreen[Path | None]):
     def __init__(self, run_dir: Path) -> None:
         super().__init__()
         self.run_dir = run_dir
-        self.plan = None  # cockpit.insight.fixes.Plan once read
+        self.plan: Plan | None = None  # once read
         self._launching = False
 
     def compose(self) -> ComposeResult:
@@ -48,7 +54,7 @@ class FixScreen(ModalScreen[Path | None]):
 
         try:
             run = Run.load(self.run_dir)  # one read for the diagnosis and the job file it fixes
-            p = plan(run, diagnose_run(run), self.app.ctx.fix_facts(self.run_dir))
+            p = plan(run, diagnose_run(run), cockpit_app(self).ctx.fix_facts(self.run_dir))
         except (FixError, OSError) as exc:
             self.app.call_from_thread(self._show, None, str(exc))
             return
@@ -78,9 +84,11 @@ class FixScreen(ModalScreen[Path | None]):
         from cockpit.launch import LaunchError
         from cockpit.spec.model import SpecError
 
-        ctx = self.app.ctx
+        ctx, plan = cockpit_app(self).ctx, self.plan
+        if plan is None:  # never: action_relaunch starts this once the plan is read
+            return
         try:
-            path = write_fixed(self.plan)
+            path = write_fixed(plan)
             run_dir = ctx.relaunch(path, ctx.runs_dir)
         except (LaunchError, SpecError, OSError) as exc:  # say it, keep the review open
             self._launching = False

@@ -10,6 +10,8 @@ user's toggles to the app, which passes the selection on to Compose."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,6 +24,9 @@ from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.gpu_chart import GpuChart
 from cockpit.tui.widgets.gpu_table import GpuTable
 from cockpit.tui.widgets.navbar import NavBar
+
+if TYPE_CHECKING:
+    from cockpit.fleet.report import NodeReport
 
 WIDE = 120  # columns from which the details and the chart sit side by side
 
@@ -47,16 +52,16 @@ class FleetScreen(CockpitScreen):
     def on_mount(self) -> None:
         self.add_class("-chart")
         self.set_class(self.app.size.width >= WIDE, "-wide")
-        self.app.fleet_changed.subscribe(self, self.refresh_fleet)
+        self.capp.fleet_changed.subscribe(self, self.refresh_fleet)
         self.app.theme_changed_signal.subscribe(self, lambda _: self.query_one(GpuTable).restyle())
         self.refresh_fleet(None)
         self.query_one(GpuTable).focus()
 
     def refresh_fleet(self, _: object) -> None:
-        app = self.app
+        app = self.capp
         nodes = app.nodes
         table = self.query_one(GpuTable)
-        spark = gpuhistory.spark_width(app.size.width)
+        spark = gpuhistory.spark_width(self.app.size.width)
         table.show(fleetview.rows(nodes, app.history, app.selection, spark), spark)
         gpus = sum(len(n.gpus) for n in nodes)
         bad = sum(fleetview.node_summary(n)[0] == "node-error" for n in nodes)
@@ -92,15 +97,15 @@ class FleetScreen(CockpitScreen):
             lines = [*lines, "", "no GPU on this node: no utilisation or memory history (h hides this panel)"]
         detail.update("\n".join(lines), layout=False)
         if reading is not None and self.has_class("-chart"):
-            history = self.app.history
-            self.query_one(GpuChart).show((key, history.count(node.host, gpu)),
+            history = self.capp.history
+            self.query_one(GpuChart).show((key, history.count(node.host, reading.index)),
                                           lambda: gpuhistory.gpu_chart(node.host, reading, history))
 
-    def _node_of(self, key: str | None) -> dict | None:
+    def _node_of(self, key: str | None) -> NodeReport | None:
         if key is None:
             return None
         host = key.split("\x1f")[1]
-        return next((n for n in self.app.nodes if n.host == host), None)
+        return next((n for n in self.capp.nodes if n.host == host), None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -110,16 +115,16 @@ class FleetScreen(CockpitScreen):
         if node is None:
             return
         parts = event.key.split("\x1f")
-        sel = self.app.selection
+        sel = self.capp.selection
         sel = sel.toggle_gpu(node.host, int(parts[2])) if parts[0] == "gpu" else sel.toggle_node(node)
-        self.app.set_selection(sel)
+        self.capp.set_selection(sel)
 
     def action_clear_selection(self) -> None:
-        self.app.set_selection(fleetview.Selection())
+        self.capp.set_selection(fleetview.Selection())
 
     def action_compose_selection(self) -> None:
         self.app.switch_mode("compose")
 
     def action_refresh(self) -> None:
-        self.app.ctx.fleet.poke()
+        self.capp.ctx.fleet.poke()
         self.notify("asked every node for a report", timeout=2)

@@ -9,10 +9,11 @@ from pathlib import Path
 from textual import work
 
 from cockpit.run.store import RunStatus
+from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.dialogs import ConfirmScreen
 
 
-class RunControls:
+class RunControls(CockpitScreen):
     """Mixed into a screen that shows one run (and binds the keys)."""
 
     run_dir: Path
@@ -20,7 +21,7 @@ class RunControls:
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "requeue":
-            if self.status is None or self.app.ctx.requeue is None:
+            if self.status is None or self.capp.ctx.requeue is None:
                 return False
             from cockpit.launch import registry
 
@@ -55,7 +56,7 @@ class RunControls:
         if status is None or status.final:
             self.app.call_from_thread(self.notify, "the run has already ended", timeout=3)
             return
-        grace = self.app.ctx.stop_grace
+        grace = self.capp.ctx.stop_grace
         if control.request_stop(self.run_dir, status, grace):
             frozen = control.still_frozen(status, control.FROZEN_FOR)
             if frozen is None:
@@ -67,7 +68,7 @@ class RunControls:
             return
         warnings: list[str] = []  # no supervisor: scancel / every node over SSH / the processes here
         status = control.stop_orphan(self.run_dir, status, grace, by="the TUI", warn=warnings.append)
-        self.app.call_from_thread(self.notify, "stopped (the run had no live supervisor): " + status.note,
+        self.app.call_from_thread(self.notify, "stopped (the run had no live supervisor): " + (status.note or ""),
                                   severity="warning" if warnings else "information", timeout=8)
 
     def action_requeue(self) -> None:
@@ -77,7 +78,7 @@ class RunControls:
     def requeue(self) -> None:
         from cockpit.fs.safeio import Untrusted
 
-        fn = self.app.ctx.requeue
+        fn = self.capp.ctx.requeue
         if fn is not None:
             try:
                 done = fn(self.run_dir)

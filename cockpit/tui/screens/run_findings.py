@@ -17,13 +17,14 @@ from cockpit.tui.messages import Diagnosed
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.run_feed import LiveEvent, SourceStats
+from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.evidence import EvidenceScreen
 from cockpit.tui.widgets.findings_list import FindingsList
 from cockpit.tui.widgets.rank_log import RankLog
 from cockpit.tui.widgets.rank_table import RankTable
 
 
-class RunFindings:
+class RunFindings(CockpitScreen):
     """Mixed into the run view, which holds the state below and shows a view (set_view) and its title."""
 
     run_dir: Path
@@ -80,14 +81,14 @@ class RunFindings:
         source, line_no, text = target
         if source is not None and source in self.stats and source != self.view:
             self.filter = LineFilter()
-            self.set_view(source, then=lambda: self._scroll_to(source, line_no, text))
+            self.set_view(source, then=lambda: self._show_line(source, line_no, text))
             self.query_one(RankTable).select(source)
             return
-        self._scroll_to(source, line_no, text)
+        self._show_line(source, line_no, text)
 
-    def _scroll_to(self, source: tuple | None, line_no: int, text: str | None) -> None:
+    def _show_line(self, source: tuple | None, line_no: int, text: str | None) -> None:
         log = self.query_one(RankLog)
-        st = self.stats.get(source)
+        st = self.stats.get(source) if source is not None else None  # the merged view has no stats
         text, near = runview.evidence_target(source, line_no, text, self.view, None if st is None else st.lines,
                                              len(log.lines))
         y = log.find_line(text, near) if text is not None else None

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from textual import work
 from textual.app import ComposeResult
@@ -43,6 +44,9 @@ from cockpit.tui.widgets.metrics_plot import SIDE_POINTS, MetricsPlot
 from cockpit.tui.widgets.navbar import NavBar
 from cockpit.tui.widgets.rank_log import RankLog
 from cockpit.tui.widgets.rank_table import RankTable
+
+if TYPE_CHECKING:
+    from cockpit.spec.model import JobSpec
 
 
 class RunViewScreen(RunFindings, RunControls, CockpitScreen):
@@ -85,7 +89,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self._apply_pending = False
         self._after_view: tuple[int, Callable[[], None]] | None = None  # (view request, what to do on its answer)
         self.trial_sort = runview.TRIAL_SORTS[0]
-        self._spec: object = None  # the run's job, read once by the forecast worker (False: unreadable)
+        self._spec: JobSpec | Literal[False] | None = None  # read once by the forecast worker (False: unreadable)
         self._trial_cells: list[tuple] | None = None  # the trial table's rows as shown
 
     def compose(self) -> ComposeResult:
@@ -98,7 +102,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
                 yield MetricsPlot(id="plot")
             with Vertical(id="run-main"):
                 yield DataTable(id="trials", cursor_type="row")
-                yield RankLog(self.app.ctx.max_lines, id="log")
+                yield RankLog(self.capp.ctx.max_lines, id="log")
                 yield Input(placeholder="search (enter: apply, escape: clear)", id="search", compact=True)
         yield FindingsList(id="findings")
         yield Footer()
@@ -126,7 +130,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
 
         def opened(run_dir: Path | None) -> None:
             if run_dir is not None:
-                self.app.open_run(run_dir)
+                self.capp.open_run(run_dir)
         self.app.push_screen(FixScreen(self.run_dir), opened)
 
     def on_unmount(self) -> None:
@@ -200,7 +204,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
 
     def _update_ranks(self) -> None:
         table = self.query_one(RankTable)
-        now = self.app.ctx.clock()
+        now = self.capp.ctx.clock()
         ranks = (self.status.ranks if self.status else {}) or {}
         progress = (self.status.progress if self.status else {}) or {}
         for source, st in self.stats.items():
@@ -267,7 +271,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
     # --- the forecast, and a sweep's trials --------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
     def read_forecast(self) -> None:
-        status, now = self.status, self.app.ctx.clock()
+        status, now = self.status, self.capp.ctx.clock()
         if status is None:
             return
         from cockpit.insight.forecast_inputs import job_spec, run_forecast

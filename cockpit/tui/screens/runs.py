@@ -50,7 +50,7 @@ class RunsScreen(CockpitScreen):
         for label in JOB_COLUMNS:
             jobs.add_column(label, key=label)
         self.reload()
-        self.set_interval(self.app.ctx.runs_every, self.reload)
+        self.set_interval(self.capp.ctx.runs_every, self.reload)
 
     def action_reload(self) -> None:
         self.reload()
@@ -59,8 +59,11 @@ class RunsScreen(CockpitScreen):
     def reload_jobs(self) -> None:
         from cockpit.slurm.runner import SlurmError
 
+        user_jobs = self.capp.ctx.user_jobs
+        if user_jobs is None:  # started only where the context has them
+            return
         try:
-            self.post_message(JobsListed(self.app.ctx.user_jobs()))
+            self.post_message(JobsListed(user_jobs()))
         except SlurmError as exc:
             self.post_message(JobsListed([], str(exc)))
 
@@ -88,10 +91,10 @@ class RunsScreen(CockpitScreen):
         from cockpit.run.store import list_runs
 
         warnings: list[str] = []
-        runs = reconcile_runs(list_runs(self.app.ctx.runs_dir), warnings.append)
+        runs = reconcile_runs(list_runs(self.capp.ctx.runs_dir), warnings.append)
         frozen = {d: f for d, s in runs if not s.final and (f := frozen_supervisor(s)) is not None}
         self.post_message(RunsListed(runs, frozen))
-        if self.app.ctx.user_jobs is not None:
+        if self.capp.ctx.user_jobs is not None:
             self.app.call_from_thread(self.reload_jobs)
         for text in warnings:
             self.app.call_from_thread(self.notify, text, severity="warning", timeout=8)
@@ -100,7 +103,7 @@ class RunsScreen(CockpitScreen):
         self.runs = list(reversed(message.runs))  # newest first
         table = self.query_one("#runs-table", DataTable)
         current = self._current()
-        now = self.app.ctx.clock()
+        now = self.capp.ctx.clock()
         table.clear()
         for run_dir, s in self.runs:
             nodes = ",".join(s.hosts) or "-"
@@ -112,7 +115,7 @@ class RunsScreen(CockpitScreen):
         if current in keys:
             table.move_cursor(row=keys.index(current), animate=False)
         active = sum(not s.final for _, s in self.runs)
-        where = self.app.ctx.runs_dir
+        where = self.capp.ctx.runs_dir
         self.query_one(NavBar).info = (
             f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''} · {active} active · in {where}"
             if self.runs else f"no runs in {where} yet: compose a job and launch it (F3)")
@@ -128,7 +131,7 @@ class RunsScreen(CockpitScreen):
         if event.data_table.id == "jobs-table":
             self._open_job(event.cursor_row)
             return
-        self.app.open_run(Path(str(event.row_key.value)))
+        self.capp.open_run(Path(str(event.row_key.value)))
 
     def _open_job(self, row: int) -> None:
         """A job a run submitted opens that run; any other job: how to read its output (the CLI follows it)."""
@@ -136,7 +139,7 @@ class RunsScreen(CockpitScreen):
             return
         job_id, run_dir, shown = self.jobs[row]
         if run_dir is not None:
-            self.app.open_run(Path(run_dir))
+            self.capp.open_run(Path(run_dir))
         else:
             self.notify(f"job {shown}: `cockpit logs -f {job_id}` follows its output, `cockpit diagnose {job_id}` "
                         "reads it", timeout=8)
@@ -144,4 +147,4 @@ class RunsScreen(CockpitScreen):
     def action_open_run(self) -> None:
         current = self._current()
         if current is not None:
-            self.app.open_run(Path(current))
+            self.capp.open_run(Path(current))

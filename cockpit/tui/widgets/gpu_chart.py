@@ -14,7 +14,7 @@ from cockpit.plot.chart import LineChart
 from cockpit.plot.text import apply
 from cockpit.tui.models.gpu_history import KEEP, time_ticks
 
-PERCENT_TICKS = [0, 25, 50, 75, 100]
+PERCENT_TICKS: list[float] = [0, 25, 50, 75, 100]
 
 
 class GpuChart(PlotextPlot):

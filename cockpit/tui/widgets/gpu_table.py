@@ -14,7 +14,7 @@ from cockpit.tui.models.fleet import COLUMNS, Row, widths
 
 
 class GpuTable(DataTable):
-    BINDINGS = [Binding("space", "toggle", "Select", show=True)]
+    BINDINGS = [Binding("space", "toggle_pick", "Select", show=True)]
 
     class Toggle(Message):
         def __init__(self, key: str) -> None:
@@ -72,7 +72,7 @@ class GpuTable(DataTable):
         rows, self._keys = list(self._rows.values()), []
         self.show(rows, self._spark)
 
-    def action_toggle(self) -> None:
+    def action_toggle_pick(self) -> None:  # not action_toggle: DOMNode's toggles an attribute
         key = self.current_key()
         if key is not None:
             self.post_message(self.Toggle(key))

@@ -43,8 +43,8 @@ class HeatMap(Static):
         for line in heat_legend(chart):  # the legend's glyphs in their colours
             out.append("\n")
             for ch in line:
-                level = _GLYPH_LEVEL.get(ch)
-                out.append(ch, style=(waiting if wait else styles[level - 1]) if level else axis)
+                glyph = _GLYPH_LEVEL.get(ch)
+                out.append(ch, style=(waiting if wait else styles[glyph - 1]) if glyph else axis)
         if chart.note:
             out.append(f"\n{chart.note}", style=flagged if chart.flagged else axis)
         return out
