@@ -1,0 +1,173 @@
+"""What the speed benches (issue 29's rows) share: alternated arms, median [min-max], ratios to an anchor, the
+issue's goal printed beside each figure, a child process measured from outside (wall, CPU, peak RSS), the
+machine's load with every figure, and one ``--json`` shape a script can check goals by:
+
+    {"bench": "...", "command": "...", "load": {"before": x, "after": y},
+     "figures": {name: value, ...},
+     "goals": {name: {"goal": "<= 3x the loop", "figure": 5.0, "met": false}, ...},
+     "goals_met": false}
+
+Imported by tests/bench/bench_*.py (not a bench itself: the smoke test runs ``bench_*.py`` only); stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load() -> float:
+    """The 1-minute load average (2 cores here: below 1.0 is quiet)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def median(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
+
+def spread(values: list[float], fmt: str = "{:.3f}", scale: float = 1.0) -> str:
+    """``median [min-max]`` of ``values`` times ``scale``."""
+    v = [x * scale for x in values]
+    return f"{fmt.format(statistics.median(v))} [{fmt.format(min(v))}-{fmt.format(max(v))}]"
+
+
+def alternated(arms: dict[str, Callable[[], dict]], runs: int, warmup: int = 1) -> dict[str, list[dict]]:
+    """Run every arm ``runs`` times, run by run, the order reversed every other run (A B, B A, ...) so that
+    drift in the machine's load hits every arm alike; ``warmup`` unrecorded rounds first (page cache,
+    imports). Each call returns a dict of figures for that run."""
+    names = list(arms)
+    for _ in range(warmup):
+        for name in names:
+            arms[name]()
+    out: dict[str, list[dict]] = {name: [] for name in names}
+    for i in range(runs):
+        for name in names if i % 2 == 0 else reversed(names):
+            out[name].append(arms[name]())
+    return out
+
+
+@dataclass(frozen=True)
+class Child:
+    """One finished child process, measured from outside: wall seconds, CPU seconds (user + sys) and peak
+    RSS (ru_maxrss of that process alone, from wait4), its exit status and output."""
+
+    wall: float
+    cpu: float
+    peak_rss_mb: float
+    returncode: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def run_child(argv: list[str], *, env: dict | None = None, cwd: Path | None = None, capture: bool = False,
+              timeout: float = 600.0, check: bool = True) -> Child:
+    """Run ``argv`` to its end; stdout and stderr go to /dev/null unless ``capture``. Its resource use is
+    the kernel's account for that one process (os.wait4), not this one's."""
+    # captured output goes to temporary files: a pipe's reader would reap the child (communicate waits)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, cwd=cwd or ROOT, stdin=subprocess.DEVNULL,
+                                stdout=out if capture else subprocess.DEVNULL,
+                                stderr=err if capture else subprocess.DEVNULL)
+        status, usage = _wait4(proc, timeout, argv)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    child = Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, stdout, stderr)
+    if check and child.returncode != 0:
+        raise RuntimeError(f"{shlex.join(argv)} exited {child.returncode}:\n"
+                           f"{(stdout + stderr).decode(errors='replace')[-3000:]}")
+    return child
+
+
+def _wait4(proc: subprocess.Popen, timeout: float, argv: list[str]):
+    """A blocking wait4 (the wall time is exact to the exit), the child killed after ``timeout``."""
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        proc.kill()
+
+    killer = threading.Timer(timeout, kill)
+    killer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        killer.cancel()
+    if timed_out.is_set():
+        raise TimeoutError(f"{shlex.join(argv)}: still running after {timeout:.0f} s")
+    return status, usage
+
+
+def self_peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cockpit_env(**extra: str) -> dict[str, str]:
+    """This checkout's cockpit first on the path, no COCKPIT_* of the caller's, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COCKPIT_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def cockpit_argv(*args: str) -> list[str]:
+    """`cockpit ARGS` as a user runs it: the installed console script when there is one (its start is what
+    a user pays), else ``python -m cockpit``."""
+    from shutil import which
+
+    exe = which("cockpit")
+    return [exe, *args] if exe else [sys.executable, "-m", "cockpit", *args]
+
+
+@dataclass
+class Report:
+    """The figures, goals and loads of one bench run; printed as text or as the one JSON shape."""
+
+    bench: str
+    figures: dict = field(default_factory=dict)
+    goals: dict = field(default_factory=dict)
+    load_before: float = field(default_factory=load)
+
+    def figure(self, name: str, value) -> None:
+        self.figures[name] = value
+
+    def goal(self, name: str, text: str, figure, met: bool | None) -> str:
+        """Record a goal with its figure; returns the words to print beside it ("goal ...: met"/"NOT met";
+        None: not measured)."""
+        self.goals[name] = {"goal": text, "figure": figure, "met": met}
+        verdict = "n/a" if met is None else "met" if met else "NOT met"
+        return f"goal {text}: {verdict}"
+
+    def as_dict(self) -> dict:
+        met = [g["met"] for g in self.goals.values() if g["met"] is not None]
+        return {"bench": self.bench, "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+                "python": sys.version.split()[0], "cores": os.cpu_count(),
+                "load": {"before": self.load_before, "after": load()},
+                "figures": self.figures, "goals": self.goals, "goals_met": bool(met) and all(met)}
+
+    def dump(self, path: str | None) -> None:
+        """``--json PATH`` writes the report there; ``--json -`` prints it on stdout."""
+        if path is None:
+            return
+        text = json.dumps(self.as_dict(), indent=2)
+        if path == "-":
+            print(text)
+        else:
+            Path(path).write_text(text + "\n")
+            print(f"json: {path}")
