@@ -40,6 +40,7 @@ RESULT = {  # what each benchmark prints once it has measured
 }
 MODES = [  # (bench, its other mode's arguments, what that prints once it has measured)
     ("bench_train.py", ["--hook"], "goal median >= 0.99"),
+    ("bench_tui.py", ["--on-charts"], "charts, m to the next chart"),
 ]
 
 
@@ -61,6 +62,7 @@ def test_benchmark_runs(bench: Path):
     smoke(bench, [], RESULT[bench.name])
 
 
-@pytest.mark.parametrize(("name", "args", "result"), MODES, ids=lambda x: x if isinstance(x, str) else None)
+@pytest.mark.parametrize(("name", "args", "result"), MODES,
+                         ids=[f"{name[:-3]}{''.join(args)}" for name, args, _ in MODES])
 def test_benchmark_mode_runs(name: str, args: list[str], result: str):
     smoke(ROOT / "tests" / "bench" / name, args, result)
