@@ -2,6 +2,7 @@
 the ratio to the loop and the peak RSS of the process, at growing sizes (issue 29, row 2).
 
     python tests/bench/bench_dense.py [--lines 100000 400000 1600000] [--runs 5] [--json PATH|-] [--smoke]
+                                      [--profile [LINES]]
 
 The input is the project's own corpus: every ``*.log`` of tests/fixtures/nccl, nccl2 and nccl3 (real NCCL,
 torch, torchrun and Slurm failure excerpts; each ending in a newline) concatenated in name order and repeated
@@ -20,7 +21,8 @@ lines/s of the work (CPU) median [min-max], the ratio of the medians diagnose/lo
 diagnose's fixed cost, measured first on a 3-line file: deferred imports, the scanner's database), the whole
 process' wall seconds, the peak RSS of each, the 1-minute load; then the RSS growth per line between the
 smallest and largest size, and issue 29's goals
-(>= 1 M lines/s net at every size, peak RSS <= 64 MB at any size).
+(>= 1 M lines/s net at every size, peak RSS <= 64 MB at any size). ``--profile``: then one run of `cockpit
+diagnose` under cProfile on LINES lines (default 400,000): its top functions by own and cumulative time.
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="runs of each arm per size")
     ap.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     ap.add_argument("--smoke", action="store_true", help="10k lines, one run (the test suite's smoke test)")
+    ap.add_argument("--profile", type=int, nargs="?", const=400_000, metavar="LINES",
+                    help="then cProfile one diagnose of LINES lines (default 400,000)")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "FILE", "RESULT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -182,6 +186,10 @@ def main() -> int:
     print(f"diagnose, largest peak RSS: {fattest:.0f} MB; "
           + report.goal("peak RSS", f"<= {GOAL_RSS_MB:g} MB at any size", fattest, fattest <= GOAL_RSS_MB))
     report.dump(args.json)
+    if args.profile:
+        path, n = dense_log(args.profile)
+        print(f"\ncProfile of cockpit diagnose, {n:,} lines:")
+        print(benchkit.cprofile_top(["diagnose", str(path)]))
     return 0
 
 

@@ -1,7 +1,7 @@
 """`cockpit ps` over many runs beside a bare loop that json-loads every status.json (issue 29, rows 4 and 5).
 
     python tests/bench/bench_ps.py [--sizes 10 100 1000 5000] [--long 5000] [--runs 5] [--rebuild]
-                                   [--json PATH|-] [--smoke]
+                                   [--json PATH|-] [--smoke] [--profile]
 
 The runs are real ones, copied: the bench first runs the demo twice for real (`cockpit run jobs/demo.yaml`
 on CPU): a short run (20 steps) and one with real-length metrics (1,000 steps: about 140 KB per rank, more
@@ -21,7 +21,8 @@ Per size, alternated run by run (the order reversed every other run), each a fre
 
 Printed: wall ms median [min-max], each arm's ratio to the loop, peak RSS (wait4), the load; and issue 29's
 goals: ps <= 2x the loop at every size, <= 300 ms at 5,000 runs, flat memory (ps --json's peak RSS at the
-largest size within 1.25x of the smallest's).
+largest size within 1.25x of the smallest's). ``--profile``: then one `cockpit ps` of the largest runs
+directory of each kind under cProfile: its top functions by own and cumulative time.
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="runs of each arm per size")
     ap.add_argument("--rebuild", action="store_true", help="make the runs directories again")
     ap.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
+    ap.add_argument("--profile", action="store_true", help="then cProfile ps at the largest size of each kind")
     ap.add_argument("--smoke", action="store_true", help="10 short runs, one run each (the suite's smoke test)")
     args = ap.parse_args()
     if args.smoke:
@@ -204,6 +206,11 @@ def main() -> int:
     print()
     goals(figs, report)
     report.dump(args.json)
+    if args.profile:
+        for kind, sizes in (("short", args.sizes), ("long", args.long)):
+            if sizes:
+                print(f"\ncProfile of cockpit ps, {max(sizes):,} runs ({kind} metrics):")
+                print(benchkit.cprofile_top(["ps", "--runs-dir", str(runs_dir(kind, max(sizes), False))]))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Cold start of cockpit's light commands beside `python -c pass` (the Python floor) and `torchrun --help`.
 
-    python tests/bench/bench_startup.py [--runs 21] [--no-torchrun] [--json PATH|-] [--smoke]
+    python tests/bench/bench_startup.py [--runs 21] [--no-torchrun] [--json PATH|-] [--smoke] [--profile]
 
 Each command is a fresh process, run to its end with its output to /dev/null; "cold" means a fresh interpreter
 with the page cache warm (one unrecorded round first), not a cold disk. The commands are alternated run by run
@@ -8,6 +8,7 @@ with the page cache warm (one unrecorded round first), not a cold disk. The comm
 [min-max], the ratio of the medians to `python -c pass` (issue 29's goal: <= 2x for `--help`, `validate`,
 `render` and `ps`) and to `torchrun --help` (the foundation issue's goal: <= 0.1x), and the 1-minute load
 before and after. `ps` lists an empty runs directory (what a start costs; listing many runs is bench_ps.py).
+``--profile``: then, per command, where its start goes: ``python -X importtime``'s slowest imports (median of 5).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def main() -> int:
     parser.add_argument("--no-torchrun", action="store_true", help="leave out the torchrun --help arm")
     parser.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     parser.add_argument("--smoke", action="store_true", help="one run each (the test suite's smoke test)")
+    parser.add_argument("--profile", action="store_true", help="then each command's slowest imports")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     report = benchkit.Report("startup")
@@ -76,7 +78,22 @@ def main() -> int:
                             med / torch <= GOAL_X_TORCHRUN)
         print(line)
     report.dump(args.json)
+    if args.profile:
+        profile(cmds, env)
     return 0
+
+
+def profile(cmds: dict[str, list[str]], env: dict) -> None:
+    """Each command's slowest imports (the runs directory of ps is gone by now: an empty new one)."""
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        for name, argv in cmds.items():
+            if name == "torchrun --help":
+                continue
+            args = argv[1:] if name == ANCHOR else ["-m", "cockpit", *argv[1:]]
+            if name == "cockpit ps":
+                args = ["-m", "cockpit", "ps", "--runs-dir", tmp]
+            print(f"\n{name}: python -X importtime")
+            print(benchkit.importtime_top(args, env=env))
 
 
 if __name__ == "__main__":

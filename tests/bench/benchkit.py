@@ -171,3 +171,48 @@ class Report:
         else:
             Path(path).write_text(text + "\n")
             print(f"json: {path}")
+
+
+def cprofile_top(cockpit_args: list[str], top: int = 15, env: dict | None = None) -> str:
+    """One run of `python -m cockpit ARGS` under cProfile (its output to /dev/null): the ``top`` functions by
+    own time and by cumulative time, as text. cProfile adds a cost per call, so small functions called per
+    line weigh more than they do without it: a sampler (py-spy) tells their share more exactly."""
+    import io
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
+        out = Path(tmp) / "run.prof"
+        run_child([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "cockpit", *cockpit_args],
+                  env=env or cockpit_env(), check=False)
+        text = io.StringIO()
+        stats = pstats.Stats(str(out), stream=text)
+        stats.strip_dirs()
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(top)
+    keep = [line for line in text.getvalue().splitlines()
+            if line.strip() and not line.startswith(("   Random listing", "   List reduced"))]
+    return "\n".join(keep)
+
+
+def importtime_top(argv: list[str], runs: int = 5, top: int = 12, env: dict | None = None) -> str:
+    """`python -X importtime` of ``argv`` (a Python command line without the interpreter) ``runs`` times: the
+    median cumulative ms of the ``top`` slowest imports, each with its depth in the import tree (0: imported
+    by the command itself), and the median of all imports' own times summed."""
+    import re
+
+    found: dict[str, list[int]] = {}
+    depth: dict[str, int] = {}
+    totals = []
+    for _ in range(runs):
+        err = run_child([sys.executable, "-X", "importtime", *argv], env=env or cockpit_env(), capture=True,
+                        check=False).stderr.decode(errors="replace")
+        total = 0
+        for m in re.finditer(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", err):
+            total += int(m[1])
+            found.setdefault(m[4], []).append(int(m[2]))
+            depth[m[4]] = len(m[3]) // 2
+        totals.append(total)
+    rows = sorted(((median(v), k) for k, v in found.items()), reverse=True)[:top]
+    lines = [f"  all imports' own times summed: {median(totals) / 1000:.0f} ms (median of {runs})"]
+    lines += [f"  {us / 1000:7.1f} ms  {'  ' * depth[name]}{name}" for us, name in rows]
+    return "\n".join(lines)
