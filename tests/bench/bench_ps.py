@@ -7,8 +7,9 @@ The runs are real ones, copied: the bench first runs the demo twice for real (`c
 on CPU): a short run (20 steps) and one with real-length metrics (1,000 steps: about 140 KB per rank, more
 than the 64 KiB tail ps reads). Then for each size it makes that many run directories the way a launch
 does (cockpit's own ``create_run_dir``: 0700, hook installed, commands/ and logs/), copies the template's
-job.yaml, commands, logs and metrics into each (not its checkpoint), and writes each run's status.json with
-cockpit's own ``write_status`` from the template's status (a new run id, times shifted a minute per run).
+job.yaml, rank wrapper, commands, logs and metrics into each (not its 6.5 MB checkpoint), and writes each
+run's status.json with cockpit's own ``write_status`` from the template's status (a new run id, times shifted
+a minute per run).
 The runs directories are cached under /tmp, keyed by a version, the sizes and the source of the writers
 (``--rebuild`` makes them again); the 5,000 long runs take a minute or two to make.
 
@@ -44,7 +45,7 @@ sys.path.insert(0, str(benchkit.ROOT))
 
 from cockpit.runs import RunStatus, create_run_dir, write_status  # noqa: E402
 
-FIXTURE_VERSION = 1  # bump when what a copied run holds changes
+FIXTURE_VERSION = 2  # bump when what a copied run holds changes
 CACHE = Path("/tmp/cockpit-bench-ps")
 TEMPLATES = {"short": 20, "long": 1000}  # the demo's steps per template run
 LOOP = ("import json, os, sys\n"
@@ -97,7 +98,9 @@ def copy_run(src: Path, runs: Path, i: int, base: dict) -> None:
         (run_dir / sub).mkdir(mode=0o700, exist_ok=True)
         for f in (src / sub).iterdir():
             shutil.copyfile(f, run_dir / sub / f.name)
-    shutil.copyfile(src / "job.yaml", run_dir / "job.yaml")
+    for f in src.iterdir():  # job.yaml, the rank wrapper; status.json is written below
+        if f.is_file() and f.name != "status.json":
+            shutil.copyfile(f, run_dir / f.name)
     shift = created - base["created"]
     data = {**base, "run_id": run_id, "created": created}
     for key in ("started", "ended"):
@@ -113,6 +116,9 @@ def runs_dir(kind: str, size: int, rebuild: bool) -> Path:
         shutil.rmtree(path, ignore_errors=True)
     if marker.exists():
         return path
+    for old in CACHE.glob("*-*"):  # copies made by other writers or an older version of this bench
+        if not old.name.endswith(writers_key()):
+            shutil.rmtree(old, ignore_errors=True)
     src = template(kind)
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(mode=0o700, parents=True)
