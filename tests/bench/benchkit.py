@@ -127,12 +127,10 @@ def cockpit_env(**extra: str) -> dict[str, str]:
 
 
 def cockpit_argv(*args: str) -> list[str]:
-    """`cockpit ARGS` as a user runs it: the installed console script when there is one (its start is what
-    a user pays), else ``python -m cockpit``."""
-    from shutil import which
-
-    exe = which("cockpit")
-    return [exe, *args] if exe else [sys.executable, "-m", "cockpit", *args]
+    """`cockpit ARGS` as a user runs it: the console script beside this interpreter (a virtual environment's
+    bin/; not a shim such as pyenv's, whose own start would be measured too), else ``python -m cockpit``."""
+    exe = Path(sys.executable).with_name("cockpit")
+    return [str(exe), *args] if exe.is_file() else [sys.executable, "-m", "cockpit", *args]
 
 
 @dataclass
