@@ -20,8 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,46 +70,50 @@ class Child:
     stderr: bytes = b""
 
 
+# The child is started by a small launcher, not by this process: Linux carries the peak RSS of the process
+# that forks into the child's ru_maxrss (exec keeps the larger of the two), so a bench that had read a 138 MB
+# file would see every child's peak as >= 138 MB. The launcher (python -I -S, ~9 MB) spawns the command,
+# times it from spawn to exit, and writes its wait4 account: the floor under a child's peak is the
+# launcher's few MB, below any Python process' own.
+LAUNCHER = """import os, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(out, "w") as f:
+    f.write(f"{wall} {ru.ru_utime + ru.ru_stime} {ru.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
 def run_child(argv: list[str], *, env: dict | None = None, cwd: Path | None = None, capture: bool = False,
               timeout: float = 600.0, check: bool = True) -> Child:
-    """Run ``argv`` to its end; stdout and stderr go to /dev/null unless ``capture``. Its resource use is
-    the kernel's account for that one process (os.wait4), not this one's."""
-    # captured output goes to temporary files: a pipe's reader would reap the child (communicate waits)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd or ROOT, stdin=subprocess.DEVNULL,
+    """Run ``argv`` to its end; stdout and stderr go to /dev/null unless ``capture``. Its wall time, CPU and
+    peak RSS are the kernel's account for that one process (wait4 in the launcher), not this one's."""
+    with tempfile.TemporaryDirectory(prefix="bench-child-") as tmp, \
+            open(Path(tmp) / "out", "w+b") as out, open(Path(tmp) / "err", "w+b") as err:
+        result = Path(tmp) / "rusage"
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(result), *argv], env=env,
+                                cwd=cwd or ROOT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 stdout=out if capture else subprocess.DEVNULL,
                                 stderr=err if capture else subprocess.DEVNULL)
-        status, usage = _wait4(proc, timeout, argv)
-        wall = time.perf_counter() - start
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            raise TimeoutError(f"{shlex.join(argv)}: still running after {timeout:.0f} s") from None
+        if proc.returncode != 0 or not result.exists():
+            raise RuntimeError(f"{shlex.join(argv)}: the launcher failed (exit {proc.returncode}; not on PATH?)")
+        wall, cpu, rss, code = result.read_text().split()
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    child = Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, stdout, stderr)
+    child = Child(float(wall), float(cpu), int(rss) / 1024, int(code), stdout, stderr)
     if check and child.returncode != 0:
         raise RuntimeError(f"{shlex.join(argv)} exited {child.returncode}:\n"
                            f"{(stdout + stderr).decode(errors='replace')[-3000:]}")
     return child
-
-
-def _wait4(proc: subprocess.Popen, timeout: float, argv: list[str]):
-    """A blocking wait4 (the wall time is exact to the exit), the child killed after ``timeout``."""
-    timed_out = threading.Event()
-
-    def kill() -> None:
-        timed_out.set()
-        proc.kill()
-
-    killer = threading.Timer(timeout, kill)
-    killer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        killer.cancel()
-    if timed_out.is_set():
-        raise TimeoutError(f"{shlex.join(argv)}: still running after {timeout:.0f} s")
-    return status, usage
 
 
 def self_peak_rss_mb() -> float:
