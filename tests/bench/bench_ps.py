@@ -108,15 +108,16 @@ def copy_run(src: Path, runs: Path, i: int, base: dict) -> None:
     write_status(run_dir, RunStatus.from_dict(data))
 
 
-def runs_dir(kind: str, size: int, rebuild: bool) -> Path:
-    """``size`` copies of the ``kind`` template in a runs directory of their own (cached)."""
+def runs_dir(kind: str, size: int, rebuild: bool, prune: bool = True) -> Path:
+    """``size`` copies of the ``kind`` template in a runs directory of their own (cached); ``prune``: remove
+    the copies of other keys when making new ones (gigabytes: not in a smoke run)."""
     path = CACHE / f"runs-{kind}-{size}-{writers_key()}"
     marker = path / ".complete"
     if rebuild:
         shutil.rmtree(path, ignore_errors=True)
     if marker.exists():
         return path
-    for old in CACHE.glob("*-*"):  # copies made by other writers or an older version of this bench
+    for old in CACHE.glob("*-*") if prune else ():  # copies by other writers or an older version of this bench
         if not old.name.endswith(writers_key()):
             shutil.rmtree(old, ignore_errors=True)
     src = template(kind)
@@ -153,8 +154,8 @@ def check_listing(path: Path, size: int) -> None:
         sys.exit(f"{path}: cockpit ps --json lists {len(runs)} runs ({states}), not {size} succeeded ones")
 
 
-def measure(kind: str, size: int, runs: int, rebuild: bool, report: benchkit.Report) -> dict:
-    path = runs_dir(kind, size, rebuild)
+def measure(kind: str, size: int, runs: int, rebuild: bool, report: benchkit.Report, prune: bool = True) -> dict:
+    path = runs_dir(kind, size, rebuild, prune)
     check_listing(path, size)
     load = benchkit.load()
     got = benchkit.alternated(arms(path), runs)
@@ -207,7 +208,7 @@ def main() -> int:
     if args.smoke:
         args.sizes, args.long, args.runs = [10], [], 1
     report = benchkit.Report("ps")
-    figs = [measure("short", n, args.runs, args.rebuild, report) for n in args.sizes]
+    figs = [measure("short", n, args.runs, args.rebuild, report, prune=not args.smoke) for n in args.sizes]
     figs += [measure("long", n, args.runs, args.rebuild, report) for n in args.long]
     print()
     goals(figs, report)
