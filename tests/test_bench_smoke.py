@@ -29,6 +29,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_plot.py": "x anchor",
     "bench_run.py": "every line shown once: yes",
     "bench_safety.py": "safety: every case measured",
+    "bench_scale.py": "goals met:",
     "bench_startup.py": "x torchrun",
     "bench_tail.py": "latency write->delivery",
     "bench_train.py": "steps/s ratio cockpit/bare",
