@@ -68,6 +68,7 @@ class Sim:
     supervisor: int
     env: dict[str, str]
     told: dict = field(default_factory=dict)
+    step_s: float = 1.0  # standin.py's --step-s (its default)
 
     @property
     def runs(self) -> Path:
@@ -91,14 +92,31 @@ class Sim:
         tmp.write_text(json.dumps(self.told))
         os.replace(tmp, self.control)
 
+    def start_clock(self, timeout: float = 600) -> None:
+        """Once every rank is up (its pid file written), start the clock the stand-ins step by, at the next
+        whole step: the rendezvous init_process_group is for real ranks."""
+        logs = self.run_dir / "logs"
+        until(lambda: sum(name.endswith(".pid") for name in os.listdir(logs)) >= self.ranks, timeout,
+              f"all {self.ranks} ranks of {self.run_id} to start", every=0.2)
+        self.tell(origin=(int(time.time() / self.step_s) + 1) * self.step_s)
+
+    def clock(self) -> int:
+        """The steps due by now on the stand-ins' clock."""
+        return int((time.time() - self.told["origin"]) // self.step_s) + 1
+
     def hang(self, *ranks: int) -> None:
-        self.tell(hang=list(ranks))
+        """``ranks`` stop in their own code two steps from now, every other rank in that step's all_reduce
+        (two: every process reads this before the step is due, so all stop at the same one)."""
+        self.tell(hangs=[*self.told.get("hangs", []), {"ranks": list(ranks), "from": self.clock() + 2, "until": None}])
 
     def straggle(self, *ranks: int) -> None:
         self.tell(straggle=list(ranks))
 
     def resume(self) -> None:
-        self.tell(hang=[], straggle=[])
+        """Lift the hang (two steps from now, for all at once) and the straggling."""
+        lifted = self.clock() + 2
+        hangs = [{**e, "until": lifted if e["until"] is None else e["until"]} for e in self.told.get("hangs", [])]
+        self.tell(hangs=hangs, straggle=[])
 
     def die(self, rank: int, status: int = 1) -> None:
         self.tell(die={**self.told.get("die", {}), str(rank): status})
@@ -153,9 +171,10 @@ def _run_pids(run_id: str) -> list[int]:
     return found
 
 
-def job_text(name: str, per_node: int, control: Path, *, stall_after: int, args: tuple[str, ...] = (),
+def job_text(name: str, per_node: int, control: Path | None, *, stall_after: int, args: tuple[str, ...] = (),
              extra: tuple[str, ...] = ("launcher: local",)) -> str:
-    words = ["--control", str(control), *args]
+    """The job: ``per_node`` stand-in ranks a node; with a ``control`` file they wait for its clock (Node)."""
+    words = [*(["--control", str(control)] if control else []), *args]
     return "\n".join([f"name: {name}", f"script: {STANDIN}", f"args: {json.dumps(words)}", *extra, "gpus: none",
                       "runner: spawn", f"procs_per_node: {per_node}", f"stall_after: {stall_after}", ""])
 
@@ -179,7 +198,9 @@ def launch_local(ranks: int, nodes: int = 1, *, home: Path | None = None, stall_
     env = cockpit_env(home / "runs", home)
     run_dir = product.prepare(job, home / "runs")
     hosts = widen(run_dir, nodes, ranks) if nodes > 1 else [_host_of_script(run_dir)]
-    return Sim(home, run_dir, ranks, hosts, product.start(run_dir, grace), env)
+    sim = Sim(home, run_dir, ranks, hosts, product.start(run_dir, grace), env)
+    sim.start_clock()
+    return sim
 
 
 def _host_of_script(run_dir: Path) -> str:

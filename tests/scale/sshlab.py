@@ -67,4 +67,6 @@ def launch_ssh(lab: Lab, ranks: int, *, home: Path | None = None, stall_after: i
     os.environ["XDG_CONFIG_HOME"] = str(lab.config_home)
     run_dir = product.prepare(job, home / "runs")
     env = cockpit_env(home / "runs", home, XDG_CONFIG_HOME=str(lab.config_home))
-    return Sim(home, run_dir, ranks, hosts, product.start(run_dir, grace), env)
+    sim = Sim(home, run_dir, ranks, hosts, product.start(run_dir, grace), env)
+    sim.start_clock()
+    return sim

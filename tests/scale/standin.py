@@ -16,12 +16,14 @@ its N processes (RANK=K*N+LOCAL_RANK). One process stands for N; it writes, per 
   once); on a new logs/dump.req, fr.json (the fields cockpit reads of torch's Flight Recorder) and ``req`` in
   the next beat, as the hook does.
 
-What the ranks do comes from ``--control FILE`` (JSON, re-read when it changes), argv giving the same
-to start with: ``{"hang": [R], "straggle": [R], "die": {"R": status}, "rate": lines, "end": false}``.
-A hung rank stops in its own code (load_batch) and every other rank of the run waits in all_reduce, still
-beating (the hook's thread lives on): the stall the watchdog must name. A straggler computes 95% of each
-step while the others wait 60% of theirs in all_reduce. ``"end": true`` finishes every rank (exit 0).
-Steps are aligned to the wall clock, so the ranks of every process step together, as synchronous ranks do.
+What the ranks do comes from ``--control FILE`` (JSON, read at every step), argv giving the same to start
+with: ``{"origin": time, "hangs": [{"ranks": [R], "from": step, "until": step}], "straggle": [R],
+"die": {"R": status}, "rate": lines, "end": false}``. Steps are due on a clock every process shares (``origin``
++ k x step_s; Node), so the ranks of every process step together, as synchronous ranks do, and a hang
+given in clock steps stops them all at the same step (``schedule``): the hung rank in its own code
+(load_batch), every other rank in the all_reduce of that step, still beating (the hook's thread lives on):
+the stall the watchdog must name. A straggler computes 98% of each step while the others wait 60% of theirs
+in all_reduce. ``"end": true`` finishes every rank (exit 0).
 
     python standin.py [--control FILE] [--rate 1] [--step-s 1] [--steps N] [--hang R] [--straggle R]
                       [--die R:STATUS] [--no-metrics]
@@ -163,27 +165,41 @@ def _write(path: str, text: str) -> None:
 
 
 class Control:
-    """What the ranks are told to do: argv first, then the control file whenever it changes."""
+    """What the ranks are told to do: argv first, then the control file, read at every step (it is small)."""
 
     def __init__(self, path: str | None, initial: dict):
-        self.path, self.mtime, self.values = path, None, initial
+        self.path, self.values = path, initial
 
     def read(self) -> dict:
         if self.path is None:
             return self.values
         try:
-            mtime = os.stat(self.path).st_mtime_ns
-            if mtime != self.mtime:
-                with open(self.path) as f:
-                    self.values = {**self.values, **json.load(f)}
-                self.mtime = mtime
+            with open(self.path) as f:
+                self.values = {**self.values, **json.load(f)}
         except (OSError, ValueError):
             return self.values  # absent, or being replaced: what was read last holds
         return self.values
 
 
+def schedule(due: int, hangs: list[dict]) -> tuple[int, set[int]]:
+    """(steps done, ranks hung) once the clock has called ``due`` steps. A hang {"ranks", "from", "until"} (clock
+    steps; until null: still hung) stops those ranks in load_batch of step ``from``, and every other rank in that
+    step's all_reduce, so nobody gets past the step before it; once it is lifted the steps lost stay lost. In
+    clock steps, every process answers the same, whenever it read the file."""
+    lost = 0
+    for e in hangs:
+        if due < e["from"]:
+            break
+        if e.get("until") is None or due < e["until"]:
+            return max(0, e["from"] - 1 - lost), {int(r) for r in e["ranks"]}
+        lost += e["until"] - e["from"]
+    return max(0, due - lost), set()
+
+
 class Node:
-    """The ranks of this node, stepped together."""
+    """The ranks of this node, stepped together by a clock they share: steps are due at ``origin`` + k x step_s.
+    With a control file the clock starts at the file's "origin" (the harness is the rendezvous, as
+    init_process_group is: it writes it once every rank is up); without one, at this process's start."""
 
     def __init__(self, args: argparse.Namespace):
         run_dir, host = os.environ["COCKPIT_RUN_DIR"], os.environ["COCKPIT_HOST"]
@@ -194,43 +210,43 @@ class Node:
         self.ranks = [Rank(node * spawns + i, host, run_dir, args.metrics) for i in range(spawns)]
         for i, r in enumerate(self.ranks):
             r.start(world, i)
-        self.control = Control(args.control, initial_control(args))
+        own = None if args.control else (int(time.time() / args.step_s) + 1) * args.step_s
+        self.control = Control(args.control, {**initial_control(args), "origin": own})
         self.handled: str | None = None
         self.urged = self.answering = False
 
+    def due(self, now: float, origin: float | None) -> int:
+        return 0 if origin is None or now < origin else int((now - origin) // self.args.step_s) + 1
+
     def tick(self, now: float) -> bool:
-        """One step of every rank, then the beats; False once every rank has ended."""
+        """The steps due by now for every rank, then the beats; False once every rank has ended."""
         c = self.control.read()
-        hung = {int(r) for r in c.get("hang", ())}
+        target, hung = schedule(self.due(now, c.get("origin")), c.get("hangs") or [])
         straggle = {int(r) for r in c.get("straggle", ())}
         dies = {int(r): int(s) for r, s in (c.get("die") or {}).items()}
-        end = bool(c.get("end")) or (self.args.steps and all(r.step >= self.args.steps for r in self.ranks if r.live))
-        for r in self.ranks:
-            if not r.live:
+        end = bool(c.get("end")) or (self.args.steps and target >= self.args.steps)
+        for r in [r for r in self.ranks if r.live]:
+            if r.rank in dies:
+                r.end(dies[r.rank], f"RuntimeError: injected failure on rank {r.rank} at step {r.step}\n")
                 continue
+            self._step(r, now, min(target, self.args.steps or target), hung, straggle, int(c["rate"]))
             if end:
                 r.end(0)
-            elif r.rank in dies:
-                r.end(dies[r.rank], f"RuntimeError: injected failure on rank {r.rank} at step {r.step}\n")
-            else:
-                self._step(r, now, hung, straggle, c)
         self._answer_request()
         for r in self.ranks:
             if r.live:
                 r.beat(now, self.handled)
         return any(r.live for r in self.ranks)
 
-    def _step(self, r: Rank, now: float, hung: set, straggle: set, c: dict) -> None:
-        if r.rank in hung:
-            r.state = "hung"
-            return
-        if hung:  # somebody never joins: wait in all_reduce from now on
-            r.since = r.since if r.state == "waiting" else now
-            r.state = "waiting"
-            return
-        r.state = "straggler" if r.rank in straggle else "running"
+    def _step(self, r: Rank, now: float, target: int, hung: set, straggle: set, rate: int) -> None:
         share = (0.02 if r.rank in straggle else 0.6) if straggle else 0.1
-        r.advance(self.args.step_s, share, int(c.get("rate", self.args.rate)))
+        while r.step < target:  # a step missed (a late wake-up on a busy machine) is made up at once
+            r.advance(self.args.step_s, share, rate)
+        if hung:  # the hung rank in its own code; the others in the all_reduce it never joins
+            r.since = r.since if r.state == "waiting" else now
+            r.state = "hung" if r.rank in hung else "waiting"
+        else:
+            r.state = "straggler" if r.rank in straggle else "running"
 
     def _answer_request(self) -> None:
         try:
@@ -276,7 +292,8 @@ def stop(signum: int, _frame: object) -> None:
 
 def initial_control(args: argparse.Namespace) -> dict:
     die = dict(x.split(":", 1) if ":" in x else (x, "1") for x in args.die)
-    return {"hang": args.hang, "straggle": args.straggle, "die": die, "rate": args.rate, "end": False}
+    hangs = [{"ranks": args.hang, "from": args.hang_from, "until": None}] if args.hang else []
+    return {"hangs": hangs, "straggle": args.straggle, "die": die, "rate": args.rate, "end": False}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -286,6 +303,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--step-s", type=float, default=1.0, help="seconds per step")
     p.add_argument("--steps", type=int, default=0, help="end (exit 0) after this many steps; 0: never")
     p.add_argument("--hang", type=int, action="append", default=[], metavar="RANK")
+    p.add_argument("--hang-from", type=int, default=3, metavar="STEP", help="the step --hang ranks stop in")
     p.add_argument("--straggle", type=int, action="append", default=[], metavar="RANK")
     p.add_argument("--die", action="append", default=[], metavar="RANK[:STATUS]")
     p.add_argument("--no-metrics", dest="metrics", action="store_false")

@@ -46,7 +46,7 @@ def shown(text: str) -> dict[tuple[str, int], list[int]]:
 
 def test_a_stand_in_job_runs_through_cockpit_run_and_every_rank_ends_logged(tmp_path):
     job = tmp_path / "six.yaml"
-    job.write_text(harness.job_text("six", 6, tmp_path / "none.json", stall_after=60, args=("--steps", "3")))
+    job.write_text(harness.job_text("six", 6, None, stall_after=60, args=("--steps", "3")))
     env = harness.cockpit_env(tmp_path / "runs", tmp_path)
     r = subprocess.run([harness.sys.executable, "-m", "cockpit", "run", str(job)], capture_output=True, text=True,
                        cwd=harness.REPO, env=env, timeout=120)
@@ -71,13 +71,24 @@ def test_ps_and_logs_see_every_rank_of_every_simulated_host(launch):
     assert status["state"] == "succeeded" and sorted(map(int, status["ranks"])) == list(range(12))
 
 
+def test_the_clock_stops_every_rank_at_the_hung_step_and_keeps_the_lost_steps_lost():
+    hangs = [{"ranks": [5], "from": 10, "until": 14}, {"ranks": [2], "from": 20, "until": None}]
+    assert standin.schedule(9, hangs) == (9, set())
+    assert [standin.schedule(due, hangs) for due in (10, 13)] == [(9, {5}), (9, {5})]
+    assert standin.schedule(14, hangs) == (10, set())
+    assert standin.schedule(25, hangs) == (15, {2})
+
+
 def test_a_rank_told_to_hang_is_named_alone_and_the_rest_wait_in_all_reduce(launch):
-    sim = launch(8, 2, stall_after=3)
+    sim = launch(12, 3, stall_after=3)
     sim.hang(5)
     found = wait_for(lambda: sim.finding("stall"), 60, "the watchdog's stall finding")
     assert [(c["rank"], c["host"], c["where"]) for c in found["culprits"]] == [(5, "n1", HUNG_AT)]
-    assert sorted(v["rank"] for v in found["victims"]) == [0, 1, 2, 3, 4, 6, 7]
+    assert sorted(v["rank"] for v in found["victims"]) == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
     assert {v["op"] for v in found["victims"]} == {"all_reduce"}
+    # every process stopped at the same step: one collective the culprit never enqueued
+    [seq] = {v["seq"] for v in found["victims"]}
+    assert found["culprits"][0]["seq"] == seq - 1 and found["collective"]["seq"] == seq
     assert Path(found["stacks"]).is_file()
     sim.resume()  # the episode ends once a rank makes progress again
     wait_for(lambda: not sim.finding("stall"), 60, "the stall finding to clear")
