@@ -63,7 +63,15 @@ def cpu_seconds(pid: int) -> float:
 
 
 def standin_pids(sim: harness.Sim) -> list[int]:
-    return sorted({int(p.read_text()) for p in (sim.run_dir / "logs").glob("rank-*.pid")})
+    """The stand-ins, as this machine numbers them (an ssh node's pid files hold its own PID namespace's)."""
+    mine = []
+    for pid in harness.run_pids(sim.run_id):
+        try:
+            if str(harness.STANDIN).encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                mine.append(pid)
+        except OSError:
+            continue  # ended meanwhile
+    return mine
 
 
 def timed(sim: harness.Sim, *args: str) -> dict:
@@ -82,9 +90,9 @@ def timed(sim: harness.Sim, *args: str) -> dict:
 
 def steady(sim: harness.Sim, seconds: float) -> dict:
     pids = standin_pids(sim)
-    before = cpu_seconds(sim.supervisor), sum(cpu_seconds(p) for p in pids)
+    before = cpu_seconds(sim.supervisor), sum(map(cpu_seconds, pids))
     time.sleep(seconds)
-    after = cpu_seconds(sim.supervisor), sum(cpu_seconds(p) for p in pids)
+    after = cpu_seconds(sim.supervisor), sum(map(cpu_seconds, pids))
     rss, _ = rss_mb(sim.supervisor)
     return {"supervisor_cpu_pct": round(100 * (after[0] - before[0]) / seconds, 1),
             "supervisor_rss_mb": round(rss, 1), "standins": len(pids),

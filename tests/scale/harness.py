@@ -154,11 +154,11 @@ class Sim:
         """Stop the run if it still goes, and make sure no stand-in is left."""
         if self.status()["state"] not in ("succeeded", "failed", "stopped"):
             self.cockpit("stop", self.run_id, "--grace", str(grace), timeout=120)
-        for pid in _run_pids(self.run_id):
+        for pid in run_pids(self.run_id):
             os.kill(pid, signal.SIGKILL)
 
 
-def _run_pids(run_id: str) -> list[int]:
+def run_pids(run_id: str) -> list[int]:
     """This machine's processes whose environment carries the run's id (what cockpit.procs looks for)."""
     needle = f"COCKPIT_RUN_ID={run_id}".encode()
     found = []
