@@ -11,7 +11,8 @@ hosts (tests/scale/harness.py says what that does and does not have); ``--ssh`` 
 network-namespace nodes (tests/scale/sshlab.py; root, and the heavy-test lock). In order, one at a time:
 
 1. steady state, 10 s after every rank is watched: the supervisor's CPU (% of one core) and RSS; the stand-ins'
-   own CPU (the harness's cost, on the same two cores) and the load average;
+   own CPU (the harness's cost, on the same two cores) and the load average (also taken before anything starts:
+   the machine's other work, and at the end);
 2. `cockpit ps` (table) and `ps --json`: median seconds of 5, and the client's peak RSS;
 3. `cockpit stacks RUN` (text) and `--json` on the healthy run: seconds, ranks answered, lines of text; "folded"
    means the text of a run whose ranks share one stack is at most FOLDED_LINES lines (today: a dump per rank);
@@ -232,12 +233,13 @@ def launch(args: argparse.Namespace, ranks: int, nodes: int) -> harness.Sim:
 
 
 def measure(args: argparse.Namespace) -> dict:
+    before = round(os.getloadavg()[0], 2)  # the machine's load before any stand-in runs (others' work)
     ref = args.ref_stall if args.ref_stall is not None else (
         reference_stall(args) if args.ranks != 8 else None)
     began = time.perf_counter()
     sim = launch(args, args.ranks, args.nodes)
     figures: dict = {"ranks": args.ranks, "nodes": args.nodes, "launch": "ssh" if args.ssh else "local",
-                     "cores": os.cpu_count(), "load_avg_start": round(os.getloadavg()[0], 2)}
+                     "cores": os.cpu_count(), "load_avg_start": before}
     try:
         sim.wait_up(600)
         figures["watched_after_s"] = round(time.perf_counter() - began, 1)
