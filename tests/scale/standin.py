@@ -57,21 +57,23 @@ def _frame(path: str, line: int, func: str) -> str:
 
 
 def dump_text(rank: int, run_dir: str, state: str) -> str:
-    """One faulthandler dump of a rank: the hook's beat thread, then the main thread, in all_reduce (running
-    or waiting) or in its own code (hung, or a straggler computing)."""
+    """One faulthandler dump of a rank: the hook's beat thread, then the main thread: in init_process_group
+    (starting), in all_reduce (running or waiting), or in its own code (hung, or a straggler computing)."""
     hook = f"{run_dir}/hook/sitecustomize.py"
     ident = 0x7F0000000000 + rank * 0x10000
     text = f"Thread 0x{ident + 0x6C0:016x} (most recent call first):\n" + _frame(hook, 140, "_beat_loop")
     text += "".join(_frame(f"{SITE}/threading.py", line, fn) for line, fn in (
         (982, "run"), (1045, "_bootstrap_inner"), (1002, "_bootstrap")))
     text += f"\nCurrent thread 0x{ident + 0xB80:016x} (most recent call first):\n"
-    step_line = train_step.__code__.co_firstlineno
+    own = _frame(HERE, train_step.__code__.co_firstlineno, "train_step")
     if state in ("hung", "straggler"):
-        text += _frame(HERE, load_batch.__code__.co_firstlineno, "load_batch")
+        text += _frame(HERE, load_batch.__code__.co_firstlineno, "load_batch") + own
+    elif state == "starting":
+        text += _frame(f"{C10D}/distributed_c10d.py", 1710, "init_process_group") + _frame(hook, 127, "timed")
     else:
         text += (_frame(f"{C10D}/distributed_c10d.py", 3252, "all_reduce") + _frame(f"{C10D}/c10d_logger.py", 83,
-                 "wrapper") + _frame(hook, 127, "timed"))
-    return text + _frame(HERE, step_line, "train_step") + _frame(HERE, main.__code__.co_firstlineno, "<module>")
+                 "wrapper") + _frame(hook, 127, "timed") + own)
+    return text + _frame(HERE, main.__code__.co_firstlineno, "<module>")
 
 
 class Rank:
@@ -83,8 +85,9 @@ class Rank:
         self.log = open(self.base + ".log", "a", buffering=1)  # noqa: SIM115 - the rank's stdout, held open
         self.metrics = open(f"{run_dir}/metrics/rank-{rank}.jsonl", "a", buffering=1) if metrics else None  # noqa: SIM115
         self.step = self.seq = self.calls = 0
-        self.sync = self.since = 0.0
-        self.state = "running"  # running | hung | waiting | straggler | dead | done
+        self.sync = 0.0
+        self.state = "starting"  # starting | running | hung | waiting | straggler | dead | done
+        self.since = time.time()  # when it began to wait (in init_process_group, from its start)
         self.beat_bytes = self._size(".beat")
         self.stacks_bytes = self._size(".stacks")
 
@@ -99,7 +102,9 @@ class Rank:
         return self.state not in ("dead", "done")
 
     def start(self, world: int, local: int) -> None:
+        """What a spawned rank has at its start: its pid file, the hook's first beat, its first line."""
         _write(self.base + ".pid", f"{os.getpid()}\n")
+        self.beat(time.time(), None)
         self.log.write(f"[cockpit] start rank={self.rank} world={world} local_rank={local} backend=ddp "
                        f"pg_backend=gloo device=cpu launcher=standin pid={os.getpid()}\n")
 
@@ -121,10 +126,12 @@ class Rank:
                                            "time": stamp / 1e9, "rank": self.rank}) + "\n")
 
     def beat(self, now: float, handled: str | None) -> None:
-        waiting = self.state == "waiting"
+        """The hook's beat: in init_process_group (timed, not counted) until the clock starts, in all_reduce
+        while waiting for a hung rank; ``last``: the last collective completed."""
+        inside = {"starting": "init_process_group", "waiting": "all_reduce"}.get(self.state)
         record = {"t": round(now, 3), "pid": os.getpid(), "sync": round(self.sync, 4), "n": self.calls,
-                  "in": "all_reduce" if waiting else None, "since": round(self.since, 3) if waiting else None,
-                  "ddp": False, "req": handled, "urg": "hook"}
+                  "in": inside, "since": round(self.since, 3) if inside else None, "ddp": False,
+                  "last": "all_reduce" if self.calls else None, "req": handled, "urg": "hook"}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         roll = self.beat_bytes > ROLL_BYTES
         with open(self.base + ".beat", "w" if roll else "a") as f:
@@ -245,7 +252,7 @@ class Node:
         if hung:  # the hung rank in its own code; the others in the all_reduce it never joins
             r.since = r.since if r.state == "waiting" else now
             r.state = "hung" if r.rank in hung else "waiting"
-        else:
+        elif target:
             r.state = "straggler" if r.rank in straggle else "running"
 
     def _answer_request(self) -> None:

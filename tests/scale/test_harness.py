@@ -147,3 +147,11 @@ def test_logs_follow_shows_every_line_once_until_the_run_ends(launch):
     written = {(sim.host_of(r), r): [int(s) for s in re.findall(r" seq=(\d+) ", (
         sim.run_dir / "logs" / f"rank-{r}.{sim.host_of(r)}.log").read_text())] for r in range(8)}
     assert shown(out) == written
+
+
+def test_a_rank_told_to_straggle_is_named_by_the_straggler_rule(launch):
+    sim = launch(8, 2)
+    sim.straggle(6)
+    found = wait_for(lambda: sim.finding("straggler"), 60, "the watchdog's straggler finding")
+    assert (found["rank"], found["host"]) == (6, "n1") and found["wait_share"] < found["others_share"]
+    assert not sim.finding("stall")
