@@ -16,17 +16,20 @@ network-namespace nodes (tests/scale/sshlab.py; root, and the heavy-test lock). 
 2. `cockpit ps` (table) and `ps --json`: median seconds of 5, and the client's peak RSS;
 3. `cockpit stacks RUN` (text) and `--json` on the healthy run: seconds, ranks answered, lines of text; "folded"
    means the text of a run whose ranks share one stack is at most FOLDED_LINES lines (today: a dump per rank);
-4. stall detection: one rank told to hang (the others wait in all_reduce), ``--stalls`` times: from the last
+4. `cockpit logs -f RUN` (it prints the run's lines so far, then follows), started about 25 s into the run at
+   every size, for ``--window`` s; then the ranks stop writing lines (they go on stepping, so nothing stalls)
+   until it has shown every line written (at most 120 s: "drain"), then Ctrl-C. Every line written must be
+   shown exactly once; lines are stamped, so the lag from write to shown of each line written after it
+   started is measured too; "keeps up" means nothing lost and lag p99 under a second (a line a second);
+5. the TUI (`python -m cockpit.tui --run RUN` on a pty, bench_tui's harness), next: seconds until the run's
+   title and a rank's line are drawn, then ``--keys`` presses of `f`, each timed until the title shows the
+   change; peak RSS of the TUI and its log feed. ``history``: the lines the run had when each viewer started;
+6. stall detection: one rank told to hang (the others wait in all_reduce), ``--stalls`` times: from the last
    line any rank wrote (the logs' newest mtime) to the stall finding in status.json, minus stall_after (as
    bench_hang); the culprit must be that rank alone; then the rank resumes. The 8-rank figure it is compared
    with is measured first, on an 8-rank run of the same kind (``--ref-stall S`` gives it instead);
-5. the TUI (`python -m cockpit.tui --run RUN` on a pty, bench_tui's harness): seconds until the run's title and
-   a rank's line are drawn, then ``--keys`` presses of `f`, each timed until the title shows the change;
-   peak RSS of the TUI and its log feed;
-6. `cockpit logs -f RUN` for ``--window`` s, then every rank is told to end: every line written must be shown
-   exactly once (lines are stamped, so each line's lag from write to shown is measured too); "keeps up"
-   means nothing lost and lag p99 under a second (the ranks write one line a second);
-7. the supervisor's peak RSS over the whole run (VmHWM, the stall's stack gathering included).
+7. the supervisor's peak RSS over the whole run (VmHWM, the stall's stack gathering included); then every
+   rank is told to end, and the run must succeed.
 
 Goals (issue 32, at 4,096 ranks / 512 nodes): stall detection within 2 s of the 8-rank figure; stacks folded in
 <= 5 s; ps <= 0.5 s; logs -f keeps up, nothing lost; TUI open <= 2 s, key p99 <= 50 ms; supervisor <= 5% of a
@@ -39,6 +42,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -162,6 +166,7 @@ def reference_stall(args: argparse.Namespace) -> float:
 def tui(sim: harness.Sim, keys: int) -> dict:
     argv = [sys.executable, "-m", "cockpit.tui", "--run", str(sim.run_dir), "--runs-dir", str(sim.runs)]
     env = {**sim.env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "36"}
+    history = sim.ranks * sim.clock()
     began = time.perf_counter()
     term = Terminal(argv, env, 120, 36)
     try:
@@ -181,16 +186,19 @@ def tui(sim: harness.Sim, keys: int) -> dict:
         rss = rss_mb(term.pid)[1] + children_rss_mb(term.pid)
     finally:
         term.close()
-    return {"title_s": round(title_s, 2), "open_s": round(open_s, 2), "keys": len(lat), "keys_lost": lost,
+    return {"history": history, "title_s": round(title_s, 2), "open_s": round(open_s, 2), "keys": len(lat),
+            "keys_lost": lost,
             "key_p50_ms": round(pct(lat, 50), 1) if lat else None,
             "key_p99_ms": round(pct(lat, 99), 1) if lat else None, "rss_mb": round(rss, 1)}
 
 
 def follow(sim: harness.Sim, window: float) -> dict:
-    """logs -f for ``window`` s of the run, then to its end; every stamped line counted and timed."""
+    """logs -f for ``window`` s; then the ranks stop writing lines (they go on stepping, so nothing stalls)
+    until it has shown every line written, or 120 s; then Ctrl-C (a viewer detaches) and the ranks write again.
+    Every stamped line counted; the lag of each written after logs -f started, timed."""
     shown: dict[tuple[int, int], int] = {}
     lags: list[float] = []  # of the lines written after logs -f started (the ones before are its catch-up)
-    since = time.time_ns()
+    since, history = time.time_ns(), sim.ranks * sim.clock()
     proc = sim.popen("logs", "-f", sim.run_id, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     def read() -> None:
@@ -207,17 +215,25 @@ def follow(sim: harness.Sim, window: float) -> dict:
     began = time.perf_counter()
     reader.start()
     time.sleep(window)
-    sim.end()
+    sim.tell(rate=0)
+    time.sleep(2 * sim.step_s)  # every process has read it: no line is written any more
+    written = {(int(r), int(s)) for path in (sim.run_dir / "logs").glob("rank-*.log")
+               for r, s in re.findall(r" rank=(\d+) seq=(\d+) t=", path.read_text())}
+    drained = time.monotonic()
+    while not written <= shown.keys() and time.monotonic() - drained < 120:
+        time.sleep(0.2)
+    drain_s = time.monotonic() - drained
+    proc.send_signal(signal.SIGINT)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - began
     proc.returncode = os.waitstatus_to_exitcode(status)
     reader.join(30)
-    written = {(int(r), int(s)) for path in (sim.run_dir / "logs").glob("rank-*.log")
-               for r, s in re.findall(r" rank=(\d+) seq=(\d+) t=", path.read_text())}
+    sim.tell(rate=1)
     lost = len(written - set(shown))
     dup = sum(n - 1 for n in shown.values() if n > 1)
     p99 = pct(lags, 99) if lags else None
-    return {"rc": proc.returncode, "written": len(written), "shown": len(shown), "lost": lost, "duplicated": dup,
+    return {"rc": proc.returncode, "history": history, "written": len(written), "shown": len(shown), "lost": lost,
+            "duplicated": dup, "drain_s": round(drain_s, 2),
             "lag_p50_s": round(pct(lags, 50), 3) if lags else None, "lag_p99_s": round(p99, 3) if lags else None,
             "cpu_pct": round(100 * (usage.ru_utime + usage.ru_stime) / wall, 1),
             "rss_mb": round(usage.ru_maxrss / 1024, 1),
@@ -247,11 +263,12 @@ def measure(args: argparse.Namespace) -> dict:
         figures["steady"] = steady(sim, args.steady)
         figures["ps"] = ps(sim)
         figures["stacks"] = stacks(sim)
+        figures["logs_follow"] = follow(sim, args.window)
+        figures["tui"] = tui(sim, args.keys)
         figures["stall"] = stalls(sim, args.stalls, args.stall_after)
         figures["stall"]["ref_8_ranks_s"] = figures["stall"]["s"] if ref is None else ref
-        figures["tui"] = tui(sim, args.keys)
         figures["supervisor_peak_rss_mb"] = round(rss_mb(sim.supervisor)[1], 1)
-        figures["logs_follow"] = follow(sim, args.window)
+        sim.end()
         figures["state"] = sim.wait_final(300)["state"]
         figures["load_avg_end"] = round(os.getloadavg()[0], 2)
     finally:
