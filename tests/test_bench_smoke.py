@@ -33,6 +33,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_ps.py": "goal <= 2x the loop",
     "bench_run.py": "every line shown once: yes",
     "bench_safety.py": "safety: every case measured",
+    "bench_scale.py": "goals met:",
     "bench_startup.py": "goal <= 2.0x python -c pass",
     "bench_tail.py": "latency write->delivery",
     "bench_train.py": "steps/s ratio cockpit/bare",
