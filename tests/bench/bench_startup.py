@@ -1,54 +1,100 @@
-"""Cold start of cockpit's light commands against `torchrun --help`, side by side.
+"""Cold start of cockpit's light commands beside `python -c pass` (the Python floor) and `torchrun --help`.
 
-    python tests/bench/bench_startup.py [--runs 9] [--smoke]
+    python tests/bench/bench_startup.py [--runs 21] [--no-torchrun] [--json PATH|-] [--smoke] [--profile]
 
-Runs are alternated (cockpit, torchrun, cockpit, ...) so machine noise hits both alike; prints medians
-and ratios. Targets (issue: foundation): cockpit <= 0.15 s here and <= 0.1x torchrun.
+Each command is a fresh process, run to its end with its output to /dev/null; "cold" means a fresh interpreter
+with the page cache warm (one unrecorded round first), not a cold disk. The commands are alternated run by run
+(the order reversed every other run) so that machine noise hits all alike. Printed per command: wall ms median
+[min-max], the ratio of the medians to `python -c pass` (issue 29's goal: <= 2x for `--help`, `validate`,
+`render` and `ps`) and to `torchrun --help` (the foundation issue's goal: <= 0.1x), and the 1-minute load
+before and after. `ps` lists an empty runs directory (what a start costs; listing many runs is bench_ps.py).
+``--profile``: then, per command, where its start goes: ``python -X importtime``'s slowest imports (median of 5).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
-import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchkit  # noqa: E402
+
+ANCHOR = "python -c pass"
+GOAL_X_PYTHON = 2.0  # issue 29: each light command within 2x the Python floor
+GOAL_X_TORCHRUN = 0.1  # the foundation issue: cockpit's start within 0.1x torchrun's
 
 
-def wall(cmd: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
+def commands(runs_dir: Path, torchrun: bool) -> dict[str, list[str]]:
+    root = benchkit.ROOT
+    cmds = {ANCHOR: [sys.executable, "-c", "pass"],
+            "cockpit --help": benchkit.cockpit_argv("--help"),
+            "cockpit validate jobs/demo.yaml": benchkit.cockpit_argv("validate", str(root / "jobs" / "demo.yaml")),
+            "cockpit render jobs/demo.yaml": benchkit.cockpit_argv("render", str(root / "jobs" / "demo.yaml")),
+            "cockpit ps": benchkit.cockpit_argv("ps", "--runs-dir", str(runs_dir))}
+    if torchrun:
+        exe = shutil.which("torchrun") or sys.exit("torchrun is not on PATH (pip install torch; or --no-torchrun)")
+        cmds["torchrun --help"] = [exe, "--help"]
+    return cmds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=9)
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--no-torchrun", action="store_true", help="leave out the torchrun --help arm")
+    parser.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     parser.add_argument("--smoke", action="store_true", help="one run each (the test suite's smoke test)")
+    parser.add_argument("--profile", action="store_true", help="then each command's slowest imports")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
-    cockpit = shutil.which("cockpit") or sys.exit("cockpit is not on PATH: pip install -e . first")
-    torchrun = shutil.which("torchrun") or sys.exit("torchrun is not on PATH: pip install torch first")
-    commands = {"cockpit --help": [cockpit, "--help"],
-                "cockpit render jobs/demo.yaml": [cockpit, "render", "jobs/demo.yaml"],
-                "cockpit validate jobs/*.yaml": [cockpit, "validate", *map(str, sorted(REPO.glob("jobs/*.yaml")))],
-                "torchrun --help": [torchrun, "--help"]}
-    for cmd in commands.values():
-        wall(cmd)  # warm the page cache: "cold" here means a fresh interpreter, not a cold disk
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(runs):
-        for name, cmd in commands.items():
-            times[name].append(wall(cmd))
-    base = statistics.median(times["torchrun --help"])
-    print(f"{'command':34} {'median s':>9} {'min s':>7} {'x torchrun':>11}   ({runs} runs each, alternated)")
+    report = benchkit.Report("startup")
+    env = benchkit.cockpit_env()
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        runs_dir = Path(tmp) / "runs"
+        runs_dir.mkdir(mode=0o700)
+        cmds = commands(runs_dir, torchrun=not args.no_torchrun)
+        arms = {name: (lambda argv=argv: {"wall": benchkit.run_child(argv, env=env).wall})
+                for name, argv in cmds.items()}
+        times = {name: [r["wall"] for r in rs] for name, rs in benchkit.alternated(arms, runs).items()}
+    floor = benchkit.median(times[ANCHOR])
+    torch = benchkit.median(times["torchrun --help"]) if "torchrun --help" in times else None
+    print(f"{'command':34} {'wall ms median [min-max]':>26} {'x python':>9} {'x torchrun':>11}   "
+          f"({runs} runs each, alternated; load {report.load_before} before, {benchkit.load()} after)")
     for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:34} {med:9.3f} {min(ts):7.3f} {med / base:11.3f}")
+        med = benchkit.median(ts)
+        x_torch = f"{med / torch:11.3f}" if torch else f"{'':11}"
+        line = f"{name:34} {benchkit.spread(ts, '{:.0f}', 1000):>26} {med / floor:9.2f} {x_torch}"
+        key = name.replace("cockpit ", "").split()[0].lstrip("-")
+        report.figure(name, {"wall_ms": [round(t * 1000, 1) for t in ts], "median_ms": round(med * 1000, 1),
+                             "x_python": round(med / floor, 2), "x_torchrun": round(med / torch, 3) if torch else None})
+        if name.startswith("cockpit"):
+            line += "   " + report.goal(f"{key} x python", f"<= {GOAL_X_PYTHON}x python -c pass",
+                                        round(med / floor, 2), med / floor <= GOAL_X_PYTHON)
+            if torch:
+                report.goal(f"{key} x torchrun", f"<= {GOAL_X_TORCHRUN}x torchrun --help", round(med / torch, 3),
+                            med / torch <= GOAL_X_TORCHRUN)
+        print(line)
+    report.dump(args.json)
+    if args.profile:
+        profile(cmds, env)
+    return 0
+
+
+def profile(cmds: dict[str, list[str]], env: dict) -> None:
+    """Each command's slowest imports (the runs directory of ps is gone by now: an empty new one)."""
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        for name, argv in cmds.items():
+            if name == "torchrun --help":
+                continue
+            args = argv[1:] if name == ANCHOR else ["-m", "cockpit", *argv[1:]]
+            if name == "cockpit ps":
+                args = ["-m", "cockpit", "ps", "--runs-dir", tmp]
+            print(f"\n{name}: python -X importtime")
+            print(benchkit.importtime_top(args, env=env))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

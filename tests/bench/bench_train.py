@@ -4,6 +4,8 @@ pytest).
     python tests/bench/bench_train.py                      # 5 pairs: rendered script vs cockpit run
     python tests/bench/bench_train.py --runs 7 --steps 150 --json out.json
     python tests/bench/bench_train.py --smoke               # one short pair (the smoke test)
+    python tests/bench/bench_train.py --hook [--runs 8] [--steps 300] [--json-report PATH|-]
+                                                            # the rank hook's cost (issue 29, row 5)
 
 Both arms run the same job file (jobs/demo.yaml's settings, the demo's arguments, a free master port per run).
 "bare" is the exact script `cockpit render JOB` prints (torchrun, the rank wrapper, one log file per rank),
@@ -20,6 +22,16 @@ Per run it measures, from rank 0's metrics file (``<run_dir>/metrics/rank-0.json
 Runs come in pairs whose order alternates (bare then cockpit, cockpit then bare, ...) so drift in machine load
 hits both alike; the report gives each pair's ratio (steps/s) and difference (time to first step), median and
 range over the pairs, beside each arm's own median and range.
+
+``--hook``: the rank hook's cost on training. Three arms, all ``cockpit run JOB -q`` of the same job, run by
+run alternated (the order reversed every other run): ``hook off`` (COCKPIT_HOOK=0 in the caller's
+environment, which the ranks inherit), ``hook on`` (as a user runs it), and ``FR off`` (the hook on, with
+TORCH_FR_BUFFER_SIZE=0: the hook only sets its Flight Recorder buffer of 2,000 entries when the variable is
+unset, so this is the hook without torch's Flight Recorder). Each run is checked to be what it says (a rank
+beat file, which only the hook writes, present or absent). Per run: samples/s of the steady state (rank 0's
+metrics from the step at 10% of the run to the last: steps/s x batch size x world size); per round the ratios
+hook on / hook off and FR off / hook off; printed median [min-max] over the rounds, the rounds below 0.99, and
+issue 29's goal (the median of hook on / hook off >= 0.99).
 """
 
 from __future__ import annotations
@@ -133,6 +145,66 @@ def measure(launch: Launcher, run_dir: Path, timeout_s: float = 300) -> dict[str
     return {"launch_to_first_step_s": first["time"] - started, "steps_per_s": steps_per_s, "wall_s": wall}
 
 
+BATCH, WORLD = 64, 2  # the demo's --batch-size default and jobs/demo.yaml's processes (gpus: none)
+HOOK_ARMS = {"hook off": {"COCKPIT_HOOK": "0"}, "hook on": {}, "FR off": {"TORCH_FR_BUFFER_SIZE": "0"}}
+GOAL_HOOK_RATIO = 0.99
+
+
+def hooked_launch(run_dir: Path, args: tuple[str, ...], env: dict[str, str]) -> LaunchPlan:
+    """``cockpit run JOB -q`` with ``env`` over the bench's environment (the ranks inherit it)."""
+    plan = cockpit_launch(run_dir, args)
+    return LaunchPlan(plan.cmd, {**plan.env, **env}, plan.run_dir)
+
+
+def steady_samples_per_s(run_dir: Path) -> float:
+    """Rank 0's samples/s from the step at 10% of the run to the last (the first steps warm up)."""
+    recs = read_metrics(run_dir)
+    first, last = recs[len(recs) // 10], recs[-1]
+    return (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-9) * BATCH * WORLD
+
+
+def hook_run(name: str, run_dir: Path, args: tuple[str, ...]) -> dict[str, float]:
+    timings = measure(functools.partial(hooked_launch, args=args, env=HOOK_ARMS[name]), run_dir)
+    beats = list(run_dir.glob("*/logs/rank-*.beat"))
+    if bool(beats) != (name != "hook off"):
+        raise RuntimeError(f"{name}: {len(beats)} rank beat files in {run_dir}: the hook was "
+                           f"{'on' if beats else 'off'}")
+    return {**timings, "samples_per_s": steady_samples_per_s(run_dir)}
+
+
+def hook_bench(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import benchkit
+
+    report = benchkit.Report("train-hook")
+    demo = tuple(demo_args(args.steps))
+    counter = iter(range(1 << 30))
+    with tempfile.TemporaryDirectory(prefix="bench-train-hook-") as tmp:
+        arms = {name: (lambda name=name: hook_run(name, Path(tmp) / f"{name.replace(' ', '-')}-{next(counter)}",
+                                                  demo)) for name in HOOK_ARMS}
+        got = benchkit.alternated(arms, args.runs, warmup=0)
+    rate = {name: [r["samples_per_s"] for r in rs] for name, rs in got.items()}
+    print(f"{args.runs} rounds of {len(HOOK_ARMS)} runs, alternated; {args.steps} steps a run; "
+          f"load {report.load_before} -> {benchkit.load()}")
+    for name, values in rate.items():
+        print(f"  {name:9} samples/s {spread(values, '{:.0f}')}")
+        report.figure(name, {"samples_per_s": [round(v, 1) for v in values],
+                             "launch_to_first_step_s": [round(r["launch_to_first_step_s"], 3) for r in got[name]]})
+    for name in ("hook on", "FR off"):
+        ratio = [a / b for a, b in zip(rate[name], rate["hook off"], strict=True)]
+        below = sum(r < GOAL_HOOK_RATIO for r in ratio)
+        report.figure(f"{name} / hook off", [round(r, 4) for r in ratio])
+        line = (f"samples/s ratio {name} / hook off, per round: {spread(ratio, '{:.3f}')}; "
+                f"{below} of {len(ratio)} rounds below {GOAL_HOOK_RATIO}")
+        if name == "hook on":
+            med = statistics.median(ratio)
+            line += "; " + report.goal("hook on / hook off", f"median >= {GOAL_HOOK_RATIO}", round(med, 4),
+                                       med >= GOAL_HOOK_RATIO)
+        print(line)
+    report.dump(args.json_report)
+    return 0
+
+
 def spread(values: list[float], fmt: str = "{:.3f}") -> str:
     return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))} to {fmt.format(max(values))}]"
 
@@ -164,9 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write every run's timings here")
     p.add_argument("--steps", type=int, default=DEMO_STEPS, help="the demo's steps per run")
     p.add_argument("--smoke", action="store_true", help="one short pair (the test suite's smoke test)")
+    p.add_argument("--hook", action="store_true", help="the rank hook's cost: hook off / on / Flight Recorder off")
+    p.add_argument("--json-report", metavar="PATH", help="--hook: the figures and goals as JSON (- for stdout)")
     args = p.parse_args(argv)
     if args.smoke:
         args.runs, args.steps = 1, 12
+    if args.hook:
+        return hook_bench(args)
     demo = tuple(demo_args(args.steps))
     launchers: dict[str, Launcher] = {"bare": functools.partial(rendered, args=demo)}
     if not args.bare_only:

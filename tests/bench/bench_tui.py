@@ -27,6 +27,12 @@ charts screen (`c`), waits for its first chart, and goes back (escape): the log 
 the seconds from `c` to the chart ("charts s"); the charts' poll must leave nothing behind. ``--on-charts``:
 the TUI stays on the charts screen and each key press is `m`, timed until the next chart's title is drawn
 (the charts read the metrics files while the log feed goes on behind the screen).
+
+Goals printed under the table (and in ``--json`` as ``figures``, ``goals`` and ``goals_met``, the shape of
+tests/bench/benchkit.py): with ``--on-charts``, issue 29's p99 <= 50 ms from `m` to the next chart and RSS of the
+TUI and its feed process together <= 150 MB. Issue 29's row:
+
+    python tests/bench/bench_tui.py --on-charts --json
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E
 
 HOSTS = 8
 TICK = 0.02
+GOAL_CHARTS_P99_MS = 50.0  # issue 29: `m` to the next chart, 64 ranks under a log storm
+GOAL_CHARTS_RSS_MB = 150.0  # the TUI and its feed process together
 
 
 def writer(run_dir: Path, ranks: int, rate: int, stop_after: float, metrics: bool = False) -> None:
@@ -357,6 +365,7 @@ def main() -> int:
     if len(kinds) == 2 and result["baseline"]["latency_ms"] and result["tui"]["latency_ms"]:
         b, t = result["baseline"]["latency_ms"], result["tui"]["latency_ms"]
         result["ratio"] = {q: round(t[q] / b[q], 2) if b[q] else None for q in ("p50", "p90", "p99", "max", "mean")}
+    goal_lines = goals(result, args)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -379,7 +388,34 @@ def main() -> int:
         print(f"TUI streamed {t['streamed_s']} s at {t['lines_per_s']:,} lines/s written "
               f"({t['lines_per_rank']:,} lines per rank at most)"
               + (f"; c to the first chart: {t['charts_s']} s" if t["charts_s"] else ""))
+    print("\n".join(goal_lines))
     return 0
+
+
+def goals(result: dict, args: argparse.Namespace) -> list[str]:
+    """Issue 29's goals for the charts screen (``--on-charts``) into ``result`` (benchkit's shape); the lines
+    to print."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import benchkit
+
+    report = benchkit.Report("tui-charts" if args.on_charts else "tui")
+    lines = []
+    for kind in ("baseline", "tui"):
+        if kind in result and result[kind]["latency_ms"]:
+            r = result[kind]
+            report.figure(kind, {"latency_ms": r["latency_ms"], "rss_mb": r["rss_mb"], "feed_rss_mb": r["feed_rss_mb"],
+                                 "load_avg": r["load_avg"]})
+    tui = result.get("tui")
+    if args.on_charts and tui and tui["latency_ms"]:
+        p99, rss = tui["latency_ms"]["p99"], tui["rss_mb"] + tui["feed_rss_mb"]
+        lines.append(f"charts, m to the next chart: p99 {p99:.1f} ms: "
+                     + report.goal("charts p99", f"<= {GOAL_CHARTS_P99_MS:g} ms", p99, p99 <= GOAL_CHARTS_P99_MS))
+        lines.append(f"charts, RSS of the TUI + its feed: {rss:.0f} MB: "
+                     + report.goal("charts RSS", f"<= {GOAL_CHARTS_RSS_MB:g} MB", round(rss, 1),
+                                   rss <= GOAL_CHARTS_RSS_MB))
+    d = report.as_dict()
+    result.update({k: d[k] for k in ("figures", "goals", "goals_met", "command", "load")})
+    return lines
 
 
 def _writer_after_go(read_end: int, run_dir: Path, ranks: int, rate: int, duration: float, metrics: bool) -> None:
