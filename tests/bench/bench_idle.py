@@ -49,7 +49,7 @@ import benchkit  # noqa: E402
 sys.path.insert(0, str(benchkit.ROOT))
 
 from cockpit import procs  # noqa: E402
-from cockpit.runs import RunStatus, create_run_dir, write_status  # noqa: E402
+from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E402
 
 HOSTS = 8
 GOAL_IDLE_PCT = 1.0

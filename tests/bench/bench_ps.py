@@ -43,7 +43,7 @@ import benchkit  # noqa: E402
 
 sys.path.insert(0, str(benchkit.ROOT))
 
-from cockpit.runs import RunStatus, create_run_dir, write_status  # noqa: E402
+from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E402
 
 FIXTURE_VERSION = 2  # bump when what a copied run holds changes
 CACHE = Path("/tmp/cockpit-bench-ps")

@@ -159,7 +159,7 @@ class Sim:
 
 
 def run_pids(run_id: str) -> list[int]:
-    """This machine's processes whose environment carries the run's id (what cockpit.procs looks for)."""
+    """This machine's processes whose environment carries the run's id (what cockpit.launch.procs looks for)."""
     needle = f"COCKPIT_RUN_ID={run_id}".encode()
     found = []
     for name in os.listdir("/proc"):

@@ -35,14 +35,14 @@ def node_script(run_dir: Path, node_rank: int) -> Path:
 
 
 def write_private(path: Path, text: str) -> None:
-    from cockpit.runs import write_private as write
+    from cockpit.run.store import write_private as write
 
     write(path, text)
 
 
 def set_hosts(run_dir: Path, hosts: list[str], world_size: int) -> None:
     """status.json with these hosts and world size, written as the launchers write it."""
-    from cockpit.runs import read_status, write_status
+    from cockpit.run.store import read_status, write_status
 
     status = read_status(run_dir)
     if status is None:
