@@ -66,9 +66,23 @@ def fleet_history() -> list[list[NodeReport]]:
 
 
 def fleet_shown(app) -> bool:
-    """The app has recorded every reading of fleet_history and handled the last one (the fleet's updates are
-    handled after they are recorded, and coalesce)."""
-    return len(app.history.util("gpu-h100", 0)) == READINGS and bool(app.nodes) and app.nodes[1].updated == NOW
+    """The app has recorded every reading of fleet_history, handled the last one (the fleet's updates are
+    handled after they are recorded, and coalesce) and, on the Fleet screen, drawn it: the screen redraws when
+    its fleet signal's callback runs, posted to the screen after the app took the update (Textual's
+    Signal.subscribe without immediate=True), so the app can hold the last reading while the table still shows
+    an earlier one."""
+    from cockpit.tui.models import fleet, gpu_history
+    from cockpit.tui.screens.fleet import FleetScreen
+    from cockpit.tui.widgets.gpu_table import GpuTable
+
+    if not (len(app.history.util("gpu-h100", 0)) == READINGS and app.nodes and app.nodes[1].updated == NOW):
+        return False
+    if not isinstance(app.screen, FleetScreen):
+        return True
+    table = app.screen.query_one(GpuTable)
+    want = fleet.rows(app.nodes, app.history, app.selection, gpu_history.spark_width(app.size.width))
+    shown = [tuple(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
+    return shown == [r.cells for r in want]
 
 
 def fixed_facts(facts):
