@@ -22,7 +22,7 @@ from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.progress import Straggler
 from cockpit.hang.stacks import DDP_INIT, INIT
 from cockpit.hang.words import finding_words, starting_words
-from cockpit.run.findings import Finding as LiveFinding
+from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import RankProgress
 
 __all__ = ["evidence_of", "hang_finding", "stacks_report", "starting_text", "straggler_finding"]

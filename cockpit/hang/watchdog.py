@@ -20,7 +20,7 @@ from cockpit.hang import finding, gather
 from cockpit.hang.evidence import Evidence
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.run import layout
-from cockpit.run.findings import Finding
+from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import Flag
 from cockpit.run.store import RunStatus, request_stop
 
@@ -75,13 +75,13 @@ class Watchdog:
             for v in f.victims:
                 _flag(verdict, v.rank, "waiting")
         if verdict.straggler is not None and not verdict.stalled:
-            findings.append(Finding.from_dict(finding.straggler_finding(verdict.straggler)))
+            findings.append(LiveFinding.from_dict(finding.straggler_finding(verdict.straggler)))
         progress = {str(r): rec for r, rec in verdict.ranks.items()}
         changed = (findings, progress, watch, history) != (s.findings, s.progress, s.watch, s.history)
         s.findings, s.progress, s.watch, s.history = findings, progress, watch, history
         return changed
 
-    def _found(self, verdict: Verdict, wall: float) -> Finding:
+    def _found(self, verdict: Verdict, wall: float) -> LiveFinding:
         """A new episode: every live rank's stacks, the finding, and with on_stall: stop the stop."""
         s = self.status
         kind = "stall" if verdict.stalled else "stopped"
@@ -98,7 +98,7 @@ class Watchdog:
             request_stop(self.run_dir, self.grace, by="cockpit: on_stall: stop")
             s.stop_requested = True
             s.note = f"stopped by cockpit: stalled (on_stall: stop): {found['text']}"
-        return Finding.from_dict(found)  # the builder's keys, as status.json has always had them
+        return LiveFinding.from_dict(found)  # the builder's keys, as status.json has always had them
 
     def _watch(self, verdict: Verdict, wall: float) -> dict:
         """status.json's ``watch``: the phase, the stall threshold now and why, and where a slow start is."""
@@ -149,7 +149,7 @@ def _flag(verdict: Verdict, rank: int, flag: Flag) -> None:
         verdict.ranks[rank] = replace(verdict.ranks[rank], flag=flag)
 
 
-def _cleared(f: Finding, wall: float) -> Finding:
+def _cleared(f: LiveFinding, wall: float) -> LiveFinding:
     """A finding whose episode ended with the ranks moving again, as the run's history keeps it."""
     began = f.began if "began" in f.keys and f.began is not None else wall
     return f.with_keys(severity="warning", cleared=round(wall, 3), lasted_s=round(wall - began, 1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cockpit.run import layout
-from cockpit.run.findings import Finding as LiveFinding
+from cockpit.run.findings import LiveFinding
 from cockpit.run.handle import Run
 from cockpit.run.records import FirstFailure
 from cockpit.run.store import RunStatus, rank_files

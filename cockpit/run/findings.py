@@ -146,7 +146,7 @@ class Uneven(_Record):
 
 
 @dataclass(frozen=True)
-class Finding(_Record):
+class LiveFinding(_Record):
     """One live finding of cockpit.hang (a stall, a stopped rank, a straggler), or a stall that cleared (in
     ``history``: severity "warning", ``cleared`` and ``lasted_s`` set). A straggler has ``rank`` and its
     numbers; a hang has culprits, victims and where they wait."""
@@ -200,8 +200,8 @@ class Finding(_Record):
         return self.culprits[0].rank if self.culprits else self.rank
 
 
-def findings_from_list(items: object, where: str) -> list[Finding]:
+def findings_from_list(items: object, where: str) -> list[LiveFinding]:
     """status.json's ``findings`` or ``history`` list."""
     if not isinstance(items, list):
         raise RecordError(f"{where}: expected a list")
-    return [Finding.from_dict(f, f"{where}[{i}]: ") for i, f in enumerate(items)]
+    return [LiveFinding.from_dict(f, f"{where}[{i}]: ") for i, f in enumerate(items)]

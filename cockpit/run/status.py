@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from cockpit.run.findings import Finding, findings_from_list
+from cockpit.run.findings import LiveFinding, findings_from_list
 from cockpit.run.progress import RankProgress, progress_from_dict
 from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
 
@@ -60,11 +60,11 @@ class RunStatus:
     stall_after: float | None = None
     on_stall: str = "report"  # "report" | "stop"
     progress: dict[str, RankProgress] = field(default_factory=dict)  # str(rank) -> as the watchdog last saw it
-    findings: list[Finding] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
+    findings: list[LiveFinding] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
     # Written only when set (a status.json of an older cockpit reads and writes back as it was):
     start_after: float | None = None  # the job's start budget (None: cockpit.hang.progress.START_AFTER)
     watch: dict | None = None  # the watchdog's phase and stall threshold now, and where a slow start is
-    history: list[Finding] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
+    history: list[LiveFinding] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
 
     @property
     def final(self) -> bool:

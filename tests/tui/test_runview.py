@@ -6,7 +6,7 @@ from __future__ import annotations
 from cockpit.hang.finding import straggler_finding
 from cockpit.hang.progress import Straggler
 from cockpit.logs.diagnose.model import Finding, Report
-from cockpit.run.findings import Finding as LiveFinding
+from cockpit.run.findings import LiveFinding
 from cockpit.run.store import RunStatus
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.feed_state import LiveEvent
