@@ -87,12 +87,12 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
             out.append(f"last {tail} lines of {log[1]}:")
             out += [f"  | {line}" for line in last_lines(log[1], tail)]
     for f in status.findings:  # cockpit.hang: stalled, stopped or straggling ranks
-        out.append(painter.paint(f"{f['kind']}: {f['text']}", "1;31" if f["severity"] == "error" else "1;33"))
-        out.append(f"  hint: {f['hint']}")
-        if f.get("next") and not status.final:
-            out.append(f"  next: {f['next']}")
-        if f.get("stacks"):
-            out.append(f"  every rank's stack: {f['stacks']}")
+        out.append(painter.paint(f"{f.kind}: {f.text}", "1;31" if f.severity == "error" else "1;33"))
+        out.append(f"  hint: {f.hint}")
+        if f.next and not status.final:
+            out.append(f"  next: {f.next}")
+        if f.stacks:
+            out.append(f"  every rank's stack: {f.stacks}")
     for h in status.history:  # cockpit.hang: stalls that cleared, kept with when and how long
         out.append(painter.paint(history_line(h, status.started), "1;33"))
     out.append(_forecast_line(run_dir, status))
@@ -125,8 +125,8 @@ def _forecast_line(run_dir: Path, status: RunStatus) -> str:
 def _victim_note(status: RunStatus, ff: FirstFailure) -> str:
     """After a stall, the first rank to fail is often one that timed out waiting: say whom it waited for."""
     for f in status.findings:
-        victims = {v["rank"] for v in f.get("victims", ())}
-        culprits = [c["rank"] for c in f.get("culprits", ())]
+        victims = {v.rank for v in f.victims}
+        culprits = [c.rank for c in f.culprits]
         if ff.rank in victims and culprits:
             return (f" (a victim of the stall: it waited in a collective for rank "
                     f"{', '.join(map(str, culprits))}, the culprit)")

@@ -131,17 +131,17 @@ class LiveHang:
         self.starting = bool(starting)
         keys: set[tuple[str, int | None]] = set()
         for f in status.findings:
-            key = (f["kind"], f.get("rank"))
+            key = (f.kind, f.rank)
             keys.add(key)
             if key not in self.shown:
-                colour = "1;31" if f["severity"] == "error" else "1;33"
-                nxt = f"\n         next: {f['next']}" if f.get("next") else ""
-                notice(f"{self.painter.paint(f['kind'].upper(), colour)}: {f['text']}\n"
-                       f"         hint: {f['hint']}{nxt}")
+                colour = "1;31" if f.severity == "error" else "1;33"
+                nxt = f"\n         next: {f.next}" if f.next else ""
+                notice(f"{self.painter.paint(f.kind.upper(), colour)}: {f.text}\n"
+                       f"         hint: {f.hint}{nxt}")
         for kind, rank in self.shown - keys:
             if not status.final and not status.stop_requested:  # a stop ends an episode; it clears nothing
-                past = next((h for h in reversed(status.history) if h["kind"] == kind), None)
-                lasted = f" after {past['lasted_s']:.0f} s" if past and kind != "straggler" else ""
+                past = next((h for h in reversed(status.history) if h.kind == kind), None)
+                lasted = f" after {past.lasted_s:.0f} s" if past and kind != "straggler" else ""
                 notice(f"{kind} cleared{lasted}" + (f" (rank {rank})" if rank is not None else "")
                        + ": the ranks make progress again")
         self.shown = keys

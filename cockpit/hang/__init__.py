@@ -12,5 +12,5 @@ cockpit.node.rankhook (with cockpit.node.rankworkers).
     gather.py         IO: read a run's rank files; ask local and Slurm ranks for their stacks (an ssh run's
                       come from the ssh launcher's stacks.py, through the node agent)
     watchdog.py       the supervisor's once-a-second look: status.json's progress, watch, findings and history,
-                      on_stall
+                      on_stall (the typed records it keeps: cockpit.run.progress, cockpit.run.findings)
 """

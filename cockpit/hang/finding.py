@@ -22,6 +22,7 @@ from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.progress import Straggler
 from cockpit.hang.stacks import DDP_INIT, INIT
 from cockpit.hang.words import finding_words, starting_words
+from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import RankProgress
 
 __all__ = ["evidence_of", "hang_finding", "stacks_report", "starting_text", "straggler_finding"]
@@ -177,20 +178,20 @@ def stacks_report(evidence: dict[int, Evidence]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def evidence_of(f: dict, run_dir: Path) -> tuple[tuple[str, int], ...]:
+def evidence_of(f: LiveFinding, run_dir: Path) -> tuple[tuple[str, int], ...]:
     """Where a finding's evidence is: the culprit's section of the stacks gathered, else its log."""
     from cockpit.run.store import rank_files
 
-    rank = f["culprits"][0]["rank"] if f.get("culprits") else f.get("rank")
-    if f.get("stacks") and Path(f["stacks"]).is_file():
+    rank = f.culprit_rank
+    if f.stacks and Path(f.stacks).is_file():
         from cockpit.logs.diagnose.report import read_lines
 
         try:  # bounded, a regular file only, never through a link: the path comes from status.json
-            at = next((i for i, line in enumerate(read_lines(f["stacks"], follow=False), 1)
+            at = next((i for i, line in enumerate(read_lines(f.stacks, follow=False), 1)
                        if line.startswith(f"-- rank {rank} ")), 1)
         except OSError:
             at = 1
-        return ((f["stacks"], at),)
+        return ((f.stacks, at),)
     log = rank_files(run_dir, "log").get(rank) if rank is not None else None
     return ((str(log[1]), 1),) if log else ()
 

@@ -20,6 +20,7 @@ from cockpit.hang import finding, gather
 from cockpit.hang.evidence import Evidence
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.run import layout
+from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import Flag
 from cockpit.run.store import RunStatus, request_stop
 
@@ -55,7 +56,7 @@ class Watchdog:
         s, wall = self.status, time.time()
         verdict = self.monitor.look(wall, gather.samples(self.run_dir, s, self.runs_here))
         watch = self._watch(verdict, wall)
-        findings = [dict(f) for f in s.findings if f["kind"] in HANG_KINDS]
+        findings = [f for f in s.findings if f.kind in HANG_KINDS]
         episode = {"stall"} if verdict.stalled else set()
         episode |= {f"stopped:{r}" for r in verdict.stopped}
         history = s.history
@@ -66,21 +67,21 @@ class Watchdog:
             self.reported = set()  # (with no rank alive, the run is ending: its findings stand as they are)
         elif not episode <= self.reported:
             findings, self.reported = [self._found(verdict, wall)], episode
-        for f in findings:  # one episode: its length goes on, and its ranks are marked culprit or victim
-            if f["kind"] == "stall" and verdict.stalled:
-                f["quiet_s"] = round(verdict.quiet, 1)
-            for c in f.get("culprits", ()):
-                _flag(verdict, c["rank"], "culprit" if c["state"] != "stopped" else "stopped")
-            for v in f.get("victims", ()):
-                _flag(verdict, v["rank"], "waiting")
+        if verdict.stalled:  # one episode: its length goes on
+            findings = [f.with_keys(quiet_s=round(verdict.quiet, 1)) if f.kind == "stall" else f for f in findings]
+        for f in findings:  # and its ranks are marked culprit or victim
+            for c in f.culprits:
+                _flag(verdict, c.rank, "culprit" if c.state != "stopped" else "stopped")
+            for v in f.victims:
+                _flag(verdict, v.rank, "waiting")
         if verdict.straggler is not None and not verdict.stalled:
-            findings.append(finding.straggler_finding(verdict.straggler))
+            findings.append(LiveFinding.from_dict(finding.straggler_finding(verdict.straggler)))
         progress = {str(r): rec for r, rec in verdict.ranks.items()}
         changed = (findings, progress, watch, history) != (s.findings, s.progress, s.watch, s.history)
         s.findings, s.progress, s.watch, s.history = findings, progress, watch, history
         return changed
 
-    def _found(self, verdict: Verdict, wall: float) -> dict:
+    def _found(self, verdict: Verdict, wall: float) -> LiveFinding:
         """A new episode: every live rank's stacks, the finding, and with on_stall: stop the stop."""
         s = self.status
         kind = "stall" if verdict.stalled else "stopped"
@@ -97,7 +98,7 @@ class Watchdog:
             request_stop(self.run_dir, self.grace, by="cockpit: on_stall: stop")
             s.stop_requested = True
             s.note = f"stopped by cockpit: stalled (on_stall: stop): {found['text']}"
-        return found
+        return LiveFinding.from_dict(found)  # the builder's keys, as status.json has always had them
 
     def _watch(self, verdict: Verdict, wall: float) -> dict:
         """status.json's ``watch``: the phase, the stall threshold now and why, and where a slow start is."""
@@ -148,10 +149,10 @@ def _flag(verdict: Verdict, rank: int, flag: Flag) -> None:
         verdict.ranks[rank] = replace(verdict.ranks[rank], flag=flag)
 
 
-def _cleared(f: dict, wall: float) -> dict:
+def _cleared(f: LiveFinding, wall: float) -> LiveFinding:
     """A finding whose episode ended with the ranks moving again, as the run's history keeps it."""
-    began = f.get("began", wall)
-    return {**f, "severity": "warning", "cleared": round(wall, 3), "lasted_s": round(wall - began, 1)}
+    began = f.began if "began" in f.keys and f.began is not None else wall
+    return f.with_keys(severity="warning", cleared=round(wall, 3), lasted_s=round(wall - began, 1))
 
 
 def _pg_backend(run_dir: Path) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cockpit.run import layout
+from cockpit.run.findings import LiveFinding
 from cockpit.run.handle import Run
 from cockpit.run.records import FirstFailure
 from cockpit.run.store import RunStatus, rank_files
@@ -64,32 +65,31 @@ def hang_findings(run: Run) -> list:
     if status is None:
         return []
     live = not status.final
-    found = [Finding(f["severity"], f["kind"], f["text"],
-                     f["hint"] + (f" (next: {f['next']})" if f.get("next") and live else ""), evidence_of(f, run_dir))
-             for f in status.findings]
-    return found + [Finding("warning", f"{h['kind']}_cleared", history_line(h, status.started), _cleared_hint(h),
+    found = [Finding(f.severity, f.kind, f.text, f.hint + (f" (next: {f.next})" if f.next and live else ""),
+                     evidence_of(f, run_dir)) for f in status.findings]
+    return found + [Finding("warning", f"{h.kind}_cleared", history_line(h, status.started), _cleared_hint(h),
                             evidence_of(h, run_dir)) for h in status.history]
 
 
-def history_line(h: dict, started: float | None) -> str:
+def history_line(h: LiveFinding, started: float | None) -> str:
     """One stall of the run's history (it cleared): when, how long, and what it was."""
     import time
 
-    began = h.get("began")
+    began = h.began
     if began is None:
         at = "at ?"
     elif started:
         at = f"{duration(max(0.0, began - started))} after start"
     else:
         at = "at " + time.strftime("%H:%M:%S", time.localtime(began))
-    return f"{h['kind']} {at}, cleared after {duration(h.get('lasted_s'))}: {h['text']}"
+    return f"{h.kind} {at}, cleared after {duration(h.lasted_s)}: {h.text}"
 
 
-def _cleared_hint(h: dict) -> str:
-    who = ", ".join(str(c["rank"]) for c in h.get("culprits", ()))
+def _cleared_hint(h: LiveFinding) -> str:
+    who = ", ".join(str(c.rank) for c in h.culprits)
     hint = (f"the ranks moved again by themselves: a pause (an evaluation, a checkpoint or a slow read on "
             f"{'rank ' + who if who else 'some rank'}), not a hang")
-    if h.get("rule") == "adaptive":
+    if h.rule == "adaptive":
         hint += "; without stall_after, the stall threshold now allows 3 x a pause this long"
     return hint
 
@@ -132,8 +132,8 @@ def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tu
 
     if not status.stop_requested or not str(stop_request(run_dir).get("by", "")).startswith("cockpit: on_stall"):
         return findings
-    stall = next((f for f in status.findings if f.get("kind") == "stall"), None)
-    title = "cockpit stopped the run: it hung (on_stall: stop)" + (f": {stall['text']}" if stall else "")
+    stall = next((f for f in status.findings if f.kind == "stall"), None)
+    title = "cockpit stopped the run: it hung (on_stall: stop)" + (f": {stall.text}" if stall else "")
     hint = ("The stall finding says which rank was stuck where; the ranks' SIGTERM exits and the launcher's stop "
             "messages follow from cockpit's stop. To keep a hung run for inspection, use on_stall: report.")
     return tuple(replace(f, title=title, hint=hint) if f.code == "stop_requested" else f for f in findings)
@@ -301,13 +301,13 @@ def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
         return f"frozen: supervisor pid {frozen[0]} state {frozen[1]}"
     words = []
     for f in s.findings:
-        if f["kind"] == "straggler":
-            words.append(f"straggler:{f['rank']}")
-        elif f["kind"] == "stopped":
-            words.append("stopped:" + ",".join(str(c["rank"]) for c in f["culprits"] if c["state"] != "running"))
+        if f.kind == "straggler":
+            words.append(f"straggler:{f.rank}")
+        elif f.kind == "stopped":
+            words.append("stopped:" + ",".join(str(c.rank) for c in f.culprits if c.state != "running"))
         else:
-            culprits = ",".join(str(c["rank"]) for c in f["culprits"])
-            words.append(f"stalled {duration(f['quiet_s'])}" + (f" (rank {culprits})" if culprits else ""))
+            culprits = ",".join(str(c.rank) for c in f.culprits)
+            words.append(f"stalled {duration(f.quiet_s)}" + (f" (rank {culprits})" if culprits else ""))
     if words:
         return "; ".join(words)
     watch = s.watch or {}

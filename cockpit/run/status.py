@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from cockpit.run.findings import LiveFinding, findings_from_list
 from cockpit.run.progress import RankProgress, progress_from_dict
 from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
 
@@ -59,11 +60,11 @@ class RunStatus:
     stall_after: float | None = None
     on_stall: str = "report"  # "report" | "stop"
     progress: dict[str, RankProgress] = field(default_factory=dict)  # str(rank) -> as the watchdog last saw it
-    findings: list[dict] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
+    findings: list[LiveFinding] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
     # Written only when set (a status.json of an older cockpit reads and writes back as it was):
     start_after: float | None = None  # the job's start budget (None: cockpit.hang.progress.START_AFTER)
     watch: dict | None = None  # the watchdog's phase and stall threshold now, and where a slow start is
-    history: list[dict] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
+    history: list[LiveFinding] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
 
     @property
     def final(self) -> bool:
@@ -76,6 +77,8 @@ class RunStatus:
         d["ranks"] = {r: e.to_dict() for r, e in self.ranks.items()}
         d["first_failure"] = None if self.first_failure is None else self.first_failure.to_dict()
         d["progress"] = {r: p.to_dict() for r, p in self.progress.items()}
+        d["findings"] = [f.to_dict() for f in self.findings]
+        d["history"] = [h.to_dict() for h in self.history]
         for name in _WHEN_SET:
             if d[name] is None or d[name] == []:
                 del d[name]
@@ -111,6 +114,9 @@ class RunStatus:
             known["first_failure"] = None if ff is None else FirstFailure.from_dict(ff)
             if "progress" in data:
                 known["progress"] = progress_from_dict(data["progress"])
+            for name in ("findings", "history"):
+                if name in data:
+                    known[name] = findings_from_list(data[name], name)
         except RecordError as exc:
             raise StatusError(f"{where}{exc}") from None
         return cls(**known)

@@ -56,7 +56,7 @@ def test_a_rank_stuck_in_its_own_code_is_named_with_file_line_and_on_stall_stop_
     took = time.monotonic() - began
     run_dir, status = list_runs(tmp_path)[0]
     assert r.returncode != 0 and status.state == "stopped", r.stdout + r.stderr
-    [f] = status.findings
+    [f] = [x.to_dict() for x in status.findings]  # as status.json has it
     host = status.hosts[0]
     assert f["kind"] == "stall" and [c["rank"] for c in f["culprits"]] == [1]
     assert f["culprits"][0]["host"] == host and f["culprits"][0]["where"] == f"load_batch (plain_hang.py:{STUCK_LINE})"
@@ -112,7 +112,7 @@ def test_a_sigstopped_rank_is_reported_at_once(tmp_path):
         wait_for(lambda: "step 10" in _read(run_dir, 1), 60, "training")
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
-        f = wait_for(lambda: read_status(run_dir).findings, 15, "a finding")[0]
+        f = wait_for(lambda: read_status(run_dir).findings, 15, "a finding")[0].to_dict()
         print(f"SIGSTOP -> finding in {time.monotonic() - stopped_at:.1f} s")
         assert f["kind"] == "stopped" and f["culprits"][0]["rank"] == 1 and f["culprits"][0]["state"] == "stopped"
         assert "rank 1" in f["text"] and "stopped (SIGSTOP, state T)" in f["text"]
@@ -147,8 +147,8 @@ def test_a_slow_rank_that_calls_all_reduce_itself_is_named_the_straggler(tmp_pat
     try:
         run_dir, _ = the_run(tmp_path)
         began = time.monotonic()
-        f = wait_for(lambda: [x for x in read_status(run_dir).findings if x["kind"] == "straggler"], 60,
-                     "a straggler finding")[0]
+        f = wait_for(lambda: [x for x in read_status(run_dir).findings if x.kind == "straggler"], 60,
+                     "a straggler finding")[0].to_dict()
         print(f"straggler named after {time.monotonic() - began:.1f} s: {f['text']}")
         assert f["rank"] == 1 and f["host"] == read_status(run_dir).hosts[0]
         # its 40 ms sleep is a floor under its compute time; the others wait for it, so less than it computes

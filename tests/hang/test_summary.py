@@ -6,6 +6,7 @@ from pathlib import Path
 
 from cockpit.cli.console import Painter, summary
 from cockpit.insight.diagnosis import health
+from cockpit.run.findings import LiveFinding
 from cockpit.run.store import FirstFailure, RunStatus
 
 STALL = {"kind": "stall", "severity": "error", "quiet_s": 612.0, "text": "no rank made progress for 612 s: ...",
@@ -17,6 +18,9 @@ STALL = {"kind": "stall", "severity": "error", "quiet_s": 612.0, "text": "no ran
 def status(**kw) -> RunStatus:
     base = {"run_id": "r", "name": "job", "launcher": "local", "job_file": "j.yaml", "hosts": ["gpu1"],
             "world_size": 2, "state": "running", "created": 0.0, "started": 1.0}
+    for name in ("findings", "history"):  # as status.json holds them: typed once read
+        if name in kw:
+            kw[name] = [LiveFinding.from_dict(f) for f in kw[name]]
     return RunStatus(**{**base, **kw})
 
 

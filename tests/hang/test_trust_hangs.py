@@ -61,7 +61,7 @@ def test_a_long_rank_0_evaluation_is_a_stall_that_clears_is_remembered_and_is_no
     assert status.findings == [] and "STRAGGLER" not in r.stderr  # the pause is not straggling
     evaluate = line_of("eval_pause.py", "def evaluate")
     assert len(status.history) == 2, status.history  # two evaluations, each a stall that cleared
-    for h in status.history:
+    for h in (x.to_dict() for x in status.history):  # as status.json has them
         [c] = h["culprits"]
         assert (c["rank"], c["where"].split(" (")[0]) == (0, "evaluate") and h["severity"] == "warning"
         assert evaluate < int(c["where"].rsplit(":", 1)[1].rstrip(")")) < evaluate + 10
@@ -85,7 +85,7 @@ def test_a_blocked_dataloader_worker_of_rank_0_is_named_with_its_frame_and_line(
     r = cockpit(tmp_path, "run", str(path), "--grace", "3", timeout=300)
     run_dir, status = list_runs(tmp_path)[0]
     assert status.state == "stopped", r.stdout[-2000:] + r.stderr[-2000:]
-    [f] = status.findings
+    [f] = [x.to_dict() for x in status.findings]  # as status.json has it
     [c] = f["culprits"]
     host = status.hosts[0]
     loop = line_of("loader_hang.py", "for step, x in")
@@ -109,7 +109,7 @@ def test_a_deadlock_before_init_names_the_rank_that_never_joined_not_the_one_wai
     r = cockpit(tmp_path, "run", str(path), "--grace", "3", timeout=300)
     run_dir, status = list_runs(tmp_path)[0]
     assert status.state == "stopped", r.stdout[-2000:] + r.stderr[-2000:]
-    [f] = status.findings
+    [f] = [x.to_dict() for x in status.findings]  # as status.json has it
     stuck = 1 - holder
     assert f["phase"] == "start" and [c["rank"] for c in f["culprits"]] == [stuck]
     assert f["culprits"][0]["where"] == f"prepare_dataset (deadlock_init.py:{line_of('deadlock_init.py', 'LOCK_EX')})"
@@ -128,7 +128,7 @@ def test_uneven_inputs_on_three_ranks_name_the_ranks_that_ran_out_and_the_fix(tm
     r = cockpit(tmp_path, "run", str(path), "--grace", "3", timeout=300)
     run_dir, status = list_runs(tmp_path)[0]
     assert status.state == "stopped", r.stdout[-2000:] + r.stderr[-2000:]
-    [f] = status.findings
+    [f] = [x.to_dict() for x in status.findings]  # as status.json has it
     u = f["uneven"]
     assert (u["left"], u["training"], u["training_op"]) == ([0, 2], [1], "backward")
     barrier = line_of("uneven.py", "dist.barrier()")
@@ -150,8 +150,8 @@ def test_a_rank_0_straggler_is_named_with_the_same_figure_live_and_after_the_run
     try:
         run_dir, _ = the_run(tmp_path)
         began = time.monotonic()
-        first = wait_for(lambda: [x for x in read_status(run_dir).findings if x["kind"] == "straggler"], 90,
-                         "a straggler finding")[0]
+        first = wait_for(lambda: [x for x in read_status(run_dir).findings if x.kind == "straggler"], 90,
+                         "a straggler finding")[0].to_dict()
         print(f"straggler named after {time.monotonic() - began:.1f} s: {first['text']}")
         assert first["rank"] == 0 and first["host"] == read_status(run_dir).hosts[0]
         assert first["compute_ms"] >= 45  # it sleeps 50 ms a step: its own work is at least that
@@ -161,7 +161,7 @@ def test_a_rank_0_straggler_is_named_with_the_same_figure_live_and_after_the_run
         cockpit(tmp_path, "stop", "last", "--grace", "2")
         proc.communicate(timeout=60)
     status = read_status(run_dir)
-    [last] = [x for x in status.findings if x["kind"] == "straggler"] or [first]
+    [last] = [x.to_dict() for x in status.findings if x.kind == "straggler"] or [first]
     live = float(err_path.read_text().split("STRAGGLER: rank 0 (", 1)[1].split(": ", 1)[1].split(" ms")[0])
     assert abs(live - last["compute_ms"]) <= 0.5 * last["compute_ms"], (live, last)  # one computation
     assert procs.run_pids(status.run_id) == []

@@ -27,7 +27,7 @@ def test_a_hang_on_node2_is_named_with_host_and_line_and_stopped_on_both_nodes(l
     took = time.monotonic() - began
     [(run_dir, status)] = list_runs(runs)
     assert r.returncode != 0 and status.state == "stopped", r.stdout[-3000:] + r.stderr[-3000:]
-    [f] = status.findings
+    [f] = [x.to_dict() for x in status.findings]  # as status.json has it
     assert f["kind"] == "stall"
     where = f"maybe_fail (demo.py:{HANG_LINE})"
     assert [(c["rank"], c["host"], c["where"]) for c in f["culprits"]] == [(3, "node2", where)]

@@ -30,7 +30,7 @@ def test_a_hang_under_slurm_is_named_with_node_and_line_and_the_job_cancelled(sl
     took = time.monotonic() - began
     [(run_dir, status)] = list_runs(runs)
     assert r.returncode != 0 and status.state == "stopped", r.stdout[-3000:] + r.stderr[-3000:]
-    [f] = status.findings
+    [f] = [x.to_dict() for x in status.findings]  # as status.json has it
     [culprit] = f["culprits"]
     assert (culprit["rank"], culprit["where"]) == (3, f"maybe_fail (demo.py:{HANG_LINE})")
     victims = {v["rank"]: v["host"] for v in f["victims"]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from cockpit.hang.finding import straggler_finding
 from cockpit.hang.progress import Straggler
 from cockpit.logs.diagnose.model import Finding, Report
+from cockpit.run.findings import LiveFinding
 from cockpit.run.store import RunStatus
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.feed_state import LiveEvent
@@ -13,8 +14,9 @@ from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
 
 SRC = ("gpu-a", 1)
-STRAGGLER = straggler_finding(Straggler(rank=1, host="gpu-a", compute_ms=120.0, others_wait_ms=90.0,
-                                        wait_share=0.05, others_share=0.4))
+STRAGGLER = LiveFinding.from_dict(straggler_finding(Straggler(rank=1, host="gpu-a", compute_ms=120.0,
+                                                              others_wait_ms=90.0, wait_share=0.05,
+                                                              others_share=0.4)))
 REPORT = Report(files=(), findings=(Finding("error", "nccl_timeout", "NCCL timed out", "raise the timeout",
                                             (("logs/rank-1.log", 7),)),))
 EVENT = LiveEvent(SRC, "oom", "CUDA out of memory", 42)
@@ -54,7 +56,7 @@ def test_a_selected_row_gives_its_title_hint_and_evidence(tmp_path):
     assert runview.finding_detail("e0", [], None, [EVENT], tmp_path) == (
         "oom on [gpu-a:1]", "CUDA out of memory", [(SRC, 42)])
     title, hint, evidence = runview.finding_detail("h0", [STRAGGLER], None, [], tmp_path)
-    assert title.startswith("STRAGGLER rank 1") and hint == STRAGGLER["hint"] and evidence == []  # no log yet
+    assert title.startswith("STRAGGLER rank 1") and hint == STRAGGLER.hint and evidence == []  # no log yet
     assert runview.finding_detail("none", [], None, [], tmp_path) is None
     assert runview.finding_detail("h3", [STRAGGLER], None, [], tmp_path) is None  # a row of an older status
 

@@ -55,8 +55,8 @@ class FindingRow:
 
 def finding_rows(hang: list, report: Report | None, events: list[LiveEvent]) -> list[FindingRow]:
     """Hang findings first (they are live); then the diagnosis once there is one, else the live events."""
-    rows = [FindingRow(f"{f['kind'].upper():<7} {f['text']}", f"h{i}",
-                       "bold red" if f["severity"] == "error" else "bold yellow") for i, f in enumerate(hang)]
+    rows = [FindingRow(f"{f.kind.upper():<7} {f.text}", f"h{i}",
+                       "bold red" if f.severity == "error" else "bold yellow") for i, f in enumerate(hang)]
     if report is not None:
         items = [FindingRow(f"{f.severity.upper():<7} {f.title}", f"f{i}") for i, f in enumerate(report.findings)]
         rows += items or [FindingRow("diagnosis: no problems found", "none", disabled=True)]
@@ -72,8 +72,8 @@ def finding_detail(oid: str, hang: list, report: Report | None, events: list[Liv
     """(title, hint, evidence) of the row ``oid`` for the evidence screen; None for a row that has none."""
     if oid.startswith("h") and int(oid[1:]) < len(hang):
         f = hang[int(oid[1:])]
-        nxt = f" (next: {f['next']})" if f.get("next") else ""
-        title, hint = f"{f['kind'].upper()} {f['text']}", f["hint"] + nxt
+        nxt = f" (next: {f.next})" if f.next else ""
+        title, hint = f"{f.kind.upper()} {f.text}", f.hint + nxt
         from cockpit.hang.finding import evidence_of
 
         return title, hint, list(evidence_of(f, run_dir))
