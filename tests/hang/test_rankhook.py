@@ -177,22 +177,29 @@ def test_a_forked_child_answers_a_request_with_its_own_stack_through_the_rank(tm
     script.write_text(textwrap.dedent("""
         import os, time
         def read_sample():
+            print("worker", flush=True)
             time.sleep(60)  # the worker's stuck read
         pid = os.fork()
         if pid == 0:
             read_sample()
             os._exit(0)
-        print("ready", pid, flush=True)
         def wait_for_worker():
+            print("ready", pid, flush=True)
             os.waitpid(pid, 0)
         wait_for_worker()
     """))
     proc = start(run_dir, f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
     try:
-        ready, worker = proc.stdout.readline().split()
-        assert ready == "ready"
+        said = sorted(proc.stdout.readline().split() for _ in range(2))  # the two print in either order
+        assert said[0][0] == "ready" and said[1] == ["worker"], said
+        worker = said[0][1]
         (run_dir / "logs" / "rank-3.h1.log").touch()
         pid = child_pid(proc)
+        # Both have printed from inside their functions; ask once both sleep (the rank in waitpid, the worker in
+        # time.sleep), not while either is still on its way there.
+        for waiter in (pid, int(worker)):
+            wait_for(lambda w=waiter: Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S",
+                     timeout=10, what=f"process {waiter} asleep")
         status = RunStatus(run_id="r", name="r", launcher="local", job_file="-", hosts=["h1"], world_size=1)
         evidence = collect(run_dir, status, timeout=10, signal_ranks=lambda _req: os.kill(pid, signal.SIGURG))
         e = evidence[3]
@@ -200,8 +207,8 @@ def test_a_forked_child_answers_a_request_with_its_own_stack_through_the_rank(tm
         [w] = e.workers
         assert w.pid == int(worker) and w.state == "S"
         assert w.stack.main.frames[0].function == "read_sample" and "read_sample" not in e.text
-        assert w.stack.worker_frame.where() == "read_sample (forks.py:4)"
-        assert w.lines[f"{script}:4"] == "time.sleep(60)  # the worker's stuck read"
+        assert w.stack.worker_frame.where() == "read_sample (forks.py:5)"
+        assert w.lines[f"{script}:5"] == "time.sleep(60)  # the worker's stuck read"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
