@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, cockpit_env, wait_for
 
-from cockpit.launch import procs
-from cockpit.launch.local import launcher as local
+from cockpit.launch import procs, supervision
 from cockpit.run.store import list_runs, read_status
 
 pytestmark = pytest.mark.slow
@@ -105,7 +104,7 @@ def test_ctrl_c_detaches_a_viewer_and_cockpit_stop_honours_its_grace(tmp_path):
         rc, _ = viewer.finish(30)
         assert rc == 130 and f"detached; the run goes on (cockpit attach {run_dir.name}" in viewer.err, viewer.err
         status = read_status(run_dir)
-        assert status.state == "running" and not status.stop_requested and local.supervisor_alive(status)
+        assert status.state == "running" and not status.stop_requested and supervision.supervisor_alive(status)
         asked = time.time()
         r = cockpit(tmp_path, "stop", run_dir.name, "--grace", "3")
         took = time.time() - asked

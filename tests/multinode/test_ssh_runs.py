@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, wait_for
 
-from cockpit.launch.local import launcher as local
+from cockpit.launch import supervision
 from cockpit.launch.ssh.shell import list_script
 from cockpit.remote import RemotePool
 from cockpit.run.store import list_runs, read_status
@@ -236,7 +236,7 @@ def test_training_outlives_a_killed_supervisor_and_attach_recovers_the_end(lab):
         proc.kill()
         proc.communicate(timeout=10)
     run_id = read_status(run_dir).run_id
-    wait_for(lambda: not local.supervisor_alive(read_status(run_dir)), 30, "the supervisor to be reaped")
+    wait_for(lambda: not supervision.supervisor_alive(read_status(run_dir)), 30, "the supervisor to be reaped")
     r = lab.cockpit(runs, "attach", run_dir.name, "-q", timeout=60)
     assert r.returncode == 1 and "its supervisor is gone" in r.stderr and "node2: running" in r.stderr, r.stderr
     assert read_status(run_dir).state == "running" and left_on_nodes(lab, run_id)["node2"]
