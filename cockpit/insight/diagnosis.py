@@ -10,6 +10,7 @@ from cockpit.run import layout
 from cockpit.run.findings import LiveFinding
 from cockpit.run.handle import Run
 from cockpit.run.records import FirstFailure
+from cockpit.run.status import Watch
 from cockpit.run.store import RunStatus, rank_files
 
 
@@ -310,7 +311,7 @@ def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
             words.append(f"stalled {duration(f.quiet_s)}" + (f" (rank {culprits})" if culprits else ""))
     if words:
         return "; ".join(words)
-    watch = s.watch or {}
+    watch: Watch = s.watch or {}
     if s.state == "running" and watch.get("starting"):
         return "starting" + (f" {duration(watch['starting_s'])}" if watch.get("starting_s") is not None else "")
     if s.history:
