@@ -5,6 +5,7 @@ straggler findings. One place, so `cockpit diagnose RUN`, the run summary and th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from cockpit.run import layout
 from cockpit.run.findings import LiveFinding
@@ -60,14 +61,16 @@ def hang_findings(run: Run) -> list:
     """The run's stall / stopped / straggler findings (cockpit.hang, kept in status.json) as diagnosis
     findings."""
     from cockpit.hang.finding import evidence_of
-    from cockpit.logs.diagnose.model import Finding
+    from cockpit.logs.diagnose.model import Finding, Severity
 
     status, run_dir = run.status, run.dir
     if status is None:
         return []
     live = not status.final
-    found = [Finding(f.severity, f.kind, f.text, f.hint + (f" (next: {f.next})" if f.next and live else ""),
-                     evidence_of(f, run_dir)) for f in status.findings]
+    # status.json's severity is read as written (a string; the watchdog writes "error" or "warning")
+    found = [Finding(cast(Severity, f.severity), f.kind, f.text,
+                     f.hint + (f" (next: {f.next})" if f.next and live else ""), evidence_of(f, run_dir))
+             for f in status.findings]
     return found + [Finding("warning", f"{h.kind}_cleared", history_line(h, status.started), _cleared_hint(h),
                             evidence_of(h, run_dir)) for h in status.history]
 
