@@ -62,6 +62,13 @@ def test_unknown_is_a_value_and_says_what_is_missing(kwargs, why):
     assert f.gpu_text() == "CPU-only" and f.gpu_hours == 0.0
 
 
+def test_a_limited_run_without_a_start_time_is_unknown_not_a_traceback():
+    f = forecast(points=steady(10, 1.0), total_steps=20, now=1010.0, elapsed=None, gpus=0, time_limit=60.0,
+                 limited=True)
+    assert f.fits == "unknown" and "time used unknown" in f.why and f.requeues is None
+    assert f.remaining_s == pytest.approx(10.0) and f.gpu_hours is None
+
+
 def test_no_limit_fits_and_an_ended_run_reports_progress():
     f = forecast(points=steady(10, 1.0), total_steps=20, now=1010.0, elapsed=10.0, gpus=2)
     assert f.fits == "yes" and f.why == "no time limit"

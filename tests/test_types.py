@@ -1,8 +1,8 @@
 """mypy over cockpit with the project's own config ([tool.mypy] in pyproject.toml): part of the suite.
 
-Every package checks clean, except the four that another change restructures at the same time (launch, hang,
-insight, run): for their files, tests/mypy-baseline.json holds today's error count per file, which may only go
-down. The allowance goes to zero: when the baseline is empty, the run must exit 0 and the file is deleted.
+Every package checks clean. tests/mypy-baseline.json, when present, holds an error count per file of the
+packages being restructured (launch, hang, insight, run), which may only go down; without it (as now) mypy must
+exit 0.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ def test_mypy_errors_do_not_grow(tmp_path):
     assert r.returncode in (0, 1), f"mypy did not run (exit {r.returncode}):\n{out}"
     errors = Counter(m.group(1) for line in r.stdout.splitlines() if (m := ERROR.match(line)))
     assert (r.returncode == 0) == (not errors), out
+    if not BASELINE.exists():  # the allowance has gone to zero: mypy must pass
+        assert r.returncode == 0, f"mypy failed (exit {r.returncode}):\n{out}"
     allowance = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     grown = {path: f"{n} > {allowance.get(path, 0)}" for path, n in sorted(errors.items())
              if n > allowance.get(path, 0)}

@@ -17,6 +17,7 @@ The words: cockpit.hang.words.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.progress import Straggler
@@ -27,17 +28,19 @@ from cockpit.run.progress import RankProgress
 
 __all__ = ["evidence_of", "hang_finding", "stacks_report", "starting_text", "straggler_finding"]
 WAITS_AT_START = (INIT, "new_group", DDP_INIT)
+# a finding and its parts as built here: status.json's objects, which LiveFinding.from_dict checks and types
+Json = dict[str, Any]
 
 
 def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evidence: dict[int, Evidence], now: float,
-                 run_ref: str = "RUN", pg_backend: str | None = None, phase: str = "running") -> dict:
+                 run_ref: str = "RUN", pg_backend: str | None = None, phase: str = "running") -> Json:
     """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped).
     ``phase``: "start" for a start that used up its budget (no rank has completed a step or collective)."""
     seqs = {r: e.flight.enqueued for r, e in evidence.items() if e.flight and e.flight.enqueued is not None}
     top = max(seqs.values(), default=None)
-    culprits: list[dict] = []
-    victims: list[dict] = []
-    silent: list[dict] = []
+    culprits: list[Json] = []
+    victims: list[Json] = []
+    silent: list[Json] = []
     for rank in sorted(set(progress) | set(evidence)):
         entry, role = _entry(rank, progress.get(rank), evidence.get(rank), seqs, top, now)
         {"culprit": culprits, "victim": victims, "silent": silent}[role].append(entry)
@@ -62,8 +65,8 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evi
     return finding
 
 
-def _entry(rank: int, rec: RankProgress | None, ev: Evidence | None, seqs: dict, top: int | None,
-           now: float) -> tuple[dict, str]:
+def _entry(rank: int, rec: RankProgress | None, ev: Evidence | None, seqs: dict[int, int], top: int | None,
+           now: float) -> tuple[Json, str]:
     """One rank's line of the finding, and its role: culprit, victim or silent."""
     host = (ev.host if ev else None) or (rec.host if rec else "?")
     state = rec.state if rec else "unknown"
@@ -94,14 +97,14 @@ def _stuck(w: WorkerStack) -> bool:
     return w.stack.worker_frame is not None or w.state == "D"
 
 
-def _worker(w: WorkerStack) -> dict:
+def _worker(w: WorkerStack) -> Json:
     frame = w.stack.worker_frame
     code = w.lines.get(f"{frame.path}:{frame.line}") if frame else None
     return {"pid": w.pid, "state": w.state, "wchan": w.wchan, "where": frame.where() if frame else None,
             "code": code}
 
 
-def _uneven(culprits: list, victims: list, evidence: dict[int, Evidence]) -> dict | None:
+def _uneven(culprits: list[Json], victims: list[Json], evidence: dict[int, Evidence]) -> Json | None:
     """Every live rank waits in a collective, not all in the same one, and they split into ranks still in the
     training loop's collective (backward under DDP, or the one they completed last) and ranks in another:
     those ran out of data first. None when it is not so."""
@@ -140,7 +143,7 @@ def starting_text(progress: dict[int, RankProgress], evidence: dict[int, Evidenc
     return starting_words(where, elapsed)
 
 
-def straggler_finding(s: Straggler) -> dict:
+def straggler_finding(s: Straggler) -> Json:
     text = (f"rank {s.rank} ({s.host}) is a straggler: {s.compute_ms:.0f} ms of its own work per step while "
             f"the other ranks wait {s.others_wait_ms:.0f} ms per step for it in collectives "
             f"(it waits {100 * s.wait_share:.0f}% of its time, the others {100 * s.others_share:.0f}%)")

@@ -22,7 +22,7 @@ Stragglers: cockpit.hang.straggler (a pause, this module's phases and stalls inc
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from cockpit.hang.straggler import Beats, Rule, Straggler, share
 from cockpit.run.progress import RankProgress, RankState
@@ -34,6 +34,8 @@ ADAPTIVE_FLOOR = 60.0
 ADAPTIVE_MULTIPLE = 3.0
 
 __all__ = ["ADAPTIVE_FLOOR", "ADAPTIVE_MULTIPLE", "START_AFTER", "Monitor", "RankSample", "Straggler", "Verdict"]
+# the rank hook's beat, one JSON line as the hook wrote it: {"t", "sync", "n", "in", "since", "ddp", ...}
+Beat = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class RankSample:
     log_mtime: float | None = None
     step: int | None = None  # cockpit.train's metrics, where present
     state: Literal["running", "stopped", "exited"] | None = None  # None: cannot be seen from here
-    beat: dict | None = None  # the rank hook's last beat: {"t", "sync", "n", "in", "since", "ddp", ...}
+    beat: Beat | None = None  # the rank hook's last beat: {"t", "sync", "n", "in", "since", "ddp", ...}
 
 
 @dataclass
@@ -71,7 +73,7 @@ class _Rank:
     n: int = 0  # collectives completed (the hook's count)
     hooked: bool = False  # a beat has been seen
     last_output: float | None = None
-    steps: list = field(default_factory=list)  # (t, step), the last 64
+    steps: list[tuple[float, int]] = field(default_factory=list)  # (t, step), the last 64
     beats: Beats = field(default_factory=Beats)
 
 
@@ -172,13 +174,13 @@ class Monitor:
             ranks[rank] = replace(ranks[rank], flag="straggler")
 
 
-def _waited(beat: dict) -> float:
+def _waited(beat: Beat) -> float:
     """Seconds in collectives so far, the one the rank is inside now included."""
     inside = float(beat["t"]) - float(beat["since"]) if beat.get("in") and beat.get("since") else 0.0
     return float(beat.get("sync", 0.0)) + max(0.0, inside)
 
 
-def _rate(points: list, now: float, window: float) -> float | None:
+def _rate(points: list[tuple[float, int]], now: float, window: float) -> float | None:
     inside = [p for p in points if p[0] >= now - window - 1e-9]
     if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
         return None

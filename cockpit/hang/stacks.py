@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)(?: \[[^\]]*\])? \(most recent call first\):")
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+)$')
@@ -180,7 +181,7 @@ def parse_flight_record(text: str) -> FlightRecord | None:
         return None
     if not isinstance(pg, dict):
         return None
-    fields: dict = pg
+    fields: dict[str, Any] = pg  # torch's JSON: each value is converted, and checked, by seq()
 
     def seq(key: str) -> int | None:
         try:

@@ -22,6 +22,7 @@ from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.run import layout
 from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import Flag
+from cockpit.run.status import Watch
 from cockpit.run.store import RunStatus, request_stop
 
 LOOK_EVERY = 1.0
@@ -100,7 +101,7 @@ class Watchdog:
             s.note = f"stopped by cockpit: stalled (on_stall: stop): {found['text']}"
         return LiveFinding.from_dict(found)  # the builder's keys, as status.json has always had them
 
-    def _watch(self, verdict: Verdict, wall: float) -> dict:
+    def _watch(self, verdict: Verdict, wall: float) -> Watch:
         """status.json's ``watch``: the phase, the stall threshold now and why, and where a slow start is."""
         starting, elapsed = None, None
         if verdict.phase == "starting" and verdict.slow_start:

@@ -5,11 +5,13 @@ straggler findings. One place, so `cockpit diagnose RUN`, the run summary and th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from cockpit.run import layout
 from cockpit.run.findings import LiveFinding
 from cockpit.run.handle import Run
 from cockpit.run.records import FirstFailure
+from cockpit.run.status import Watch
 from cockpit.run.store import RunStatus, rank_files
 
 
@@ -59,14 +61,16 @@ def hang_findings(run: Run) -> list:
     """The run's stall / stopped / straggler findings (cockpit.hang, kept in status.json) as diagnosis
     findings."""
     from cockpit.hang.finding import evidence_of
-    from cockpit.logs.diagnose.model import Finding
+    from cockpit.logs.diagnose.model import Finding, Severity
 
     status, run_dir = run.status, run.dir
     if status is None:
         return []
     live = not status.final
-    found = [Finding(f.severity, f.kind, f.text, f.hint + (f" (next: {f.next})" if f.next and live else ""),
-                     evidence_of(f, run_dir)) for f in status.findings]
+    # status.json's severity is read as written (a string; the watchdog writes "error" or "warning")
+    found = [Finding(cast(Severity, f.severity), f.kind, f.text,
+                     f.hint + (f" (next: {f.next})" if f.next and live else ""), evidence_of(f, run_dir))
+             for f in status.findings]
     return found + [Finding("warning", f"{h.kind}_cleared", history_line(h, status.started), _cleared_hint(h),
                             evidence_of(h, run_dir)) for h in status.history]
 
@@ -310,7 +314,7 @@ def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
             words.append(f"stalled {duration(f.quiet_s)}" + (f" (rank {culprits})" if culprits else ""))
     if words:
         return "; ".join(words)
-    watch = s.watch or {}
+    watch: Watch = s.watch or {}
     if s.state == "running" and watch.get("starting"):
         return "starting" + (f" {duration(watch['starting_s'])}" if watch.get("starting_s") is not None else "")
     if s.history:

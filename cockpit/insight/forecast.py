@@ -72,7 +72,7 @@ class Forecast:
         eta = f", {hms(self.remaining_s)} to go" if self.remaining_s is not None else ""
         return f"forecast: {steps}{rate}{eta}; fits: {self.fits} ({self.why}); {self.gpu_text()}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"fits": self.fits, "why": self.why, "steps_done": self.steps_done, "total_steps": self.total_steps,
                 "seconds_per_step": self.seconds_per_step, "remaining_s": self.remaining_s, "eta": self.eta,
                 "requeues": self.requeues, "gpus": self.gpus, "gpu_hours": self.gpu_hours, "ended": self.ended}
@@ -121,8 +121,11 @@ def forecast(*, points: Iterable[tuple[float, int]], total_steps: int | None, no
         if limited:
             return replace(base, why="time limit unknown (hint: set slurm.time)")
         return replace(base, fits="yes", why="no time limit", requeues=0)
+    used = elapsed if attempt_elapsed is None else attempt_elapsed
+    if used is None:  # no start time recorded: unknown, not a guess
+        return replace(base, why="time used unknown (the run has no start time)")
     usable = time_limit - (signal_seconds if requeue else 0.0)
-    left = max(0.0, usable - (elapsed if attempt_elapsed is None else attempt_elapsed))
+    left = max(0.0, usable - used)
     if remaining <= left:
         return replace(base, fits="yes", why=f"{hms(left - remaining)} to spare", requeues=0)
     more = math.ceil((remaining - left) / usable) if usable > 0 else None

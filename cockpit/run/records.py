@@ -12,16 +12,22 @@ byte for byte. JSON tells a value not known yet (``"pid": null``) from a field a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 NUM = (int, float)  # JSON does not tell 1 from 1.0
+# what ``get`` checks against: Python types, None for null
+Types = tuple[type | None, ...]
+# a status.json object as json.loads gives it (its values are checked field by field, then typed by the record)
+JsonObject = Mapping[str, Any]
 
 
 class RecordError(ValueError):
     """A status.json record of the wrong shape; the message names the field ("nodes[1]: host: ...")."""
 
 
-def is_a(value: object, types: tuple) -> bool:
+def is_a(value: object, types: Types) -> bool:
     """``value`` has one of ``types`` (None in ``types``: may be null). bool is refused where a number is
     meant (it is an int to Python)."""
     if value is None:
@@ -31,13 +37,15 @@ def is_a(value: object, types: tuple) -> bool:
     return isinstance(value, tuple(t for t in types if t is not None))
 
 
-def type_name(t) -> str:
-    return {None: "null", str: "a string", int: "a number", float: "a number", list: "a list",
-            dict: "an object", bool: "true/false"}[t]
+def type_name(t: type | None) -> str:
+    names: dict[type | None, str] = {None: "null", str: "a string", int: "a number", float: "a number", list: "a list",
+                                     dict: "an object", bool: "true/false"}
+    return names[t]
 
 
-def get(d: dict, key: str, types: tuple, where: str, required: bool = False):
-    """``d[key]`` checked against ``types``; None when absent (RecordError when ``required``)."""
+def get(d: JsonObject, key: str, types: Types, where: str, required: bool = False) -> Any:
+    """``d[key]`` checked against ``types``; None when absent (RecordError when ``required``). Any: the value
+    is of one of ``types``, which the caller's field names."""
     if key not in d:
         if required:
             raise RecordError(f"{where}{key}: missing")
@@ -49,7 +57,7 @@ def get(d: dict, key: str, types: tuple, where: str, required: bool = False):
     return value
 
 
-def get_list(d: dict, key: str, item_types: tuple, where: str) -> tuple | None:
+def get_list(d: JsonObject, key: str, item_types: Types, where: str) -> tuple[Any, ...] | None:
     items = get(d, key, (list, None), where)
     if items is not None and not all(is_a(i, item_types) for i in items):
         names = " or ".join(dict.fromkeys(type_name(t) for t in item_types))
@@ -86,7 +94,7 @@ class RankExit:
             name = f"signal {self.signal}"
         return f"killed by {name} (status {self.status})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         d = {"host": self.host, "rank": self.rank, "signal": self.signal, "status": self.status, "time": self.time}
         return dict(sorted({**d, "teardown_abort": True}.items())) if self.teardown_abort else d
 
@@ -121,7 +129,7 @@ class FirstFailure:
     def of(cls, e: RankExit, description: str) -> FirstFailure:
         return cls(e.rank, e.host, e.status, e.time, description, e.teardown_abort)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         d = {"describe": self.description, "host": self.host, "rank": self.rank, "signal": self.signal,
              "status": self.status, "time": self.time}
         if self.teardown_abort:
@@ -133,7 +141,7 @@ class FirstFailure:
         return dict(sorted(d.items()))
 
     @classmethod
-    def from_dict(cls, d: dict, where: str = "first_failure: ") -> FirstFailure:
+    def from_dict(cls, d: JsonObject, where: str = "first_failure: ") -> FirstFailure:
         return cls(get(d, "rank", (int, None), where, True), get(d, "host", (str,), where, True),
                    get(d, "status", (int,), where, True), get(d, "time", NUM, where, True),
                    get(d, "describe", (str,), where, True), bool(get(d, "teardown_abort", (bool,), where)),
@@ -149,12 +157,12 @@ class Trial:
     gpus: tuple[int, ...] | None = None  # local: the trial's GPU set (empty on CPU); Slurm: None
     slot: int | None = None  # local: trials of one slot run one after another
 
-    def items(self) -> dict:
+    def items(self) -> dict[str, object]:
         return {"trial": self.index, "args": list(self.args), "gpus": None if self.gpus is None else list(self.gpus),
                 "slot": self.slot}
 
     @classmethod
-    def from_dict(cls, d: dict, where: str) -> Trial:
+    def from_dict(cls, d: JsonObject, where: str) -> Trial:
         return cls(get(d, "trial", (int,), where, True), get_list(d, "args", (str,), where) or (),
                    get_list(d, "gpus", (int,), where), get(d, "slot", (int, None), where))
 
@@ -176,14 +184,14 @@ class SlurmJob:
     earlier_jobs: tuple[str, ...] | None = None
     excluded: tuple[str, ...] | None = None
 
-    def items(self) -> dict:
+    def items(self) -> dict[str, object]:
         steps = None if self.resumed_steps is None else list(self.resumed_steps)
         return {"job_id": self.job_id, "array_job_id": self.array_job_id, "slurm_state": self.slurm_state,
                 "reason": self.reason, "nodes": self.nodes, "source": self.source, "restarts": self.restarts,
                 "resumed_steps": steps, "earlier_jobs": _listed(self.earlier_jobs), "excluded": _listed(self.excluded)}
 
     @classmethod
-    def from_dict(cls, d: dict, where: str) -> SlurmJob:
+    def from_dict(cls, d: JsonObject, where: str) -> SlurmJob:
         s = (str, None)
         return cls(get(d, "job_id", s, where), get(d, "array_job_id", s, where), get(d, "slurm_state", s, where),
                    get(d, "reason", s, where), get(d, "nodes", s, where), get(d, "source", s, where),
@@ -203,11 +211,11 @@ class SshProcess:
     start: str | None = None  # the process's start time (/proc ticks): guards against pid reuse
     stopped: str | None = None  # what cockpit's teardown found there
 
-    def items(self) -> dict:
+    def items(self) -> dict[str, object]:
         return {"shared": self.shared, "start": self.start, "stopped": self.stopped}
 
     @classmethod
-    def from_dict(cls, d: dict, where: str) -> SshProcess:
+    def from_dict(cls, d: JsonObject, where: str) -> SshProcess:
         return cls(get(d, "shared", (bool,), where, True), get(d, "start", (str, None), where),
                    get(d, "stopped", (str, None), where))
 
@@ -235,7 +243,7 @@ class NodeRecord:
     ssh: SshProcess | None = None
     null_keys: frozenset[str] = frozenset()  # keys written as null while their value is None (module doc)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         items = {"host": self.host, "node_rank": self.node_rank, "pid": self.pid, "exit_code": self.exit_code,
                  "state": self.state, "run_dir": self.run_dir, "note": self.note}
         for part in (self.trial, self.slurm, self.ssh):

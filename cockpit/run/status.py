@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Literal, TypedDict
 
 from cockpit.run.findings import LiveFinding, findings_from_list
 from cockpit.run.progress import RankProgress, progress_from_dict
-from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, is_a, type_name
+from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, Types, is_a, type_name
 
 # A run's state; "unreadable" is cockpit.run.store.UNREADABLE, what list_runs says of a status.json it cannot
 # read (never written). status.json's value is not checked against these: a newer cockpit may write another.
@@ -34,6 +34,17 @@ class StatusError(ValueError):
     """status.json exists but is not a run status: not JSON, truncated, or fields of the wrong type."""
 
 
+class Watch(TypedDict, total=False):
+    """status.json's ``watch``, as cockpit.hang.watchdog writes it (read back as stored: only its being an
+    object is checked)."""
+
+    phase: str  # "starting" | "running"
+    threshold_s: float | None  # seconds of quiet that make a stall now; None: the watch is off
+    rule: str  # why that threshold (cockpit.hang.progress.ThresholdRule)
+    longest_gap_s: float
+    starting: str | None  # where a slow start is
+    starting_s: float | None  # for how long it has been starting
+
 @dataclass
 class RunStatus:
     """status.json. Mutable on purpose: the supervisor updates it as the run moves on."""
@@ -49,7 +60,7 @@ class RunStatus:
     started: float | None = None
     ended: float | None = None
     exit_code: int | None = None
-    supervisor: dict | None = None  # {"pid": int, "start": str} (start time guards against pid reuse)
+    supervisor: dict[str, object] | None = None  # {"pid": int, "start": str} (start time guards against pid reuse)
     nodes: list[NodeRecord] = field(default_factory=list)  # the units of work, as the launcher describes them
     ranks: dict[str, RankExit] = field(default_factory=dict)  # str(rank) -> how it ended
     first_failure: FirstFailure | None = None
@@ -63,14 +74,14 @@ class RunStatus:
     findings: list[LiveFinding] = field(default_factory=list)  # live findings: stall, stopped, straggler (cockpit.hang)
     # Written only when set (a status.json of an older cockpit reads and writes back as it was):
     start_after: float | None = None  # the job's start budget (None: cockpit.hang.progress.START_AFTER)
-    watch: dict | None = None  # the watchdog's phase and stall threshold now, and where a slow start is
+    watch: Watch | None = None  # the watchdog's phase and stall threshold now, and where a slow start is
     history: list[LiveFinding] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
 
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         """status.json's object, fields in declaration order (`cockpit ps --json` prints it so)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["nodes"] = [n.to_dict() for n in self.nodes]
@@ -123,7 +134,7 @@ class RunStatus:
 
 
 # field -> accepted types (None: may be null). bool is refused where a number is meant (it is an int to Python).
-_FIELD_TYPES: dict[str, tuple] = {
+_FIELD_TYPES: dict[str, Types] = {
     "run_id": (str,), "name": (str,), "launcher": (str,), "job_file": (str,), "hosts": (list,),
     "world_size": (int, None), "state": (str,), "created": NUM, "started": (*NUM, None), "ended": (*NUM, None),
     "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),

@@ -218,6 +218,7 @@ class TrialNode:
     def _start(self) -> None:
         log = open(layout.agent_log(self.run_dir, layout.trial_name(self.trial)), "ab")  # noqa: SIM115
         trial = self.info.trial
+        assert trial is not None, self.info  # checked in __init__; the record is only replaced with a state
         log.write(f"cockpit: trial {self.trial}: {' '.join(trial.args)}".encode()
                   + (f" (GPUs {','.join(map(str, trial.gpus))})" if trial.gpus else "").encode()
                   + b"\n")
@@ -226,8 +227,9 @@ class TrialNode:
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         log.close()
         self.info = replace(self.info, state="running")
-        self._write(state="running", started=time.time(),
-                    supervisor=None, nodes=[NodeRecord(self.status.hosts[0], 0, pid=self.proc.pid)])
+        if self.status is not None:  # no status.json to write into: nothing is written (as in _write)
+            self._write(state="running", started=time.time(),
+                        supervisor=None, nodes=[NodeRecord(self.status.hosts[0], 0, pid=self.proc.pid)])
 
     def _watch_ranks(self) -> None:
         """A failed rank: torchrun gets ``grace`` seconds to stop the trial's other ranks, then we do."""

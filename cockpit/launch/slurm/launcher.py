@@ -138,7 +138,8 @@ class SlurmLauncher:
             return {}
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
-        return reconcile(run_dir, status, survey or {})
+        views = survey if isinstance(survey, dict) else {}  # survey(): Slurm's view by job id, or {}
+        return reconcile(run_dir, status, views)
 
     def hosts(self, spec: JobSpec) -> list[str]:
         """The job's nodelist, expanded; NodesError where Slurm picks the nodes when the job starts."""
@@ -296,6 +297,8 @@ def requeue(run_dir: Path, runner: Runner = run_command) -> str:
     safeio.Untrusted for a run of another user (whose status.json names the job ids)."""
     own_run(run_dir, "requeue", "requeue")
     status = read_status(run_dir)
+    if status is None:  # no readable status.json: no job ids to requeue
+        raise SlurmError(f"run {run_dir.name}: no readable status.json in {run_dir}: nothing to requeue")
     ids = job_ids(status)
     if not ids or status.final:
         raise SlurmError(f"run {status.run_id} is {status.state}: nothing to requeue")

@@ -22,7 +22,7 @@ from pathlib import Path
 from cockpit.launch.slurm import attempts as slurm_attempts
 from cockpit.launch.slurm import preflight as slurm_preflight
 from cockpit.run import layout
-from cockpit.run.records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord
+from cockpit.run.records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord, SlurmJob
 from cockpit.run.status import final_state
 from cockpit.run.store import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
@@ -73,6 +73,13 @@ class SlurmJobNode:
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
         self.preflight_failed = False  # the job ended in the preflight, before training: note says why
 
+    @property
+    def slurm(self) -> SlurmJob:
+        """The entry's Slurm job: every node of this launcher has one (checked in __init__)."""
+        job = self.entry.slurm
+        assert job is not None, self.entry
+        return job
+
     # -- the supervisor's interface ---------------------------------------------------------------------
     def poll(self) -> int | None:
         """The job's exit code once Slurm reports it over, else None (queries Slurm only when due)."""
@@ -85,7 +92,7 @@ class SlurmJobNode:
 
     def describe(self) -> NodeRecord:
         v, e = self.view, self.entry
-        job = replace(e.slurm, slurm_state=v.slurm_state if v else None, reason=v.reason if v else None,
+        job = replace(self.slurm, slurm_state=v.slurm_state if v else None, reason=v.reason if v else None,
                       nodes=v.nodes if v else None, source=v.source if v else None,
                       restarts=max([a.restart for a in self.history] + [v.restarts or 0 if v else 0]),
                       resumed_steps=tuple(a.resumed_step for a in self.history if a.restart > 0))
@@ -169,7 +176,7 @@ class SlurmJobNode:
     def _preflight_failed(self, found: dict, code: int) -> None:
         """The preflight stopped the job before training: say why; with slurm.exclude_bad_nodes (the verdict's
         on_bad), resubmit once without the bad nodes and follow the new job instead."""
-        job = self.entry.slurm
+        job = self.slurm
         self.note = slurm_preflight.failure_note(self.run_dir, self.job_id, found)
         bad = list(found.get("bad") or {})
         if found.get("on_bad") != "exclude" or not bad or job.earlier_jobs or self.trial is not None:
@@ -244,7 +251,7 @@ class SlurmBook:
             self.cancel_wanted, self.cancel_asked_at = True, self.tracker.clock()
         if self.cancelled:
             return
-        ids = sorted({n.entry.slurm.array_job_id or n.job_id for n in self.nodes if n.exit_code is None})
+        ids = sorted({n.slurm.array_job_id or n.job_id for n in self.nodes if n.exit_code is None})
         try:
             cancel(ids, self.runner)
         except SlurmError as exc:
@@ -332,6 +339,6 @@ def _sweep_note(nodes: list[SlurmJobNode]) -> str:
         state = "succeeded" if n.exit_code == 0 else ("failed" if n.exit_code else
                                                       (n.view.state if n.view else "submitted"))
         counts[state] = counts.get(state, 0) + 1
-    array = nodes[0].entry.slurm.array_job_id or "?"
+    array = nodes[0].slurm.array_job_id or "?"
     return f"sweep of {len(nodes)} trials, Slurm array job {array}: " + ", ".join(
         f"{k} {v}" for k, v in sorted(counts.items()))

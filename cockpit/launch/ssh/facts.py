@@ -17,6 +17,7 @@ import json
 import shlex
 import sys
 from dataclasses import replace
+from typing import Any
 
 from cockpit.fleet.nodes import Fleet
 from cockpit.fleet.report import Interface
@@ -113,6 +114,7 @@ async def gather(spec: JobSpec, pool: RemotePool, python: str, timeout: float = 
     ifaces = {n.host: n.interfaces for n in nodes if n.reachable and n.interfaces is not None}
     facts.master_addr = pick_master_addr(spec, ifaces)
     facts.addresses = node_addresses(spec, ifaces)
+    answer: dict[str, Any]  # the listener's first answer: the node agent's JSON
     listener, answer = (None, {"port": spec.master_port, "free": None, "error": "the master is unreachable"})
     if hosts[0] in up:
         listener, answer = await _listen(pool, hosts[0], python, spec.master_port or 0, timeout)

@@ -246,11 +246,14 @@ def plan_nodes(spec: JobSpec, run_dir: Path, facts: preflight.JobFacts, remote_r
         answer = facts.node_checks[host]
         shared = bool(answer.get("shared"))
         base = remote_runs_dir or answer.get("runs_dir")
-        if not shared and not base:
+        if shared:
+            where = str(run_dir.resolve())
+        elif base:
+            where = f"{base.rstrip('/')}/{run_dir.name}"
+        else:
             why = answer.get("agent_error") or "it did not say where its runs directory is"
             raise LaunchError(f"cannot launch on {host}: the node agent could not run there ({why}) (hint: "
                               f"cockpit doctor JOB; set python: to an interpreter that exists on {host})")
-        where = str(run_dir.resolve()) if shared else f"{base.rstrip('/')}/{run_dir.name}"
         out.append(NodePlan(host, rank, where, shared, facts.addresses.get(host)))
     return tuple(out)
 

@@ -9,6 +9,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
@@ -62,7 +63,7 @@ class SSHPlan:
     @classmethod
     def from_json(cls, text: str) -> SSHPlan:
         data = json.loads(text)
-        ssh = {k: tuple(v) if isinstance(v, list) else v for k, v in data["ssh"].items()}
+        ssh: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["ssh"].items()}
         return cls(run_id=data["run_id"], python=data["python"], master_addr=data["master_addr"],
                    master_port=int(data["master_port"]), nodes=tuple(NodePlan(**n) for n in data["nodes"]),
                    nproc=data["nproc"], ssh=SSHOptions(**ssh), timing=Timing(**data["timing"]))

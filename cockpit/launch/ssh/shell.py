@@ -122,7 +122,7 @@ def agent_source() -> str:
     lines = (root / "cockpit" / "node" / "agent.py").read_text(encoding="utf-8").splitlines(keepends=True)
     agent_names = _top_level_names("".join(lines))
     for imp in sorted(_cockpit_imports("".join(lines)), key=lambda i: i.lineno, reverse=True):
-        module = root.joinpath(*imp.module.split(".")).with_suffix(".py").read_text(encoding="utf-8")
+        module = root.joinpath(*(imp.module or "").split(".")).with_suffix(".py").read_text(encoding="utf-8")
         clash = (agent_names - {a.asname or a.name for a in imp.names}) & _top_level_names(module)
         if clash:
             raise RuntimeError(f"cannot inline {imp.module} into the node agent: both define {sorted(clash)}")
@@ -158,5 +158,5 @@ def _body(module: str) -> str:
     tree = ast.parse(module)
     head = [n for n in tree.body[:2] if isinstance(n, ast.Expr) or
             (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
-    start = max((n.end_lineno for n in head), default=0)
+    start = max((n.end_lineno or 0 for n in head), default=0)  # ast.parse sets end_lineno
     return "".join(module.splitlines(keepends=True)[start:]).strip("\n") + "\n"
