@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
-from cockpit.render.facts import Facts
+from cockpit.render.site import Facts
 from cockpit.run import layout
 from cockpit.run import store as runs
 from cockpit.spec.model import JobSpec
