@@ -1,6 +1,6 @@
 """A node's GPUs as typed records, named as nvidia-smi names their fields; None where a GPU does not say.
 Pure data: cockpit.nvml fills them from NVML on a node (cockpit.node.gpus from nvidia-smi where pynvml is
-missing), cockpit.fleet.report carries them across the fleet. Both readers list GPUs in nvidia-smi's order,
+missing), cockpit.fleet.records carries them across the fleet. Both readers list GPUs in nvidia-smi's order,
 by PCI bus id (``sort_by_bus_id``), so a GPU's ``index`` means the same whichever read it."""
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from helpers import REPO
 
 PACKAGE = REPO / "cockpit"
 
-# Most specific prefix wins: cockpit.fleet.report (the typed node record) is core, the rest of fleet a service.
+# Most specific prefix wins: cockpit.fleet.records (the typed node record) is core, the rest of fleet a service.
 LAYERS = {
     "core": ("cockpit", "cockpit.spec", "cockpit.render", "cockpit.logs", "cockpit.preflight", "cockpit.contract",
              "cockpit.gpu", "cockpit.fs", "cockpit.fs.safeio", "cockpit.run", "cockpit.run.layout",
-             "cockpit.run.records", "cockpit.run.status", "cockpit.fleet.report", "cockpit.slurm.hostlist",
+             "cockpit.run.records", "cockpit.run.status", "cockpit.fleet.records", "cockpit.slurm.hostlist",
              "cockpit.slurm.states", "cockpit.slurm.sinfo", "cockpit.hang.progress",
              "cockpit.hang.stacks", "cockpit.hang.straggler",
              "cockpit.hang.words", "cockpit.insight", "cockpit.insight.forecast",
@@ -199,10 +199,10 @@ def test_the_checks_report_what_they_should():
     """The checkers on a made-up graph: a core module importing a service, the TUI importing the CLI, a
     service pulling in the training runtime, and a three-module loop."""
     bad = {"cockpit.logs.parse.parser": {"cockpit.run.store"}, "cockpit.tui.app": {"cockpit.cli.console"},
-           "cockpit.fleet.nodes": {"cockpit.train.runtime"}, "cockpit.run.store": {"cockpit.run.watch"},
+           "cockpit.fleet.probes": {"cockpit.train.runtime"}, "cockpit.run.store": {"cockpit.run.watch"},
            "cockpit.run.watch": {"cockpit.hang.gather"}, "cockpit.hang.gather": {"cockpit.run.store"}}
     assert violations(bad) == ["cockpit.logs.parse.parser (core) imports cockpit.run.store (service)",
                                "cockpit.tui.app (face) imports cockpit.cli.console (face)",
-                               "cockpit.fleet.nodes (service) imports cockpit.train.runtime (train)"]
+                               "cockpit.fleet.probes (service) imports cockpit.train.runtime (train)"]
     assert cycles(bad) == [["cockpit.hang.gather", "cockpit.run.store", "cockpit.run.watch"]]
     assert "cockpit.cli.common" in GRAPH["cockpit.cli.main"]  # deferred and top-level imports are both seen

@@ -17,7 +17,7 @@ from test_runs_e2e import cockpit, env_for, only_run, wait_for
 from cockpit.launch import procs
 from cockpit.launch.local import sweep as local_sweep
 from cockpit.launch.local.launcher import free_port
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 from cockpit.run.store import read_status
 from cockpit.spec.model import SpecError, load_spec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.preflight import checks as preflight
 from cockpit.preflight.checks import FAIL, OK, JobFacts
 from cockpit.spec.model import parse_spec

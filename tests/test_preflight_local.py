@@ -12,7 +12,7 @@ import pytest
 from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import nvml
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.launch.local import facts as local_facts
 from cockpit.preflight import checks as preflight
 from cockpit.preflight.local import LocalFacts, local_checks

@@ -1,4 +1,4 @@
-"""`cockpit gpus` and `cockpit doctor`, registered together: the headless face over cockpit.fleet.nodes (gpus.py,
+"""`cockpit gpus` and `cockpit doctor`, registered together: the headless face over cockpit.fleet.probes (gpus.py,
 doctor.py; which nodes they look at: targets.py). Bad arguments exit 2.
 
 Nothing heavy is imported at module level: ``add_fleet_commands`` runs for every `cockpit` invocation.

@@ -319,7 +319,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
 
 def _stop(run_dir: Path, grace: float) -> None:
     from cockpit.launch import control
-    from cockpit.launch.plan import LaunchError
+    from cockpit.launch.site import LaunchError
 
     status = read_status(run_dir)
     if status is None or status.final:

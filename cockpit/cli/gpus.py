@@ -14,7 +14,7 @@ from cockpit.cli.common import EXIT_FAILED, EXIT_OK
 from cockpit.cli.targets import fleet_for, refresh
 
 if TYPE_CHECKING:
-    from cockpit.fleet.report import NodeReport
+    from cockpit.fleet.records import NodeReport
     from cockpit.gpu import Gpu
 
 

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from cockpit.cli.follow import Output, notice
+from cockpit.slurm.command import SlurmError
 from cockpit.slurm.jobs import OutputFile, UserJob, find_jobs, list_jobs, output_files
 from cockpit.slurm.query import History, read_history
-from cockpit.slurm.runner import SlurmError
 
 LOOK_EVERY = (1.0, 5.0)  # seconds between squeue calls while following: from the first, growing to the second
 

@@ -30,7 +30,7 @@ def ps_all(rows, as_json: bool) -> int:
     from cockpit.cli.follow import notice
     from cockpit.cli.jobs import user_jobs
     from cockpit.slurm.arrays import run_jobs
-    from cockpit.slurm.runner import SlurmError
+    from cockpit.slurm.command import SlurmError
 
     owned = run_jobs(rows)
     try:

@@ -78,8 +78,8 @@ def cmd_show(args) -> int:
 def cmd_rerun(args) -> int:
     from cockpit.cli.follow import follow, notice
     from cockpit.cli.runs import CommandError, find, status_of
-    from cockpit.launch.plan import LaunchError
     from cockpit.launch.rerun import rerun_failed, rerun_of
+    from cockpit.launch.site import LaunchError
 
     run_dir = find(args)
     status = status_of(run_dir)

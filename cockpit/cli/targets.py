@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.fleet.report import NodeReport
+    from cockpit.fleet.records import NodeReport
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def fleet_for(args):
     """The fleet (its hosts, ssh settings, python) the arguments name; raises cockpit.cli.common.UsageError
     for bad input."""
     from cockpit.cli.common import UsageError
-    from cockpit.fleet import nodes as fleet
+    from cockpit.fleet import probes as fleet
     from cockpit.fleet.cluster import cluster_path, load_cluster
     from cockpit.remote import RemotePool
 
@@ -54,7 +54,7 @@ def fleet_for(args):
 
 
 def _hosts(args, cluster) -> list[str]:
-    from cockpit.fleet import nodes as fleet
+    from cockpit.fleet import probes as fleet
 
     if args.nodes:
         return fleet.expand_hostlist(args.nodes, fleet.scontrol_hostnames())

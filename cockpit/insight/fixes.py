@@ -85,7 +85,7 @@ def job_source(run: Run) -> tuple[Path, str]:
 def local_facts(run: Run) -> Facts:
     """The launcher's own job sections and the hosts from status.json; interfaces for a run whose ranks ran
     on this machine (one host)."""
-    from cockpit.fleet.report import Interface
+    from cockpit.fleet.records import Interface
     from cockpit.launch import registry
 
     status = run.status

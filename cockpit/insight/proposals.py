@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 from cockpit.logs.diagnose.model import CHOOSE, Finding, Fix, Report
 from cockpit.preflight import ifadvice
 from cockpit.spec.jobedit import Change

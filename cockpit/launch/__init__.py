@@ -9,10 +9,10 @@ Every launcher has the same steps, so `cockpit run`, the TUI and tests treat the
 Each launcher (local and its sweep variant, ssh, slurm) is a package here (local/, ssh/, slurm/) that implements
 cockpit.launch.protocol.Launcher and is found through cockpit.launch.registry; outside its own package only the
 registry names it, and no service or face tests a launcher's name (tests/test_launcher_seam.py). The shared
-modules: protocol, registry, plan (the render facts; LaunchError), supervision (the supervisor seen from
+modules: protocol, registry, site (the render site; LaunchError), supervision (the supervisor seen from
 outside), supervisor, control (stop), rerun (a sweep's failed trials), procs. The supervisor asks the run's
-launcher for one "node" per unit of work (a local torchrun, a Slurm job, ...) with poll() / terminate() /
-describe() / kill()."""
+launcher for one unit of work (a local torchrun, a Slurm job, ...: slurm/unit.py, ssh/unit.py) with poll() /
+terminate() / describe() / kill()."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cockpit.launch import registry
-from cockpit.launch.plan import DEFAULT_MASTER_PORT, DRY_RUN_ID, LaunchError, dry_run_dir
 from cockpit.launch.protocol import LaunchOptions
-from cockpit.render.facts import Facts
+from cockpit.launch.site import DEFAULT_MASTER_PORT, DRY_RUN_ID, LaunchError, dry_run_dir
+from cockpit.render.site import Facts
 from cockpit.spec.model import JobSpec
 
 __all__ = ["LaunchError", "dry_run_facts", "prepare", "start", "with_shell_env"]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
     from cockpit.remote import SSHOptions
-    from cockpit.render.facts import Facts
+    from cockpit.render.site import Facts
     from cockpit.run.records import NodeRecord, Trial
     from cockpit.run.store import RunStatus
     from cockpit.spec.model import JobSpec
@@ -116,7 +116,7 @@ class Launcher(Protocol):
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                      extra_args: tuple[str, ...] = ()) -> Facts:
         """What the renderers need to know about where the job runs: its node names, the ranks' python, the
-        master address (cockpit.launch.plan.facts_for)."""
+        master address (cockpit.launch.site.facts_for)."""
 
     def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
         """The checks `cockpit run` makes before it launches (cockpit.preflight), made now: `cockpit doctor JOB`."""

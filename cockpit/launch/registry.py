@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import Launcher
+from cockpit.launch.site import LaunchError
 from cockpit.run.store import RunStatus, is_sweep
 from cockpit.spec.model import JobSpec
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.launch import registry
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 from cockpit.run import layout
 from cockpit.run.records import NodeRecord
 from cockpit.run.store import (

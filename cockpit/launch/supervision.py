@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cockpit import contract
 from cockpit.launch import procs
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, failure_record, first_failure, rank_exits, rank_record, write_status
 

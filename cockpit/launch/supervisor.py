@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.fs.safeio import Untrusted
 from cockpit.launch import procs, registry
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 from cockpit.run import layout
 from cockpit.run.store import (
     RunStatus,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 from cockpit.preflight import ifadvice
 
 

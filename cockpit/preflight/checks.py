@@ -11,7 +11,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from cockpit.fleet.report import REACHABLE, Interface, NodeReport
+from cockpit.fleet.records import REACHABLE, Interface, NodeReport
 from cockpit.preflight import ifadvice
 from cockpit.spec.model import JobSpec
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.preflight.checks import FAIL, OK, WARN, Check, Level
 from cockpit.preflight.ifadvice import virtual_rank
 

@@ -1,5 +1,5 @@
 """Which network interface NCCL and gloo should use across the nodes of a job: pure functions over the
-interfaces the probe reports (``cockpit.fleet.report.Interface``: name, up, loopback, ipv4 ["a.b.c.d/p"], speed).
+interfaces the probe reports (``cockpit.fleet.records.Interface``: name, up, loopback, ipv4 ["a.b.c.d/p"], speed).
 
 The two libraries read their variables differently, so one value may work for NCCL and not for gloo:
 
@@ -21,7 +21,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 
 NCCL, GLOO = "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"
 NCCL_DEFAULT = "^docker,lo"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import FAIL, OK, Check, JobFacts, gpus, versions
 from cockpit.spec.model import JobSpec

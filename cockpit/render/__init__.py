@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from cockpit.render.facts import Facts
 from cockpit.render.sbatch import sbatch_script
 from cockpit.render.shell import comment
+from cockpit.render.site import Facts
 from cockpit.render.torchrun import dp_script, launch_script, spawn_script, torchrun_script
 from cockpit.spec.model import JobSpec
 from cockpit.spec.runner import LEGACY, SPAWN, TORCHRUN

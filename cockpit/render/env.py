@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cockpit import contract
-from cockpit.render.facts import Facts, log_safe
 from cockpit.render.shell import export
+from cockpit.render.site import Facts, log_safe
 from cockpit.spec.model import JobSpec
 
 

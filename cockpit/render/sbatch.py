@@ -20,13 +20,13 @@ the current attempt's; the rank logs are appended to across attempts.
 from __future__ import annotations
 
 from cockpit.render.env import contract_env, device_env, program_words, spawns
-from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
+from cockpit.render.site import Facts
 from cockpit.run import layout
 from cockpit.spec.model import JobSpec
 
-START_MARK = "cockpit: start restart="  # the line each attempt prints; cockpit.launch.slurm.node reads it
+START_MARK = "cockpit: start restart="  # the line each attempt prints; cockpit.launch.slurm.unit reads it
 BATCH_HOST = "sbatch"  # logs/agent.sbatch.log: the batch shell's output, shown as [sbatch:agent]
 _WRAPPER_FILE = '"$COCKPIT_RUN_DIR/rank-wrapper.sh"'
 # Per task: map Slurm's variables onto torchrun's, name the node, then run the rank's program under the wrapper.

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from cockpit.render import loopback
 from cockpit.render.env import node_env_lines, program_words, spawns
-from cockpit.render.facts import Facts
 from cockpit.render.rankwrap import HOOK_PATH_LINES, WRAPPER_PATH, write_wrapper_lines
 from cockpit.render.shell import command, export, header, quote
+from cockpit.render.site import Facts
 from cockpit.spec.model import JobSpec
 
 

@@ -1,6 +1,6 @@
 """Slurm hostlists ("node[01-04,07],login1") expanded to host names. Pure: no IO.
 
-On a cluster with Slurm, ``cockpit.fleet.nodes.expand_hostlist`` asks ``scontrol show hostnames`` (the reference
+On a cluster with Slurm, ``cockpit.fleet.probes.expand_hostlist`` asks ``scontrol show hostnames`` (the reference
 implementation); this module is what runs everywhere else (a laptop, a login node without Slurm, the tests).
 
 Why not python-hostlist (PyPI): it is GPL-2.0-or-later and cockpit is Apache-2.0, so depending on it would

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cockpit.slurm.command import Runner, SlurmError, run_command
 from cockpit.slurm.filenames import PatternFacts, Resolved, resolve
 from cockpit.slurm.query import History, SlurmEnd, _colon_status, _none, _tail, _wait_status
-from cockpit.slurm.runner import Runner, SlurmError, run_command
 
 SQUEUE_FIELDS = ("JobID", "JobArrayID", "ArrayJobID", "ArrayTaskID", "UserName", "State", "Reason", "NodeList",
                  "BatchHost", "TimeUsed", "TimeLimit", "exit_code", "WorkDir", "STDOUT", "STDERR", "Name")

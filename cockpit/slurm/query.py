@@ -8,7 +8,7 @@ number of jobs. sacct asks slurmdbd, which many small clusters do not run ("Slur
 disabled"); ``scontrol show config`` says which of the two sources exists, so cockpit never tries a command
 that cannot work. ``scontrol show job`` is not used: it reads the same memory squeue does.
 
-Parsers are pure and tested on real output; commands run through an injected ``runner`` (cockpit.slurm.runner).
+Parsers are pure and tested on real output; commands run through an injected ``runner`` (cockpit.slurm.command).
 Following many jobs over time, with backoff, is cockpit.slurm.tracker.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.slurm.runner import Runner, SlurmError, run_command
+from cockpit.slurm.command import Runner, SlurmError, run_command
 from cockpit.slurm.states import lookup
 
 SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "exit_code", "RestartCnt", "NodeList")

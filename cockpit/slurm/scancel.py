@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cockpit.slurm.runner import Runner, SlurmError, run_command
+from cockpit.slurm.command import Runner, SlurmError, run_command
 
 
 def cancel(ids: list[str], runner: Runner = run_command) -> None:

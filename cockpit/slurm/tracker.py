@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
+from cockpit.slurm.command import Runner, SlurmError, run_command
 from cockpit.slurm.query import History, JobView, finished, read_history, squeue
-from cockpit.slurm.runner import Runner, SlurmError, run_command
 
 
 class JobTracker:

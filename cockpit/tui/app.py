@@ -1,7 +1,7 @@
 """The cockpit TUI: `cockpit` with no command (``run_tui``), or `python -m cockpit.tui`.
 
 Three modes (fleet, compose, runs), each a screen stack; the run view is pushed on top of runs. The app owns
-what several screens share: the fleet's nodes and history (fed by one async worker over cockpit.fleet.nodes), the
+what several screens share: the fleet's nodes and history (fed by one async worker over cockpit.fleet.probes), the
 GPU selection (Fleet writes it, Compose reads it), and the theme (themes/*.yaml, remembered in the user
 config). Screens subscribe to the app's signals; workers post messages; nothing does IO in a handler.
 """
@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.signal import Signal
 from textual.worker import Worker
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.tui.messages import FleetUpdated
 from cockpit.tui.models import fleet as fleetview
 from cockpit.tui.models import gpu_history as gpuhistory
@@ -217,7 +217,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def build_context(args: argparse.Namespace) -> Context:
-    from cockpit.fleet import nodes as fleet
+    from cockpit.fleet import probes as fleet
     from cockpit.fleet.cluster import load_cluster
     from cockpit.fs.paths import default_runs_dir
     from cockpit.remote import RemotePool, SSHOptions

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.message import Message
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.logs.diagnose.model import Report
 from cockpit.plot.series import RankSeries
 from cockpit.run.store import RunStatus

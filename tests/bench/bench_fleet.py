@@ -4,7 +4,7 @@ sshd bound to 0.0.0.0 with AllowUsers cockpit-test@127.0.0.0/8), side by side:
   ssh           one `ssh NODE hostname` per node, all in parallel (a new connection each)
   ssh-cm        the same through a warm ControlMaster per node (a new session on a shared connection)
   cockpit-run   cockpit.remote: `hostname` on cockpit's persistent asyncssh connection per node
-  cockpit       cockpit.fleet.nodes's refresh while watching: one line on each node's open probe channel, until every
+  cockpit       cockpit.fleet.probes's refresh while watching: one line on each node's open probe channel, until every
                 node has sent a fresh report (GPUs, interfaces, ports): what `cockpit gpus --watch` pays
 
 Median (and p90) of --rounds rounds each, for each N. Then the CPU cockpit's own process uses while watching
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for flee
 
 from fleet.sshd import Sshd, descendants, free_port, make_world  # noqa: E402
 
-from cockpit.fleet.nodes import Fleet  # noqa: E402
+from cockpit.fleet.probes import Fleet  # noqa: E402
 from cockpit.remote import RemotePool, SSHOptions  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import json
 from helpers import REPO
 
 from cockpit import nvml, nvml_replay
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 
 
 def node_from_fixture(host: str, name: str, **extra) -> NodeReport:

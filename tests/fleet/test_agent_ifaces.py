@@ -9,7 +9,7 @@ import json
 
 from fleet.conftest import NODES
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 from cockpit.launch.ssh.shell import agent_command, agent_source
 from cockpit.remote import RemotePool
 

@@ -18,7 +18,7 @@ from helpers import REPO, cockpit_env
 from cockpit.cli import fleet as cli_fleet
 from cockpit.cli import gpus as cli_gpus
 from cockpit.cli.main import UsageError
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 
 HARNESS = """
 import argparse, json, sys

@@ -1,4 +1,4 @@
-"""cockpit.fleet.nodes over real SSH: many nodes, nodes in every error state, a link dropped mid-watch."""
+"""cockpit.fleet.probes over real SSH: many nodes, nodes in every error state, a link dropped mid-watch."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fleet.conftest import BAD_KEY, CHANGED_KEY, DROPPY, NODES, REFUSED, SILENT,
 from fleet.sshd import USER
 from helpers import cockpit_env
 
-from cockpit.fleet import nodes as fleet
+from cockpit.fleet import probes as fleet
 from cockpit.launch import registry
 from cockpit.remote import RemotePool
 from cockpit.slurm.sinfo import SINFO_ARGS, node_names, parse_sinfo
@@ -227,7 +227,7 @@ def test_expand_hostlist_asks_nothing_unless_told(tmp_path):
     """Pure by default: an scontrol on PATH is not run unless the caller passes it (scontrol_hostnames())."""
     (tmp_path / "scontrol").write_text('#!/bin/sh\necho from-scontrol\n')
     (tmp_path / "scontrol").chmod(0o755)
-    code = ("from cockpit.fleet import nodes as fleet; print(fleet.expand_hostlist('n[1-2]'), "
+    code = ("from cockpit.fleet import probes as fleet; print(fleet.expand_hostlist('n[1-2]'), "
             "fleet.expand_hostlist('n[1-2]', fleet.scontrol_hostnames()))")
     env = cockpit_env(PATH=f"{tmp_path}:{os.environ['PATH']}")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)

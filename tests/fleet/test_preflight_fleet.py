@@ -7,7 +7,7 @@ from dataclasses import replace
 from fleet.nodedata import node_from_fixture
 
 from cockpit.cli import gpus as cli_gpus
-from cockpit.fleet.report import Interface, NodeReport, Versions
+from cockpit.fleet.records import Interface, NodeReport, Versions
 from cockpit.preflight.checks import Check
 from cockpit.preflight.fleet import fleet_checks
 

@@ -1,4 +1,4 @@
-"""The node states are one Literal (cockpit.fleet.report.NodeState, listed in STATES); the remote errors name
+"""The node states are one Literal (cockpit.fleet.records.NodeState, listed in STATES); the remote errors name
 theirs as plain strings, which the fleet reads through is_node_state: each must be one of them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import typing
 
-from cockpit.fleet import report
+from cockpit.fleet import records as report
 from cockpit.remote import base
 
 

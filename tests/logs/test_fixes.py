@@ -3,7 +3,7 @@ to the user chosen from the nodes' interfaces where they decide it, the rest as 
 
 from __future__ import annotations
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 from cockpit.insight.proposals import Facts, proposals
 from cockpit.logs.diagnose.model import CHOOSE, Finding, Fix, Report
 from cockpit.spec.jobedit import Change

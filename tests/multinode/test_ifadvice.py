@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 from cockpit.launch.ssh.facts import pick_master_addr
 from cockpit.preflight import ifadvice
 from cockpit.preflight.ifadvice import GLOO, NCCL

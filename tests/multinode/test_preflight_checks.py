@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from cockpit.fleet.report import Interface, NodeReport
-from cockpit.launch.plan import LaunchError
+from cockpit.fleet.records import Interface, NodeReport
+from cockpit.launch.site import LaunchError
 from cockpit.launch.ssh import launcher as ssh
 from cockpit.nvml import GpuProcess
 from cockpit.preflight import checks as preflight

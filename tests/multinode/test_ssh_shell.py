@@ -157,7 +157,7 @@ def test_stop_names_what_survives_sigkill(tmp_path):
 
 def test_a_node_whose_processes_survive_sigkill_is_given_up_on_after_a_few_sweeps(tmp_path):
     """Without a cap the run would stay "running" forever, sweeping a process stuck in the kernel."""
-    from cockpit.launch.ssh.node import SWEEP_TRIES, SSHRun
+    from cockpit.launch.ssh.unit import SWEEP_TRIES, SSHRun
     from cockpit.run.store import RunStatus, read_status
 
     class Stuck:
@@ -185,8 +185,8 @@ def test_a_node_whose_processes_survive_sigkill_is_given_up_on_after_a_few_sweep
 
 
 def test_the_stop_grace_comes_from_cockpit_stop_then_cockpit_run_then_the_plan(tmp_path):
-    from cockpit.launch.ssh.node import SSHRun
     from cockpit.launch.ssh.plan import request_stop
+    from cockpit.launch.ssh.unit import SSHRun
     from cockpit.run.store import RunStatus
 
     plan = SSHPlan("r-1", "/opt/py", "10.0.0.1", 29500, (NodePlan("a", 0, str(tmp_path), True),), 1)

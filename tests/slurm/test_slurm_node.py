@@ -9,7 +9,7 @@ from dataclasses import replace
 import yaml
 
 from cockpit.launch.slurm import launcher as slurm
-from cockpit.launch.slurm.node import GIVE_UP_AFTER_STOP, MISSES_BEFORE_LOST, make_slurm_nodes
+from cockpit.launch.slurm.unit import GIVE_UP_AFTER_STOP, MISSES_BEFORE_LOST, make_slurm_nodes
 from cockpit.run.store import read_status
 from cockpit.spec.model import load_spec
 
@@ -155,7 +155,7 @@ def test_a_stop_gives_up_when_slurm_stays_silent(tmp_path):
 def test_a_job_that_requeues_itself_is_not_over_while_it_passes_through_an_end_state(tmp_path):
     """scontrol requeue: the job shows FAILED (its batch shell killed "due to job requeue") for a moment on
     its way back to PENDING; only an end that holds REQUEUE_SETTLE seconds ends the run."""
-    from cockpit.launch.slurm.node import REQUEUE_SETTLE
+    from cockpit.launch.slurm.unit import REQUEUE_SETTLE
 
     job = {"name": "j", "script": "train.py", "launcher": "slurm", "nodes": 1, "slurm": {"requeue": True}}
     path = tmp_path / "j.yaml"

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from helpers import REPO
 
-from cockpit.launch.plan import PreflightFailed
+from cockpit.launch.site import PreflightFailed
 from cockpit.launch.slurm import facts as slurm_facts
 from cockpit.preflight.checks import failed
 from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.fleet import nodes as fleet
+from cockpit.fleet import probes as fleet
 from cockpit.run.store import STATES
 from cockpit.slurm import query as q
 from cockpit.slurm.states import TABLE, UNKNOWN, cockpit_state, lookup, normalise

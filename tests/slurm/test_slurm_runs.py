@@ -20,7 +20,7 @@ from cockpit.launch import dry_run_facts, procs
 from cockpit.render import render
 from cockpit.run.store import list_runs, read_status
 from cockpit.slurm import query as slurm_query
-from cockpit.slurm.runner import SlurmError
+from cockpit.slurm.command import SlurmError
 from cockpit.spec.model import load_spec
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import REPO, cockpit_env
 from tui.tuidata import until
 
-from cockpit.fleet.report import Interface, NodeReport
+from cockpit.fleet.records import Interface, NodeReport
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.models import form as jobform

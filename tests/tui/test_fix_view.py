@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tui.tuidata import FAILED_LOGS, NOW, make_run, until
 
-from cockpit.fleet.report import Interface
+from cockpit.fleet.records import Interface
 from cockpit.insight.proposals import Facts
 from cockpit.run.store import read_status, write_status
 from cockpit.spec.model import load_spec

@@ -14,7 +14,7 @@ from pathlib import Path
 from helpers import REPO
 
 from cockpit import nvml, nvml_replay
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.run.store import RankExit, RunStatus, create_run_dir, write_status
 
 NVML = REPO / "tests" / "fixtures" / "nvml"

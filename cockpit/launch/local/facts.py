@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import cockpit
-from cockpit.fleet.report import NodeReport
-from cockpit.launch.plan import interpreter, job_files
+from cockpit.fleet.records import NodeReport
+from cockpit.launch.site import interpreter, job_files
 from cockpit.preflight.local import HOST, IFNAME_VARS, LocalFacts
 from cockpit.spec.model import JobSpec
 
@@ -91,7 +91,7 @@ def _failed(why: str) -> NodeReport:
 def check(spec: JobSpec, job_path: str) -> list:
     """The local preflight (cockpit.preflight.local): the files first, at once, then this machine through the
     job's python; raises PreflightFailed with doctor's lines. Returns the checks."""
-    from cockpit.launch.plan import PreflightFailed
+    from cockpit.launch.site import PreflightFailed
     from cockpit.preflight import checks as preflight
     from cockpit.preflight import local as preflight_local
 

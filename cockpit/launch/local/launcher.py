@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.launch import procs
-from cockpit.launch.plan import LaunchError, facts_for, interpreter
 from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
+from cockpit.launch.site import LaunchError, facts_for, interpreter
 from cockpit.launch.supervision import reconcile
 from cockpit.render import default_kind, render
 from cockpit.run import layout
@@ -36,7 +36,7 @@ from cockpit.spec.model import JobSpec
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
-    from cockpit.render.facts import Facts
+    from cockpit.render.site import Facts
     from cockpit.run.records import Trial
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from cockpit.launch import procs
 from cockpit.launch.local.launcher import LocalLauncher, free_port, new_run, render_facts
-from cockpit.launch.plan import LaunchError
 from cockpit.launch.protocol import LaunchOptions
+from cockpit.launch.site import LaunchError
 from cockpit.render import default_kind, render
 from cockpit.run import layout
 from cockpit.run.records import PROCESS_KEYS, FirstFailure, NodeRecord, Trial

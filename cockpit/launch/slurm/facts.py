@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from cockpit.launch.plan import interpreter, job_files
+from cockpit.launch.site import interpreter, job_files
 from cockpit.preflight.slurm import SlurmFacts
 from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo
 from cockpit.spec.model import JobSpec
@@ -26,7 +26,7 @@ def gather(spec: JobSpec, job_path: str, run=subprocess.run, timeout: float = 30
 def check(spec: JobSpec, job_path: str, run=None) -> list:
     """The Slurm preflight (cockpit.preflight.slurm) over sinfo's answer (``run``: subprocess.run's shape);
     raises PreflightFailed with doctor's lines, before anything waits in the queue. Returns the checks."""
-    from cockpit.launch.plan import PreflightFailed
+    from cockpit.launch.site import PreflightFailed
     from cockpit.preflight import checks as preflight
     from cockpit.preflight.slurm import slurm_checks
 

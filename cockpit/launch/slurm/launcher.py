@@ -1,5 +1,5 @@
 """The Slurm launcher: render the batch script into a run directory, submit it with ``sbatch --parsable``,
-record the job id; the run's supervisor then follows the job (cockpit.launch.slurm.node).
+record the job id; the run's supervisor then follows the job (cockpit.launch.slurm.unit).
 
 Run directory of a Slurm run (see cockpit.run.store for the common part):
 
@@ -28,8 +28,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.launch.plan import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter, job_files
 from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
+from cockpit.launch.site import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter, job_files
 from cockpit.launch.slurm.preflight import install_nodecheck
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.launch.supervision import supervisor_alive
@@ -48,15 +48,15 @@ from cockpit.run.store import (
     write_status,
 )
 from cockpit.run.trust import own_run
+from cockpit.slurm.command import Runner, SlurmError, run_command
 from cockpit.slurm.query import JobView, query_jobs
-from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
-    from cockpit.render.facts import Facts
+    from cockpit.render.site import Facts
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
 
@@ -107,7 +107,7 @@ class SlurmLauncher:
         submit(run_dir)
 
     def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
-        from cockpit.launch.slurm.node import make_slurm_nodes
+        from cockpit.launch.slurm.unit import make_slurm_nodes
 
         return make_slurm_nodes(status, run_dir)
 

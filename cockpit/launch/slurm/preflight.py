@@ -14,13 +14,13 @@ import json
 import subprocess
 from pathlib import Path
 
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 from cockpit.launch.slurm.submission import parse_job_id, submit_env
 from cockpit.node.nodejudge import VERDICT
 from cockpit.preflight import allocation
 from cockpit.run import layout
 from cockpit.run.store import write_private
-from cockpit.slurm.runner import SlurmError
+from cockpit.slurm.command import SlurmError
 
 
 def install_nodecheck(run_dir: Path) -> None:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 from cockpit.launch.slurm.preflight import install_nodecheck
 from cockpit.run import layout
 from cockpit.run.records import NodeRecord, SlurmJob, Trial

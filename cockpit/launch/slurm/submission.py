@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from cockpit import contract
-from cockpit.launch.plan import LaunchError
+from cockpit.launch.site import LaunchError
 
 
 def submit_env() -> dict[str, str]:

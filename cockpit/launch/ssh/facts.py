@@ -1,7 +1,7 @@
 """Ask a job's nodes what the preflight and the ssh launcher need to know, concurrently, over one
 persistent connection per node (cockpit.remote.RemotePool):
 
-1. the probe on every node (cockpit.fleet.nodes): GPUs, interfaces, versions;
+1. the probe on every node (cockpit.fleet.probes): GPUs, interfaces, versions;
 2. the master address, picked from the interfaces (an address on a subnet every node shares), and the
    master port: bound on the master by the node agent's `listen` (``auto``: the kernel picks a free one);
 3. while that listener holds the port, every node's `check`: resolve and connect to master:port, the
@@ -19,8 +19,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from cockpit.fleet.nodes import Fleet
-from cockpit.fleet.report import Interface
+from cockpit.fleet.probes import Fleet
+from cockpit.fleet.records import Interface
 from cockpit.launch.ssh.shell import agent_command
 from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import JobFacts, is_loopback

@@ -5,7 +5,7 @@
 reach, finds out which nodes share this machine's filesystem (a marker file in the runs directory), then
 writes the run directory: the job, each node's rendered script (its own --node-rank; the node's run
 directory), the plan (commands/ssh.json) and status.json. The detached supervisor does the rest
-(cockpit.launch.ssh.node): starts the scripts detached, follows the logs back, tears every node down when
+(cockpit.launch.ssh.unit): starts the scripts detached, follows the logs back, tears every node down when
 one fails, stops them on `cockpit stop`; without a supervisor, cockpit.launch.ssh.orphan asks the nodes.
 
 A node that does not share the filesystem gets its run directory under its own runs directory
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.fs.paths import job_workdir
-from cockpit.launch.plan import LaunchError, PreflightFailed, facts_for, forward_shell_env, interpreter
 from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
+from cockpit.launch.site import LaunchError, PreflightFailed, facts_for, forward_shell_env, interpreter
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.launch.supervision import reconcile, supervisor_alive
@@ -39,7 +39,7 @@ from cockpit.spec.model import JobSpec
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
-    from cockpit.render.facts import Facts
+    from cockpit.render.site import Facts
     from cockpit.run.records import NodeRecord, Trial
 
 PREFLIGHT_FILE = layout.PREFLIGHT
@@ -102,7 +102,7 @@ class SSHLauncher:
         """Nothing to hand over: the supervisor starts every node's script over SSH."""
 
     def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
-        from cockpit.launch.ssh.node import make_ssh_nodes
+        from cockpit.launch.ssh.unit import make_ssh_nodes
 
         return make_ssh_nodes(status, run_dir, grace)
 

@@ -1,7 +1,7 @@
 """An ssh run without its supervisor (it was killed, or this machine rebooted): its nodes run on, so
 `cockpit stop` and `cockpit attach` ask them themselves, over fresh connections, once. ``stop_nodes`` stops
 the run's processes on every node; ``recover`` copies back what each node wrote since and works out the
-run's state. The supervisor's own nodes are in cockpit.launch.ssh.node.
+run's state. The supervisor's own nodes are in cockpit.launch.ssh.unit.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
-from cockpit.render.facts import Facts
+from cockpit.render.site import Facts
 from cockpit.run import layout
 from cockpit.run import store as runs
 from cockpit.spec.model import JobSpec

@@ -23,7 +23,7 @@ import shlex
 from pathlib import Path
 
 from cockpit import contract
-from cockpit.render.facts import log_safe
+from cockpit.render.site import log_safe
 from cockpit.run import layout
 
 

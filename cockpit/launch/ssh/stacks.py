@@ -18,7 +18,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
     from cockpit.launch.ssh.plan import read_plan
     from cockpit.launch.ssh.shell import agent_command
     from cockpit.remote import RemoteError, RemotePool
-    from cockpit.render.facts import log_safe
+    from cockpit.render.site import log_safe
 
     plan = read_plan(run_dir)
     request = new_request()

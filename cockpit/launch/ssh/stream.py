@@ -1,5 +1,5 @@
 """The node agent's `watch` stream, on this side: what to ask it for, and its file messages written into the
-local run directory. Shared by the supervisor's nodes (cockpit.launch.ssh.node), which follow the stream,
+local run directory. Shared by the supervisor's nodes (cockpit.launch.ssh.unit), which follow the stream,
 and by ``orphan.recover``, which asks once when the supervisor is gone.
 """
 

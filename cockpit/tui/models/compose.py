@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.records import NodeReport
 from cockpit.spec.model import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec
 from cockpit.tui.models import form as jobform
 

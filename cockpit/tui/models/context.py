@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.render.facts import Facts
+from cockpit.render.site import Facts
 
 if TYPE_CHECKING:
     from cockpit.insight import proposals
@@ -30,7 +30,7 @@ def default_requeue() -> Callable[[Path], object] | None:
 
 def requeue_run(run_dir: Path) -> str:
     from cockpit.launch import registry
-    from cockpit.launch.plan import LaunchError
+    from cockpit.launch.site import LaunchError
     from cockpit.run.store import read_status
 
     status = read_status(run_dir)
@@ -59,7 +59,7 @@ def default_user_jobs() -> Callable[[], list] | None:
 
 def default_partitions() -> list[str]:
     """Slurm's partitions where sinfo is installed and answers; [] elsewhere."""
-    from cockpit.fleet.nodes import NodesError, slurm_nodes
+    from cockpit.fleet.probes import NodesError, slurm_nodes
 
     try:
         return sorted({n.partition for n in slurm_nodes()})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cockpit.fleet.report import STATES, NodeReport
+from cockpit.fleet.records import STATES, NodeReport
 from cockpit.nvml import Gpu
 from cockpit.tui.models.gpu_history import MIN_SPARK, History, sparkline
 

@@ -1,7 +1,7 @@
 """Where the fleet screen's data comes from. A feed is an async ``run(publish)`` that calls ``publish(nodes)``
-with every node as a cockpit.fleet.report.NodeReport ("cpus" filled in for this machine). No textual.
+with every node as a cockpit.fleet.records.NodeReport ("cpus" filled in for this machine). No textual.
 
-``LiveFleet`` keeps cockpit.fleet.nodes's probe stream per node open (one persistent connection each; a refresh is a
+``LiveFleet`` keeps cockpit.fleet.probes's probe stream per node open (one persistent connection each; a refresh is a
 line on it) and publishes a snapshot every interval and whenever a node changes state. ``FixedFleet`` replays
 given snapshots: recorded fixtures for tests and snapshots, no processes, no clock."""
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from cockpit.fleet.nodes import Fleet, NodeStatus
-from cockpit.fleet.report import NodeReport
+from cockpit.fleet.probes import Fleet, NodeStatus
+from cockpit.fleet.records import NodeReport
 from cockpit.remote import LocalRemote, RemotePool
 
 Publish = Callable[[list[NodeReport]], None]

@@ -14,7 +14,7 @@ from textual.worker import Worker, WorkerState
 if TYPE_CHECKING:
     from textual.signal import Signal
 
-    from cockpit.fleet.report import NodeReport
+    from cockpit.fleet.records import NodeReport
     from cockpit.tui.models.context import Context
     from cockpit.tui.models.fleet import Selection
     from cockpit.tui.models.gpu_history import History

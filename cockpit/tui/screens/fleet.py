@@ -26,7 +26,7 @@ from cockpit.tui.widgets.gpu_table import GpuTable
 from cockpit.tui.widgets.navbar import NavBar
 
 if TYPE_CHECKING:
-    from cockpit.fleet.report import NodeReport
+    from cockpit.fleet.records import NodeReport
 
 WIDE = 120  # columns from which the details and the chart sit side by side
 

@@ -57,7 +57,7 @@ class RunsScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, group="user-jobs", exit_on_error=False)
     def reload_jobs(self) -> None:
-        from cockpit.slurm.runner import SlurmError
+        from cockpit.slurm.command import SlurmError
 
         user_jobs = self.capp.ctx.user_jobs
         if user_jobs is None:  # started only where the context has them

@@ -26,8 +26,8 @@ from cockpit.run.records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord, Slurm
 from cockpit.run.status import final_state
 from cockpit.run.store import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
+from cockpit.slurm.command import Runner, SlurmError, run_command
 from cockpit.slurm.query import JobView
-from cockpit.slurm.runner import Runner, SlurmError, run_command
 from cockpit.slurm.scancel import cancel
 from cockpit.slurm.states import UNKNOWN, lookup
 from cockpit.slurm.tracker import JobTracker

@@ -1,4 +1,4 @@
-"""The facts a renderer needs that are not in the job spec. The caller looks them up (free port, run
+"""The site: what a renderer needs that is not in the job spec. The caller looks them up (free port, run
 directory, which interpreter); renderers never do IO, so the same spec and facts give the same text."""
 
 from __future__ import annotations

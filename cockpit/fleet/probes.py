@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 from cockpit.fleet.cluster import NodesError, cluster_path
 from cockpit.fleet.cluster import expand_hostlist as expand_hostlist  # re-exported: --nodes in cli and tui
 from cockpit.fleet.cluster import scontrol_hostnames as scontrol_hostnames  # re-exported
-from cockpit.fleet.report import REACHABLE, NodeReport, NodeState, is_node_state
+from cockpit.fleet.records import REACHABLE, NodeReport, NodeState, is_node_state
 from cockpit.node import probe
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, Timeout, Unreachable
 
 if TYPE_CHECKING:
-    from cockpit.slurm.runner import Runner
+    from cockpit.slurm.command import Runner
     from cockpit.slurm.sinfo import PartitionNode
 
 
@@ -226,8 +226,8 @@ def _probe_missing(stderr: str, status: int | None) -> bool:
 def slurm_nodes(partition: str | None = None, runner: Runner | None = None) -> list[PartitionNode]:
     """Slurm's nodes (of ``partition``), one entry per (node, partition) (cockpit.slurm.sinfo.node_names: each
     node once); [] where Slurm is not installed. Raises NodesError if sinfo fails.
-    ``runner``: the Slurm runner (cockpit.slurm.runner); None: the real one, if sinfo is on PATH."""
-    from cockpit.slurm.runner import SlurmError, run_command
+    ``runner``: the Slurm runner (cockpit.slurm.command); None: the real one, if sinfo is on PATH."""
+    from cockpit.slurm.command import SlurmError, run_command
     from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo
 
     if runner is None:

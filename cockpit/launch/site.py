@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cockpit.fs.paths import default_runs_dir, job_workdir
 from cockpit.preflight.local import LocalFacts
-from cockpit.render.facts import Facts
+from cockpit.render.site import Facts
 from cockpit.spec.model import JobSpec
 
 DRY_RUN_ID = "dry-run"
