@@ -10,7 +10,7 @@ import pytest
 from helpers import REPO, cockpit_env
 
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, node_scripts
-from cockpit.render import Facts, default_kind, render
+from cockpit.render import Site, default_kind, render
 from cockpit.run.store import list_runs
 from cockpit.spec.model import SpecError, parse_spec
 
@@ -28,7 +28,7 @@ def test_default_is_torchrun_and_the_legacy_runner_renders_the_launch_form():
     assert parse_spec(BASE).runner == "torchrun" and default_kind(parse_spec(BASE)) == "torchrun"
     spec = parse_spec(BASE + LEGACY + "launcher: ssh\nnodes: [a, b]\n")
     assert default_kind(spec) == "launch"
-    text = render(spec, Facts(run_dir="/r", run_id="R", workdir="/w", node_names=("a", "b")), "launch", 1)
+    text = render(spec, Site(run_dir="/r", run_id="R", workdir="/w", node_names=("a", "b")), "launch", 1)
     # Underscore flags: the only spelling torch < 1.10 parses; --use_env, which --no_python requires.
     assert "-m torch.distributed.launch \\\n  --use_env \\\n" in text
     for flag in ("--nproc_per_node=2", "--node_rank=1", "--master_addr=127.0.0.1", "--no_python"):
@@ -40,7 +40,7 @@ def test_the_ssh_launcher_gives_every_node_the_legacy_script():
     spec = parse_spec(BASE + LEGACY + "launcher: ssh\nnodes: [a, b]\n")
     nodes = tuple(NodePlan(h, i, f"/runs/{h}", shared=False) for i, h in enumerate(("a", "b")))
     plan = SSHPlan("R", "python3", "10.0.0.1", 29555, nodes, nproc=2)
-    scripts = node_scripts(spec, Facts(run_dir="/r", run_id="R", workdir="/w", node_names=("a", "b")), plan)
+    scripts = node_scripts(spec, Site(run_dir="/r", run_id="R", workdir="/w", node_names=("a", "b")), plan)
     for rank, text in scripts.items():
         assert "-m torch.distributed.launch" in text and f"--node_rank={rank}" in text
         assert "--master_addr=10.0.0.1" in text and "--master_port=29555" in text

@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 from helpers import cockpit_env, require_tool
 
-from cockpit.render import Facts, render
+from cockpit.render import Site, render
 from cockpit.render.shell import comment, header
 from cockpit.slurm.hostlist import HostlistError, expand
 from cockpit.spec import jobfile
@@ -200,7 +200,7 @@ def test_comments_in_generated_shell_cannot_be_ended_by_a_value():
     assert comment("job a\ntouch /tmp/x\r\x1b[2J\u2028b") == "# job a\\ntouch /tmp/x\\r\\x1b[2J\\u2028b"
     assert header("x\ny") == ["#!/usr/bin/env bash", "# x\\ny", "set -euo pipefail"]
     spec = parse_spec(BASE + "launcher: ssh\nnodes: [node1, node2]\n")
-    facts = Facts(run_dir="/r", run_id="r1", workdir="/w", python="python3",
+    facts = Site(run_dir="/r", run_id="r1", workdir="/w", python="python3",
                   node_names=("node1", "n\nid >/tmp/pwned"))
     text = render(spec, facts, "torchrun")
     assert all(not line.startswith("id ") for line in text.splitlines())

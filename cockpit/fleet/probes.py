@@ -28,7 +28,7 @@ from cockpit.node import probe
 from cockpit.remote import CommandFailed, LocalRemote, RemoteError, RemotePool, Timeout, Unreachable
 
 if TYPE_CHECKING:
-    from cockpit.slurm.command import Runner
+    from cockpit.slurm.command import RunCommand
     from cockpit.slurm.sinfo import PartitionNode
 
 
@@ -223,7 +223,7 @@ def _probe_missing(stderr: str, status: int | None) -> bool:
     return status == 127 or "No module named cockpit" in stderr or "No module named 'cockpit" in stderr
 
 
-def slurm_nodes(partition: str | None = None, runner: Runner | None = None) -> list[PartitionNode]:
+def slurm_nodes(partition: str | None = None, runner: RunCommand | None = None) -> list[PartitionNode]:
     """Slurm's nodes (of ``partition``), one entry per (node, partition) (cockpit.slurm.sinfo.node_names: each
     node once); [] where Slurm is not installed. Raises NodesError if sinfo fails.
     ``runner``: the Slurm runner (cockpit.slurm.command); None: the real one, if sinfo is on PATH."""

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit.insight.proposals import Facts, Proposal, no_fix, proposals
+from cockpit.insight.proposals import FixContext, Proposal, no_fix, proposals
 from cockpit.run import layout
 from cockpit.run.handle import Run
 from cockpit.spec import jobedit, jobfile, yamlpos
@@ -22,7 +22,7 @@ from cockpit.spec.model import SpecError, parse_spec
 
 
 @dataclass(frozen=True)
-class Plan:
+class FixPlan:
     """What a fix would do to a run's job file. ``new_text`` None: nothing to write (``problem`` says why
     when there were changes that could not be made)."""
 
@@ -82,7 +82,7 @@ def job_source(run: Run) -> tuple[Path, str]:
                    "hint: the run directory may be incomplete)")
 
 
-def local_facts(run: Run) -> Facts:
+def local_facts(run: Run) -> FixContext:
     """The launcher's own job sections and the hosts from status.json; interfaces for a run whose ranks ran
     on this machine (one host)."""
     from cockpit.fleet.records import Interface
@@ -90,7 +90,7 @@ def local_facts(run: Run) -> Facts:
 
     status = run.status
     if status is None:
-        return Facts()
+        return FixContext()
     launcher = registry.known_for_run(status)
     hosts = tuple(status.hosts)
     interfaces = {}
@@ -98,10 +98,10 @@ def local_facts(run: Run) -> Facts:
         from cockpit.node.ifaces import interfaces as read_interfaces
 
         interfaces = {hosts[0]: [Interface.from_dict(i) for i in read_interfaces() or ()]}
-    return Facts(launcher.job_sections if launcher else frozenset(), hosts, interfaces)
+    return FixContext(launcher.job_sections if launcher else frozenset(), hosts, interfaces)
 
 
-def plan(run: Run, report, facts: Facts | None = None) -> Plan:
+def plan(run: Run, report, facts: FixContext | None = None) -> FixPlan:
     """The proposals for ``report`` (the run's diagnosis) and the job file they make, from the status.json
     ``run`` was read with. Raises FixError."""
     path, which = job_source(run)
@@ -114,16 +114,16 @@ def plan(run: Run, report, facts: Facts | None = None) -> Plan:
     changes = tuple(c for p in found for c in p.changes)
     if not changes:
         why = no_fix(report) or ("" if found else NO_FINDING_HAS_A_FIX)
-        return Plan(path, which, text, None, found, verdict=why)
+        return FixPlan(path, which, text, None, found, verdict=why)
     try:
         new = jobedit.apply(text, changes)
         parse_spec(new, str(path))
     except jobedit.EditError as exc:
-        return Plan(path, which, text, None, found, f"cannot edit the job file safely: {exc}", changes)
+        return FixPlan(path, which, text, None, found, f"cannot edit the job file safely: {exc}", changes)
     except SpecError as exc:
-        return Plan(path, which, text, None, found, "the changed job file would not validate: "
+        return FixPlan(path, which, text, None, found, "the changed job file would not validate: "
                     + "; ".join(exc.lines()), changes)
-    return Plan(path, which, text, new, found, "", changes)
+    return FixPlan(path, which, text, new, found, "", changes)
 
 
 def fixed_path(job: Path) -> Path:
@@ -138,7 +138,7 @@ def fixed_path(job: Path) -> Path:
     return job.with_name(f"{stem}-fix-{n}.yaml")
 
 
-def write_fixed(p: Plan) -> Path:
+def write_fixed(p: FixPlan) -> Path:
     """Write the plan's new text next to its job file, 0600, never over an existing file. Raises OSError."""
     assert p.new_text is not None
     for _ in range(100):  # another writer may take the name between the look and the open

@@ -28,7 +28,7 @@ NCCL_EXCLUDE_LOCAL = "^lo,docker"
 
 
 @dataclass(frozen=True)
-class Facts:
+class FixContext:
     """What the proposals may depend on beyond the logs: the job-file sections its launcher reads of its own
     (cockpit.launch.protocol ``job_sections``: "slurm", "node_env"), its hosts, and each host's network
     interfaces where they were read (empty: unknown)."""
@@ -59,7 +59,7 @@ def no_fix(report: Report) -> str | None:
     return f"no configuration fix: the cause is in the code ({cause.words})"
 
 
-def proposals(report: Report, job: Mapping, facts: Facts) -> list[Proposal]:
+def proposals(report: Report, job: Mapping, facts: FixContext) -> list[Proposal]:
     """A proposal for every finding with a configuration remedy, most important first; a change already made
     by an earlier proposal (the same key) is not repeated. None where the first root cause is in the code
     (``no_fix``): a setting changed then only relaunches the same failure."""
@@ -108,7 +108,7 @@ def evidence_texts(finding: Finding, report: Report) -> list[str]:
     return [e.text for f in report.files for e in f.events if (f.path, e.line) in wanted]
 
 
-def to_changes(fix: Fix, job: Mapping, facts: Facts) -> tuple[list[Change], list[str]]:
+def to_changes(fix: Fix, job: Mapping, facts: FixContext) -> tuple[list[Change], list[str]]:
     """``fix`` as edits of this job, and what cannot be an edit (container options, values to choose)."""
     changes: list[Change] = []
     manual: list[str] = []
@@ -153,7 +153,7 @@ def slurm_change(option: str, value: str, job: Mapping) -> Change:
     return Change(("slurm", "extra"), f"--{option}={value}" if value else f"--{option}", append=True)
 
 
-def ifname(var: str, facts: Facts) -> dict[str, str] | None:
+def ifname(var: str, facts: FixContext) -> dict[str, str] | None:
     """host -> value ("" for every node) for an interface variable, from the nodes' interfaces; NCCL's
     local-interface exclusion where they are unknown; None where nothing known decides it."""
     nodes = {h: facts.interfaces[h] for h in facts.hosts if h in facts.interfaces}

@@ -24,7 +24,7 @@ from pathlib import Path
 from cockpit.launch import registry
 from cockpit.launch.protocol import LaunchOptions
 from cockpit.launch.site import DEFAULT_MASTER_PORT, DRY_RUN_ID, LaunchError, dry_run_dir
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 from cockpit.spec.model import JobSpec
 
 __all__ = ["LaunchError", "dry_run_facts", "prepare", "start", "with_shell_env"]
@@ -36,7 +36,7 @@ def with_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> J
     return registry.for_spec(spec).shell_env(spec, environ)
 
 
-def dry_run_facts(spec: JobSpec, job_path: str, runs_dir: str | None = None) -> Facts:
+def dry_run_facts(spec: JobSpec, job_path: str, runs_dir: str | None = None) -> Site:
     """The facts `cockpit render` and the compose preview render with: the job's launcher's, with stand-ins for
     what a launch looks up (the run id "dry-run", the job's master port or 29500)."""
     return registry.for_spec(spec).render_facts(spec, job_path, dry_run_dir(runs_dir), DRY_RUN_ID,

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
     from cockpit.remote import SSHOptions
-    from cockpit.render.site import Facts
+    from cockpit.render.site import Site
     from cockpit.run.records import NodeRecord, Trial
     from cockpit.run.store import RunStatus
     from cockpit.spec.model import JobSpec
@@ -82,7 +82,7 @@ class TimeLimits:
     requeue: bool = False  # it checkpoints before the limit and requeues itself
 
 
-class Node(Protocol):
+class Unit(Protocol):
     """One unit of work as the supervisor polls it (a local torchrun, a sweep's trial, a Slurm job, an ssh
     node). Started when the launcher's ``start`` returns it."""
 
@@ -114,7 +114,7 @@ class Launcher(Protocol):
         variables (nothing crosses SSH by itself); the others return it (their ranks inherit the shell)."""
 
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                     extra_args: tuple[str, ...] = ()) -> Facts:
+                     extra_args: tuple[str, ...] = ()) -> Site:
         """What the renderers need to know about where the job runs: its node names, the ranks' python, the
         master address (cockpit.launch.site.facts_for)."""
 
@@ -132,14 +132,14 @@ class Launcher(Protocol):
     def schedule(self, run_dir: Path) -> None:
         """Hand the prepared run to an outside scheduler, before the supervisor starts (LaunchError)."""
 
-    def start(self, status: RunStatus, run_dir: Path, grace: float | None) -> list[Node]:
+    def start(self, status: RunStatus, run_dir: Path, grace: float | None) -> list[Unit]:
         """In the supervisor: the run's units of work, started."""
 
     def watched(self, status: RunStatus) -> bool:
         """Whether the supervisor's hang watchdog follows the run (not a sweep's: its trials are runs of
         their own)."""
 
-    def summarize(self, status: RunStatus, nodes: list[Node]) -> str | None:
+    def summarize(self, status: RunStatus, nodes: list[Unit]) -> str | None:
         """The run's note at its end when the launcher knows better than the supervisor; None otherwise."""
 
     def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:

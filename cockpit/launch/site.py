@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cockpit.fs.paths import default_runs_dir, job_workdir
 from cockpit.preflight.local import LocalFacts
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 from cockpit.spec.model import JobSpec
 
 DRY_RUN_ID = "dry-run"
@@ -61,10 +61,10 @@ def interpreter(spec: JobSpec, default: str = "python3") -> str:
 
 def facts_for(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
               extra_args: tuple[str, ...] = (), *, python: str, master_addr: str,
-              node_names: tuple[str, ...]) -> Facts:
+              node_names: tuple[str, ...]) -> Site:
     """What the renderers need to know about where the job runs; the launcher gives its own ``python``,
     ``master_addr`` and ``node_names`` (cockpit.launch.protocol ``render_facts``)."""
-    return Facts(run_dir=run_dir, run_id=run_id, workdir=job_workdir(job_path, spec.workdir),
+    return Site(run_dir=run_dir, run_id=run_id, workdir=job_workdir(job_path, spec.workdir),
                  python=python, master_addr=master_addr, master_port=master_port,
                  node_names=node_names, extra_args=extra_args)
 

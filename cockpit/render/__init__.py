@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cockpit.render.sbatch import sbatch_script
 from cockpit.render.shell import comment
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 from cockpit.render.torchrun import dp_script, launch_script, spawn_script, torchrun_script
 from cockpit.spec.model import JobSpec
 from cockpit.spec.runner import LEGACY, SPAWN, TORCHRUN
@@ -47,7 +47,7 @@ def check_kind(spec: JobSpec, kind: str) -> None:
                           "this job's script does not spawn its ranks (hint: set runner: spawn)")
 
 
-def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None, *,
+def render(spec: JobSpec, facts: Site, kind: str, node_rank: int | None = None, *,
            for_display: bool = False) -> str:
     """The text for ``kind``; for per-node forms without ``node_rank``, every node's script in turn.
     ``for_display``: secret env values (JobSpec.is_secret) as ``***`` — to show, never to run."""
@@ -70,4 +70,4 @@ def render(spec: JobSpec, facts: Facts, kind: str, node_rank: int | None = None,
     return "\n".join(parts)
 
 
-__all__ = ["Facts", "KINDS", "RUNNER_KIND", "RenderError", "check_kind", "default_kind", "render"]
+__all__ = ["Site", "KINDS", "RUNNER_KIND", "RenderError", "check_kind", "default_kind", "render"]

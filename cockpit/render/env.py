@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 from cockpit import contract
 from cockpit.render.shell import export
-from cockpit.render.site import Facts, log_safe
+from cockpit.render.site import Site, log_safe
 from cockpit.spec.model import JobSpec
 
 
-def contract_env(spec: JobSpec, facts: Facts, host: str) -> list[tuple[str, str]]:
+def contract_env(spec: JobSpec, facts: Site, host: str) -> list[tuple[str, str]]:
     """The contract variables, in the README's order."""
     return [
         (contract.RUN_DIR, facts.run_dir),
@@ -40,7 +40,7 @@ def gpu_env(spec: JobSpec) -> list[tuple[str, str]]:
     return env
 
 
-def node_env_lines(spec: JobSpec, facts: Facts, host: str) -> list[str]:
+def node_env_lines(spec: JobSpec, facts: Site, host: str) -> list[str]:
     """All `export` lines for one node, user env last so it reads as the user wrote it (with the node's own
     node_env: values over the job's env:)."""
     pairs = gpu_env(spec) + [("PYTHONUNBUFFERED", "1")] + contract_env(spec, facts, host) + list(
@@ -55,7 +55,7 @@ def spawns(spec: JobSpec) -> int:
     return spec.nprocs
 
 
-def program_words(spec: JobSpec, facts: Facts, quote: Callable[[str], str]) -> list[str]:
+def program_words(spec: JobSpec, facts: Site, quote: Callable[[str], str]) -> list[str]:
     """python -u script|-m module args..., each quoted."""
     target = ["-m", spec.module] if spec.module else [spec.script]
     words = [facts.python, "-u", *target, *spec.args, *facts.extra_args]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from cockpit.render.env import contract_env, device_env, program_words, spawns
 from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 from cockpit.run import layout
 from cockpit.spec.model import JobSpec
 
@@ -65,7 +65,7 @@ def _gpu_option(spec: JobSpec) -> list[str]:
     return [f"{flag}{kind}{spec.gpus_per_node}"]
 
 
-def sbatch_directives(spec: JobSpec, facts: Facts, trials: int = 0) -> list[str]:
+def sbatch_directives(spec: JobSpec, facts: Site, trials: int = 0) -> list[str]:
     s = spec.slurm
     out = [f"--job-name={spec.name}"]
     out += [f"--nodes={spec.num_nodes}"] if spec.nodelist is None else [f"--nodelist={spec.nodelist}"]
@@ -126,7 +126,7 @@ def _signal_forwarding() -> list[str]:
             "trap forward_usr1 USR1"]
 
 
-def _preflight(spec: JobSpec, facts: Facts) -> list[str]:
+def _preflight(spec: JobSpec, facts: Site) -> list[str]:
     """One short srun step, one task per node (cockpit.node.nodecheck), then the judge (cockpit.node.nodejudge)
     in this shell: a bad node is named in this log and the script exits PREFLIGHT_EXIT before training."""
     py, hook = quote(facts.python), f"$COCKPIT_RUN_DIR/{layout.HOOK}"
@@ -148,7 +148,7 @@ def _preflight(spec: JobSpec, facts: Facts) -> list[str]:
             command(step), command(judge)]
 
 
-def sbatch_script(spec: JobSpec, facts: Facts) -> str:
+def sbatch_script(spec: JobSpec, facts: Site) -> str:
     """The whole batch script for ``spec`` (a job array when it has a sweep)."""
     trials = spec.sweep.trials() if spec.sweep else []
     lines = ["#!/bin/bash", *sbatch_directives(spec, facts, len(trials)),

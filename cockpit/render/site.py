@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Facts:
+class Site:
     run_dir: str  # absolute path of the run directory, as the nodes see it
     run_id: str
     workdir: str  # absolute directory the ranks start in

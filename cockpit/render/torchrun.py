@@ -13,15 +13,15 @@ from cockpit.render import loopback
 from cockpit.render.env import node_env_lines, program_words, spawns
 from cockpit.render.rankwrap import HOOK_PATH_LINES, WRAPPER_PATH, write_wrapper_lines
 from cockpit.render.shell import command, export, header, quote
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 from cockpit.spec.model import JobSpec
 
 
-def _rank_program(spec: JobSpec, facts: Facts) -> list[str]:
+def _rank_program(spec: JobSpec, facts: Site) -> list[str]:
     return [f"bash {WRAPPER_PATH}", " ".join(program_words(spec, facts, quote))]
 
 
-def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str, wrapper: bool = True) -> list[str]:
+def _prologue(spec: JobSpec, facts: Site, node_rank: int, what: str, wrapper: bool = True) -> list[str]:
     host = facts.node_names[node_rank]
     lines = header(f'cockpit: job "{spec.name}", {what}, node {node_rank} of {spec.num_nodes} ({host}), '
                    f"run {facts.run_id}")
@@ -34,7 +34,7 @@ def _prologue(spec: JobSpec, facts: Facts, node_rank: int, what: str, wrapper: b
     return lines
 
 
-def _rendezvous(spec: JobSpec, facts: Facts, node_rank: int, legacy: bool) -> list[str]:
+def _rendezvous(spec: JobSpec, facts: Site, node_rank: int, legacy: bool) -> list[str]:
     sep = "_" if legacy else "-"
     # On one machine, always the static form: its store can be held to loopback (cockpit.render.loopback);
     # c10d's would start a second store for the ranks on every interface.
@@ -46,7 +46,7 @@ def _rendezvous(spec: JobSpec, facts: Facts, node_rank: int, legacy: bool) -> li
             f"--master{sep}port={facts.master_port}"]
 
 
-def _launcher(spec: JobSpec, facts: Facts, module: str) -> str:
+def _launcher(spec: JobSpec, facts: Site, module: str) -> str:
     """``python -m MODULE``; for a local run, through the program that holds the store to loopback."""
     if spec.launcher == "local":
         return loopback.command(quote(facts.python), module)
@@ -57,7 +57,7 @@ def _store_lines(spec: JobSpec) -> list[str]:
     return loopback.lines() if spec.launcher == "local" else []
 
 
-def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
+def torchrun_script(spec: JobSpec, facts: Site, node_rank: int = 0) -> str:
     """The script that starts torchrun on node ``node_rank``."""
     nproc = "gpu" if spec.nprocs is None else str(spec.nprocs)
     segments = [_launcher(spec, facts, "torch.distributed.run"), f"--nnodes={spec.num_nodes}",
@@ -69,7 +69,7 @@ def torchrun_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
+def launch_script(spec: JobSpec, facts: Site, node_rank: int = 0) -> str:
     """The legacy `python -m torch.distributed.launch` form, for nodes whose torch predates torchrun (1.10).
     Flags are spelled with underscores, the only spelling old releases parse (torch 2.x takes both);
     --use_env because --no_python requires it, so the rank reads LOCAL_RANK, not a --local_rank argument."""
@@ -83,7 +83,7 @@ def launch_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def spawn_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
+def spawn_script(spec: JobSpec, facts: Site, node_rank: int = 0) -> str:
     """``runner: spawn``: the script runs once per node and starts ``spec.nprocs`` ranks itself
     (torch.multiprocessing.spawn). Its own output is this script's; each spawned rank's goes to its log file,
     named by global rank (node rank x spawns + spawn index) by cockpit's hook in that process."""
@@ -100,7 +100,7 @@ def spawn_script(spec: JobSpec, facts: Facts, node_rank: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dp_script(spec: JobSpec, facts: Facts) -> str:
+def dp_script(spec: JobSpec, facts: Site) -> str:
     """One process driving all picked GPUs with DataParallel; its log is rank 0's."""
     lines = _prologue(spec, facts, 0, "DataParallel")
     # One process and no RANK in its environment: the runtime sees a world of one; the wrapper calls it 0.

@@ -1,4 +1,4 @@
-"""How cockpit runs a Slurm client command (squeue, sacct, scontrol, sinfo, scancel): the ``Runner`` every
+"""How cockpit runs a Slurm client command (squeue, sacct, scontrol, sinfo, scancel): the ``RunCommand`` every
 Slurm query takes, so tests and the preflight inject one, the real one (``run_command``), and ``SlurmError``,
 whose message says which command failed, why, and what to try."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 
-Runner = Callable[[list[str]], subprocess.CompletedProcess]
+RunCommand = Callable[[list[str]], subprocess.CompletedProcess]
 
 
 class SlurmError(RuntimeError):

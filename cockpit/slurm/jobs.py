@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.slurm.command import Runner, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, run_command
 from cockpit.slurm.filenames import PatternFacts, Resolved, resolve
 from cockpit.slurm.query import History, SlurmEnd, _colon_status, _none, _tail, _wait_status
 
@@ -189,7 +189,7 @@ def _elapsed(start: str | None, end: str | None) -> str | None:
 
 
 # -- IO through the runner ------------------------------------------------------------------------------------
-def list_jobs(history: History | None, user: str | None = None, runner: Runner = run_command) -> list[UserJob]:
+def list_jobs(history: History | None, user: str | None = None, runner: RunCommand = run_command) -> list[UserJob]:
     """Every job of the user: squeue's (one call), then the history's that squeue no longer lists. ``history``
     None: squeue only. Raises SlurmError when squeue fails."""
     live = _run_squeue(squeue_argv(user), runner)
@@ -197,7 +197,7 @@ def list_jobs(history: History | None, user: str | None = None, runner: Runner =
     return live + [j for j in _history(history, user, None, runner) if j.job_id not in seen]
 
 
-def find_jobs(ref: str, history: History | None, runner: Runner = run_command) -> list[UserJob]:
+def find_jobs(ref: str, history: History | None, runner: RunCommand = run_command) -> list[UserJob]:
     """The job ``ref`` names ("123" or "123_4"); every task for an array's id. [] when Slurm knows none."""
     base = ref.split("_")[0]
     found = [j for j in _run_squeue(squeue_argv(jobs=[base]), runner) if _matches(j, ref)]
@@ -216,7 +216,7 @@ def _matches(job: UserJob, ref: str) -> bool:
     return ref in (job.job_id, job.raw_id) or ("_" not in ref and job.array_job_id == ref)
 
 
-def _run_squeue(argv: list[str], runner: Runner) -> list[UserJob]:
+def _run_squeue(argv: list[str], runner: RunCommand) -> list[UserJob]:
     r = runner(argv)
     if r.returncode != 0:
         if "Invalid job id" in r.stderr:  # asked for one job, and the controller has forgotten it
@@ -226,7 +226,7 @@ def _run_squeue(argv: list[str], runner: Runner) -> list[UserJob]:
     return parse_squeue(r.stdout)
 
 
-def _history(history: History | None, user: str | None, ids: set[str] | None, runner: Runner) -> list[UserJob]:
+def _history(history: History | None, user: str | None, ids: set[str] | None, runner: RunCommand) -> list[UserJob]:
     if history is None:
         return []
     if history.accounting:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.slurm.command import Runner, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, run_command
 from cockpit.slurm.states import lookup
 
 SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "exit_code", "RestartCnt", "NodeList")
@@ -174,7 +174,7 @@ class History:
         return "sacct" if self.accounting else ("jobcomp" if self.jobcomp_file else "none")
 
 
-def read_history(runner: Runner = run_command) -> History:
+def read_history(runner: RunCommand = run_command) -> History:
     r = runner(["scontrol", "show", "config"])
     if r.returncode != 0:
         raise SlurmError(f"scontrol show config exited {r.returncode}: {r.stderr.strip()} "
@@ -182,7 +182,7 @@ def read_history(runner: Runner = run_command) -> History:
     return History.from_config(parse_config(r.stdout))
 
 
-def squeue(job_ids: Iterable[str], runner: Runner = run_command) -> dict[str, JobView]:
+def squeue(job_ids: Iterable[str], runner: RunCommand = run_command) -> dict[str, JobView]:
     """One squeue call for all ``job_ids``; ids Slurm no longer knows are simply absent."""
     ids = set(job_ids)
     if not ids:
@@ -196,7 +196,7 @@ def squeue(job_ids: Iterable[str], runner: Runner = run_command) -> dict[str, Jo
     return {k: v for k, v in views.items() if k in ids or k.split("_")[0] in ids}
 
 
-def finished(job_ids: Iterable[str], history: History, runner: Runner = run_command) -> dict[str, JobView]:
+def finished(job_ids: Iterable[str], history: History, runner: RunCommand = run_command) -> dict[str, JobView]:
     """Jobs gone from the controller's memory, from accounting or the job-completion file."""
     ids = set(job_ids)
     if not ids:
@@ -224,7 +224,7 @@ def _tail(path: Path, limit: int) -> str:
     return data.decode(errors="replace")
 
 
-def query_jobs(job_ids: Iterable[str], runner: Runner = run_command,
+def query_jobs(job_ids: Iterable[str], runner: RunCommand = run_command,
                history: History | None = None) -> dict[str, JobView]:
     """Every job's view: one squeue call for all, then history for those squeue no longer lists.
     Ids found nowhere are absent. Raises SlurmError when squeue itself fails."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cockpit.slurm.command import Runner, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, run_command
 
 
-def cancel(ids: list[str], runner: Runner = run_command) -> None:
+def cancel(ids: list[str], runner: RunCommand = run_command) -> None:
     """``scancel`` the jobs (array tasks as "<array>_<task>", or the array as a whole by its id)."""
     if not ids:
         return
@@ -14,7 +14,7 @@ def cancel(ids: list[str], runner: Runner = run_command) -> None:
         raise SlurmError(f"scancel {' '.join(ids)} exited {r.returncode}: {r.stderr.strip()}")
 
 
-def signal_steps(ids: list[str], sig: str, runner: Runner = run_command) -> None:
+def signal_steps(ids: list[str], sig: str, runner: RunCommand = run_command) -> None:
     """``scancel --signal=SIG``: slurmstepd delivers it to every process of the jobs' steps (not the batch
     shell). Raises SlurmError."""
     r = runner(["scancel", f"--signal={sig}", *ids])

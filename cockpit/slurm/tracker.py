@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from cockpit.slurm.command import Runner, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, run_command
 from cockpit.slurm.query import History, JobView, finished, read_history, squeue
 
 
@@ -20,7 +20,7 @@ class JobTracker:
     found nowhere (not in squeue, not in the cluster's history).
     """
 
-    def __init__(self, job_ids: Iterable[str] = (), runner: Runner = run_command, *, min_interval: float = 1.0,
+    def __init__(self, job_ids: Iterable[str] = (), runner: RunCommand = run_command, *, min_interval: float = 1.0,
                  max_interval: float = 15.0, clock: Callable[[], float] = time.monotonic):
         self.runner, self.clock = runner, clock
         self.min_interval, self.max_interval = min_interval, max_interval

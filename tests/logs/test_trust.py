@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.insight.proposals import Facts, no_fix, proposals
+from cockpit.insight.proposals import FixContext, no_fix, proposals
 from cockpit.logs.diagnose.engine import diagnose
 from cockpit.logs.parse.parser import parse_lines
 
@@ -135,7 +135,7 @@ def test_the_peer_that_closed_is_a_consequence_and_the_exception_is_the_cause():
     assert gloo.fix is None and "peer" in gloo.title
     assert no_fix(report) == "no configuration fix: the cause is in the code (rank 1 raised ValueError: bad batch " \
                              "at step 5)"
-    assert proposals(report, {}, Facts()) == []
+    assert proposals(report, {}, FixContext()) == []
 
 
 def test_a_gloo_connect_failure_alone_keeps_its_interface_fix():

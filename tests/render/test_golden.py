@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 from helpers import JOBS, REPO, require_tool
 
-from cockpit.render import KINDS, Facts, RenderError, check_kind, render
+from cockpit.render import KINDS, RenderError, Site, check_kind, render
 from cockpit.spec.model import JobSpec, load_spec
 
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
 
 
-def golden_facts(spec: JobSpec) -> Facts:
+def golden_facts(spec: JobSpec) -> Site:
     """Fixed facts so the text does not depend on this machine."""
     names = spec.hosts if spec.launcher == "ssh" else (
         ("login1",) if spec.launcher == "local" else tuple(f"node{i}" for i in range(spec.num_nodes)))
     master = "127.0.0.1" if spec.launcher == "local" else names[0]
-    return Facts(run_dir="/home/user/.local/state/cockpit/runs/RUN-ID", run_id="RUN-ID",
+    return Site(run_dir="/home/user/.local/state/cockpit/runs/RUN-ID", run_id="RUN-ID",
                  workdir="/home/user/project/jobs", python="python3", master_addr=master,
                  master_port=spec.master_port or 29500, node_names=names)
 

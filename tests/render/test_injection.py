@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cockpit.render import Facts, render
+from cockpit.render import Site, render
 from cockpit.spec.model import parse_spec
 
 MARK = "MARKER"
@@ -101,7 +101,7 @@ def test_metacharacters_never_execute_and_arrive_intact(tmp_path, script, args, 
     spec = parse_spec(job_text(script, args, env_value, module_name, launcher, backend, sweep_value), "inj.yaml")
     workdir = tmp_path / workdir_name
     workdir.mkdir(exist_ok=True)
-    facts = Facts(run_dir=str(workdir / "run $(touch MARKER)"), run_id="r1", workdir=str(workdir),
+    facts = Site(run_dir=str(workdir / "run $(touch MARKER)"), run_id="r1", workdir=str(workdir),
                   python="python3", extra_args=("--tail", "$(touch MARKER)"))
     kind = "sbatch" if launcher == "slurm" else form
     extra_env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1", "SLURM_ARRAY_TASK_ID": "0"}

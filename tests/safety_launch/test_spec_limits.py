@@ -18,7 +18,7 @@ import yaml
 from helpers import REPO
 
 import cockpit.spec
-from cockpit.render import Facts, render
+from cockpit.render import Site, render
 from cockpit.spec import argv
 from cockpit.spec.model import SpecError, parse_spec
 from cockpit.spec.yamlpos import MAX_DEPTH
@@ -108,7 +108,7 @@ def test_a_slurm_time_in_other_digits_is_refused():
 
 def test_a_valid_slurm_header_still_renders_whole():
     spec = parse_spec(BASE + "launcher: slurm\nnodes: 2\nslurm: {time: \"01:00:00\", modules: [cuda/12.1]}\n")
-    text = render(spec, Facts(run_dir="/r", run_id="R", workdir="/w"), "sbatch")
+    text = render(spec, Site(run_dir="/r", run_id="R", workdir="/w"), "sbatch")
     header = [line for line in text.splitlines() if line.startswith("#SBATCH")]
     assert "#SBATCH --job-name=t" in header and "#SBATCH --nodes=2" in header and "#SBATCH --time=01:00:00" in header
 

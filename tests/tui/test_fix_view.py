@@ -9,7 +9,7 @@ from pathlib import Path
 from tui.tuidata import FAILED_LOGS, NOW, make_run, until
 
 from cockpit.fleet.records import Interface
-from cockpit.insight.proposals import Facts
+from cockpit.insight.proposals import FixContext
 from cockpit.run.store import read_status, write_status
 from cockpit.spec.model import load_spec
 from cockpit.tui.app import CockpitApp
@@ -18,7 +18,7 @@ from cockpit.tui.screens.run_view import RunViewScreen
 
 LOG = (Path(__file__).parent / "fixtures" / "gloo-nosuch0" / "rank-0.node0.log").read_text()
 JOB = "# demo, wrong interface\nname: demofx\nscript: demo.py\nenv:\n  GLOO_SOCKET_IFNAME: nosuch0  # typo?\n"
-FACTS = Facts(frozenset(), ("node0",), {"node0": [Interface("lo", up=True, loopback=True, ipv4=("127.0.0.1/8",)),
+FACTS = FixContext(frozenset(), ("node0",), {"node0": [Interface("lo", up=True, loopback=True, ipv4=("127.0.0.1/8",)),
                                                Interface("eth0", up=True, ipv4=("10.0.0.5/24",), virtual=False)]})
 
 

@@ -36,7 +36,7 @@ from cockpit.spec.model import JobSpec
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
-    from cockpit.render.site import Facts
+    from cockpit.render.site import Site
     from cockpit.run.records import Trial
 
 
@@ -73,7 +73,7 @@ class LocalLauncher:
         return spec
 
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                     extra_args: tuple[str, ...] = ()) -> Facts:
+                     extra_args: tuple[str, ...] = ()) -> Site:
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
@@ -105,7 +105,7 @@ class LocalLauncher:
         """Nothing to hand over: the supervisor starts torchrun itself."""
 
     def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
-        return [LocalNode(layout.node_script(run_dir, n), host, n, run_dir)
+        return [LocalUnit(layout.node_script(run_dir, n), host, n, run_dir)
                 for n, host in enumerate(status.hosts)]
 
     def watched(self, status: RunStatus) -> bool:
@@ -170,7 +170,7 @@ def signal_by_pid(run_dir: Path, status: RunStatus, ranks: set[int], signum: int
                 continue
 
 
-class LocalNode:
+class LocalUnit:
     """One node's script run as a child process of the supervisor."""
 
     def __init__(self, script: Path, host: str, node_rank: int, run_dir: Path):
@@ -197,7 +197,7 @@ class LocalNode:
 
 
 def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                 extra_args: tuple[str, ...] = ()) -> Facts:
+                 extra_args: tuple[str, ...] = ()) -> Site:
     """This machine by its short host name, the ranks on this interpreter (or the job's), the master on
     loopback."""
     return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args,

@@ -12,7 +12,7 @@ fixed plan, so every trial's script is written up front and `commands/` shows ex
                                 metrics/, checkpoints/ (a local run; `cockpit logs <run>/trial-I` reads it)
 
 Trials are independent, as Slurm array tasks are: one failing does not stop the others; the sweep fails if any
-trial did. The supervisor (cockpit.launch.supervisor) polls one ``TrialNode`` per trial; ``LocalSweepLauncher``
+trial did. The supervisor (cockpit.launch.supervisor) polls one ``TrialUnit`` per trial; ``LocalSweepLauncher``
 is the local launcher's sweep variant in cockpit.launch.registry.
 """
 
@@ -168,10 +168,10 @@ def describe_plan(n: int, gpu_sets: list[tuple[int, ...]]) -> str:
     return f"sweep of {n} trials, {len(gpu_sets)} at a time ({'GPUs ' + where if gpu_sets[0] else where})"
 
 
-class TrialNode:
+class TrialUnit:
     """One trial, started by the supervisor's poll once the trial before it in its slot has ended."""
 
-    def __init__(self, run_dir: Path, node: NodeRecord, before: TrialNode | None, grace: float):
+    def __init__(self, run_dir: Path, node: NodeRecord, before: TrialUnit | None, grace: float):
         assert node.trial is not None and node.run_dir is not None, node
         self.run_dir, self.info, self.before, self.grace = run_dir, node, before, grace
         self.trial = node.trial.index
@@ -268,13 +268,13 @@ class TrialNode:
         write_status(self.dir, self.status)
 
 
-def make_trial_nodes(status: RunStatus, run_dir: Path, grace: float) -> list[TrialNode]:
+def make_trial_nodes(status: RunStatus, run_dir: Path, grace: float) -> list[TrialUnit]:
     """One node per trial; each waits for the trial before it in its slot."""
-    last: dict[int | None, TrialNode] = {}  # slot -> its last trial
+    last: dict[int | None, TrialUnit] = {}  # slot -> its last trial
     nodes = []
     for node in status.nodes:
         slot = node.trial.slot if node.trial is not None else None
-        trial = TrialNode(run_dir, node, last.get(slot), grace)
+        trial = TrialUnit(run_dir, node, last.get(slot), grace)
         last[slot] = trial
         nodes.append(trial)
     return nodes

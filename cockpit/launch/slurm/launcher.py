@@ -48,7 +48,7 @@ from cockpit.run.store import (
     write_status,
 )
 from cockpit.run.trust import own_run
-from cockpit.slurm.command import Runner, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, run_command
 from cockpit.slurm.query import JobView, query_jobs
 from cockpit.slurm.scancel import cancel
 from cockpit.spec.model import JobSpec
@@ -56,7 +56,7 @@ from cockpit.spec.model import JobSpec
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
-    from cockpit.render.site import Facts
+    from cockpit.render.site import Site
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
 
@@ -77,7 +77,7 @@ class SlurmLauncher:
         return spec
 
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                     extra_args: tuple[str, ...] = ()) -> Facts:
+                     extra_args: tuple[str, ...] = ()) -> Site:
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
@@ -195,7 +195,7 @@ class SlurmLauncher:
 
 
 def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                 extra_args: tuple[str, ...] = ()) -> Facts:
+                 extra_args: tuple[str, ...] = ()) -> Site:
     """Slurm names the nodes at run time (node0, node1, ... stand for them); python3 on the nodes unless the job
     names one."""
     return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
@@ -289,7 +289,7 @@ def clients_installed() -> bool:
     return shutil.which("scancel") is not None and shutil.which("scontrol") is not None
 
 
-def requeue(run_dir: Path, runner: Runner = run_command) -> str:
+def requeue(run_dir: Path, runner: RunCommand = run_command) -> str:
     """Requeue a Slurm run now (the TUI's requeue); returns the command that did it. A job written with
     ``slurm.requeue: true`` traps USR1 in its batch shell: it gets USR1 exactly as before its time limit, so
     the ranks checkpoint, the job requeues itself and resumes where it stopped. Any other job is requeued by
@@ -314,7 +314,7 @@ def requeue(run_dir: Path, runner: Runner = run_command) -> str:
     return " ".join(argv)
 
 
-def job_views(statuses: Iterable[RunStatus], runner: Runner = run_command) -> dict[str, JobView]:
+def job_views(statuses: Iterable[RunStatus], runner: RunCommand = run_command) -> dict[str, JobView]:
     """Slurm's view of every unfinished Slurm run among ``statuses``, in ONE squeue call (plus accounting or
     the job-completion file for jobs that left the queue): what `cockpit ps` needs for many runs at once.
     Keyed by job id (array tasks as "<array>_<task>"). Raises SlurmError when squeue fails."""

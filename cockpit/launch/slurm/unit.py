@@ -26,7 +26,7 @@ from cockpit.run.records import SLURM_VIEW_KEYS, FirstFailure, NodeRecord, Slurm
 from cockpit.run.status import final_state
 from cockpit.run.store import RunStatus, first_failure, rank_exits, read_status, write_status
 from cockpit.slurm import hostlist
-from cockpit.slurm.command import Runner, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, run_command
 from cockpit.slurm.query import JobView
 from cockpit.slurm.scancel import cancel
 from cockpit.slurm.states import UNKNOWN, lookup
@@ -40,7 +40,7 @@ REQUEUE_SETTLE = 5.0  # a job that may requeue itself is over only when Slurm st
 REQUEUE_ASKED_SETTLE = 180.0
 
 
-class SlurmJobNode:
+class SlurmJobUnit:
     """One Slurm job (or array task) of a run, as a supervisor node."""
 
     def __init__(self, entry: NodeRecord, book: SlurmBook):
@@ -232,14 +232,14 @@ class SlurmBook:
     """What the nodes of one Slurm run share: the tracker, the run's status (the supervisor's object) and
     the knowledge of when to write it."""
 
-    def __init__(self, status: RunStatus, run_dir: Path, runner: Runner = run_command, **tracker_args):
+    def __init__(self, status: RunStatus, run_dir: Path, runner: RunCommand = run_command, **tracker_args):
         self.status, self.run_dir, self.runner = status, run_dir, runner
-        self.nodes: list[SlurmJobNode] = []
+        self.nodes: list[SlurmJobUnit] = []
         self.tracker = JobTracker((), runner, **tracker_args)
         self.cancel_wanted = self.cancelled = False
         self.cancel_asked_at = 0.0
 
-    def add(self, node: SlurmJobNode) -> SlurmJobNode:
+    def add(self, node: SlurmJobUnit) -> SlurmJobUnit:
         self.nodes.append(node)
         self.tracker.ids.add(node.job_id)
         return node
@@ -288,15 +288,15 @@ class SlurmBook:
         write_status(self.run_dir, s)
 
 
-def make_slurm_nodes(status: RunStatus, run_dir: Path, runner: Runner = run_command,
-                     **tracker_args) -> list[SlurmJobNode]:
+def make_slurm_nodes(status: RunStatus, run_dir: Path, runner: RunCommand = run_command,
+                     **tracker_args) -> list[SlurmJobUnit]:
     """The supervisor's nodes for a submitted Slurm run (its status.json has the job ids); ``tracker_args``
     go to the shared JobTracker (min_interval, max_interval, clock)."""
     missing = [n for n in status.nodes if n.slurm is None or not n.slurm.job_id]
     if missing or not status.nodes:
         raise SystemExit(f"cockpit supervisor: {run_dir} was never submitted (no Slurm job id in status.json)")
     book = SlurmBook(status, run_dir, runner, **tracker_args)
-    return [book.add(SlurmJobNode(entry, book)) for entry in status.nodes]
+    return [book.add(SlurmJobUnit(entry, book)) for entry in status.nodes]
 
 
 def _exit_count(logs: Path) -> int:
@@ -315,7 +315,7 @@ def _hosts(view: JobView | None) -> list[str]:
         return [view.nodes]
 
 
-def _pending_note(node: SlurmJobNode) -> str | None:
+def _pending_note(node: SlurmJobUnit) -> str | None:
     v = node.view
     if node.error:
         return f"cannot ask Slurm about job {node.job_id} (retrying): {node.error}"
@@ -333,7 +333,7 @@ def _pending_note(node: SlurmJobNode) -> str | None:
     return f"{text}; {requeues}" if requeues else text
 
 
-def _sweep_note(nodes: list[SlurmJobNode]) -> str:
+def _sweep_note(nodes: list[SlurmJobUnit]) -> str:
     counts: dict[str, int] = {}
     for n in nodes:
         state = "succeeded" if n.exit_code == 0 else ("failed" if n.exit_code else

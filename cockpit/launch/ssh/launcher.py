@@ -39,7 +39,7 @@ from cockpit.spec.model import JobSpec
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
-    from cockpit.render.site import Facts
+    from cockpit.render.site import Site
     from cockpit.run.records import NodeRecord, Trial
 
 PREFLIGHT_FILE = layout.PREFLIGHT
@@ -73,7 +73,7 @@ class SSHLauncher:
         return forward_shell_env(spec, environ)
 
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                     extra_args: tuple[str, ...] = ()) -> Facts:
+                     extra_args: tuple[str, ...] = ()) -> Site:
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
@@ -183,7 +183,7 @@ def render_interfaces(nodes: list[NodeReport]) -> str:
 
 
 def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                 extra_args: tuple[str, ...] = ()) -> Facts:
+                 extra_args: tuple[str, ...] = ()) -> Site:
     """The job's hosts as its nodes, the first the master; python3 on the nodes unless the job names one."""
     return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
                      master_addr=spec.hosts[0] if spec.hosts else "", node_names=spec.hosts)

@@ -13,7 +13,7 @@ from typing import Any
 
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 from cockpit.run import layout
 from cockpit.run import store as runs
 from cockpit.spec.model import JobSpec
@@ -83,7 +83,7 @@ def stop_grace(run_dir: Path, default: float) -> float:
     return float(runs.stop_request(run_dir).get("grace", default))
 
 
-def node_scripts(spec: JobSpec, facts: Facts, plan: SSHPlan) -> dict[int, str]:
+def node_scripts(spec: JobSpec, facts: Site, plan: SSHPlan) -> dict[int, str]:
     """Each node's script: the same job, with that node's run directory and the plan's master."""
     kind = default_kind(spec)
     out = {}

@@ -53,7 +53,7 @@ def make_ssh_nodes(status: RunStatus, run_dir: Path, grace: float | None = None)
     return run.nodes
 
 
-class SSHNode:
+class SSHUnit:
     """One node of the run as the supervisor sees it."""
 
     def __init__(self, run: SSHRun, plan: NodePlan):
@@ -185,7 +185,7 @@ class SSHRun:
         self.status, self.run_dir, self.plan = status, run_dir, plan
         self.stop_grace = plan.timing.stop_grace if grace is None else grace
         self.pool = RemotePool(plan.ssh)
-        self.nodes = [SSHNode(self, p) for p in plan.nodes]
+        self.nodes = [SSHUnit(self, p) for p in plan.nodes]
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="cockpit-ssh-run", daemon=True)
         self.stopping: str | None = None  # None | "failure" | "stop"
@@ -245,7 +245,7 @@ class SSHRun:
             for node in self.nodes:
                 node.swept = False
 
-    def node_failed(self, node: SSHNode, code: int, when: float, note: str) -> None:
+    def node_failed(self, node: SSHUnit, code: int, when: float, note: str) -> None:
         if self.swept_since is not None and when >= self.swept_since:
             return  # ended by cockpit's own teardown, not a failure of its own
         if self.node_failure is None or when < self.node_failure.time:
@@ -291,7 +291,7 @@ class SSHRun:
                 self.finished = True
                 self.changed()
 
-    async def _sweep(self, node: SSHNode) -> None:
+    async def _sweep(self, node: SSHUnit) -> None:
         """Stop the run's processes on ``node``; retried while the node is unreachable (until given up)."""
         grace = self.sweep_grace
         try:

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.render.site import Facts
+from cockpit.render.site import Site
 
 if TYPE_CHECKING:
     from cockpit.insight import proposals
     from cockpit.tui.models.fleet_feed import FleetFeed
 
 
-def _same(facts: Facts) -> Facts:
+def _same(facts: Site) -> Site:
     return facts
 
 
@@ -77,7 +77,7 @@ def default_relaunch(job: Path, runs_dir: Path) -> Path:
     return run_dir
 
 
-def default_fix_facts(run_dir: Path) -> proposals.Facts:
+def default_fix_facts(run_dir: Path) -> proposals.FixContext:
     """What the fix review's proposals may depend on (cockpit.insight.fixes.local_facts: a local run's interfaces)."""
     from cockpit.insight.fixes import local_facts
     from cockpit.run.handle import Run
@@ -96,11 +96,11 @@ class Context:
     theme_dirs: list[Path] | None = None  # None: themes/ and $XDG_CONFIG_HOME/cockpit/themes
     theme: str | None = None  # overrides the remembered theme for this session
     clock: Callable[[], float] = time.time
-    facts: Callable[[Facts], Facts] = _same  # applied to dry-run facts before a preview renders
+    facts: Callable[[Site], Site] = _same  # applied to dry-run facts before a preview renders
     partitions: Callable[[], list[str]] = default_partitions
     requeue: Callable[[Path], object] | None = None
     relaunch: Callable[[Path, Path], Path] = default_relaunch  # (job file, runs dir) -> the new run's directory
-    fix_facts: Callable[[Path], proposals.Facts] = default_fix_facts  # run dir -> cockpit.insight.proposals.Facts
+    fix_facts: Callable[[Path], proposals.FixContext] = default_fix_facts  # run dir -> what the fixes may use
     user_jobs: Callable[[], list] | None = None  # the Runs screen's Slurm jobs (default_user_jobs); None: none
     runs_every: float = 2.0  # seconds between runs-list refreshes
     stop_grace: float = 10.0

@@ -19,7 +19,7 @@ from textual.widgets import Static
 from cockpit.tui.screens.base import cockpit_app
 
 if TYPE_CHECKING:
-    from cockpit.insight.fixes import Plan
+    from cockpit.insight.fixes import FixPlan
 
 
 class FixScreen(ModalScreen[Path | None]):
@@ -30,7 +30,7 @@ class FixScreen(ModalScreen[Path | None]):
     def __init__(self, run_dir: Path) -> None:
         super().__init__()
         self.run_dir = run_dir
-        self.plan: Plan | None = None  # once read
+        self.plan: FixPlan | None = None  # once read
         self._launching = False
 
     def compose(self) -> ComposeResult:
