@@ -10,20 +10,53 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.fs.paths import default_runs_dir, job_workdir
+from cockpit.launch.protocol import TimeLimits
 from cockpit.preflight.local import LocalFacts
 from cockpit.render.site import Site
 from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from cockpit.run.records import NodeRecord, Trial
+    from cockpit.run.store import RunStatus
 
 DRY_RUN_ID = "dry-run"
 
 
 class LaunchError(Exception):
     """The job cannot be launched as asked; the message says why and what to do."""
+
+
+class NoScheduler:
+    """The answers of a launcher that starts its ranks itself (local, ssh): the job's hosts are its nodes, and
+    there is no time limit, no restarted attempt, no sweep of its own and no requeue (cockpit.launch.protocol)."""
+
+    name: str
+
+    def hosts(self, spec: JobSpec) -> list[str]:
+        """The nodes the job file lists (this machine, for a local job)."""
+        return list(spec.hosts)
+
+    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
+        return TimeLimits()
+
+    def attempt_start(self, run_dir: Path) -> float | None:
+        return None
+
+    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
+                    which: str) -> str:
+        raise LaunchError(f"launcher {self.name} has no sweeps")
+
+    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
+        raise LaunchError(f"launcher {self.name} has no sweeps")
+
+    def can_requeue(self, status: RunStatus) -> bool:
+        return False
 
 
 class PreflightFailed(LaunchError):

@@ -12,13 +12,13 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.launch import procs
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
-from cockpit.launch.site import LaunchError, facts_for, interpreter
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
+from cockpit.launch.site import LaunchError, NoScheduler, facts_for, interpreter
 from cockpit.launch.supervision import reconcile
 from cockpit.render import default_kind, render
 from cockpit.run import layout
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
-    from cockpit.run.records import Trial
 
 
 def free_port() -> int:
@@ -57,7 +56,7 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-class LocalLauncher:
+class LocalLauncher(NoScheduler):
     """One torchrun on this machine, a child of the supervisor (cockpit.launch.protocol)."""
 
     name = "local"
@@ -123,26 +122,6 @@ class LocalLauncher:
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
         return reconcile(run_dir, status)
-
-    def hosts(self, spec: JobSpec) -> list[str]:
-        """This machine, as the job names it."""
-        return list(spec.hosts)
-
-    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
-        return TimeLimits()
-
-    def attempt_start(self, run_dir: Path) -> float | None:
-        return None
-
-    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
-                    which: str) -> str:
-        raise LaunchError(f"launcher {self.name} has no sweeps")
-
-    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
-        raise LaunchError(f"launcher {self.name} has no sweeps")
-
-    def can_requeue(self, status: RunStatus) -> bool:
-        return False
 
     def requeue(self, run_dir: Path) -> str:
         raise LaunchError("a local run cannot be requeued (hint: cockpit run the job again)")

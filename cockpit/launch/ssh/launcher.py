@@ -18,15 +18,15 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.fleet.records import NodeReport
 from cockpit.fs.paths import job_workdir
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
-from cockpit.launch.site import LaunchError, PreflightFailed, facts_for, forward_shell_env, interpreter
+from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
+from cockpit.launch.site import LaunchError, NoScheduler, PreflightFailed, facts_for, forward_shell_env, interpreter
 from cockpit.launch.ssh.facts import gather
 from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
 from cockpit.launch.supervision import reconcile, supervisor_alive
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
-    from cockpit.run.records import NodeRecord, Trial
 
 PREFLIGHT_FILE = layout.PREFLIGHT
 
@@ -56,7 +55,7 @@ class SSHLaunch:
     timing: Timing = field(default_factory=Timing)
 
 
-class SSHLauncher:
+class SSHLauncher(NoScheduler):
     """One torchrun per node over SSH, supervised from this machine (cockpit.launch.protocol)."""
 
     name = "ssh"
@@ -141,26 +140,6 @@ class SSHLauncher:
         except (OSError, ValueError, KeyError) as exc:
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status
-
-    def hosts(self, spec: JobSpec) -> list[str]:
-        """Its nodes, as the job file lists them."""
-        return list(spec.hosts)
-
-    def time_limits(self, spec: JobSpec | None) -> TimeLimits:
-        return TimeLimits()
-
-    def attempt_start(self, run_dir: Path) -> float | None:
-        return None
-
-    def rerun_sweep(self, old_dir: Path, new_dir: Path, rename: Callable[[str], str], failed: list[NodeRecord],
-                    which: str) -> str:
-        raise LaunchError(f"launcher {self.name} has no sweeps")
-
-    def rerun_trial(self, old_tdir: Path, tdir: Path, rename: Callable[[str], str], trial: Trial) -> NodeRecord:
-        raise LaunchError(f"launcher {self.name} has no sweeps")
-
-    def can_requeue(self, status: RunStatus) -> bool:
-        return False
 
     def requeue(self, run_dir: Path) -> str:
         raise LaunchError("an ssh run cannot be requeued (hint: cockpit run the job again)")
