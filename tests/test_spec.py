@@ -186,7 +186,7 @@ def test_the_launching_shells_comm_variables_reach_ssh_nodes_and_the_job_wins():
 
     ssh = parse_spec(BASE + "launcher: ssh\nnodes: [n1, n2]\nenv: {NCCL_SOCKET_IFNAME: eth0}\n")
     shell = {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "ib0", "HOME": "/root",
-             "TORCH_NCCL_BLOCKING_WAIT": "1", "SECRET_TOKEN": "x"}
+             "TORCH_NCCL_BLOCKING_WAIT": "1", "SECRET_TOKEN": "x", "NCCL_ALGO\n": "Ring"}  # no name ends in a newline
     assert with_shell_env(ssh, shell).env_for("n2") == {
         "GLOO_SOCKET_IFNAME": "eth1", "NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "eth0",
         "TORCH_NCCL_BLOCKING_WAIT": "1"}

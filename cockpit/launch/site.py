@@ -72,7 +72,7 @@ class PreflightFailed(LaunchError):
 
 DEFAULT_MASTER_PORT = 29500
 FORWARDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: "$" would let a name end in a newline
 
 
 def forward_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
@@ -82,7 +82,7 @@ def forward_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -
     environ = os.environ if environ is None else environ
     own = {k for k, _ in spec.env}
     extra = tuple(sorted((k, v) for k, v in environ.items()
-                         if k.startswith(FORWARDED_PREFIXES) and k not in own and _ENV_NAME.match(k)))
+                         if k.startswith(FORWARDED_PREFIXES) and k not in own and _ENV_NAME.fullmatch(k)))
     return replace(spec, env=extra + spec.env) if extra else spec
 
 
