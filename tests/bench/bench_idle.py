@@ -48,7 +48,7 @@ import benchkit  # noqa: E402
 
 sys.path.insert(0, str(benchkit.ROOT))
 
-from cockpit import procs  # noqa: E402
+from cockpit.launch import procs  # noqa: E402
 from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E402
 
 HOSTS = 8

@@ -29,7 +29,7 @@ def start(run_dir: Path, grace: float = 10.0) -> int:
 
 
 def node_script(run_dir: Path, node_rank: int) -> Path:
-    from cockpit import run_layout
+    from cockpit.run import layout as run_layout
 
     return run_layout.node_script(run_dir, node_rank)
 
