@@ -54,6 +54,10 @@ class Source:
         """Release NVML (nvmlShutdown); reading again needs a new source."""
 
 
+# nvmlDevice* functions that take no device handle: every other one gets the handle of its first argument (an index)
+NO_HANDLE = frozenset({"nvmlDeviceGetCount"})
+
+
 class LiveSource(Source):
     """pynvml on this machine. ``open`` raises NvmlError (PYNVML_MISSING without pynvml, else NVML's code)."""
 
@@ -75,7 +79,7 @@ class LiveSource(Source):
 
     def call(self, fn: str, *args: int) -> object:
         nv = self._nv
-        if fn.startswith("nvmlDevice"):
+        if fn.startswith("nvmlDevice") and fn not in NO_HANDLE:
             handle = self._handle(args[0])
             rest = args[1:]
             if fn == "nvmlDeviceGetMemoryInfo_v2":

@@ -181,3 +181,63 @@ def test_process_info_from_proc():
 @pytest.mark.parametrize("value,expected", [(b"NVIDIA A100", "NVIDIA A100"), ([1, b"x"], [1, "x"]), (7, 7)])
 def test_plain_values(value, expected):
     assert nvml._plain(value) == expected
+
+
+# A pynvml with the real module's call shapes (device functions take a handle, not an index; the v2 memory struct
+# is asked for with version=) that answers from a recording: LiveSource's own dispatch, run on real readings.
+RECORDED_PYNVML = '''
+import json, os
+_calls = json.load(open(os.environ["RECORDING"]))["calls"]
+nvmlMemory_v2 = "v2"
+class NVMLError(Exception):
+    def __init__(self, value):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+class _Handle:
+    def __init__(self, index):
+        self.index = index
+def _answer(key):
+    if key not in _calls:
+        raise NVMLError(13)  # NVML_ERROR_FUNCTION_NOT_FOUND
+    value = _calls[key]
+    if isinstance(value, dict) and "nvml_error" in value:
+        raise NVMLError(value["nvml_error"])
+    return value
+def nvmlInit():
+    return _answer("nvmlInit()")
+def nvmlShutdown():
+    return None
+def nvmlDeviceGetHandleByIndex(index):
+    if not isinstance(index, int):
+        raise TypeError(f"an index, not {index!r}")
+    return _Handle(index)
+def nvmlDeviceGetMemoryInfo(handle, version=None):
+    assert version == nvmlMemory_v2, version
+    return _answer(f"nvmlDeviceGetMemoryInfo_v2({handle.index})")
+def __getattr__(fn):
+    def call(*args):
+        if fn.startswith("nvmlDevice") and fn != "nvmlDeviceGetCount":
+            handle, *rest = args
+            if not isinstance(handle, _Handle):
+                raise TypeError(f"{fn} wants a device handle first, got {handle!r}")
+            args = (handle.index, *rest)
+        return _answer(f"{fn}({','.join(str(a) for a in args)})")
+    return call
+'''
+
+
+@pytest.mark.parametrize("name", ["dual-rtx-a5000", "h100-80gb-hbm3-load", "a100-sxm4-80gb-mig",
+                                  "h100-80gb-hbm3-recorded-busy"])
+def test_the_live_source_reads_a_recording_through_pynvml_call_shapes(tmp_path, name):
+    (tmp_path / "pynvml.py").write_text(RECORDED_PYNVML)
+    code = ("import json; from dataclasses import asdict; from cockpit import nvml; "
+            "print(json.dumps(asdict(nvml.read(nvml.LiveSource(), env={}))))")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "RECORDING": str(FIXTURES / f"{name}.json")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    live = json.loads(done.stdout)
+    replayed = json.loads(json.dumps(asdict(read(recording(name)))))
+    assert live["state"] == "ok" and live["gpus"], live
+    for g_live, g_rec in zip(live["gpus"], replayed["gpus"], strict=True):
+        g_live.pop("processes", None), g_rec.pop("processes", None)  # users and commands: from this machine's /proc
+        assert g_live == g_rec
