@@ -69,6 +69,12 @@ def _runs(name: str):
     return call
 
 
+def _ps(args: argparse.Namespace) -> int:
+    from cockpit.cli.ps import cmd_ps  # not cockpit.cli.runs: listing runs needs no launcher (cockpit.cli.ps)
+
+    return cmd_ps(args)
+
+
 _seconds = whole_number(0, 7 * 86400, "seconds")
 
 
@@ -125,7 +131,7 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--all", "-a", action="store_true", help="also every Slurm job of yours (squeue, and the "
                    "cluster's history of finished ones)")
     p.add_argument("--runs-dir")
-    p.set_defaults(func=_runs("ps"))
+    p.set_defaults(func=_ps)
 
     p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
     p.add_argument("run", metavar="RUN")
