@@ -180,7 +180,10 @@ def test_a_corrupt_summary_is_no_summary(runs, bad):
     elif bad == "ROW":
         bad = json.dumps({**good, "row": {**good["row"], "world_size": "two"}})
     elif bad == "DEEP":
-        bad = json.dumps({**good, "row": {**good["row"], "note": None, "findings": [[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]}})
+        deep: list = []
+        for _ in range(40):
+            deep = [deep]
+        bad = json.dumps({**good, "row": {**good["row"], "findings": deep}})
     path.write_text(bad)
     assert cockpit("ps", "--json", runs_dir=runs).stdout == reference_json(runs)
     assert json.loads(path.read_text()) == good  # made again

@@ -98,6 +98,8 @@ _TYPES: dict[str, tuple[type | None, ...]] = {
 
 def _is_a(value: object, types: tuple[type | None, ...]) -> bool:
     """``value`` is one of ``types`` (None: null); a bool is no number here, though Python's bool is an int."""
+    if type(value) in types:  # the common case (JSON's own types), at once; a bool's type is bool
+        return True
     if value is None or isinstance(value, bool):
         return (None if value is None else bool) in types
     return any(t is not None and t is not bool and isinstance(value, t) for t in types)

@@ -41,8 +41,9 @@ def list_listed(runs_dir: Path) -> list[Listed]:
 
 
 def _listed(run_dir: Path) -> Listed | None:
-    stamp = summary.stamp_of(run_dir / layout.STATUS)
-    kept = None if stamp is None else summary.read(run_dir, stamp)
+    text_dir = str(run_dir)
+    stamp = summary.stamp_of(f"{text_dir}/{layout.STATUS}")
+    kept = None if stamp is None else summary.read(text_dir, stamp)
     if kept is None:  # none, stale or unreadable: the run as list_runs reads it
         got = listed_status(run_dir)
         if got is None:

@@ -145,7 +145,12 @@ def stacks_reports(run_dir: Path) -> list[Path]:
 
 
 def metrics_file(run_dir: Path, rank: int) -> Path:
-    return run_dir / METRICS / f"rank-{rank}.jsonl"
+    return run_dir / metrics_name(rank)
+
+
+def metrics_name(rank: int) -> str:
+    """metrics_file's path inside the run directory (as text: a listing of thousands of runs joins it itself)."""
+    return f"{METRICS}/rank-{rank}.jsonl"
 
 
 def hook_dir(run_dir: Path) -> Path:

@@ -187,7 +187,7 @@ def read_stamped(path: Path) -> tuple[bytes, summary.Stamp]:
     descriptor: the stamp is that of the bytes read (cockpit.run.summary)."""
     with safeio.open_regular(path) as f:
         st = os.fstat(f.fileno())
-        raw = f.read(MAX_STATUS_BYTES + 1)
+        raw = safeio.read_capped(f, MAX_STATUS_BYTES)
     if len(raw) > MAX_STATUS_BYTES:
         raise safeio.TooLarge(errno.EFBIG, f"larger than {MAX_STATUS_BYTES} bytes", os.fspath(path))
     return raw, (st.st_ino, st.st_mtime_ns, st.st_size)

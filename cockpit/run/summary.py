@@ -32,14 +32,13 @@ from cockpit.run.status import RunStatus, StatusError
 
 SUMMARY_VERSION = 1
 MAX_SUMMARY_BYTES = 1 << 20  # a summary is a few hundred bytes; its findings are few
-MAX_SUMMARY_DEPTH = 16
 ROW_FIELDS = ("run_id", "name", "launcher", "job_file", "hosts", "world_size", "state", "created", "started",
               "ended", "exit_code", "note", "findings", "history")
 
 Stamp = tuple[int, int, int]  # (inode, mtime ns, size)
 
 
-def stamp_of(path: Path) -> Stamp | None:
+def stamp_of(path: str | Path) -> Stamp | None:
     """``path``'s identity (not following a symlink); None when it is not there or cannot be looked at."""
     try:
         st = os.stat(path, follow_symlinks=False)
@@ -48,9 +47,9 @@ def stamp_of(path: Path) -> Stamp | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def metrics_stamp(run_dir: Path) -> Stamp | None:
+def metrics_stamp(run_dir: str | Path) -> Stamp | None:
     """The identity of rank 0's metrics file, which a forecast reads (cockpit.insight.forecast_inputs)."""
-    return stamp_of(layout.metrics_file(run_dir, 0))
+    return stamp_of(f"{run_dir}/{layout.metrics_name(0)}")
 
 
 @dataclass(frozen=True)
@@ -86,22 +85,24 @@ def text(kept: Summary, metrics: Stamp | None = None) -> str:
 
 
 def write(run_dir: Path, kept: Summary, metrics: Stamp | None = None) -> None:
-    """summary.json, atomically, into a run directory of the caller's (safeio.Untrusted otherwise)."""
-    safeio.write_atomic(run_dir / layout.SUMMARY, text(kept, metrics), own_dir=True)
+    """summary.json, atomically, into a run directory of the caller's (safeio.Untrusted otherwise). Not flushed
+    to disk first: after a crash a summary may be empty or old, which ``read`` takes for none."""
+    safeio.write_atomic(run_dir / layout.SUMMARY, text(kept, metrics), own_dir=True, sync=False)
 
 
-def read(run_dir: Path, status_stamp: Stamp) -> Summary | None:
+def read(run_dir: str | Path, status_stamp: Stamp) -> Summary | None:
     """The run's summary when it is fresh: made from the status.json whose identity is ``status_stamp``, its
-    forecast (if any) from rank 0's metrics as they are now. None when it is missing, stale or unreadable."""
+    forecast (if any) from rank 0's metrics as they are now. None when it is missing, stale or unreadable.
+    (Paths as text: pathlib's joins cost a listing of thousands of runs as much as the reads.)"""
     try:
-        data = safeio.loads(safeio.read_bytes(run_dir / layout.SUMMARY, MAX_SUMMARY_BYTES))
+        data = safeio.loads(safeio.read_bytes(f"{run_dir}/{layout.SUMMARY}", MAX_SUMMARY_BYTES))
     except (OSError, ValueError):  # none, a symlink or special file, too large, not JSON: no summary
         return None
     if (not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION
             or data.get("status") != list(status_stamp)):
         return None
     row, forecast = data.get("row"), data.get("forecast")
-    if not isinstance(row, dict) or not safeio.depth_at_most(row, MAX_SUMMARY_DEPTH):
+    if not isinstance(row, dict):  # (its depth: each field's type is checked, and only a row is printed of it)
         return None
     if forecast is not None:
         metrics = metrics_stamp(run_dir)
