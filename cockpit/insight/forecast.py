@@ -79,7 +79,7 @@ class Forecast:
     @classmethod
     def from_dict(cls, data: object) -> Forecast:
         """The record ``to_dict`` wrote, checked: ValueError when a field is missing, extra or of another type."""
-        if not isinstance(data, dict) or set(data) != set(_TYPES):
+        if not isinstance(data, dict) or data.keys() != _TYPES.keys():
             raise ValueError(f"not a forecast: expected the fields {', '.join(_TYPES)}")
         for name, types in _TYPES.items():
             if not _is_a(data[name], types):
