@@ -27,13 +27,13 @@ def cmd_ps(args) -> int:
         from cockpit.run.store import list_runs
 
         return ps_all(refresh(list_runs(runs_dir)), args.json)
-    listed = refreshed(list_listed(runs_dir))
+    listed = refreshed(list_listed(runs_dir, rows=not args.json))
     if args.json:
         print_json(listed)
     elif listed:
         from cockpit.cli.console import ps_table
 
-        print(ps_table([(item.run_dir, item.status) for item in listed],
+        print(ps_table([(item.run_dir, item.status) for item in listed if item.status is not None],
                        {item.run_dir: item.forecast for item in listed if item.forecast is not None}))
     else:
         notice(f"no runs in {runs_dir} (start one: cockpit run jobs/demo.yaml)")
@@ -50,13 +50,14 @@ def refresh(rows: list) -> list:
 def refreshed(listed: list[Listed]) -> list[Listed]:
     """``listed`` with the runs still going worked out again (``refresh``): only those can have lost their
     supervisor (a finished or unreadable run is left as it is), so a listing of finished runs asks no launcher."""
-    live = [i for i, item in enumerate(listed) if not item.status.final and item.status.state != UNREADABLE]
+    live = [(i, item.run_dir, item.status) for i, item in enumerate(listed)
+            if item.status is not None and not item.summarised and not item.status.final
+            and item.status.state != UNREADABLE]
     if not live:
         return listed
     out = list(listed)
-    for i, (run_dir, status) in zip(live, refresh([(listed[i].run_dir, listed[i].status) for i in live]),
-                                    strict=True):
-        out[i] = Listed(run_dir, status)
+    for (i, _, _), (run_dir, status) in zip(live, refresh([(d, s) for _, d, s in live]), strict=True):
+        out[i] = Listed(run_dir, status, created=status.created)
     return out
 
 

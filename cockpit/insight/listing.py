@@ -29,15 +29,24 @@ class Listed:
     """One run of a listing."""
 
     run_dir: Path
-    status: RunStatus  # summarised: only the ps row's fields (summary.ROW_FIELDS); else the whole status
+    # summarised: only the ps row's fields (summary.ROW_FIELDS), or None where the listing keeps no rows;
+    # else the whole status
+    status: RunStatus | None
     forecast: Forecast | None = None  # a finished run's, stored; None: the caller works it out now
     summarised: bool = False
+    created: float = 0.0  # the status's (the listing's order)
 
 
-def list_listed(runs_dir: Path) -> list[Listed]:
-    """Every run under ``runs_dir``, oldest first: the runs list_runs lists, in its order and states."""
-    found = [listed for d in run_dirs(runs_dir) if (listed := _listed(d)) is not None]
-    return sorted(found, key=lambda item: item.status.created)
+def list_listed(runs_dir: Path, *, rows: bool = True) -> list[Listed]:
+    """Every run under ``runs_dir``, oldest first: the runs list_runs lists, in its order and states.
+    ``rows=False``: a summarised run without its row (``full_status`` reads the run when it is printed), so
+    the listing of thousands of runs holds a path and a forecast for each, not a status."""
+    found = []
+    for d in run_dirs(runs_dir):
+        listed = _listed(d)
+        if listed is not None:
+            found.append(listed if rows or not listed.summarised else replace(listed, status=None))
+    return sorted(found, key=lambda item: item.created)
 
 
 def _listed(run_dir: Path) -> Listed | None:
@@ -50,11 +59,11 @@ def _listed(run_dir: Path) -> Listed | None:
             return None
         status, read_stamp = got
         if read_stamp is None or not summary.summarises(status):
-            return Listed(run_dir, status)
+            return Listed(run_dir, status, created=status.created)
         kept = summary.of_status(status, read_stamp)
     elif kept.forecast is not None:
         with contextlib.suppress(ValueError):  # not a forecast (written by hand?): made again below
-            return Listed(run_dir, kept.status, Forecast.from_dict(kept.forecast), summarised=True)
+            return Listed(run_dir, kept.status, Forecast.from_dict(kept.forecast), True, kept.status.created)
     return _with_forecast(run_dir, kept)
 
 
@@ -64,17 +73,17 @@ def _with_forecast(run_dir: Path, kept: summary.Summary) -> Listed | None:
     forecast = ended_forecast(run_dir, kept.status)
     if forecast is None:  # (summary.summarises leaves out every run this can be)
         got = listed_status(run_dir)
-        return None if got is None else Listed(run_dir, got[0])
+        return None if got is None else Listed(run_dir, got[0], created=got[0].created)
     if owner(run_dir) is None:
         with contextlib.suppress(OSError):  # a cache: one not written is made again by the next listing
             summary.write(run_dir, replace(kept, forecast=forecast.to_dict()), metrics)
-    return Listed(run_dir, kept.status, forecast, summarised=True)
+    return Listed(run_dir, kept.status, forecast, True, kept.status.created)
 
 
 def full_status(listed: Listed) -> RunStatus | None:
     """The whole status of a listed run (read again for a summarised one); None when its status.json has
     gone since it was listed. One changed since is read as it is now, an unreadable one as list_runs does."""
-    if not listed.summarised:
+    if not listed.summarised and listed.status is not None:
         return listed.status
     got = listed_status(listed.run_dir)
     return None if got is None else got[0]
