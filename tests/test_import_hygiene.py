@@ -54,3 +54,33 @@ def test_only_train_imports_torch_and_only_tui_imports_textual():
                 if top in owners and (not rel.startswith(owners[top]) or pure_tui):
                     offenders.append(f"{rel}: {line.strip()}")
     assert offenders == []
+
+
+# What `cockpit --help` and `cockpit ps` over finished runs must not import: asyncio (16 ms), the job parser (yaml),
+# the launchers and the renderers (45 ms; issue 29: a start at the Python floor). Each is needed only by a command
+# that launches, follows or parses a job, or for a run still going.
+LISTING_NEEDS_NONE_OF = ("asyncio", "textual", "yaml", "cockpit.launch", "cockpit.render", "cockpit.spec",
+                         "cockpit.cli.runs", "cockpit.cli.follow")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["ps"], ["ps", "--json"]])
+def test_help_and_ps_of_finished_runs_load_no_launcher_parser_or_asyncio(argv, tmp_path):
+    from cockpit.run.store import RunStatus, create_run_dir, write_status
+
+    runs = tmp_path / "runs"
+    for i in range(3):
+        run_dir = create_run_dir(runs, f"demo-{i}")
+        (run_dir / "job.yaml").write_text((REPO / "jobs" / "demo.yaml").read_text())
+        write_status(run_dir, RunStatus(run_id=f"demo-{i}", name="demo", launcher="local", job_file="demo.yaml",
+                                        hosts=["vm"], world_size=2, state="succeeded", exit_code=0, created=1e9 + i,
+                                        started=1e9 + i, ended=1e9 + i + 60))
+    if argv[0] == "ps":
+        argv = [*argv, "--runs-dir", str(runs)]
+        # the first listing makes each forecast (and reads the job) once; the ones after read summaries alone
+        subprocess.run([sys.executable, "-m", "cockpit", *argv], cwd=REPO, capture_output=True, timeout=60, check=True)
+    code = PROBE.format(argv=argv, heavy=LISTING_NEEDS_NONE_OF)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    loaded = json.loads(r.stderr.rsplit("LOADED=", 1)[1])
+    assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
+    if argv[0] == "ps":
+        assert all(f"demo-{i}" in r.stdout for i in range(3)), r.stdout  # and listed the runs

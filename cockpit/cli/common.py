@@ -3,6 +3,7 @@ clear lines, exit 2), and which of a run's log sources the user asked for (--ran
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -21,6 +22,12 @@ def whole_number(lo: int, hi: int, unit: str = ""):
             raise argparse.ArgumentTypeError(f"{value} is out of range {lo}..{hi}")
         return value
     return parse
+
+
+def notice(text: str) -> None:
+    """One line of cockpit's own on stderr; a reader that has gone (a closed pipe) changes nothing."""
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        print(f"cockpit: {text}", file=sys.stderr, flush=True)
 
 
 class UsageError(Exception):

@@ -6,12 +6,16 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cockpit.insight.cause import launcher_death
 from cockpit.insight.diagnosis import duration, health, history_line
 from cockpit.run.store import FirstFailure, RankExit, RunStatus, rank_files
 from cockpit.run.trust import owner
+
+if TYPE_CHECKING:
+    from cockpit.insight.forecast import Forecast
 
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
@@ -71,6 +75,8 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     if missing and not stopped:
         out.append(f"  {len(missing)} rank(s) left no exit record (never started, or killed with their wrapper)")
     ff = status.first_failure
+    from cockpit.insight.cause import launcher_death
+
     death = launcher_death(status)
     if ff and death:  # torchrun itself was killed: its ranks' SIGTERMs only follow from it
         out.append(painter.paint(f"first failure: the launcher (torchrun on {death[0]}) was {death[1]}; its ranks "
@@ -153,8 +159,9 @@ def _describe(rank: RankExit, stopped_at: float | None = None) -> str:
     return how if how.startswith("exit") else f"killed by {how}"
 
 
-def _forecast_cells(run_dir: Path, status: RunStatus, now: float) -> str:
-    """ps's FORECAST and GPU-H cells: ``eta 12m fits`` / ``2 requeues`` / ``?``, GPU-hours or ``cpu``."""
+def _forecast_cells(run_dir: Path, status: RunStatus, now: float, stored: Forecast | None = None) -> str:
+    """ps's FORECAST and GPU-H cells: ``eta 12m fits`` / ``2 requeues`` / ``?``, GPU-hours or ``cpu``; from
+    ``stored``, a finished run's forecast (cockpit.run.summary), where there is one."""
     from cockpit.run.store import UNREADABLE, is_sweep
 
     if status.state == UNREADABLE:
@@ -166,25 +173,32 @@ def _forecast_cells(run_dir: Path, status: RunStatus, now: float) -> str:
         hours = sweep_gpu_hours(rows)
         gpu = "cpu" if all(r.forecast.gpus == 0 for r in rows) else f"{hours or 0.0:.2f}"
         return f"{'-':<16} {gpu:>6}"
-    from cockpit.insight.forecast_inputs import run_forecast
+    if (fc := stored) is None:
+        from cockpit.insight.forecast_inputs import run_forecast
 
-    fc = run_forecast(run_dir, status, now=now)
+        fc = run_forecast(run_dir, status, now=now)
     gpu = "cpu" if fc.gpus == 0 else ("-" if fc.gpu_hours is None else f"{fc.gpu_hours:.2f}")
     return f"{('-' if fc.ended else fc.short())[:16]:<16} {gpu:>6}"
 
 
-def ps_table(rows: list[tuple[Path, RunStatus]]) -> str:
+def _frozen(status: RunStatus) -> tuple[int, str] | None:
+    from cockpit.launch.control import frozen_supervisor  # a run still going: its supervisor may be frozen
+
+    return frozen_supervisor(status)
+
+
+def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast] | None = None) -> str:
+    """The ps table; ``stored``: the forecasts of finished runs, by run directory (cockpit.insight.listing)."""
     out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}  "
            f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
-    from cockpit.launch.control import frozen_supervisor
-
     now = time.time()
+    stored = stored or {}
     for run_dir, s in rows:
         nodes = ",".join(s.hosts)
-        frozen = None if s.final else frozen_supervisor(s)
+        frozen = None if s.final else _frozen(s)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}  "
-                   f"{_forecast_cells(run_dir, s, now)}  {health(s, frozen)}")
+                   f"{_forecast_cells(run_dir, s, now, stored.get(run_dir))}  {health(s, frozen)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:
             if (t := node.trial) is not None:

@@ -69,6 +69,12 @@ def _runs(name: str):
     return call
 
 
+def _ps(args: argparse.Namespace) -> int:
+    from cockpit.cli.ps import cmd_ps  # not cockpit.cli.runs: listing runs needs no launcher (cockpit.cli.ps)
+
+    return cmd_ps(args)
+
+
 _seconds = whole_number(0, 7 * 86400, "seconds")
 
 
@@ -90,7 +96,7 @@ def _add_follow_options(p: argparse.ArgumentParser) -> None:
                    "$XDG_STATE_HOME/cockpit/runs)")
 
 
-def _add_run_commands(sub) -> None:
+def _add_run(sub) -> None:
     p = sub.add_parser("run", help="launch a job, stream every rank's log, exit with the job's code")
     p.add_argument("job", metavar="JOB.yaml")
     p.epilog = "Arguments after -- are appended to the script's, e.g. -- --fail-rank 1 --fail-step 5"
@@ -105,6 +111,8 @@ def _add_run_commands(sub) -> None:
     _add_follow_options(p)
     p.set_defaults(func=_runs("run"))
 
+
+def _add_attach(sub) -> None:
     p = sub.add_parser("attach", help="follow a running job again (or show how it ended)")
     p.add_argument("run", metavar="RUN|JOBID", help="run id, a unique prefix of one, or last; or any Slurm job "
                    "of yours (123, 123_4)")
@@ -112,6 +120,8 @@ def _add_run_commands(sub) -> None:
     _add_follow_options(p)
     p.set_defaults(func=_runs("attach"))
 
+
+def _add_logs(sub) -> None:
     p = sub.add_parser("logs", help="print a run's per-rank logs, or any Slurm job's output")
     p.add_argument("run", metavar="RUN|JOBID", help="run id, a unique prefix of one, or last; or any Slurm job "
                    "of yours (123, 123_4): its StdOut/StdErr files")
@@ -120,13 +130,17 @@ def _add_run_commands(sub) -> None:
     _add_follow_options(p)
     p.set_defaults(func=_runs("logs"))
 
+
+def _add_ps(sub) -> None:
     p = sub.add_parser("ps", help="list runs and their states")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--all", "-a", action="store_true", help="also every Slurm job of yours (squeue, and the "
                    "cluster's history of finished ones)")
     p.add_argument("--runs-dir")
-    p.set_defaults(func=_runs("ps"))
+    p.set_defaults(func=_ps)
 
+
+def _add_stacks(sub) -> None:
     p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
     p.add_argument("run", metavar="RUN")
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
@@ -136,6 +150,8 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("stacks"))
 
+
+def _add_stop(sub) -> None:
     p = sub.add_parser("stop", help="stop a run: SIGTERM to its ranks, SIGKILL after --grace")
     p.add_argument("run", metavar="RUN")
     p.add_argument("--grace", type=float, default=10.0)
@@ -152,17 +168,13 @@ def _diagnose(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
-        "(local, SSH, Slurm). With no command, opens the terminal UI.")
-    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check job files; print ok or every problem (file:line:col)")
     p.add_argument("jobs", nargs="+", metavar="JOB.yaml")
     p.set_defaults(func=cmd_validate)
 
+
+def _add_render(sub) -> None:
     p = sub.add_parser("render", help="print what cockpit would run (a dry run): sbatch script or "
                        "per-node torchrun / torch.distributed.launch / DataParallel scripts")
     p.add_argument("job", metavar="JOB.yaml")
@@ -174,19 +186,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", help="runs directory to show in paths (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
     p.set_defaults(func=cmd_render)
-    _add_run_commands(sub)
+
+
+def _add_fleet(sub) -> None:
     from cockpit.cli.fleet import add_fleet_commands
 
     add_fleet_commands(sub)
+
+
+def _add_sweep(sub) -> None:
     from cockpit.cli.sweep import add_sweep_commands
 
     add_sweep_commands(sub)
+
+
+def _add_plot(sub) -> None:
     from cockpit.cli.plot import add_plot_command
 
     add_plot_command(sub)
 
+
+def _add_tui(sub) -> None:
     sub.add_parser("tui", help="the terminal UI (the default with no command): fleet, compose, runs, logs; "
                    "cockpit tui --help for its options", add_help=False)
+
+
+def _add_diagnose(sub) -> None:
     p = sub.add_parser("diagnose", help="say what broke in NCCL / torch / torchrun / Slurm logs, where, "
                        "and what to try (exit 1 when an error is found)")
     p.add_argument("inputs", nargs="+", metavar="PATH|RUN|JOBID", help="log files, run directories, run ids, or "
@@ -198,11 +223,30 @@ def build_parser() -> argparse.ArgumentParser:
                    "original as JOB.fixed.yaml (never over a file)")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_diagnose)
+
+
+# Each command's parser, in the order --help lists them (gpus and doctor come together, from cockpit.cli.fleet).
+COMMANDS = {"validate": _add_validate, "render": _add_render, "run": _add_run, "attach": _add_attach,
+            "logs": _add_logs, "ps": _add_ps, "stacks": _add_stacks, "stop": _add_stop, "gpus": _add_fleet,
+            "doctor": _add_fleet, "sweep": _add_sweep, "plot": _add_plot, "tui": _add_tui, "diagnose": _add_diagnose}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """cockpit's parser. ``command``: with only that command's arguments, when it is one (the one being run:
+    a start then builds one command's parser and imports one family's module, not all fourteen; the help and
+    errors it prints are the same); else every command's (--help, and the error that lists them)."""
+    parser = argparse.ArgumentParser(
+        prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
+        "(local, SSH, Slurm). With no command, opens the terminal UI.")
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    only = COMMANDS.get(command or "")
+    for add in [only] if only else dict.fromkeys(COMMANDS.values()):
+        add(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     # `cockpit run job.yaml [options] -- ARGS`: everything after the first -- belongs to the script.
     script_args: list[str] = []
@@ -218,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         from cockpit.tui.app import run_tui
 
         return run_tui(argv[1:])
-    args = parser.parse_args(argv)
+    args = build_parser(argv[0]).parse_args(argv)
     args.script_args = script_args
     try:
         code = args.func(args)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cockpit import launch
 from cockpit.cli.common import selector
-from cockpit.cli.console import Painter, ps_table, summary, use_color
+from cockpit.cli.console import Painter, summary, use_color
 from cockpit.cli.follow import follow, notice
 from cockpit.fs.paths import default_runs_dir
 from cockpit.launch import registry, supervision
@@ -21,13 +21,12 @@ from cockpit.run.store import (
     RunStatus,
     StatusError,
     is_sweep,
-    list_runs,
     load_status,
     rank_files,
     read_status,
     resolve_run,
 )
-from cockpit.run.trust import own_run, owner
+from cockpit.run.trust import own_run
 
 
 class CommandError(Exception):
@@ -195,25 +194,6 @@ def _check_ranks(run_dir: Path, status, found: list[int], wanted) -> None:
     has = f"ranks 0-{size - 1}" if size > 1 else "rank 0 only"
     raise CommandError(f"run {run_dir.name} has {has}, not rank {', '.join(map(str, bad))} "
                        "(hint: leave out --rank to see every rank)")
-
-
-def cmd_ps(args) -> int:
-    rows = refresh(list_runs(runs_dir_of(args)))
-    if getattr(args, "all", False):
-        from cockpit.cli.jobs_table import ps_all
-
-        return ps_all(rows, args.json)
-    if args.json:
-        from cockpit.insight.forecast_inputs import run_forecast
-
-        print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d), "forecast": run_forecast(d, s).to_dict(),
-                                    **({"owner": who} if (who := owner(d)) else {})}  # another user's run
-                                   for d, s in rows]}, indent=2))
-    elif rows:
-        print(ps_table(rows))
-    else:
-        notice(f"no runs in {runs_dir_of(args)} (start one: cockpit run jobs/demo.yaml)")
-    return 0
 
 
 def cmd_stop(args) -> int:

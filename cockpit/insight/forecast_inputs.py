@@ -11,6 +11,9 @@ Where each input comes from:
 * the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
 * time held: status.json's ``started`` to ``ended`` (or now); the current attempt starts where the run's
   launcher says (a Slurm job: the last ``cockpit: start restart=N ... time=T`` line of its batch log).
+
+A run that has ended needs none of the launcher's answers and no clock (``ended_forecast``): its forecast is
+the same at any later time, so cockpit.insight.listing stores it in the run's summary.json, once.
 """
 
 from __future__ import annotations
@@ -18,16 +21,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.fs import safeio
 from cockpit.insight.forecast import Forecast, forecast, slurm_seconds
-from cockpit.launch import registry
-from cockpit.launch.protocol import TimeLimits
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, tail_lines
-from cockpit.spec import jobfile
-from cockpit.spec.model import JobSpec, SpecError, parse_spec
-from cockpit.spec.yamlpos import LoadError
+
+if TYPE_CHECKING:
+    from cockpit.spec.model import JobSpec
 
 TAIL_BYTES = 65536
 
@@ -48,9 +50,8 @@ class MetricsTail:
 def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
     """The tail of a rank's metrics file; an empty tail when there is none. A line that is not a record
     (a half-written last line, text) is skipped."""
-    path = layout.metrics_file(run_dir, rank)
     points, loss, total = [], None, None
-    for line in tail_lines(path, 10_000, TAIL_BYTES):
+    for line in tail_lines(layout.metrics_file(run_dir, rank), 10_000, TAIL_BYTES):
         try:
             rec = safeio.loads(line)  # nested too deep: a bad record like any other
             if not isinstance(rec, dict):  # (indexing one would raise TypeError: skipped the same)
@@ -70,6 +71,10 @@ def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
 
 def job_spec(run_dir: Path) -> JobSpec | None:
     """The job a run (or the sweep of a trial) was launched with; None when its copy cannot be read."""
+    from cockpit.spec import jobfile
+    from cockpit.spec.model import SpecError, parse_spec
+    from cockpit.spec.yamlpos import LoadError
+
     for where in (run_dir, run_dir.parent):
         path = where / layout.JOB
         if path.is_file():
@@ -92,12 +97,31 @@ def gpus_held(spec: JobSpec | None, status: RunStatus, trial_gpus: tuple[int, ..
     return status.world_size or 0
 
 
+def ended_forecast(run_dir: Path, status: RunStatus, *, spec: JobSpec | None = None,
+                   trial_gpus: tuple[int, ...] | None = None, metrics: MetricsTail | None = None) -> Forecast | None:
+    """The forecast of a run that has ended: its steps, rate and GPU-hours, the same at any later time. None
+    for a run still going, and for an ended one with a start but no end time (its GPU-hours would run on
+    with the clock): ``run_forecast`` answers for those. What cockpit.run.summary stores of a finished run."""
+    if not status.final or (status.started is not None and not status.ended):
+        return None
+    spec = spec if spec is not None else job_spec(run_dir)
+    metrics = metrics if metrics is not None else read_metrics(run_dir)
+    elapsed = None if status.started is None else (status.ended or 0.0) - status.started
+    return forecast(points=metrics.points, total_steps=metrics.total_steps or (spec.total_steps if spec else None),
+                    now=status.ended or 0.0, elapsed=elapsed, gpus=gpus_held(spec, status, trial_gpus), ended=True)
+
+
 def run_forecast(run_dir: Path, status: RunStatus, *, spec: JobSpec | None = None, now: float | None = None,
                  trial_gpus: tuple[int, ...] | None = None, metrics: MetricsTail | None = None) -> Forecast:
     """The forecast of one run (or one trial); ``spec`` saves reading the job again for many trials."""
-    now = time.time() if now is None else now
     spec = spec if spec is not None else job_spec(run_dir)
     metrics = metrics if metrics is not None else read_metrics(run_dir)
+    if (ended := ended_forecast(run_dir, status, spec=spec, trial_gpus=trial_gpus, metrics=metrics)) is not None:
+        return ended  # no launcher, no clock
+    from cockpit.launch import registry  # (a run still going: its launcher's limits; not paid by a finished one)
+    from cockpit.launch.protocol import TimeLimits
+
+    now = time.time() if now is None else now
     started = status.started
     elapsed = None if started is None else (status.ended or now) - started
     launcher = registry.known_for_run(status)  # a launcher this version does not know: no limit, as local

@@ -3,6 +3,8 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
 
     job.yaml                     the job file as given
     status.json                  the run's state (cockpit.run.store.RunStatus), written atomically
+    summary.json                 a finished run's ps row and forecast, written with its final status.json and
+                                 rebuilt from it when missing or stale (cockpit.run.summary)
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
     rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
@@ -36,6 +38,7 @@ from pathlib import Path
 
 JOB = "job.yaml"
 STATUS = "status.json"
+SUMMARY = "summary.json"  # a finished run's ps row and forecast, beside status.json (cockpit.run.summary)
 STOP = "stop.json"
 PREFLIGHT = "preflight.json"
 RERUN = "rerun.json"
@@ -142,7 +145,12 @@ def stacks_reports(run_dir: Path) -> list[Path]:
 
 
 def metrics_file(run_dir: Path, rank: int) -> Path:
-    return run_dir / METRICS / f"rank-{rank}.jsonl"
+    return run_dir / metrics_name(rank)
+
+
+def metrics_name(rank: int) -> str:
+    """metrics_file's path inside the run directory (as text: a listing of thousands of runs joins it itself)."""
+    return f"{METRICS}/rank-{rank}.jsonl"
 
 
 def hook_dir(run_dir: Path) -> Path:

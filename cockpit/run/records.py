@@ -30,6 +30,8 @@ class RecordError(ValueError):
 def is_a(value: object, types: Types) -> bool:
     """``value`` has one of ``types`` (None in ``types``: may be null). bool is refused where a number is
     meant (it is an int to Python)."""
+    if type(value) in types:  # the common case, at once (a bool's type is bool: in types only where meant)
+        return True
     if value is None:
         return None in types
     if isinstance(value, bool):

@@ -17,10 +17,11 @@ cockpit.run.records), named here too for the callers that read runs, as is the l
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
-import secrets
 import signal
 import time
 from dataclasses import replace
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from cockpit.fs import safeio
 from cockpit.fs.paths import too_long
-from cockpit.run import layout
+from cockpit.run import layout, summary
 from cockpit.run.layout import rank_files
 from cockpit.run.records import FirstFailure, NodeRecord, RankExit
 from cockpit.run.status import FINAL_STATES, STATES, RunState, RunStatus, StatusError
@@ -39,6 +40,8 @@ __all__ = ["FINAL_STATES", "STATES", "FirstFailure", "NodeRecord", "RankExit", "
 
 def new_run_id(name: str, now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+    import secrets  # (with hashlib: 10-20 ms of a start that listing runs does not need)
+
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
 
 
@@ -94,7 +97,19 @@ def write_run_file(run_dir: Path, name: str, text: str) -> None:
 
 
 def write_status(run_dir: Path, status: RunStatus) -> None:
-    write_run_file(run_dir, layout.STATUS, status.to_json())
+    """status.json; with a final status, its summary.json too (cockpit.run.summary), unless status.json was
+    replaced by another writer meanwhile (read back: then theirs stands, and the next listing makes it)."""
+    text = status.to_json()
+    write_run_file(run_dir, layout.STATUS, text)
+    if not summary.summarises(status):
+        return
+    try:
+        raw, stamp = read_stamped(run_dir / layout.STATUS)
+    except OSError:  # replaced this instant by something that is no status: no summary of ours to write
+        return
+    if raw == text.encode("utf-8"):
+        with contextlib.suppress(OSError):  # a cache: one not written is made by the next listing
+            summary.write(run_dir, summary.of_status(status, stamp))
 
 
 STOP_FILE = layout.STOP  # a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
@@ -127,26 +142,38 @@ def list_runs(runs_dir: Path) -> list[tuple[Path, RunStatus]]:
     JSON, nested too deep, a FIFO, a device, too large) is listed too, as state ``unreadable`` with the reason
     in ``note``, so that one bad file neither hides the run nor breaks the list. Entries that are not
     directories (a symlink among them: a run directory is never one) are no runs."""
+    found = [(d, got[0]) for d in run_dirs(runs_dir) if (got := listed_status(d)) is not None]
+    return sorted(found, key=lambda item: item[1].created)
+
+
+def run_dirs(runs_dir: Path) -> list[Path]:
+    """The directories in ``runs_dir`` that may be runs (a symlink never is one); [] when it cannot be read."""
     try:
         entries = list(os.scandir(runs_dir))
     except OSError:
         return []
     found = []
     for entry in entries:
-        d = Path(entry.path)
-        try:
+        with contextlib.suppress(OSError):  # cannot tell: reading its status says what it is
             if not entry.is_dir(follow_symlinks=False):
                 continue
-            found.append((d, load_status(d)))
-        except (FileNotFoundError, NotADirectoryError):
-            continue  # no status.json (yet): not a run, or one being created this instant
-        except StatusError as exc:
-            if isinstance(exc.__cause__, PermissionError) and owner(d) is not None:
-                continue  # another user's private run (0700) in a shared runs directory: theirs to list
-            found.append((d, unreadable_status(d, str(exc))))
-        except OSError as exc:
-            found.append((d, unreadable_status(d, str(exc))))
-    return sorted(found, key=lambda item: item[1].created)
+        found.append(Path(entry.path))
+    return found
+
+
+def listed_status(d: Path) -> tuple[RunStatus, summary.Stamp | None] | None:
+    """How list_runs lists the directory ``d``: its status and the identity of the status.json read; an
+    unreadable one (no stamp) with the reason; None for no run of the caller's to list (see list_runs)."""
+    try:
+        return load_stamped(d)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no status.json (yet): not a run, or one being created this instant
+    except StatusError as exc:
+        if isinstance(exc.__cause__, PermissionError) and owner(d) is not None:
+            return None  # another user's private run (0700) in a shared runs directory: theirs to list
+        return unreadable_status(d, str(exc)), None
+    except OSError as exc:
+        return unreadable_status(d, str(exc)), None
 
 
 UNREADABLE: RunState = "unreadable"  # list_runs' state for a run whose status.json cannot be read; never written
@@ -155,13 +182,29 @@ MAX_STATUS_DEPTH = 32  # status.json nests 5 deep; a deeper one is no status (an
 SMALL_FILE_BYTES = 64 << 10  # an exit record, a pid file, stop.json: a line each
 
 
+def read_stamped(path: Path) -> tuple[bytes, summary.Stamp]:
+    """A status.json's bytes (at most MAX_STATUS_BYTES: safeio.TooLarge beyond) and its identity, from one
+    descriptor: the stamp is that of the bytes read (cockpit.run.summary)."""
+    with safeio.open_regular(path) as f:
+        st = os.fstat(f.fileno())
+        raw = safeio.read_capped(f, MAX_STATUS_BYTES)
+    if len(raw) > MAX_STATUS_BYTES:
+        raise safeio.TooLarge(errno.EFBIG, f"larger than {MAX_STATUS_BYTES} bytes", os.fspath(path))
+    return raw, (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def load_status(run_dir: Path) -> RunStatus:
     """The run's status.json, checked field by field. Raises FileNotFoundError / NotADirectoryError when there
     is none, StatusError (with the reason) when it is there but unusable: not a regular file (a FIFO is
     never waited on), a symlink, too large, not JSON, nested too deep."""
+    return load_stamped(run_dir)[0]
+
+
+def load_stamped(run_dir: Path) -> tuple[RunStatus, summary.Stamp]:
+    """load_status, and the identity of the status.json it read (cockpit.run.summary)."""
     path = run_dir / layout.STATUS
     try:
-        raw = safeio.read_bytes(path, MAX_STATUS_BYTES)
+        raw, stamp = read_stamped(path)
     except (FileNotFoundError, NotADirectoryError):
         raise
     except safeio.TooLarge:
@@ -175,7 +218,7 @@ def load_status(run_dir: Path) -> RunStatus:
         raise StatusError(f"{path}: {what}") from None
     if not safeio.depth_at_most(data, MAX_STATUS_DEPTH):
         raise StatusError(f"{path}: nested deeper than {MAX_STATUS_DEPTH} levels: not a run status")
-    return RunStatus.from_dict(data, f"{path}: ")
+    return RunStatus.from_dict(data, f"{path}: "), stamp
 
 
 def unreadable_status(run_dir: Path, reason: str) -> RunStatus:

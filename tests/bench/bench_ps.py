@@ -9,7 +9,9 @@ than the 64 KiB tail ps reads). Then for each size it makes that many run direct
 does (cockpit's own ``create_run_dir``: 0700, hook installed, commands/ and logs/), copies the template's
 job.yaml, rank wrapper, commands, logs and metrics into each (not its 6.5 MB checkpoint), and writes each
 run's status.json with cockpit's own ``write_status`` from the template's status (a new run id, times shifted
-a minute per run).
+a minute per run); that also writes each run's summary.json, as a run's supervisor does (cockpit.run.summary),
+and the listing checked before the timed runs adds each forecast to it, as the first `cockpit ps` after a run
+ends does: the timed runs are the listings after that.
 The runs directories are cached under /tmp, keyed by a version, the sizes and the source of the writers
 (``--rebuild`` makes them again); the 5,000 long runs take a minute or two to make.
 
