@@ -216,9 +216,12 @@ def set_aside(run_dir: Path, attempt: int) -> int:
     return moved
 
 
-def mark(run_dir: Path, attempt: int, words: str) -> None:
-    """Append attempt ``attempt``'s marker line to every rank log and agent log of the run."""
-    line = f"{MARK}{attempt} (COCKPIT_ATTEMPT={attempt}): {words}\n".encode()
+def mark(run_dir: Path, attempt: int, after: Outcome, relaunches: int) -> None:
+    """Append attempt ``attempt``'s marker line to every rank log and agent log of the run. It names the trigger
+    and the culprit, not the cause's words: an exception's text here would read as a new one to a log parser."""
+    who = f" (rank {after.rank} on {after.host})" if after.rank is not None else ""
+    line = (f"{MARK}{attempt} (COCKPIT_ATTEMPT={attempt}) of {relaunches + 1} starts: relaunched after a "
+            f"{after.end} of attempt {attempt - 1}{who}\n").encode()
     paths = [p for _r, (_h, p) in rank_files(run_dir, "log").items()] + [p for _h, p in layout.agent_logs(run_dir)]
     for path in paths:
         with contextlib.suppress(OSError):

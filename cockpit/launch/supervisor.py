@@ -252,7 +252,7 @@ class Supervisor:
         recovery.set_aside(self.run_dir, attempt)
         if self.decision.env or self.decision.unset:
             recovery.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
-        recovery.mark(self.run_dir, attempt + 1, self.decision.words)
+        recovery.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
         s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()

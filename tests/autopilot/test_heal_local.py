@@ -66,7 +66,9 @@ def test_a_raise_is_healed_from_the_last_checkpoint_and_accounted(tmp_path):
     assert 0 < status.goodput < 1
     # the same run directory: one set of logs, appended, with a marker line; the first attempt's records aside
     log = (run_dir / "logs" / f"rank-1.{status.hosts[0]}.log").read_text()
-    assert log.count("[cockpit] start rank=1") == 2 and "[cockpit] attempt 1 (COCKPIT_ATTEMPT=1): relaunched" in log
+    assert log.count("[cockpit] start rank=1") == 2
+    assert "[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 3 starts: relaunched after a failure of attempt 0 (rank 1" \
+        in log
     assert sorted(p.name.split(".")[-1] for p in (run_dir / "logs" / "attempt-0").glob("rank-*.exit")) == ["exit"] * 2
     # the summary, ps and ps --json say so
     assert re.search(r"attempts: 2, goodput \d+%", r.stdout), r.stdout
