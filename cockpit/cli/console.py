@@ -198,6 +198,13 @@ def attempts_lines(s: RunStatus) -> list[str]:
         again = f", first step {latency:.1f} s after the failure" if latency is not None else ""
         who = f" (rank {a.culprit_rank} on {a.culprit_host})" if a.culprit_rank is not None else ""
         out.append(f"  {a.attempt}: {span}, {steps}{again}: {a.end or 'running'}{who}")
+    lost: dict[str, float] = {}
+    for a in s.attempts:
+        if a.lost_s is not None and a.end is not None:
+            lost[a.end] = lost.get(a.end, 0.0) + a.lost_s
+    if lost:
+        out.append("  lost: " + ", ".join(f"{duration(v)} to {k}s" for k, v in sorted(lost.items()))
+                   + " (steps made again, detection, teardown, restart)")
     return out
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from cockpit.fs import safeio
 from cockpit.run import layout
-from cockpit.run.attempts import goodput
+from cockpit.run.attempts import goodput, lost_seconds
 from cockpit.run.store import RunStatus, rank_files
 
 MARK = "[cockpit] attempt "  # starts the marker line of every attempt after the first, in every log
@@ -287,5 +287,7 @@ def account(run_dir: Path, status: RunStatus) -> None:
         mine = [(t, step) for t, step in records if a.started <= t < starts[i]]
         if mine:
             status.attempts[i] = replace(a, first_step=round(mine[0][0], 3), step=max(step for _, step in mine))
+    lost = lost_seconds(status.attempts, records)
+    status.attempts = [replace(a, lost_s=s) for a, s in zip(status.attempts, lost, strict=True)]
     if status.started is not None and status.ended is not None:
         status.goodput = goodput(status.attempts, records, status.started, status.ended)

@@ -40,6 +40,9 @@ class Attempt:
     resumed_from: int | None = None  # the checkpoint step it started from (its rank 0's "resumed from" line)
     first_step: float | None = None  # wall time of its first trained step (restart latency: from the last end)
     decision: str | None = None  # what cockpit did next: "relaunched ...", "not retried: ...", "gave up ..."
+    # seconds its end cost: from its last kept step (the checkpoint the next attempt resumed from) to the next
+    # attempt's first step: the steps made again, the detection, the teardown and the restart
+    lost_s: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"attempt": self.attempt, "started": self.started, "ended": self.ended, "failed": self.failed,
@@ -47,7 +50,7 @@ class Attempt:
                 "culprit": None if self.culprit_rank is None and self.culprit_host is None
                 else {"rank": self.culprit_rank, "host": self.culprit_host},
                 "cause": self.cause, "step": self.step, "resumed_from": self.resumed_from,
-                "first_step": self.first_step, "decision": self.decision}
+                "first_step": self.first_step, "decision": self.decision, "lost_s": self.lost_s}
 
     @classmethod
     def from_dict(cls, d: object, where: str = "") -> Attempt:
@@ -63,7 +66,8 @@ class Attempt:
                    get(culprit, "rank", (int, None), f"{where}culprit."),
                    get(culprit, "host", (str, None), f"{where}culprit."), get(d, "cause", (str, None), where),
                    get(d, "step", (int, None), where), get(d, "resumed_from", (int, None), where),
-                   get(d, "first_step", (*NUM, None), where), get(d, "decision", (str, None), where))
+                   get(d, "first_step", (*NUM, None), where), get(d, "decision", (str, None), where),
+                   get(d, "lost_s", (*NUM, None), where))
 
 
 def attempts_from_list(data: object, where: str = "attempts") -> list[Attempt]:
@@ -126,3 +130,22 @@ def _kept_time(records: list[tuple[float, int]], upto: int | None) -> float:
             total += t - last_t
         last_t, last_s = t, s
     return total
+
+
+def lost_seconds(attempts: list[Attempt], records: Iterable[tuple[float, int]]) -> list[float | None]:
+    """For each attempt, the seconds its end cost the run (``Attempt.lost_s``): from the time it trained the step the
+    next attempt resumed from (its start, where it trained none of them) to the next attempt's first step; None for
+    the last attempt, or where the next one made no step."""
+    recs = list(records)
+    out: list[float | None] = []
+    for i, a in enumerate(attempts):
+        nxt = attempts[i + 1] if i + 1 < len(attempts) else None
+        if nxt is None or nxt.first_step is None:
+            out.append(None)
+            continue
+        until = nxt.started
+        mine = [(t, step) for t, step in recs if a.started <= t < until]
+        upto = _resumed(nxt, [(t, step) for t, step in recs if t >= nxt.started])
+        kept = [t for t, step in mine if step <= upto]
+        out.append(round(nxt.first_step - (kept[-1] if kept else a.started), 2))
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cockpit.launch.recovery import Outcome, Policy, decide, exception_place, section
-from cockpit.run.attempts import Attempt, goodput, restart_latencies
+from cockpit.run.attempts import Attempt, goodput, lost_seconds, restart_latencies
 
 POLICY = Policy(attempts=3, on=("failure", "stall"))
 
@@ -75,10 +75,14 @@ def test_goodput_counts_kept_steps_only():
     assert goodput(attempts, records, 0.0, 50.0) == pytest.approx(20 / 50)
     assert goodput(attempts, [], 0.0, 50.0) is None
     assert restart_latencies(attempts) == [18.5]
+    # attempt 0 trained step 10 at t=20; attempt 1's first step came at t=41: 21 s lost to the failure
+    attempts = [Attempt(0, 0.0, ended=25.0, failed=22.5, first_step=11.0), Attempt(1, 25.0, resumed_from=10,
+                                                                                   first_step=41.0)]
+    assert lost_seconds(attempts, records) == [21.0, None]
 
 
 def test_an_attempt_round_trips_through_json():
-    a = Attempt(1, 5.0, 9.0, 8.0, "failure", 1, "h", "words", 12, 10, 6.0, "relaunched")
+    a = Attempt(1, 5.0, 9.0, 8.0, "failure", 1, "h", "words", 12, 10, 6.0, "relaunched", 3.5)
     assert Attempt.from_dict(a.to_dict()) == a
     with pytest.raises(ValueError, match="attempts\\[0\\]: started: missing"):
         from cockpit.run.attempts import attempts_from_list

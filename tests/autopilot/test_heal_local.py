@@ -73,6 +73,7 @@ def test_a_raise_is_healed_from_the_last_checkpoint_and_accounted(tmp_path):
     # the summary, ps and ps --json say so
     assert re.search(r"attempts: 2, goodput \d+%", r.stdout), r.stdout
     assert "steps 10..30, first step" in r.stdout
+    assert re.search(r"lost: [\d.]+ s to failures", r.stdout) and first.lost_s > 0, r.stdout
     found = ps_json(tmp_path)
     assert [a["end"] for a in found["attempts"]] == ["failure", "succeeded"] and found["goodput"] == status.goodput
     table = subprocess.run([sys.executable, "-m", "cockpit", "ps"], capture_output=True, text=True, cwd=REPO,
