@@ -20,8 +20,11 @@ PRECISION = "COCKPIT_PRECISION"  # "fp32" | "fp16" | "bf16"
 SEED = "COCKPIT_SEED"  # integer; every rank seeds identically with it
 REQUEUE = "COCKPIT_REQUEUE"  # "1" when the Slurm job may requeue itself on SIGUSR1 / SIGTERM, else "0"
 HOST = "COCKPIT_HOST"  # the node's name as cockpit knows it (names the per-rank log files)
+# The attempt of the run, 0-based: 0 at the first start, N at the N-th relaunch (the job's recover:). Set by the
+# supervisor in the environment it starts the node script with, not in the script (it is the same every attempt).
+ATTEMPT = "COCKPIT_ATTEMPT"
 
-ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST)
+ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST, ATTEMPT)
 
 # The values of BACKEND and PRECISION, and the rules both sides check: the job file (cockpit.spec.model, before a
 # launch) and the rank (cockpit.train.config). Here, since both import this module and neither may import the other

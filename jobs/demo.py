@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-rank", type=int, default=None, help="rank that fails (with --fail-step)")
     p.add_argument("--fail-step", type=int, default=None, help="fail after this many steps")
     p.add_argument("--fail-mode", choices=("raise", "kill", "hang"), default="raise")
+    p.add_argument("--fail-attempts", type=int, default=None, help="the --fail-* options act only in the first K "
+                   "attempts of a run (COCKPIT_ATTEMPT < K, the job's recover:), so a relaunch heals it")
     p.add_argument("--slow-rank", type=int, default=None, help="rank that works --slow-ms longer per step "
                    "(a straggler: cockpit plot RUN --metric wait names it)")
     p.add_argument("--slow-ms", type=float, default=30.0)
@@ -65,10 +67,14 @@ def make_model(features: int, hidden: int, layers: int) -> nn.Module:
 
 
 def maybe_fail(args: argparse.Namespace, rank: int, steps_done: int) -> None:
-    """Failure injection: --fail-rank R --fail-step S [--fail-mode raise|kill|hang]."""
+    """Failure injection: --fail-rank R --fail-step S [--fail-mode raise|kill|hang] [--fail-attempts K]."""
     if rank != args.fail_rank or steps_done != args.fail_step:
         return
-    print(f"[demo] rank {rank}: injecting failure '{args.fail_mode}' after step {steps_done}", flush=True)
+    attempt = int(os.environ.get("COCKPIT_ATTEMPT", "0") or 0)
+    if args.fail_attempts is not None and attempt >= args.fail_attempts:
+        return
+    print(f"[demo] rank {rank}: injecting failure '{args.fail_mode}' after step {steps_done} (attempt "
+          f"{os.environ.get('COCKPIT_ATTEMPT', '-')})", flush=True)
     if args.fail_mode == "raise":
         raise RuntimeError(f"injected failure on rank {rank} after step {steps_done} (--fail-mode raise)")
     if args.fail_mode == "kill":

@@ -31,6 +31,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_parse.py": "goal >= 3 M lines/s",
     "bench_plot.py": "x anchor",
     "bench_ps.py": "goal <= 2x the loop",
+    "bench_restart.py": "failure -> next first step",
     "bench_run.py": "every line shown once: yes",
     "bench_safety.py": "safety: every case measured",
     "bench_scale.py": "goals met:",

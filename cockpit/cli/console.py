@@ -102,6 +102,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     for h in status.history:  # cockpit.hang: stalls that cleared, kept with when and how long
         out.append(painter.paint(history_line(h, status.started), "1;33"))
     out.append(_forecast_line(run_dir, status))
+    out += attempts_lines(status)
     if status.note:
         out.append(f"note: {status.note}")
     out.append(f"run directory: {run_dir}")
@@ -181,6 +182,40 @@ def _forecast_cells(run_dir: Path, status: RunStatus, now: float, stored: Foreca
     return f"{('-' if fc.ended else fc.short())[:16]:<16} {gpu:>6}"
 
 
+def attempts_cell(s: RunStatus) -> str:
+    """The ATTEMPTS column: attempts made of those the job's recover: allows ("2/4"); "-" without recover:."""
+    allowed = (s.recover or {}).get("attempts")
+    if not s.attempts or not isinstance(allowed, int):
+        return "-"
+    return f"{len(s.attempts)}/{allowed + 1}"
+
+
+def attempts_lines(s: RunStatus) -> list[str]:
+    """The summary's account of a run that relaunched itself: each attempt, and the goodput."""
+    from cockpit.run.attempts import restart_latencies
+
+    if len(s.attempts) < 2 and s.goodput is None:
+        return []
+    start = s.started or s.created
+    out = [f"attempts: {len(s.attempts)}" + (f", goodput {s.goodput:.0%} (the share of the wall time that trained "
+                                                 "steps that were kept)" if s.goodput is not None else "")]
+    latencies = [None, *restart_latencies(s.attempts)]
+    for a, latency in zip(s.attempts, latencies, strict=True):
+        span = f"{duration(max(a.started - start, 0.0))}..{duration((a.ended or time.time()) - start)}"
+        steps = f"steps {a.resumed_from or 0}..{a.step}" if a.step is not None else "no step"
+        again = f", first step {latency:.1f} s after the failure" if latency is not None else ""
+        who = f" (rank {a.culprit_rank} on {a.culprit_host})" if a.culprit_rank is not None else ""
+        out.append(f"  {a.attempt}: {span}, {steps}{again}: {a.end or 'running'}{who}")
+    lost: dict[str, float] = {}
+    for a in s.attempts:
+        if a.lost_s is not None and a.end is not None:
+            lost[a.end] = lost.get(a.end, 0.0) + a.lost_s
+    if lost:
+        out.append("  lost: " + ", ".join(f"{duration(v)} to {k}s" for k, v in sorted(lost.items()))
+                   + " (steps made again, detection, teardown, restart)")
+    return out
+
+
 def _frozen(status: RunStatus) -> tuple[int, str] | None:
     from cockpit.launch.control import frozen_supervisor  # a run still going: its supervisor may be frozen
 
@@ -189,7 +224,7 @@ def _frozen(status: RunStatus) -> tuple[int, str] | None:
 
 def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast] | None = None) -> str:
     """The ps table; ``stored``: the forecasts of finished runs, by run directory (cockpit.insight.listing)."""
-    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'AGE':>9}  "
+    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'ATTEMPTS':>8} {'AGE':>9}  "
            f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
     now = time.time()
     stored = stored or {}
@@ -197,7 +232,8 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
         nodes = ",".join(s.hosts)
         frozen = None if s.final else _frozen(s)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
-                   f"{s.world_size if s.world_size is not None else '?':>5} {duration(now - s.created):>9}  "
+                   f"{s.world_size if s.world_size is not None else '?':>5} {attempts_cell(s):>8} "
+                   f"{duration(now - s.created):>9}  "
                    f"{_forecast_cells(run_dir, s, now, stored.get(run_dir))}  {health(s, frozen)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:

@@ -68,6 +68,8 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
     logs = rank_files(run_dir, "log")
     exits = rank_exits(run_dir)
     pids = rank_files(run_dir, "pid")
+    # a relaunched run (recover:) appends to the same logs and metrics: what came before this attempt is no progress
+    since = status.attempts[-1].started if status.attempts else None
     out = []
     for rank, (host, path) in sorted(logs.items()):
         try:
@@ -75,8 +77,13 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
             size, mtime = st.st_size, st.st_mtime
         except OSError:
             size, mtime = None, None
+        if since is not None and mtime is not None and mtime < since:
+            size, mtime = None, None  # the log as an earlier attempt left it: not this attempt's first output
         metrics = last_json_line(layout.metrics_file(run_dir, rank))
         step = metrics.get("step") if metrics else None
+        when = metrics.get("time") if metrics else None
+        if since is not None and isinstance(when, (int, float)) and when < since:
+            step = None
         state: Literal["running", "stopped", "exited"] | None = None
         if rank in exits:
             state = "exited"

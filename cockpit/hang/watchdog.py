@@ -33,9 +33,12 @@ Collect = Callable[[Path, RunStatus, set[int]], dict[int, Evidence]]
 
 
 class Watchdog:
-    def __init__(self, run_dir: Path, status: RunStatus, collect: Collect, runs_here: bool, grace: float = 10.0):
+    def __init__(self, run_dir: Path, status: RunStatus, collect: Collect, runs_here: bool, grace: float = 10.0,
+                 on_stall: Callable[[dict], bool] | None = None):
         """``collect(run_dir, status, ranks)``: the ranks' stacks as the run's launcher gets them; ``runs_here``:
-        its ranks run on this machine (their process states are read too)."""
+        its ranks run on this machine (their process states are read too); ``on_stall(finding)``: told of each
+        stall once its evidence is gathered, True when it ends the attempt itself (the job's recover:), so that
+        on_stall: stop does not stop the run."""
         self.run_dir, self.status, self.grace = run_dir, status, grace
         self.runs_here = runs_here
         start_after = status.start_after if status.start_after is not None else START_AFTER
@@ -46,6 +49,7 @@ class Watchdog:
         self.start_evidence: dict | None = None  # the stacks gathered once when a start went quiet for long
         self.start_asked = 0.0
         self.pg_backend = _pg_backend(run_dir)
+        self.on_stall = on_stall
 
     def tick(self) -> bool:
         """One look when due; True when status changed (the caller writes it). Sets stop_requested when the
@@ -94,7 +98,9 @@ class Watchdog:
         found["found"] = round(time.time(), 3)  # after the stacks came: began..found is what a user waited
         found["threshold_s"], found["rule"] = verdict.threshold, verdict.rule
         found["stacks"] = self._write(evidence)
-        if verdict.stalled and s.on_stall == "stop" and not s.stop_requested:
+        if verdict.stalled and self.on_stall is not None and self.on_stall(found):
+            s.note = f"stalled: {found['text']}"
+        elif verdict.stalled and s.on_stall == "stop" and not s.stop_requested:
             # stop.json first, as every stop does: followers then know the exits to come are the stop's
             request_stop(self.run_dir, self.grace, by="cockpit: on_stall: stop")
             s.stop_requested = True

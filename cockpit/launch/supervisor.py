@@ -32,10 +32,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cockpit import contract
 from cockpit.fs.safeio import Untrusted
-from cockpit.launch import procs, registry
+from cockpit.launch import procs, recovery, registry
 from cockpit.launch.site import LaunchError
 from cockpit.run import layout
+from cockpit.run.attempts import Attempt
 from cockpit.run.store import (
     RunStatus,
     failure_record,
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
 RESERVE_BYTES = 64 << 10
+STALL_GRACE = 3.0  # a stalled attempt relaunched: its ranks cannot checkpoint (a collective hangs), so no long wait
 
 
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
@@ -85,6 +88,11 @@ class Supervisor:
         self.write_error: str | None = None  # why status.json could not be written (the run then fails)
         self.watchdog: Watchdog | None = None  # cockpit.hang: progress, stalls, stragglers
         self.launcher = launcher_of(status)
+        self.policy = recovery.Policy.of(status)  # None: the run ends at its first failure (no recover:)
+        self.fail_grace = grace  # how long torchrun gets to tear a failed (or stalled) attempt down
+        self.stalled: dict | None = None  # the stall finding that ended this attempt (recover.on: stall)
+        self.outcomes: list[recovery.Outcome] = []  # how the earlier attempts ended
+        self.decision: recovery.Decision | None = None  # the last attempt's, once it ended
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -115,12 +123,7 @@ class Supervisor:
     def start(self) -> None:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
-        self.nodes = self.launcher.start(s, self.run_dir, self.grace)
-        s.nodes = [node.describe() for node in self.nodes]
-        if self.launcher.watched(s):
-            from cockpit.hang.watchdog import Watchdog
-
-            self.watchdog = Watchdog(self.run_dir, s, self.launcher.stacks, self.launcher.runs_here, grace=self.grace)
+        self._start_attempt()
         s.state, s.started = "running", time.time()
         self.save()
         try:
@@ -128,6 +131,34 @@ class Supervisor:
                 f.write(b"\0" * RESERVE_BYTES)
         except OSError:
             (self.run_dir / RESERVE).unlink(missing_ok=True)  # no room even for it: nothing to give back later
+
+    def _start_attempt(self) -> None:
+        """Start the run's units (again, for a relaunch) with their own watchdog. COCKPIT_ATTEMPT goes into this
+        process's environment, which every unit the launcher starts here inherits (the node script sets the
+        rest of the contract; this one differs per attempt)."""
+        s = self.status
+        attempt = len(s.attempts)
+        os.environ[contract.ATTEMPT] = str(attempt)
+        if self.policy is not None:
+            s.attempts.append(Attempt(attempt, time.time()))
+        self.nodes = self.launcher.start(s, self.run_dir, self.grace)
+        s.nodes = [node.describe() for node in self.nodes]
+        if self.launcher.watched(s):
+            from cockpit.hang.watchdog import Watchdog
+
+            self.watchdog = Watchdog(self.run_dir, s, self.launcher.stacks, self.launcher.runs_here, grace=self.grace,
+                                     on_stall=self._stall)
+
+    def _stall(self, found: dict) -> bool:
+        """The watchdog found a stall (its evidence gathered): with recover.on: stall, end the attempt now and
+        relaunch (True: the watchdog's on_stall: stop is not needed); else the job's on_stall applies."""
+        if self.policy is None or "stall" not in self.policy.on or self.status.stop_requested:
+            return False
+        self.stalled = found
+        self.failed_at, self.fail_grace = time.monotonic(), min(self.grace, STALL_GRACE)
+        for node in self.nodes:
+            node.terminate()
+        return True
 
     def step(self) -> bool:
         """One look at the run; True while it is still going."""
@@ -143,14 +174,16 @@ class Supervisor:
             for node in self.nodes:
                 node.terminate()
             changed = True
-        due = [t + g for t, g in ((self.stop_at, self.stop_grace), (self.failed_at, self.grace)) if t is not None]
+        due = [t + g for t, g in ((self.stop_at, self.stop_grace), (self.failed_at, self.fail_grace)) if t is not None]
         if due and not self.escalated and now > min(due):
             self.escalated = True  # torchrun did not finish the teardown in time: do it ourselves
             # A stop's SIGTERM went out already, at the stop: its grace is over. A failure's teardown was
             # torchrun's, which may not have reached every process: they get 2 s of SIGTERM of their own.
             stopping = self.stop_at is not None and now > self.stop_at + self.stop_grace
-            killed = procs.kill_run(self.status.run_id, grace=0.0 if stopping else 2.0) + self._kill_nodes()
-            took = self.stop_grace if stopping else self.grace
+            # a stalled attempt's ranks hang in a collective or their own code: SIGTERM cannot end them
+            grace = 0.0 if stopping or self.stalled is not None else 2.0
+            killed = procs.kill_run(self.status.run_id, grace=grace) + self._kill_nodes()
+            took = self.stop_grace if stopping else self.fail_grace
             self.status.note = _join(self.status.note if self.status.stop_requested else None,
                                      f"stopped the remaining processes after {took:g} s ({killed} needed SIGKILL)")
             changed = True
@@ -190,10 +223,44 @@ class Supervisor:
                 self.status.first_failure = failure_record(self.run_dir, first)
         return True
 
-    def finish(self) -> int:
+    def _leftovers(self) -> int:
+        """Kill what is left of the attempt's processes and record its last exits; how many needed SIGKILL."""
         leftover = procs.kill_run(self.status.run_id, grace=2.0) if procs.run_pids(self.status.run_id) else 0
         leftover += self._kill_nodes()
         self._record_exits(time.monotonic())
+        return leftover
+
+    def next_attempt(self) -> bool:
+        """The attempt is over: with recover: and a trigger it lists, start the next attempt of the same run
+        (True) or say why not (the run's note; False: finish). A stop asked for never relaunches."""
+        s = self.status
+        if self.policy is None or s.stop_requested or self.write_error is not None:
+            return False
+        self._leftovers()
+        failed = self.stalled is not None or s.first_failure is not None or any(n.poll() for n in self.nodes)
+        if not failed:
+            return False
+        outcome = (recovery.stall_outcome(self.stalled) if self.stalled is not None
+                   else recovery.failure_outcome(self.run_dir, s))
+        attempt = len(s.attempts) - 1
+        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts))
+        self.outcomes.append(outcome)
+        recovery.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
+        s.note = self.decision.words
+        if not self.decision.retry:
+            return False
+        recovery.set_aside(self.run_dir, attempt)
+        if self.decision.env or self.decision.unset:
+            recovery.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
+        recovery.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
+        s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
+        self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
+        self._start_attempt()
+        self.save()
+        return True
+
+    def finish(self) -> int:
+        leftover = self._leftovers()
         s = self.status
         # the watchdog's last look may predate the ranks' ends
         s.progress = {r: replace(p, state="exited") if r in s.ranks else p for r, p in s.progress.items()}
@@ -214,11 +281,17 @@ class Supervisor:
             where = f"{layout.LOGS}/{layout.agent_log_name(bad.host)}" if bad else "the logs"
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
             s.note = f"{s.note}; {why}" if s.note else why
+        if self.decision is not None and not self.decision.retry:  # not retried, or gave up: the run failed
+            s.state, s.exit_code = "failed", s.exit_code or 1
         if leftover:
             s.note = _join(s.note, f"{leftover} leftover processes needed SIGKILL")
         if s.state == "failed" and (disk := disk_trouble(self.run_dir)):
             s.note = _join(s.note, disk)
         s.ended = time.time()
+        if self.policy is not None:
+            recovery.end_attempt(self.run_dir, s, "stopped" if s.state == "stopped" else "succeeded"
+                                 if s.state == "succeeded" else "failure")
+            recovery.account(self.run_dir, s)
         s.nodes = [node.describe() for node in self.nodes]
         self.save_final()
         return s.exit_code
@@ -284,8 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # detached: a terminal's Ctrl-C is cockpit's to pass on
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     sup.start()
-    while sup.step():
-        time.sleep(POLL)
+    while True:
+        while sup.step():
+            time.sleep(POLL)
+        if not sup.next_attempt():
+            break
     return sup.finish()
 
 

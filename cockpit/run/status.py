@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Literal, TypedDict
 
+from cockpit.run.attempts import Attempt, attempts_from_list
 from cockpit.run.findings import LiveFinding, findings_from_list
 from cockpit.run.progress import RankProgress, progress_from_dict
 from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordError, Types, is_a, type_name
@@ -76,6 +77,9 @@ class RunStatus:
     start_after: float | None = None  # the job's start budget (None: cockpit.hang.progress.START_AFTER)
     watch: Watch | None = None  # the watchdog's phase and stall threshold now, and where a slow start is
     history: list[LiveFinding] = field(default_factory=list)  # stalls that cleared: when, how long, who, where
+    recover: dict[str, object] | None = None  # the job's recover: policy (cockpit.spec.recover.RecoverSpec.to_dict)
+    attempts: list[Attempt] = field(default_factory=list)  # with recover: one per start of the ranks
+    goodput: float | None = None  # with recover: the share of wall time that trained kept steps (cockpit.run.attempts)
 
     @property
     def final(self) -> bool:
@@ -90,6 +94,7 @@ class RunStatus:
         d["progress"] = {r: p.to_dict() for r, p in self.progress.items()}
         d["findings"] = [f.to_dict() for f in self.findings]
         d["history"] = [h.to_dict() for h in self.history]
+        d["attempts"] = [a.to_dict() for a in self.attempts]
         for name in _WHEN_SET:
             if d[name] is None or d[name] == []:
                 del d[name]
@@ -128,6 +133,8 @@ class RunStatus:
             for name in ("findings", "history"):
                 if name in data:
                     known[name] = findings_from_list(data[name], name)
+            if "attempts" in data:
+                known["attempts"] = attempts_from_list(data["attempts"])
         except RecordError as exc:
             raise StatusError(f"{where}{exc}") from None
         return cls(**known)
@@ -139,6 +146,7 @@ _FIELD_TYPES: dict[str, Types] = {
     "world_size": (int, None), "state": (str,), "created": NUM, "started": (*NUM, None), "ended": (*NUM, None),
     "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
     "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*NUM, None), "note": (str, None),
-    "stall_after": (*NUM, None), "start_after": (*NUM, None), "watch": (dict, None), "history": (list,)}
+    "stall_after": (*NUM, None), "start_after": (*NUM, None), "watch": (dict, None), "history": (list,),
+    "recover": (dict, None), "attempts": (list,), "goodput": (*NUM, None)}
 _REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
-_WHEN_SET = ("start_after", "watch", "history")
+_WHEN_SET = ("start_after", "watch", "history", "recover", "attempts", "goodput")

@@ -30,10 +30,10 @@ from cockpit.fs import safeio
 from cockpit.run import layout
 from cockpit.run.status import RunStatus, StatusError
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: recover, attempts and goodput (the ATTEMPTS column)
 MAX_SUMMARY_BYTES = (64 << 10) - 1  # a summary is a few hundred bytes; a larger one is none (the run is read whole)
 ROW_FIELDS = ("run_id", "name", "launcher", "job_file", "hosts", "world_size", "state", "created", "started",
-              "ended", "exit_code", "note", "findings", "history")
+              "ended", "exit_code", "note", "findings", "history", "recover", "attempts", "goodput")
 
 Stamp = tuple[int, int, int]  # (inode, mtime ns, size)
 

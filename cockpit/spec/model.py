@@ -17,6 +17,7 @@ from cockpit.spec import jobfile, yamlpos
 from cockpit.spec.argv import check_exec_limits
 from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
 from cockpit.spec.nodes import gpus, node_env, nodes
+from cockpit.spec.recover import RecoverSpec, recover_section
 from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
 from cockpit.spec.yamlpos import Positions, Problem, YamlMap
@@ -65,6 +66,7 @@ class JobSpec:
     python: str | None = None  # interpreter on the nodes; None: this one (local) or python3
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     sweep: SweepSpec | None = None
+    recover: RecoverSpec = field(default_factory=RecoverSpec)  # relaunch on failure or stall (cockpit.launch.recovery)
     total_steps: int | None = None  # a script that is not cockpit.train: its optimizer steps, for the forecast
     source: str = "<memory>"  # the job file it came from
     # Valid but likely not meant (positioned, like problems); not part of what the job is.
@@ -169,7 +171,7 @@ def parse_spec(text: str, filename: str = "<memory>", arg_max: int | None = None
 _TOP_KEYS = ("name", "script", "module", "args", "launcher", "nodes", "gpus", "procs_per_node", "backend",
              "pg_backend", "precision", "seed", "env", "node_env", "master_port", "rdzv", "max_restarts", "workdir",
              "python", "slurm", "sweep", "stall_after", "start_after", "on_stall", "secret_env", "runner",
-             "total_steps")
+             "total_steps", "recover")
 
 
 def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
@@ -204,12 +206,28 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         python=check.string(data, ("python",)),
         slurm=slurm_section(check, data.get("slurm")),
         sweep=sweep_section(check, data.get("sweep")),
+        recover=recover_section(check, data.get("recover"), launcher, hosts),
         total_steps=total_steps(check, data),
         source=filename,
     )
     _check_rules(check, spec)
     check_runner(check, spec)
     return spec
+
+
+def _check_recover(check: Checker, spec: JobSpec) -> None:
+    """recover: against the rest of the job: a sweep's trials are runs of their own; a trigger the job turns off."""
+    if not spec.recover.enabled:
+        return
+    if spec.sweep is not None:
+        check.problem(("recover", "attempts"), "a sweep's trials cannot relaunch themselves yet",
+                      "drop recover:, and rerun the failed trials with cockpit sweep rerun RUN --failed")
+    if "stall" in spec.recover.on and spec.stall_after == 0:
+        check.warn(("recover", "on"), "stall_after: 0 turns the stall watch off, so a stall never relaunches",
+                   "drop stall_after: (adapted to the run), or give the seconds, e.g. stall_after: 300")
+    if spec.max_restarts:
+        check.warn(("max_restarts",), "torchrun restarts the ranks itself before cockpit's recover: sees a "
+                   "failure, without the diagnosis or the attempt accounting", "max_restarts: 0 with recover:")
 
 
 def total_steps(check: Checker, data: YamlMap) -> int | None:
@@ -249,6 +267,7 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
         check.problem(("procs_per_node",),
                       f"{spec.procs_per_node} processes per node but only {spec.gpus_per_node} GPUs",
                       f"procs_per_node: {spec.gpus_per_node} (one per GPU), or pick more gpus:")
+    _check_recover(check, spec)
     per_trial = spec.sweep.gpus_per_trial if spec.sweep else None
     if per_trial is not None:
         where = ("sweep", "gpus_per_trial")

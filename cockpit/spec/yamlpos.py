@@ -248,7 +248,8 @@ class _Converter:
                                              f"a key must be a plain name, not a {key_node.tag!r} value",
                                              "remove the !tag before the key"))
                 continue
-            key = str(key)
+            # a key is a name: YAML 1.1 reads `on:`, `yes:`, `off:` as booleans, which no job field means
+            key = key_node.value if key_node.tag == "tag:yaml.org,2002:bool" else str(key)
             key_path = (*path, key)
             if key in out:
                 self.problems.append(Problem(*where, dotted(key_path), "duplicate key", "keep one of them"))

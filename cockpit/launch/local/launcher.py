@@ -205,6 +205,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     status = RunStatus(run_id=run_id, name=spec.name, launcher=spec.launcher,
                        job_file=str(Path(job_path).resolve()), hosts=list(facts.node_names),
                        world_size=spec.world_size,
-                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after)
+                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
+                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
     write_status(run_dir, status)
     return run_dir

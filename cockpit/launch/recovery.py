@@ -1,0 +1,293 @@
+"""A run that heals itself (the job's ``recover:``): when an attempt of a run ends by a failure or a stall, what
+it was, and whether the supervisor starts the next attempt of the same run.
+
+The supervisor (cockpit.launch.supervisor) owns the life of the run; this module gives it the three things it
+needs between attempts, each testable alone:
+
+- ``outcome``: one ended attempt read from the run directory: who failed first (the exit records) or stalled
+  (the watchdog's finding), the first root cause in that rank's log since the attempt began (cockpit.logs:
+  its words, kind and remedy) and where a Python exception was raised (the innermost frame of its traceback);
+- ``decide``: pure: relaunch, or end the run now with "not retried: ..." (a cause a retry cannot fix: the
+  same exception at the same place twice, a configuration error, the script cannot start, a broken node with
+  no other node to use) or "gave up after N attempts: ...";
+- ``set_aside`` and ``mark``: the ended attempt's exit records, pids, beats and stacks moved to
+  logs/attempt-<N>/ (as a Slurm requeue does), and a marker line appended to every log, so that the logs
+  of a run read on across attempts and each attempt's part can be found again.
+
+Why the same run (id, directory) and not a new one as `cockpit sweep rerun` makes: the checkpoints, the metrics
+and the logs are the run's, and a relaunch resumes the run rather than repeating it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cockpit.fs import safeio
+from cockpit.run import layout
+from cockpit.run.attempts import goodput, lost_seconds
+from cockpit.run.store import RunStatus, rank_files
+
+MARK = "[cockpit] attempt "  # starts the marker line of every attempt after the first, in every log
+SECTION_BYTES = 1 << 20  # what is read of a log's end to find the last attempt's part
+# Exceptions that say the script cannot run as given: retrying runs the same file with the same arguments.
+BAD_INPUT = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")
+_SET_ASIDE = re.compile(r"^(rank-\d+\..+\.(exit|pid|beat|stacks|fr\.json|workers)|agent\..+\.exit|dump\.req)$")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_RESUMED = re.compile(r"\[cockpit\] resumed from .* step=(\d+)")
+# argparse's usage error, python's missing script: both exit 2
+_USAGE = re.compile(r"^(usage: |\S+: error: )|can't open file ")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """status.json's ``recover`` (cockpit.spec.recover.RecoverSpec.to_dict), as the supervisor uses it."""
+
+    attempts: int
+    on: tuple[str, ...]
+    apply_fixes: bool = False
+
+    @classmethod
+    def of(cls, status: RunStatus) -> Policy | None:
+        """The run's policy; None where it relaunches nothing (no recover:, or attempts: 0)."""
+        rec = status.recover or {}
+        attempts, on = rec.get("attempts"), rec.get("on")
+        if not isinstance(attempts, int) or attempts <= 0 or not isinstance(on, list):
+            return None
+        return cls(attempts, tuple(str(t) for t in on), rec.get("apply_fixes") is True)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended, as the decision needs it."""
+
+    end: str  # "failure" | "stall"
+    rank: int | None  # the culprit
+    host: str | None
+    cause: str  # in words
+    remedy: str = "unknown"  # cockpit.logs.diagnose.cause's: code, configuration, resources, hardware, outside
+    place: str | None = None  # "RuntimeError at demo.py:72": a Python exception and where it was raised
+    bad_input: bool = False  # the script cannot run as given (a syntax or import error, a usage error)
+    fix_env: tuple[tuple[str, str], ...] = ()  # the configuration fix the diagnosis offers (variables)
+    fix_unset: tuple[str, ...] = ()
+    at: float | None = None  # wall time of the failure (its exit record) or of the stall's finding
+
+
+@dataclass(frozen=True)
+class Decision:
+    retry: bool
+    words: str  # what the run's note and the attempt's record say
+    env: tuple[tuple[str, str], ...] = ()  # a fix to apply to the next attempt's environment
+    unset: tuple[str, ...] = ()
+
+
+def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1) -> Decision:
+    """Whether attempt ``attempt`` (0-based), which ended as ``now``, is followed by another; ``earlier``: how the
+    attempts before it ended. Pure."""
+    if now.end not in policy.on:
+        return Decision(False, f"not retried: recover.on does not list {now.end}")
+    if now.bad_input:
+        return Decision(False, f"not retried: the script cannot run as given, a retry runs it the same way: "
+                               f"{now.cause}")
+    if now.remedy == "configuration":
+        if policy.apply_fixes and (now.fix_env or now.fix_unset):
+            if attempt + 1 > policy.attempts:
+                return Decision(False, f"gave up after {attempt + 1} attempts: {now.cause}")
+            change = " ".join([f"{k}={v}" for k, v in now.fix_env] + [f"unset {k}" for k in now.fix_unset])
+            return Decision(True, f"relaunched as attempt {attempt + 1} with the fix {change} (recover.apply_fixes: "
+                                  f"true): {now.cause}", now.fix_env, now.fix_unset)
+        return Decision(False, f"not retried: a configuration error, which a setting fixes, not a retry: "
+                               f"{now.cause} (cockpit diagnose RUN --fix; recover.apply_fixes: true relaunches "
+                               "with the fix the diagnosis offers)")
+    if now.remedy == "hardware" and host_count <= 1:
+        return Decision(False, f"not retried: node {now.host or '?'} is to blame and the run has no other: "
+                               f"{now.cause} (fix the node, then run the job again)")
+    if now.place is not None:
+        again = next((i for i, o in enumerate(earlier) if o.place == now.place), None)
+        if again is not None:
+            return Decision(False, f"not retried: the same exception at the same place in attempts {again} and "
+                                   f"{attempt} ({now.place}), a retry would raise it again: {now.cause}")
+    if attempt + 1 > policy.attempts:
+        return Decision(False, f"gave up after {attempt + 1} attempts: {now.cause}")
+    return Decision(True, f"relaunched as attempt {attempt + 1} of {policy.attempts + 1} after a {now.end}: "
+                          f"{now.cause}")
+
+
+def section(path: Path) -> list[str]:
+    """The lines of a log since the last attempt's marker (the whole end read, for the first attempt)."""
+    try:
+        data, _whole = safeio.tail_bytes(path, SECTION_BYTES)
+    except OSError:
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()
+    at = max((i for i, line in enumerate(lines) if line.startswith(MARK)), default=-1)
+    return lines[at + 1:]
+
+
+def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
+    """A failed attempt: its first failure (the exit records) and the first root cause in that rank's log."""
+    ff = status.first_failure
+    rank, host = (ff.rank, ff.host) if ff is not None else (None, None)
+    logs = rank_files(run_dir, "log")
+    if rank is None or rank not in logs:
+        words = ff.description if ff is not None else "the launcher failed before any rank reported an exit"
+        return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None)
+    path = logs[rank][1]
+    lines = section(path)
+    found = _root_cause(str(path), lines, host, rank)
+    words, remedy, fix_env, fix_unset = found or (f"rank {rank} was {ff.description}" if ff else "?", "unknown",
+                                                   (), ())
+    place = exception_place(lines)
+    bad = place is not None and place.split(" at ", 1)[0].rsplit(".", 1)[-1] in BAD_INPUT
+    bad = bad or (ff is not None and ff.status == 2 and any(_USAGE.search(line) for line in lines[-5:]))
+    return Outcome("failure", rank, host, words + (f" at {place.split(' at ', 1)[1]}" if place else ""), remedy,
+                   place, bad, fix_env, fix_unset, ff.time if ff is not None else None)
+
+
+def _root_cause(path: str, lines: list[str], host: str | None, rank: int):
+    """(words, remedy, fix env, fix unset) of the first root cause in ``lines``; None where they show none."""
+    from cockpit.logs.diagnose.cause import cause_of, is_root
+    from cockpit.logs.diagnose.engine import diagnose
+    from cockpit.logs.parse.parser import parse_lines
+
+    events = parse_lines(lines, host=host, rank=rank)
+    root = next((e for e in events if is_root(e)), None)
+    if root is None:
+        return None
+    cause = cause_of(path, root)
+    from cockpit.logs.diagnose.model import CHOOSE
+
+    # only a fix whose values the diagnosis states: one cockpit must choose (an interface, a size) waits for a person
+    fix = next((f.fix for f in diagnose([(path, events)]).findings if f.fix and (f.fix.env or f.fix.unset)
+                and all(v != CHOOSE for _k, v in f.fix.env)), None)
+    return cause.words, cause.remedy, fix.env if fix else (), fix.unset if fix else ()
+
+
+def exception_place(lines: list[str]) -> str | None:
+    """"ExcType at file.py:LINE" of the last Python traceback in ``lines`` (its innermost frame); None: none."""
+    start = max((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line), default=-1)
+    if start < 0:
+        return None
+    frame, exc = None, None
+    for line in lines[start + 1:start + 400]:
+        if (m := _FRAME.search(line)) is not None:
+            frame = (m[1].rsplit("/", 1)[-1], m[2])
+        elif frame is not None and line.strip() and not line.startswith((" ", "\t")):
+            word = re.sub(r"^\[[^\]]{0,40}\]:? ?", "", line).split(":", 1)[0].strip()
+            if re.fullmatch(r"[A-Za-z_][\w.]*", word):
+                exc = word
+                break
+    return f"{exc} at {frame[0]}:{frame[1]}" if frame and exc else None
+
+
+def stall_outcome(found: dict) -> Outcome:
+    """A stalled attempt, from the watchdog's finding (cockpit.hang.finding): its culprit and its words."""
+    culprits = found.get("culprits") or []
+    first = culprits[0] if culprits and isinstance(culprits[0], dict) else {}
+    rank, host = first.get("rank"), first.get("host")
+    stacks = f" (stacks: {found['stacks']})" if found.get("stacks") else ""
+    at = found.get("found")
+    return Outcome("stall", rank if isinstance(rank, int) else None, host if isinstance(host, str) else None,
+                   f"stalled: {found.get('text', '?')}{stacks}", at=at if isinstance(at, (int, float)) else None)
+
+
+def resumed_from(run_dir: Path) -> int | None:
+    """The checkpoint step this attempt's rank 0 said it resumed from (cockpit.train), None: it did not say."""
+    log = rank_files(run_dir, "log").get(0)
+    found = [m for line in section(log[1]) if (m := _RESUMED.search(line))] if log else []
+    return int(found[-1][1]) if found else None
+
+
+def set_aside(run_dir: Path, attempt: int) -> int:
+    """Move attempt ``attempt``'s exit records, pids, beats, stacks and dump request to logs/attempt-<N>/, so the
+    next attempt's are the only ones in logs/ (the supervisor, the watchdog and the followers read them there)."""
+    logs = run_dir / layout.LOGS
+    aside = logs / f"attempt-{attempt}"
+    aside.mkdir(mode=0o700, exist_ok=True)
+    moved = 0
+    for path in logs.iterdir():
+        if _SET_ASIDE.match(path.name) and path.is_file() and not path.is_symlink():
+            os.replace(path, aside / path.name)
+            moved += 1
+    return moved
+
+
+def mark(run_dir: Path, attempt: int, after: Outcome, relaunches: int) -> None:
+    """Append attempt ``attempt``'s marker line to every rank log and agent log of the run. It names the trigger
+    and the culprit, not the cause's words: an exception's text here would read as a new one to a log parser."""
+    who = f" (rank {after.rank} on {after.host})" if after.rank is not None else ""
+    line = (f"{MARK}{attempt} (COCKPIT_ATTEMPT={attempt}) of {relaunches + 1} starts: relaunched after a "
+            f"{after.end} of attempt {attempt - 1}{who}\n").encode()
+    paths = [p for _r, (_h, p) in rank_files(run_dir, "log").items()] + [p for _h, p in layout.agent_logs(run_dir)]
+    for path in paths:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+
+def apply_fix(run_dir: Path, env: tuple[tuple[str, str], ...], unset: tuple[str, ...]) -> None:
+    """The diagnosis's fix written into each node script, after the job's own env: lines (which would set a
+    variable again) and before the launch: the next attempt runs with it, and the script says so."""
+    from cockpit.render.shell import export, quote
+
+    lines = ["# cockpit: recover.apply_fixes: the fix the diagnosis offered for the last attempt's failure",
+             *(f"unset {quote(k)}" for k in unset), *(export(k, v) for k, v in env)]
+    for script in sorted((run_dir / layout.COMMANDS).glob("node-*.sh")):
+        text = script.read_text(encoding="utf-8")
+        at = text.rfind("\nexec ")
+        if at >= 0:
+            script.write_text(text[:at + 1] + "\n".join(lines) + "\n" + text[at + 1:], encoding="utf-8")
+
+
+def metrics_records(run_dir: Path, rank: int = 0, limit: int = 5_000_000) -> list[tuple[float, int]]:
+    """(time, step) of every record of a rank's metrics (cockpit.train), in file order; lines that are not one
+    are skipped. Bounded: at most ``limit`` records, lines of at most 4 KiB."""
+    import json
+
+    out: list[tuple[float, int]] = []
+    try:
+        with safeio.open_regular(layout.metrics_file(run_dir, rank), follow=False) as f:
+            for raw in iter(lambda: f.readline(4097), b""):
+                if len(raw) > 4096 or len(out) >= limit:
+                    continue  # a line cut at 4 KiB (its rest follows as a line of its own): no record of ours
+                with contextlib.suppress(ValueError):
+                    rec = json.loads(raw)
+                    t, step = rec.get("time"), rec.get("step")
+                    if isinstance(t, (int, float)) and isinstance(step, int) and not isinstance(step, bool):
+                        out.append((float(t), step))
+    except OSError:
+        return out
+    return out
+
+
+def end_attempt(run_dir: Path, status: RunStatus, end: str, outcome: Outcome | None = None,
+                decision: str | None = None) -> None:
+    """Close the current attempt's record: when, how, who and what, the step it resumed from, what came next."""
+    if not status.attempts or status.attempts[-1].ended is not None:
+        return
+    status.attempts[-1] = replace(
+        status.attempts[-1], ended=round(time.time(), 3), end=end, decision=decision,
+        culprit_rank=outcome.rank if outcome else None, culprit_host=outcome.host if outcome else None,
+        cause=outcome.cause if outcome else None, failed=outcome.at if outcome else None,
+        resumed_from=resumed_from(run_dir))
+
+
+def account(run_dir: Path, status: RunStatus) -> None:
+    """At the run's end: each attempt's first and last step from rank 0's metrics, and the run's goodput."""
+    records = metrics_records(run_dir)
+    starts = [a.started for a in status.attempts[1:]] + [float("inf")]
+    for i, a in enumerate(status.attempts):
+        mine = [(t, step) for t, step in records if a.started <= t < starts[i]]
+        if mine:
+            status.attempts[i] = replace(a, first_step=round(mine[0][0], 3), step=max(step for _, step in mine))
+    lost = lost_seconds(status.attempts, records)
+    status.attempts = [replace(a, lost_s=s) for a, s in zip(status.attempts, lost, strict=True)]
+    if status.started is not None and status.ended is not None:
+        status.goodput = goodput(status.attempts, records, status.started, status.ended)

@@ -1,0 +1,107 @@
+"""The job file's `recover:` block: what cockpit does when a run fails or hangs (cockpit.launch.recovery).
+
+    recover:
+      attempts: 3          # relaunches after the first try; 0 (the default): off
+      on: [failure, stall] # what starts one: a rank that failed, a stall the watchdog found
+      apply_fixes: false   # true: a cause a configuration fix explains is retried with that fix
+      spare_nodes: []      # ssh jobs: nodes to use in place of one the diagnosis blames
+
+A stop a person asked for never starts an attempt. The block's frozen value and its reader, which checks it
+through a Checker (positioned problems, usable defaults), as cockpit.spec.sections does for slurm: and sweep:.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from cockpit.spec.fields import Checker
+from cockpit.spec.yamlpos import YamlMap
+
+Trigger = Literal["failure", "stall"]
+TRIGGERS: tuple[Trigger, ...] = ("failure", "stall")
+MAX_ATTEMPTS = 100  # a run that failed 100 times wants a person, not a 101st try
+_KEYS = ("attempts", "on", "apply_fixes", "spare_nodes")
+
+
+@dataclass(frozen=True)
+class RecoverSpec:
+    """The `recover:` block. ``attempts`` 0 means off: the run ends at its first failure, as without the block."""
+
+    attempts: int = 0
+    on: tuple[Trigger, ...] = TRIGGERS  # each at most once, in file order
+    apply_fixes: bool = False
+    spare_nodes: tuple[str, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return self.attempts > 0
+
+    def to_dict(self) -> dict[str, object]:
+        """What status.json keeps of it (``recover``): the supervisor reads the policy there, not the YAML."""
+        return {"attempts": self.attempts, "on": list(self.on), "apply_fixes": self.apply_fixes,
+                "spare_nodes": list(self.spare_nodes)}
+
+
+def recover_section(check: Checker, raw: object, launcher: str, hosts: tuple[str, ...]) -> RecoverSpec:
+    """``recover:`` checked: each problem at its own line, with an example of a good value."""
+    if raw is None or not check.mapping(raw, ("recover",), _KEYS):
+        return RecoverSpec()
+    p = ("recover",)
+    attempts = _attempts(check, raw)
+    spec = RecoverSpec(attempts=attempts, on=_triggers(check, raw), apply_fixes=check.boolean(raw, (*p, "apply_fixes"),
+                                                                                               False),
+                       spare_nodes=_spares(check, raw, launcher, hosts))
+    if spec.enabled and launcher != "local":
+        check.problem((*p, "attempts"), f"a {launcher} job cannot relaunch itself yet: recover: runs local jobs "
+                      "only", "drop recover: (Slurm jobs: slurm.requeue: true resumes after a time limit)")
+    return spec
+
+
+def _attempts(check: Checker, raw: YamlMap) -> int:
+    value = raw.get("attempts")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ATTEMPTS:
+        check.problem(("recover", "attempts"), f"expected a whole number from 0 to {MAX_ATTEMPTS}, got {value!r}",
+                      "attempts: 3 (relaunches after the first try; 0 turns recover: off)")
+        return 0
+    return value
+
+
+def _triggers(check: Checker, raw: YamlMap) -> tuple[Trigger, ...]:
+    path = ("recover", "on")
+    if raw.get("on") is None:
+        return TRIGGERS
+    given = check.str_list(raw, path)
+    out: list[Trigger] = []
+    for i, word in enumerate(given):
+        trigger = next((t for t in TRIGGERS if t == word), None)
+        if trigger is None:
+            check.problem((*path, i), f"{word!r} is not one of {' | '.join(TRIGGERS)}",
+                          "on: [failure, stall] (a stop you ask for never relaunches)")
+        elif trigger in out:
+            check.problem((*path, i), f"{word} is listed twice", "list each trigger once")
+        else:
+            out.append(trigger)
+    if given and not out and not check.problems:
+        check.problem(path, "names no trigger", "on: [failure, stall]")
+    if not given:
+        check.problem(path, "an empty list never relaunches", "on: [failure, stall], or attempts: 0 to turn it off")
+    return tuple(out)
+
+
+def _spares(check: Checker, raw: YamlMap, launcher: str, hosts: tuple[str, ...]) -> tuple[str, ...]:
+    path = ("recover", "spare_nodes")
+    spares = check.hosts(raw, path)
+    if spares and launcher != "ssh":
+        hint = "Slurm leaves a blamed node out with --exclude" if launcher == "slurm" else "drop spare_nodes:"
+        check.problem(path, f"spare nodes replace a node of an ssh job; this job is {launcher}", hint)
+        return ()
+    for i, host in enumerate(spares):
+        if host in hosts:
+            check.problem((*path, i), f"{host} is one of the job's nodes already", "a spare is a node the job "
+                          "does not use until one of its nodes is left out")
+        elif host in spares[:i]:
+            check.problem((*path, i), f"{host} is listed twice", "list each spare once")
+    return spares

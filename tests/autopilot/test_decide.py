@@ -1,0 +1,113 @@
+"""What a relaunch decides from how an attempt ended (pure), what it reads of a log, and the goodput."""
+
+from __future__ import annotations
+
+import pytest
+
+from cockpit.launch.recovery import Outcome, Policy, decide, exception_place, section
+from cockpit.run.attempts import Attempt, goodput, lost_seconds, restart_latencies
+
+POLICY = Policy(attempts=3, on=("failure", "stall"))
+
+
+def raised(place: str = "RuntimeError at train.py:40", **kw) -> Outcome:
+    return Outcome("failure", 1, "n1", f"rank 1 raised {place}", "code", place, **kw)
+
+
+def test_a_first_exception_is_relaunched_and_the_same_one_twice_is_not():
+    first = decide(POLICY, [], raised(), 0)
+    assert first.retry and first.words.startswith("relaunched as attempt 1 of 4 after a failure: rank 1 raised")
+    again = decide(POLICY, [raised()], raised(), 1)
+    assert not again.retry
+    assert again.words.startswith("not retried: the same exception at the same place in attempts 0 and 1 "
+                                  "(RuntimeError at train.py:40)")
+    other = decide(POLICY, [raised()], raised("ValueError at train.py:41"), 1)
+    assert other.retry, other.words
+
+
+def test_used_up_attempts_give_up_with_the_count():
+    last = decide(Policy(attempts=1, on=("failure",)), [Outcome("failure", 0, "n", "rank 0 was killed by SIGKILL")],
+                  Outcome("failure", 0, "n", "rank 0 was killed by SIGKILL"), 1)
+    assert (last.retry, last.words) == (False, "gave up after 2 attempts: rank 0 was killed by SIGKILL")
+
+
+@pytest.mark.parametrize("outcome, words", [
+    (Outcome("stall", 1, "n", "stalled: x"), "not retried: recover.on does not list stall"),
+    (raised("ModuleNotFoundError at train.py:1", bad_input=True), "not retried: the script cannot run as given"),
+    (Outcome("failure", 0, "n", "rank 0 could not set up gloo's connections", "configuration"),
+     "not retried: a configuration error, which a setting fixes, not a retry"),
+    (Outcome("failure", 0, "n1", "rank 0 had a GPU fault (Xid)", "hardware"),
+     "not retried: node n1 is to blame and the run has no other"),
+])
+def test_what_a_retry_cannot_fix_ends_the_run_at_once(outcome, words):
+    d = decide(Policy(attempts=3, on=("failure",)), [], outcome, 0)
+    assert not d.retry and d.words.startswith(words), d.words
+
+
+def test_a_configuration_cause_with_a_fix_is_relaunched_with_it_only_when_asked():
+    broken = Outcome("failure", 0, "n", "rank 0 ran out of /dev/shm", "configuration",
+                     fix_env=(("NCCL_SHM_DISABLE", "1"),))
+    assert not decide(POLICY, [], broken, 0).retry
+    d = decide(Policy(attempts=3, on=("failure",), apply_fixes=True), [], broken, 0)
+    assert d.retry and d.env == (("NCCL_SHM_DISABLE", "1"),)
+    assert "with the fix NCCL_SHM_DISABLE=1 (recover.apply_fixes: true)" in d.words
+
+
+def test_the_place_of_the_last_traceback_and_the_section_since_the_marker(tmp_path):
+    log = tmp_path / "rank-1.h.log"
+    log.write_text("Traceback (most recent call last):\n  File \"/a/old.py\", line 3, in f\nKeyError: 1\n"
+                   "[cockpit] attempt 1 (COCKPIT_ATTEMPT=1): relaunched\n"
+                   "[rank1]: Traceback (most recent call last):\n"
+                   "[rank1]:   File \"/x/demo.py\", line 90, in <module>\n[rank1]:     main()\n"
+                   "[rank1]:   File \"/x/demo.py\", line 72, in maybe_fail\n[rank1]:     raise RuntimeError(x)\n"
+                   "[rank1]: RuntimeError: injected\n")
+    lines = section(log)
+    assert lines[0] == "[rank1]: Traceback (most recent call last):" and "KeyError: 1" not in lines
+    assert exception_place(lines) == "RuntimeError at demo.py:72"
+    assert exception_place(["no traceback here"]) is None
+
+
+def test_goodput_counts_kept_steps_only():
+    # attempt 0 trains steps 1..12 (1 s each) from t=10, fails; attempt 1 resumes from step 10 at t=40 and trains
+    # 11..20 (1 s each): kept are steps 1..10 of attempt 0 and 11..20 of attempt 1: 20 s of 50 s
+    attempts = [Attempt(0, 0.0, ended=25.0, failed=22.5), Attempt(1, 25.0, resumed_from=10, first_step=41.0)]
+    records = [(10.0 + s, s) for s in range(1, 13)] + [(30.0 + s, s) for s in range(11, 21)]
+    assert goodput(attempts, records, 0.0, 50.0) == pytest.approx(20 / 50)
+    assert goodput(attempts, [], 0.0, 50.0) is None
+    assert restart_latencies(attempts) == [18.5]
+    # attempt 0 trained step 10 at t=20; attempt 1's first step came at t=41: 21 s lost to the failure
+    attempts = [Attempt(0, 0.0, ended=25.0, failed=22.5, first_step=11.0), Attempt(1, 25.0, resumed_from=10,
+                                                                                   first_step=41.0)]
+    assert lost_seconds(attempts, records) == [21.0, None]
+
+
+def test_an_attempt_round_trips_through_json():
+    a = Attempt(1, 5.0, 9.0, 8.0, "failure", 1, "h", "words", 12, 10, 6.0, "relaunched", 3.5)
+    assert Attempt.from_dict(a.to_dict()) == a
+    with pytest.raises(ValueError, match="attempts\\[0\\]: started: missing"):
+        from cockpit.run.attempts import attempts_from_list
+
+        attempts_from_list([{"attempt": 0}])
+
+
+def test_a_fix_goes_into_the_node_script_after_the_jobs_env_and_before_the_launch(tmp_path):
+    import subprocess
+
+    from helpers import REPO
+
+    from cockpit.launch.recovery import apply_fix
+    from cockpit.render import render
+    from cockpit.render.site import Site
+    from cockpit.spec.model import load_spec
+
+    spec = load_spec(REPO / "jobs" / "demo-heal.yaml")
+    site = Site(run_dir=str(tmp_path), run_id="r1", workdir=str(REPO / "jobs"), python="python3",
+                master_addr="127.0.0.1", master_port=29500, node_names=("h",))
+    script = tmp_path / "commands" / "node-0.sh"
+    script.parent.mkdir()
+    script.write_text(render(spec, site, "torchrun", 0))
+    apply_fix(tmp_path, (("NCCL_SHM_DISABLE", "1 2"),), ("NCCL_SOCKET_IFNAME",))
+    text = script.read_text()
+    assert text.index("export COCKPIT_HOST=") < text.index("unset NCCL_SOCKET_IFNAME") < \
+        text.index("export NCCL_SHM_DISABLE='1 2'") < text.index("\nexec ")
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
