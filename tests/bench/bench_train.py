@@ -163,8 +163,13 @@ def steady_samples_per_s(run_dir: Path) -> float:
     return (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-9) * BATCH * WORLD
 
 
-def hook_run(name: str, run_dir: Path, args: tuple[str, ...]) -> dict[str, float]:
-    timings = measure(functools.partial(hooked_launch, args=args, env=HOOK_ARMS[name]), run_dir)
+def hook_arms(fr_sizes: list[int]) -> dict[str, dict[str, str]]:
+    """The three arms, and one ``FR N`` arm per size asked for (the hook on, TORCH_FR_BUFFER_SIZE=N)."""
+    return {**HOOK_ARMS, **{f"FR {n}": {"TORCH_FR_BUFFER_SIZE": str(n)} for n in fr_sizes}}
+
+
+def hook_run(name: str, run_dir: Path, args: tuple[str, ...], env: dict[str, str]) -> dict[str, float]:
+    timings = measure(functools.partial(hooked_launch, args=args, env=env), run_dir)
     beats = list(run_dir.glob("*/logs/rank-*.beat"))
     if bool(beats) != (name != "hook off"):
         raise RuntimeError(f"{name}: {len(beats)} rank beat files in {run_dir}: the hook was "
@@ -179,18 +184,19 @@ def hook_bench(args: argparse.Namespace) -> int:
     report = benchkit.Report("train-hook")
     demo = tuple(demo_args(args.steps))
     counter = iter(range(1 << 30))
+    envs = hook_arms(args.fr_sizes)
     with tempfile.TemporaryDirectory(prefix="bench-train-hook-") as tmp:
         arms = {name: (lambda name=name: hook_run(name, Path(tmp) / f"{name.replace(' ', '-')}-{next(counter)}",
-                                                  demo)) for name in HOOK_ARMS}
+                                                  demo, envs[name])) for name in envs}
         got = benchkit.alternated(arms, args.runs, warmup=0)
     rate = {name: [r["samples_per_s"] for r in rs] for name, rs in got.items()}
-    print(f"{args.runs} rounds of {len(HOOK_ARMS)} runs, alternated; {args.steps} steps a run; "
+    print(f"{args.runs} rounds of {len(envs)} runs, alternated; {args.steps} steps a run; "
           f"load {report.load_before} -> {benchkit.load()}")
     for name, values in rate.items():
         print(f"  {name:9} samples/s {spread(values, '{:.0f}')}")
         report.figure(name, {"samples_per_s": [round(v, 1) for v in values],
                              "launch_to_first_step_s": [round(r["launch_to_first_step_s"], 3) for r in got[name]]})
-    for name in ("hook on", "FR off"):
+    for name in [n for n in envs if n != "hook off"]:
         ratio = [a / b for a, b in zip(rate[name], rate["hook off"], strict=True)]
         below = sum(r < GOAL_HOOK_RATIO for r in ratio)
         report.figure(f"{name} / hook off", [round(r, 4) for r in ratio])
@@ -237,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=DEMO_STEPS, help="the demo's steps per run")
     p.add_argument("--smoke", action="store_true", help="one short pair (the test suite's smoke test)")
     p.add_argument("--hook", action="store_true", help="the rank hook's cost: hook off / on / Flight Recorder off")
+    p.add_argument("--fr-sizes", type=lambda v: [int(n) for n in v.split(",") if n], default=[], metavar="N,N",
+                   help="--hook: one more arm per Flight Recorder buffer size (TORCH_FR_BUFFER_SIZE=N)")
     p.add_argument("--json-report", metavar="PATH", help="--hook: the figures and goals as JSON (- for stdout)")
     args = p.parse_args(argv)
     if args.smoke:
