@@ -17,7 +17,7 @@ class DueSources:
 
     def __init__(self, notify: bool) -> None:
         self._notify = notify
-        self._changes: Changes | None = None  # opened with the first source
+        self._changes: Changes | None = None  # opened when the poll loop starts (watch_again)
         self._named: dict[tuple[str, str], list[Hashable]] = {}  # (directory, name) -> its sources
         self._by_dir: dict[str, set[Hashable]] = {}  # directory -> its sources
         self._again: set[Hashable] = set()
@@ -31,9 +31,6 @@ class DueSources:
         directory, name = os.path.split(os.path.abspath(path))
         self._named.setdefault((directory, name), []).append(source)
         self._by_dir.setdefault(directory, set()).add(source)
-        if self._notify and self._changes is None:
-            self._changes = Changes.open()
-            self._notify = self._changes is not None
         if self._changes is not None:
             self._changes.watch(directory)
         self._again.add(source)
@@ -85,12 +82,17 @@ class DueSources:
         return [s for d, sources in self._by_dir.items() if not changes.watching(d) for s in sources]
 
     def watch_again(self) -> None:
-        """Directories not watched yet (missing then, or the kernel's limit reached) may be watched now."""
+        """Watch the directories not watched yet (missing then, or the kernel's limit reached). The first call
+        opens the inotify descriptor (the poll loop's start: a Tailer never started holds none)."""
+        if self._notify and self._changes is None:
+            self._changes = Changes.open()
+            self._notify = self._changes is not None  # none to be had (the per-user limit): poll everything
         if self._changes is not None:
             for directory in self._by_dir:
                 self._changes.watch(directory)
 
     def close(self) -> None:
+        self._notify = False
         changes, self._changes = self._changes, None
         if changes is not None:
             changes.close()
