@@ -61,8 +61,8 @@ class DueSources:
         changes = self._changes
         if changes is None:
             return None
-        # decoding an event costs about what a poll of one file does: past ~one event per file, poll them all
-        changed = changes.read(max(4096, 64 * followed))
+        # decoding an event costs about what polling a file does: past one event for every 2 files, poll them all
+        changed = changes.read(max(1024, 16 * followed))
         if changed.everything:
             return None
         due, self._again = self._again, set()
