@@ -35,7 +35,8 @@ class DirStamp:
     SETTLE_S = 1.0
 
     def __init__(self, path: Path) -> None:
-        self.path, self.last = path, None
+        self.path = path
+        self.last: int | None = None
 
     def changed(self) -> bool:
         try:
