@@ -78,6 +78,7 @@ class FileFollower:
         self._pos = 0  # file offset up to which bytes were read (the pending tail included)
         self._pending = b""  # an unterminated line, never longer than max_line_bytes
         self._behind = False  # the last poll left bytes unread (max_read_bytes reached)
+        self._detached = False  # the last poll read a file the path no longer names (rotated away, deleted)
         # from_start=False: remember where the file ends NOW, so lines written before the first poll count.
         self._mark = None if from_start else ident_and_size(self.path)
 
@@ -90,6 +91,12 @@ class FileFollower:
     def behind(self) -> bool:
         """True when the last poll stopped at max_read_bytes with more of the file waiting."""
         return self._behind
+
+    @property
+    def detached(self) -> bool:
+        """True when the file read is no longer the one at the path (deleted, or rotated while unread bytes
+        remained): its growth shows in no event about the path, so it is polled until the follower moves on."""
+        return self._detached
 
     @property
     def offset(self) -> int:
@@ -107,7 +114,7 @@ class FileFollower:
     def poll(self) -> list[Line]:
         """Read what was appended since the last poll (at most max_read_bytes)."""
         out: list[Line] = []
-        self._behind = False
+        self._behind = self._detached = False
         if self._fd is None and not self._open():
             return out
         try:
@@ -127,6 +134,8 @@ class FileFollower:
             self.rotations += 1
             if self._open():
                 self._read(out, self._size())
+        else:
+            self._detached = True
         return out
 
     def flush(self, out: list[Line]) -> None:

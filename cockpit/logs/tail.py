@@ -2,9 +2,13 @@
 
 Why it is shaped so:
 
-- Polling (``os.stat`` + ``read`` of the new bytes) instead of inotify: portable, works on the shared
+- Polling (``os.stat`` + ``read`` of the new bytes) reads the files: portable, works on the shared
   filesystems (NFS, Lustre) where run directories live, and costs one ``stat`` per file per poll. The poll
   interval adapts: ``poll_interval`` while data flows, doubling up to ``idle_poll_interval`` when quiet.
+- Which files to poll comes from inotify where the directory is on a local file system (cockpit.logs.notify):
+  only the files named in events (and those not watched) are polled, and a quiet run waits on the inotify
+  descriptor instead of waking to stat every file (`logs -f` on 1,024 quiet files: 7.1% of a core, now 0.4%). A
+  slow full poll every ``full_poll_interval`` stays as a safety net; ``notify=False`` polls everything.
 - File IO runs on the event loop's thread in small bounded steps (per file and poll: one ``stat`` and at most
   ``max_read_bytes``). A worker thread bought nothing on the 64 x 1,000 lines/s benchmark (p50 40 ms vs 33 ms
   inline) and would, with the GIL, wait after each of its ~128 syscalls per poll whenever the consumer's
@@ -31,6 +35,7 @@ import os
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
 
+from cockpit.logs.due import DueSources
 from cockpit.logs.filetail import FileFollower, Line
 
 __all__ = ["Batch", "FileFollower", "Line", "SourceState", "Tailer"]
@@ -97,11 +102,15 @@ class Tailer:
 
     def __init__(self, *, poll_interval: float = 0.01, idle_poll_interval: float = 0.25,
                  batch_window: float = 0.025, max_buffered_lines_per_source: int = 10_000,
-                 max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024, lossless: bool = False) -> None:
-        if not (0 < poll_interval <= idle_poll_interval and batch_window >= 0
+                 max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024, lossless: bool = False,
+                 notify: bool = True, full_poll_interval: float = 5.0) -> None:
+        if not (0 < poll_interval <= idle_poll_interval <= full_poll_interval and batch_window >= 0
                 and max_buffered_lines_per_source >= 1):
-            raise ValueError("need 0 < poll_interval <= idle_poll_interval, batch_window >= 0, a buffer >= 1")
+            raise ValueError("need 0 < poll_interval <= idle_poll_interval <= full_poll_interval, batch_window >= 0, "
+                             "a buffer >= 1")
         self._poll, self._idle, self._window = poll_interval, idle_poll_interval, batch_window
+        self._full_every = full_poll_interval
+        self._due = DueSources(notify)
         self._maxlen = max_buffered_lines_per_source
         self._lossless = lossless
         self._gated = False  # lossless: a source was not read because its buffer was full
@@ -129,12 +138,14 @@ class Tailer:
             raise ValueError(f"source {source!r} is already followed (hint: remove it first)")
         follower = FileFollower(source, path, from_start=from_start, **self._follower_opts)
         self._entries[source] = _Entry(follower, None if self._lossless else self._maxlen)
+        self._due.add(source, follower.path)
         self._wake.set()
 
     def remove(self, source: Hashable) -> None:
         """Stop following source and close its file; its undelivered lines are discarded."""
         entry = self._entries.pop(source, None)
         if entry is not None:
+            self._due.remove(source, entry.follower.path)
             entry.follower.close()
             self._pending_lines -= len(entry.buffer)
             self._pending_dropped.pop(source, None)
@@ -211,32 +222,68 @@ class Tailer:
         return batch
 
     async def _run(self) -> None:
-        """The poll loop: read every file, sleep adaptively; on stop a final read that flushes partials."""
-        interval = self._poll
+        """The poll loop: read the files due, rest adaptively; on stop a final read that flushes partials."""
+        loop = asyncio.get_running_loop()
+        interval, next_full = self._poll, 0.0
         try:
             while not self._stopping:
                 self._wake.clear()
-                got = self._poll_all(final=False)
+                now = loop.time()
+                full = now >= next_full
+                if full:
+                    next_full = now + self._full_every
+                    self._due.watch_again()
+                due = self._due.due(len(self._entries))
+                got = self._poll_all(final=False, only=None if full else due)
                 interval = self._poll if got else min(interval * 2, self._idle)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), interval)
+                # data flowing: poll again after poll_interval (events queue meanwhile). Quiet: what is not
+                # watched is polled at the backed-off interval; the rest waits for an event (or the full poll).
+                quiet = max(next_full - now, self._poll) if not self._due.pending() else interval
+                await self._rest(interval if got else quiet, listen=not got)
             self._poll_all(final=True)
         finally:
             self._finished = True
             self._ready.set()
             self._close_all()
 
+    async def _rest(self, seconds: float, *, listen: bool) -> None:
+        """Sleep ``seconds``; a wake (add, stop, a drained lossless buffer) ends it early, and so, with
+        ``listen``, does an inotify event after the first poll_interval (a file written many times a second, or
+        a busy directory, is read in batches, not once per event)."""
+        changes = self._due.changes
+        if not listen or changes is None or seconds <= self._poll:
+            await self._sleep(seconds)
+            return
+        await self._sleep(self._poll)
+        if self._wake.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        loop.add_reader(changes.fileno(), self._wake.set)
+        try:
+            await self._sleep(seconds - self._poll)
+        finally:
+            loop.remove_reader(changes.fileno())
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
     def _close_all(self) -> None:
         for entry in self._entries.values():
             entry.follower.close()
+        self._due.close()
 
-    def _poll_all(self, *, final: bool) -> int:
-        """Poll every follower into its buffer (final: to the end of the file, partials flushed)."""
+    def _poll_all(self, *, final: bool, only: set[Hashable] | None = None) -> int:
+        """Poll the followers (``only`` these, or all) into their buffers (final: to the end of the file,
+        partials flushed)."""
         total, was_empty = 0, not (self._pending_lines or self._pending_dropped)
-        for source, entry in self._entries.items():
+        sources = self._entries if only is None else [s for s in only if s in self._entries]
+        for source in sources:
+            entry = self._entries[source]
             follower = entry.follower
             if self._lossless and not final and len(entry.buffer) >= self._maxlen:
                 self._gated = True  # the file keeps the backlog; read on once the consumer caught up
+                self._due.again(source)
                 continue
             lines = follower.poll()
             while final and follower.behind:
@@ -244,6 +291,8 @@ class Tailer:
                 lines = follower.poll()
             if final:
                 follower.flush(lines)
+            elif follower.behind or follower.detached:
+                self._due.again(source)
             total += self._push(source, entry, lines)
         if total:
             if was_empty:

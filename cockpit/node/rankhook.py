@@ -40,6 +40,12 @@ import os
 import sys
 
 BEAT_SECONDS = 1.0
+# torch's Flight Recorder keeps this many collectives per process. What cockpit reads from it is the last one
+# enqueued and completed (counters kept whatever the size) and the name of the last collective (the newest
+# entry); 64 leaves room for a step's DDP buckets and pipeline send/recv after it. torch's default, 2,000,
+# made each dump take ~100 ms (918 KiB of JSON) against 0.5 ms (30 KiB), and held ~13 MB more per rank; the
+# cost per collective recorded (a few us) does not depend on the size (issue 29, bench_train.py --fr-cost).
+FR_ENTRIES = "64"
 BEAT_ROLL_BYTES = 256 * 1024  # the beat file starts over past this: readers need only its last line
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
                "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "gather", "scatter",
@@ -118,7 +124,7 @@ class _Hook:
         for name, value in (("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"), ("TORCH_FR_DUMP_TEMP_FILE", prefix)):
             os.environ.setdefault(name, value)
         if "TORCH_NCCL_TRACE_BUFFER_SIZE" not in os.environ:
-            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
+            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", FR_ENTRIES)
         if "torch" not in sys.modules:
             sys.meta_path.insert(0, _TorchFinder(self.patch_torch))
         # the first beat before the script's first line: a rank that has output but no beat has no hook (a beat

@@ -53,7 +53,8 @@ from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E
 
 HOSTS = 8
 GOAL_IDLE_PCT = 1.0
-LATENCY_BEFORE_MS: float | None = None  # main before issue 29: cockpit logs -f's p99 under load (SPEED-BEFORE.md)
+# main before issue 29 (e44e39a): cockpit logs -f's p99 under load, median of 3 rounds [108-166], 1-min load 8.7-11.7
+LATENCY_BEFORE_MS: float | None = 109.0
 TOKEN = re.compile(rb"bench-idle (ready|line) (\d+) (\d+\.\d+)")
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -4,8 +4,9 @@ pytest).
     python tests/bench/bench_train.py                      # 5 pairs: rendered script vs cockpit run
     python tests/bench/bench_train.py --runs 7 --steps 150 --json out.json
     python tests/bench/bench_train.py --smoke               # one short pair (the smoke test)
-    python tests/bench/bench_train.py --hook [--runs 8] [--steps 300] [--json-report PATH|-]
+    python tests/bench/bench_train.py --hook [--runs 8] [--steps 300] [--fr-sizes 64,16] [--json-report PATH|-]
                                                             # the rank hook's cost (issue 29, row 5)
+    python tests/bench/bench_train.py --fr-cost [--runs 6]  # the Flight Recorder's cost against its size
 
 Both arms run the same job file (jobs/demo.yaml's settings, the demo's arguments, a free master port per run).
 "bare" is the exact script `cockpit render JOB` prints (torchrun, the rank wrapper, one log file per rank),
@@ -26,7 +27,7 @@ range over the pairs, beside each arm's own median and range.
 ``--hook``: the rank hook's cost on training. Three arms, all ``cockpit run JOB -q`` of the same job, run by
 run alternated (the order reversed every other run): ``hook off`` (COCKPIT_HOOK=0 in the caller's
 environment, which the ranks inherit), ``hook on`` (as a user runs it), and ``FR off`` (the hook on, with
-TORCH_FR_BUFFER_SIZE=0: the hook only sets its Flight Recorder buffer of 2,000 entries when the variable is
+TORCH_FR_BUFFER_SIZE=0: the hook only sets its Flight Recorder buffer (64 entries) when the variable is
 unset, so this is the hook without torch's Flight Recorder). Each run is checked to be what it says (a rank
 beat file, which only the hook writes, present or absent). Per run: samples/s of the steady state (rank 0's
 metrics from the step at 10% of the run to the last: steps/s x batch size x world size); per round the ratios
@@ -163,8 +164,13 @@ def steady_samples_per_s(run_dir: Path) -> float:
     return (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-9) * BATCH * WORLD
 
 
-def hook_run(name: str, run_dir: Path, args: tuple[str, ...]) -> dict[str, float]:
-    timings = measure(functools.partial(hooked_launch, args=args, env=HOOK_ARMS[name]), run_dir)
+def hook_arms(fr_sizes: list[int]) -> dict[str, dict[str, str]]:
+    """The three arms, and one ``FR N`` arm per size asked for (the hook on, TORCH_FR_BUFFER_SIZE=N)."""
+    return {**HOOK_ARMS, **{f"FR {n}": {"TORCH_FR_BUFFER_SIZE": str(n)} for n in fr_sizes}}
+
+
+def hook_run(name: str, run_dir: Path, args: tuple[str, ...], env: dict[str, str]) -> dict[str, float]:
+    timings = measure(functools.partial(hooked_launch, args=args, env=env), run_dir)
     beats = list(run_dir.glob("*/logs/rank-*.beat"))
     if bool(beats) != (name != "hook off"):
         raise RuntimeError(f"{name}: {len(beats)} rank beat files in {run_dir}: the hook was "
@@ -179,18 +185,19 @@ def hook_bench(args: argparse.Namespace) -> int:
     report = benchkit.Report("train-hook")
     demo = tuple(demo_args(args.steps))
     counter = iter(range(1 << 30))
+    envs = hook_arms(args.fr_sizes)
     with tempfile.TemporaryDirectory(prefix="bench-train-hook-") as tmp:
         arms = {name: (lambda name=name: hook_run(name, Path(tmp) / f"{name.replace(' ', '-')}-{next(counter)}",
-                                                  demo)) for name in HOOK_ARMS}
+                                                  demo, envs[name])) for name in envs}
         got = benchkit.alternated(arms, args.runs, warmup=0)
     rate = {name: [r["samples_per_s"] for r in rs] for name, rs in got.items()}
-    print(f"{args.runs} rounds of {len(HOOK_ARMS)} runs, alternated; {args.steps} steps a run; "
+    print(f"{args.runs} rounds of {len(envs)} runs, alternated; {args.steps} steps a run; "
           f"load {report.load_before} -> {benchkit.load()}")
     for name, values in rate.items():
         print(f"  {name:9} samples/s {spread(values, '{:.0f}')}")
         report.figure(name, {"samples_per_s": [round(v, 1) for v in values],
                              "launch_to_first_step_s": [round(r["launch_to_first_step_s"], 3) for r in got[name]]})
-    for name in ("hook on", "FR off"):
+    for name in [n for n in envs if n != "hook off"]:
         ratio = [a / b for a, b in zip(rate[name], rate["hook off"], strict=True)]
         below = sum(r < GOAL_HOOK_RATIO for r in ratio)
         report.figure(f"{name} / hook off", [round(r, 4) for r in ratio])
@@ -202,6 +209,46 @@ def hook_bench(args: argparse.Namespace) -> int:
                                        med >= GOAL_HOOK_RATIO)
         print(line)
     report.dump(args.json_report)
+    return 0
+
+
+FR_PROBE = """
+import json, os, resource, sys, tempfile, time
+import torch, torch.distributed as dist
+torch.set_num_threads(1)
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+t, n = torch.ones(1), int(sys.argv[1])
+def nested(depth):  # a training script's stack depth: the Flight Recorder captures it on every collective
+    return nested(depth - 1) if depth else [dist.all_reduce(t) for _ in range(n)]
+nested(30)
+c0 = time.process_time(); nested(30); c1 = time.process_time()
+from torch._C import _distributed_c10d as c10d
+d0 = time.perf_counter(); dump = c10d._dump_fr_trace_json(includeCollectives=True, onlyActive=False)
+d1 = time.perf_counter()
+print(json.dumps({"op_us": (c1 - c0) / n * 1e6, "dump_ms": (d1 - d0) * 1e3, "dump_kib": len(dump) / 1024,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+dist.destroy_process_group()
+"""
+
+
+def fr_cost(args: argparse.Namespace) -> int:
+    """The Flight Recorder's own cost against its size: one process, world size 1, ``--fr-ops`` all_reduces of
+    one float 30 frames deep, per size (0 = off) alternated over ``--runs`` rounds: CPU us per collective, then
+    one dump of the full buffer (ms, KiB) and the peak RSS. Load-proof where samples/s is not: CPU time."""
+    sizes = [2000, 64, 16, 0, *args.fr_sizes]
+    got: dict[int, list[dict]] = {n: [] for n in sizes}
+    for i in range(args.runs):
+        for n in sizes if i % 2 == 0 else reversed(sizes):
+            env = {**base_env(), "TORCH_FR_BUFFER_SIZE": str(n)}
+            out = subprocess.run([sys.executable, "-c", FR_PROBE, str(args.fr_ops)], env=env, capture_output=True,
+                                 text=True, check=True, timeout=300).stdout
+            got[n].append(json.loads(out.strip().splitlines()[-1]))
+    print(f"{args.runs} rounds, {args.fr_ops} all_reduce a run; load {os.getloadavg()[0]:.2f}")
+    for n, rs in got.items():
+        print(f"  TORCH_FR_BUFFER_SIZE={n:<5} CPU per collective {spread([r['op_us'] for r in rs], '{:.1f}')} us, "
+              f"min {min(r['op_us'] for r in rs):.1f}; dump {spread([r['dump_ms'] for r in rs], '{:.1f}')} ms "
+              f"{statistics.median(r['dump_kib'] for r in rs):.0f} KiB; peak RSS "
+              f"{statistics.median(r['rss_mb'] for r in rs):.0f} MB")
     return 0
 
 
@@ -237,10 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=DEMO_STEPS, help="the demo's steps per run")
     p.add_argument("--smoke", action="store_true", help="one short pair (the test suite's smoke test)")
     p.add_argument("--hook", action="store_true", help="the rank hook's cost: hook off / on / Flight Recorder off")
+    p.add_argument("--fr-sizes", type=lambda v: [int(n) for n in v.split(",") if n], default=[], metavar="N,N",
+                   help="--hook: one more arm per Flight Recorder buffer size (TORCH_FR_BUFFER_SIZE=N)")
+    p.add_argument("--fr-cost", action="store_true", help="the Flight Recorder's CPU per collective and dump "
+                   "time against its size (TORCH_FR_BUFFER_SIZE 2000/64/16/0 and --fr-sizes), alternated")
+    p.add_argument("--fr-ops", type=int, default=20_000, help="--fr-cost: collectives a run")
     p.add_argument("--json-report", metavar="PATH", help="--hook: the figures and goals as JSON (- for stdout)")
     args = p.parse_args(argv)
     if args.smoke:
         args.runs, args.steps = 1, 12
+    if args.fr_cost:
+        return fr_cost(args)
     if args.hook:
         return hook_bench(args)
     demo = tuple(demo_args(args.steps))

@@ -18,11 +18,11 @@ from cockpit.run.store import create_run_dir
 
 
 def start(run_dir: Path, code: str, *, extra_path: str | None = None, hook: str | None = None,
-          as_wrapper: bool = True) -> subprocess.Popen:
+          as_wrapper: bool = True, **extra_env: str) -> subprocess.Popen:
     """Python running ``code`` under the hook, as the rank wrapper would start it (a shell in between, so
     the interpreter's parent is the 'wrapper' whose pid the hook checks)."""
     path = str(run_dir / "hook") + (f":{extra_path}" if extra_path else "")
-    env = cockpit_env(COCKPIT_RUN_DIR=str(run_dir), COCKPIT_HOST="h1", RANK="3", PYTHONPATH=path)
+    env = cockpit_env(COCKPIT_RUN_DIR=str(run_dir), COCKPIT_HOST="h1", RANK="3", PYTHONPATH=path, **extra_env)
     if hook is not None:
         env["COCKPIT_HOOK"] = hook
     wrapper = 'export COCKPIT_WRAPPER_PID=$$; "$@" & wait $!' if as_wrapper else '"$@" & wait $!'
@@ -212,3 +212,43 @@ def test_a_forked_child_answers_a_request_with_its_own_stack_through_the_rank(tm
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+FR_RANK = """
+    import os, tempfile, time, torch, torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+    t = torch.ones(4)
+    for _ in range(100):
+        dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    print("ready", os.environ.get("TORCH_FR_BUFFER_SIZE"), flush=True)
+    def waiting_after_collectives():
+        time.sleep(60)
+    waiting_after_collectives()
+"""
+
+
+def test_the_flight_recorder_keeps_the_last_collectives_and_the_counts_a_hang_finding_reads(tmp_path):
+    """The hook sizes torch's Flight Recorder small (the dump is read on every stall; 2,000 entries took ~100 ms
+    to dump): the answer still says which collective was enqueued and completed last, and its name."""
+    from cockpit.hang.gather import collect
+    from cockpit.node.rankhook import FR_ENTRIES
+    from cockpit.run.store import RunStatus
+
+    for asked, kept in (({}, int(FR_ENTRIES)), ({"TORCH_FR_BUFFER_SIZE": "8"}, 8)):  # the user's size wins
+        run_dir = create_run_dir(tmp_path, f"fr{kept}")
+        proc = start(run_dir, FR_RANK, **asked)
+        try:
+            assert proc.stdout.readline().split() == ["ready", str(kept)]
+            (run_dir / "logs" / "rank-3.h1.log").touch()
+            pid = child_pid(proc)
+            status = RunStatus(run_id="r", name="r", launcher="local", job_file="-", hosts=["h1"], world_size=1)
+            evidence = collect(run_dir, status, timeout=20,
+                               signal_ranks=lambda _req, pid=pid: os.kill(pid, signal.SIGURG))
+            flight = evidence[3].flight
+            assert flight is not None and (flight.enqueued, flight.completed, flight.op) == (101, 101, "gloo:broadcast")
+            dump = json.loads((run_dir / "logs" / "rank-3.h1.fr.json").read_text())
+            assert len(dump["entries"]) == kept
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
