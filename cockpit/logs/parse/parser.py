@@ -23,7 +23,7 @@ and timestamps in ``prefix``, what a hard wrap looks like in ``wrap``, the cheap
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
@@ -43,7 +43,7 @@ from cockpit.logs.parse.table import FailureTable
 from cockpit.logs.parse.trace import Traceback
 from cockpit.logs.parse.wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
 
-__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
+__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "block_events", "parse_blocks", "parse_lines"]
 
 MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
@@ -274,8 +274,14 @@ def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | N
     lines of ``report.read_lines``: split on \\n only, no empty last line after a final newline. The same
     events as ``parse_lines`` of those lines, several times faster (``LineParser.feed_block``). ``scan=False``
     takes the stdlib gate even where hyperscan is installed (the tests check that both give the same events)."""
+    return [e for found in block_events(blocks, host, rank, scan=scan) for e in found]
+
+
+def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None, *,
+                 scan: bool = True) -> Iterator[list[Event]]:
+    """``parse_blocks`` as it goes: the events of each block (and last, of the end), so that a caller that
+    folds them (`cockpit diagnose`) never holds the whole list."""
     parser = LineParser(scan=scan)
-    events: list[Event] = []
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
     for block in blocks:
         cut = block.rfind(b"\n")
@@ -284,13 +290,12 @@ def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | N
             continue
         if pending:
             pending.append(block[:cut])
-            events += parser.feed_block(b"".join(pending), host, rank)
+            yield parser.feed_block(b"".join(pending), host, rank)
             pending.clear()
         else:
-            events += parser.feed_block(block[:cut], host, rank)
+            yield parser.feed_block(block[:cut], host, rank)
         if cut + 1 < len(block):
             pending.append(block[cut + 1:])
     if pending:
-        events += parser.feed_block(b"".join(pending), host, rank)
-    events += parser.flush()
-    return events
+        yield parser.feed_block(b"".join(pending), host, rank)
+    yield parser.flush()
