@@ -31,10 +31,22 @@ _OTHER_FIELDS = attrgetter(*(f.name for f in fields(Event) if f.name not in ("li
 Key = tuple[object, ...]
 
 
-def key_of(event: Event) -> Key:
+def key_of(event: Event, templates: dict[str, str] | None = None) -> Key:
     """What makes two events the same for folding: kind, process, fields, and the text with digits as ``0``
-    (a timestamp, a step, an address of each repeat differ; the failure does not)."""
-    return (event.text.translate(_DIGITS), *_OTHER_FIELDS(event))
+    (a timestamp, a step, an address of each repeat differ; the failure does not). ``templates``: text ->
+    its digits as ``0``, a cache the caller keeps (``str.translate`` costs more than the rest)."""
+    text = event.text
+    if templates is None:
+        return (text.translate(_DIGITS), *_OTHER_FIELDS(event))
+    template = templates.get(text)
+    if template is None:
+        if len(templates) >= _TEMPLATES_MAX:
+            templates.clear()
+        template = templates[text] = text.translate(_DIGITS)
+    return (template, *_OTHER_FIELDS(event))
+
+
+_TEMPLATES_MAX = 4096
 
 
 class _Kept:
@@ -78,16 +90,17 @@ class Fold:
 
     def __init__(self) -> None:
         self._kept: dict[Key, _Kept] = {}
+        self._templates: dict[str, str] = {}
         self.read = 0
         """Events added."""
 
     def add(self, events: list[Event]) -> None:
         """Fold in the next events of the file, in order."""
-        kept = self._kept
+        kept, templates = self._kept, self._templates
         at = self.read
         self.read += len(events)
         for event in events:
-            key = key_of(event)
+            key = key_of(event, templates)
             entry = kept.get(key)
             if entry is None:
                 kept[key] = _Kept(at, event)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from cockpit.logs.parse.event import Event
-from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
+from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, ZEROS, Gate
+from cockpit.logs.parse.memo import Memo, Segment
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.scan import MARK_SHIFT
 from cockpit.logs.parse.table import FailureTable
@@ -33,6 +34,8 @@ class Records(Protocol):
     _table: FailureTable
     _trace: Traceback
     _gate: Gate
+    _memo: Memo
+    _seen: set[tuple[object, ...]]
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
 
@@ -42,34 +45,50 @@ class Records(Protocol):
 
 
 def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None) -> list[Event]:
-    """``feed_block`` with the stdlib gate: every line's template looked up."""
+    """``feed_block`` with the stdlib gate: every line's template looked up, a line decoded only where it is
+    read; at each clean point, the lines that follow looked up first among the runs read before (``memo``)."""
     out: list[Event] = []
     flags_of, cached = parser._gate.of_template, parser._gate.cache
-    lines = block.decode("utf-8", "replace").split("\n")
-    templates = block_templates(block)
-    if len(lines) != len(templates):
-        raise AssertionError("a block's lines and templates differ in number")  # decoding keeps every \n
+    lines = block.split(b"\n")
     first = parser._lineno  # line i of the block is line first + i + 1
     skipped = -1  # from this line on, lines were skipped while the parser was clean (-1: none)
-    for i, template in enumerate(templates):
+    memo, seen, table, trace, where = parser._memo, parser._seen, parser._table, parser._trace, (host, rank)
+    start = out_at = seen_at = -1  # the clean point the run being read started at (-1: none), len(out), len(seen)
+    after: Segment | None = None  # the kept segment that ends where the run being read starts, if any
+    i, n = 0, len(lines)
+    while i < n:
+        if skipped < 0 and parser._held is None and table.record is None and trace.prefix is None and \
+                not table.root_next:
+            if start >= 0:
+                after = memo.keep(lines[start:i], out[out_at:], first + start, where, after) \
+                    if len(seen) == seen_at else None
+            segment = memo.find(lines, i, where, after)
+            if segment is not None:
+                out += segment.moved(first + i)
+                i += len(segment.lines)
+                start, after = -1, segment
+                continue
+            start, out_at, seen_at = i, len(out), len(seen)
+        template = lines[i].translate(ZEROS)
         flags = cached.get(template)
         if flags is None:
             flags = flags_of(template)
         if not flags:
             if skipped >= 0:
+                i += 1
                 continue
             if parser._table.record is None and parser._trace.prefix is None and not (
                     parser._held_trigger and parser._held is not None):
                 skipped = i
+                i += 1
                 continue
-        elif skipped >= 0:
-            text = lines[i]
+        text = lines[i].decode("utf-8", "replace")
+        if skipped >= 0:
             if flags & (SPECIAL | RESIDUE) or not (not text or FRESH.match(text)):
-                _catch_up(parser, lines, skipped, i, first, host, rank)
+                _catch_up_lines(parser, lines, skipped, i, first, host, rank)
             else:  # it starts a record whatever is held, and what is held has nothing to report
                 parser._held = None
             skipped = -1
-        text = lines[i]
         if flags & SPECIAL:
             parser._lineno = first + i
             found = parser._feed(text, host, rank)
@@ -79,10 +98,27 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
                                    bool(flags & TRIGGER))
         if found:
             out += found
+        i += 1
     if skipped >= 0:
-        _catch_up(parser, lines, skipped, len(lines), first, host, rank)
-    parser._lineno = first + len(lines)
+        _catch_up_lines(parser, lines, skipped, n, first, host, rank)
+    parser._lineno = first + n
     return out
+
+
+def _catch_up_lines(parser: Records, lines: list[bytes], start: int, end: int, first: int, host: str | None,
+                    rank: int | None) -> None:
+    """``_catch_up`` over ``lines[start:end]`` (line j numbered ``first + j + 1``), decoding from the end back
+    only as far as the line that decides the state."""
+    back: list[str] = []
+    at = end - 1
+    while at >= start:
+        text = unresidue(lines[at].decode("utf-8", "replace"))
+        back.append(text)
+        if len(text) < WRAP_MIN or FRESH.match(text):
+            break
+        at -= 1
+    back.reverse()
+    _catch_up(parser, back, 0, len(back), first + end - len(back), host, rank)
 
 def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | None, rank: int | None) -> list[Event]:
     """``feed_block`` where a scanner marked the lines with flags (``scan``): the same walk, from

@@ -7,8 +7,8 @@ generated text): a line without one of them is no event on its own, so it costs 
 Testing ~60 words on every line would cost more than parsing it, so the answer is cached per *template*: the
 line's UTF-8 bytes with every digit replaced by ``0`` (``bytes.translate``, a C loop). No trigger word holds a
 digit, so a line holds a word exactly when its template does: the answer is the line's own. A training loop
-prints the same template with new numbers on every step, so a 1 GB log has a few thousand templates;
-``block_templates`` makes them for a whole block of lines at once. (Deleting the digits instead would merge
+prints the same template with new numbers on every step, so a 1 GB log has a few thousand templates
+(``bytes.translate`` of a line's bytes with ``ZEROS`` is one). (Deleting the digits instead would merge
 more templates, but then ``r1ror`` reads as ``rror``: an answer no byte scanner of the line itself gives, and
 ``scan`` is one.)
 
@@ -26,7 +26,7 @@ SPECIAL = 2
 RESIDUE = 4
 """The line may start with colour residue (``[0m``, ``[1;31m``: ``prefix.strip_ansi`` removes it)."""
 
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _WORDS = tuple(w.encode() for w in trigger_words())
 _CACHE_MAX = 50_000  # templates kept per parser; past it the cache starts again (bounded memory, same answers)
 _CACHE_LONGEST = 1024  # longer templates are answered, not kept: a log of unique 100 KB lines must not fill memory
@@ -71,9 +71,4 @@ class Gate:
 
 def template_of(text: str) -> bytes:
     """The line's template: its UTF-8 bytes, digits made ``0`` (unencodable characters replaced)."""
-    return text.encode("utf-8", "replace").translate(_ZEROS)
-
-
-def block_templates(block: bytes) -> list[bytes]:
-    """The templates of every line of a block of UTF-8 bytes, split on b"\\n" as ``block.split(b"\\n")``."""
-    return block.translate(_ZEROS).split(b"\n")
+    return text.encode("utf-8", "replace").translate(ZEROS)

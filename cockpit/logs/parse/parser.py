@@ -36,6 +36,7 @@ from cockpit.logs.parse.kinds import (
     PYTHON_EXCEPTION,
     WORKER_FAILED,
 )
+from cockpit.logs.parse.memo import Memo
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse.rules import classify
 from cockpit.logs.parse.scan import scanner
@@ -77,6 +78,7 @@ class LineParser:
         self._trace = Traceback()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
+        self._memo = Memo()  # runs of lines read before, from a clean point to the next (block walk only)
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:

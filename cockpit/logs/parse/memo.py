@@ -1,0 +1,100 @@
+"""Runs of lines the parser has read before: their events again, without parsing them again.
+
+A crash-looping job prints the same lines over and over (its NCCL init, its traceback, the launcher's
+failure table), and in such an error-dense log nearly every line is one a rule must look at: parsing costs
+tens of microseconds a line. But where the parser is *clean* (nothing held, no table record or traceback
+open), the events of the lines up to the next clean point depend only on those lines, the line number they
+start on, and the facts already reported (``LineParser._seen``: an informational fact is reported once).
+
+So a ``Segment`` (the lines from one clean point to the next, and their events) is kept where reading it
+reported no new fact (``_seen`` did not grow: its events are then the same whenever those lines come again
+at a clean point). The block walk (``block.feed_gated``) looks a clean point's line up here first and, where
+the lines that follow are a kept segment's, gives its events moved to their lines and steps over it: a dict
+lookup and a list compare in C instead of the parser's Python per line.
+
+Bounded: at most ``MAX_CHARS`` bytes of segments, then it starts again; a segment of more than
+``SEGMENT_MAX_LINES`` lines is not kept. Pure and stdlib-only.
+"""
+
+from __future__ import annotations
+
+from cockpit.logs.parse.event import Event
+
+MAX_CHARS = 4_000_000
+"""Bytes of kept segments (a few MB): past it, the memo is emptied and fills again."""
+SEGMENT_MAX_LINES = 512
+CANDIDATES = 8
+"""Kept segments per first line (the same line may start several runs)."""
+
+
+class Segment:
+    """Lines read from a clean point to the next, and their events (lines numbered from ``base``)."""
+
+    __slots__ = ("base", "events", "lines", "next", "where")
+
+    def __init__(self, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None]):
+        self.lines = lines
+        self.events = events
+        self.base = base
+        """The line number before the segment's first line, when it was read."""
+        self.where = where
+        """The caller's (host, rank) it was read with: they go into its events."""
+        self.next: Segment | None = None
+        """The segment that came right after it last time (a repeated log repeats its runs in order: tried
+        first, it spares the lookup, and a common first line such as an empty one is no guess)."""
+
+    def moved(self, base: int) -> list[Event]:
+        """Its events, as read with the line before its first line numbered ``base``."""
+        shift = base - self.base
+        out = []
+        for e in self.events:
+            moved = object.__new__(Event)
+            moved.__dict__.update(e.__dict__)
+            moved.__dict__["line"] = e.line + shift
+            out.append(moved)
+        return out
+
+
+class Memo:
+    """Kept segments by their first line (one per parser)."""
+
+    __slots__ = ("_chars", "_segments")
+
+    def __init__(self) -> None:
+        self._segments: dict[bytes, list[Segment]] = {}
+        self._chars = 0
+
+    def find(self, lines: list[bytes], at: int, where: tuple[str | None, int | None],
+             after: Segment | None) -> Segment | None:
+        """The kept segment that ``lines[at:]`` starts with, read with the same ``where``; None if none.
+        ``after``: the segment that ended at ``at``, if any (its ``next`` is tried first)."""
+        if after is not None:
+            segment = after.next
+            if segment is not None and lines[at:at + len(segment.lines)] == segment.lines and segment.where == where:
+                return segment
+        for segment in self._segments.get(lines[at], ()):
+            if segment.where == where and lines[at:at + len(segment.lines)] == segment.lines:
+                if after is not None:
+                    after.next = segment
+                return segment
+        return None
+
+    def keep(self, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None],
+             after: Segment | None) -> Segment | None:
+        """Keep a segment read from a clean point to the next, where it reported no new fact; ``after``: the
+        segment that ended where it starts, if any. The segment kept, or None (too long)."""
+        if len(lines) > SEGMENT_MAX_LINES:
+            return None
+        chars = sum(len(line) for line in lines)
+        if self._chars + chars > MAX_CHARS:
+            self._segments.clear()
+            self._chars = 0
+        known = self._segments.setdefault(lines[0], [])
+        if len(known) >= CANDIDATES:
+            self._chars -= sum(len(line) for line in known.pop(0).lines)
+        segment = Segment(lines, events, base, where)
+        known.append(segment)
+        self._chars += chars
+        if after is not None:
+            after.next = segment
+        return segment
