@@ -58,7 +58,9 @@ _pool = st.sampled_from([
     "RuntimeError: NCCL error: unhandled system error", "[0]:", "  exitcode  : 1", "  host      : node1",
     "Root Cause (first observed failure):", "h:1:2 [0] NCCL INFO Using network IB",
     "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "x" * 85 + " Connection refused",
-    "y" * 90, "NCCL version 2.18.3", "[rank1]: ValueError: bad batch", "\x1b[31merror\x1b[0m", "a\rb error"])
+    "y" * 90, "NCCL version 2.18.3", "[rank1]: ValueError: bad batch", "\x1b[31merror\x1b[0m", "a\rb error",
+    "[rank0]: Channel 00 : 0 -> 1 via P2P/IPC Connection refused",  # a failure on a line a repeat skips whole
+    "Root Cause Channel 01 : 0 -> 1 via SHM ChildFailedError"])
 
 
 @pytest.mark.parametrize("scan", SCANS)

@@ -35,7 +35,7 @@ class Records(Protocol):
     _trace: Traceback
     _gate: Gate
     _memo: Memo
-    _seen: set[tuple[object, ...]]
+    _fresh: list[Event | None] | None
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
 
@@ -52,23 +52,22 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     lines = block.split(b"\n")
     first = parser._lineno  # line i of the block is line first + i + 1
     skipped = -1  # from this line on, lines were skipped while the parser was clean (-1: none)
-    memo, seen, table, trace, where = parser._memo, parser._seen, parser._table, parser._trace, (host, rank)
-    start = out_at = seen_at = -1  # the clean point the run being read started at (-1: none), len(out), len(seen)
+    memo, table, trace, where = parser._memo, parser._table, parser._trace, (host, rank)
+    start = out_at = -1  # the clean point the run being read started at (-1: none), and len(out) there
     after: Segment | None = None  # the kept segment that ends where the run being read starts, if any
     i, n = 0, len(lines)
     while i < n:
         if skipped < 0 and parser._held is None and table.record is None and trace.prefix is None and \
                 not table.root_next:
             if start >= 0:
-                after = memo.keep(lines[start:i], out[out_at:], first + start, where, after) \
-                    if len(seen) == seen_at else None
+                after = _keep(parser, lines[start:i], out[out_at:], first + start, where, after)
             segment = memo.find(lines, i, where, after)
             if segment is not None:
                 out += segment.moved(first + i)
                 i += len(segment.lines)
                 start, after = -1, segment
                 continue
-            start, out_at, seen_at = i, len(out), len(seen)
+            start, out_at, parser._fresh = i, len(out), []
         template = lines[i].translate(ZEROS)
         flags = cached.get(template)
         if flags is None:
@@ -102,7 +101,21 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     if skipped >= 0:
         _catch_up_lines(parser, lines, skipped, n, first, host, rank)
     parser._lineno = first + n
+    parser._fresh = None
     return out
+
+
+def _keep(parser: Records, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None],
+          after: Segment | None) -> Segment | None:
+    """Keep a run read from a clean point to the next in the memo, with the events a repeat of it gives: not
+    the facts it reported first (``LineParser._note_fresh``)."""
+    fresh = parser._fresh
+    if fresh:
+        if None in fresh:
+            return None
+        left_out = {id(e) for e in fresh}
+        events = [e for e in events if id(e) not in left_out]
+    return parser._memo.keep(lines, events, base, where, after)
 
 
 def _catch_up_lines(parser: Records, lines: list[bytes], start: int, end: int, first: int, host: str | None,

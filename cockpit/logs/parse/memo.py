@@ -6,11 +6,12 @@ tens of microseconds a line. But where the parser is *clean* (nothing held, no t
 open), the events of the lines up to the next clean point depend only on those lines, the line number they
 start on, and the facts already reported (``LineParser._seen``: an informational fact is reported once).
 
-So a ``Segment`` (the lines from one clean point to the next, and their events) is kept where reading it
-reported no new fact (``_seen`` did not grow: its events are then the same whenever those lines come again
-at a clean point). The block walk (``block.feed_gated``) looks a clean point's line up here first and, where
-the lines that follow are a kept segment's, gives its events moved to their lines and steps over it: a dict
-lookup and a list compare in C instead of the parser's Python per line.
+So a ``Segment`` (the lines from one clean point to the next, and their events) is kept with the events a
+repeat of it gives: those it gave, less the facts it reported first (``LineParser._note_fresh``: a repeat
+finds them reported), the same whenever those lines come again at a clean point. The block walk
+(``block.feed_gated``) looks a clean point's line up here first and, where the lines that follow are a kept
+segment's, gives its events moved to their lines and steps over it: a dict lookup and a list compare in C
+instead of the parser's Python per line.
 
 Bounded: at most ``MAX_CHARS`` bytes of segments, then it starts again; a segment of more than
 ``SEGMENT_MAX_LINES`` lines is not kept. Pure and stdlib-only.
@@ -81,7 +82,7 @@ class Memo:
 
     def keep(self, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None],
              after: Segment | None) -> Segment | None:
-        """Keep a segment read from a clean point to the next, where it reported no new fact; ``after``: the
+        """Keep a segment read from a clean point to the next, with the events a repeat gives; ``after``: the
         segment that ended where it starts, if any. The segment kept, or None (too long)."""
         if len(lines) > SEGMENT_MAX_LINES:
             return None

@@ -79,6 +79,7 @@ class LineParser:
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
         self._memo = Memo()  # runs of lines read before, from a clean point to the next (block walk only)
+        self._fresh: list[Event | None] | None = None  # the block walk's: events a repeat would not give (memo)
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
@@ -233,7 +234,22 @@ class LineParser:
                 if len(text) > MAX_TEXT:
                     text = text[:MAX_TEXT] + "…"
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
+        if self._fresh is not None:
+            self._note_fresh(events, channel_key is not None)
         return events
+
+    def _note_fresh(self, events: list[Event], channel: bool) -> None:
+        """Note the events that a repeat of this record would not give (``memo``): its facts, reported once, or
+        all of a channel line's (a repeat is skipped whole; None where that skips a failure too)."""
+        fresh = self._fresh
+        if fresh is None:
+            return
+        if channel:
+            fresh += events
+            if any(e.kind in FAILURE_SET for e in events):
+                fresh.append(None)
+        else:
+            fresh += [e for e in events if e.kind not in FAILURE_SET]
 
 
 def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
