@@ -16,7 +16,7 @@ from typing import Protocol
 
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, ZEROS, Gate
-from cockpit.logs.parse.memo import Memo, Segment
+from cockpit.logs.parse.memo import SEGMENT_MAX_LINES, Memo, Segment
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.scan import MARK_SHIFT
 from cockpit.logs.parse.table import FailureTable
@@ -55,6 +55,8 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     memo, table, trace, where = parser._memo, parser._table, parser._trace, (host, rank)
     start = out_at = -1  # the clean point the run being read started at (-1: none), and len(out) there
     after: Segment | None = None  # the kept segment that ends where the run being read starts, if any
+    chain: tuple[int, int, Segment | None] | None = None  # segments stepped over one after another: from
+    # (line, len(out), the segment before), kept as one where they were several, so that next time it is one step
     i, n = 0, len(lines)
     while i < n:
         if skipped < 0 and parser._held is None and table.record is None and trace.prefix is None and \
@@ -63,10 +65,19 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
                 after = _keep(parser, lines[start:i], out[out_at:], first + start, where, after)
             segment = memo.find(lines, i, where, after)
             if segment is not None:
-                out += segment.moved(first + i)
+                if chain is not None and i + len(segment.lines) - chain[0] > SEGMENT_MAX_LINES:
+                    _join(memo, lines, out, chain, i, first, where, after)
+                    chain = None
+                if chain is None:
+                    chain = (i, len(out), after)
+                if segment.events:
+                    out += segment.moved(first + i)
                 i += len(segment.lines)
                 start, after = -1, segment
                 continue
+            if chain is not None:
+                _join(memo, lines, out, chain, i, first, where, after)
+                chain = None
             start, out_at, parser._fresh = i, len(out), []
         template = lines[i].translate(ZEROS)
         flags = cached.get(template)
@@ -103,6 +114,15 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     parser._lineno = first + n
     parser._fresh = None
     return out
+
+
+def _join(memo: Memo, lines: list[bytes], out: list[Event], chain: tuple[int, int, Segment | None], end: int,
+          first: int, where: tuple[str | None, int | None], last: Segment | None) -> None:
+    """Keep the segments stepped over from ``chain`` to ``end`` as one, where they were several (``last``:
+    the last of them)."""
+    at, out_at, before = chain
+    if last is not None and end - at > len(last.lines):
+        memo.keep(lines[at:end], out[out_at:], first + at, where, before)
 
 
 def _keep(parser: Records, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None],
