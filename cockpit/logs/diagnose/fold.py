@@ -20,6 +20,7 @@ from operator import attrgetter
 
 from cockpit.logs.diagnose.model import MAX_EVIDENCE
 from cockpit.logs.parse.event import Event
+from cockpit.logs.parse.memo import Segment, moved
 
 KEEP_FIRST = MAX_EVIDENCE
 """Occurrences kept from the start of each distinct event: a finding's evidence is its first ``MAX_EVIDENCE``
@@ -51,46 +52,54 @@ _TEMPLATES_MAX = 4096
 
 class _Kept:
     """One distinct event: its kept occurrences (first ones, last, earliest), each with its place in the file
-    (the how-many-th event it was), and how many there were."""
+    (the how-many-th event it was), and how many there were. The last and the earliest are kept as (place,
+    event, lines to move it by): a segment's event is copied only if it stays (``memo.moved``)."""
 
     __slots__ = ("count", "earliest", "first", "floor", "last")
 
     def __init__(self, at: int, event: Event) -> None:
         self.first = [(at, event)]
-        self.last: tuple[int, Event] | None = None
-        self.earliest: tuple[int, Event] | None = None
+        self.last: tuple[int, Event, int] | None = None
+        self.earliest: tuple[int, Event, int] | None = None
         self.floor = _NEVER
         """The earliest timestamp kept (``_NEVER``: none)."""
         self.count = 1
 
-    def add(self, at: int, event: Event) -> None:
+    def add(self, at: int, event: Event, shift: int = 0) -> None:
         self.count += 1
         ts = event.ts
         if len(self.first) < KEEP_FIRST:
-            self.first.append((at, event))
+            self.first.append((at, moved(event, shift)))
         elif ts is not None and ts < self.floor:
-            self.earliest = (at, event)
+            self.earliest = (at, event, shift)
         else:
-            self.last = (at, event)
+            self.last = (at, event, shift)
             return
         if ts is not None and ts < self.floor:
             self.floor = ts
         self.last = None if self.earliest is not None and self.earliest[0] == at else self.last
 
     def kept(self) -> list[tuple[int, Event]]:
-        return [*self.first, *(x for x in (self.earliest, self.last) if x is not None)]
+        lazy = [(x[0], moved(x[1], x[2])) for x in (self.earliest, self.last) if x is not None]
+        return [*self.first, *lazy]
+
+    def kept_count(self) -> int:
+        return len(self.first) + (self.earliest is not None) + (self.last is not None)
 
 
 _NEVER = float("inf")
+_PLANS_MAX = 4096
 
 
 class Fold:
-    """The events of one file, folded (see the module docstring): ``add`` each, in order; ``events`` the kept
-    ones in order; ``repeats`` the counts of the distinct events that lost occurrences."""
+    """The events of one file, folded (see the module docstring): ``add`` each, in order (or ``segment``, the
+    events of a run of lines the parser stepped over: a ``memo.Sink``); ``events`` the kept ones in order;
+    ``repeats`` the counts of the distinct events that lost occurrences."""
 
     def __init__(self) -> None:
         self._kept: dict[Key, _Kept] = {}
         self._templates: dict[str, str] = {}
+        self._plans: dict[Segment, list[tuple[Key, Event]]] = {}  # a segment's events with their keys
         self.read = 0
         """Events added."""
 
@@ -108,19 +117,38 @@ class Fold:
                 entry.add(at, event)
             at += 1
 
+    def segment(self, segment: Segment, base: int) -> None:
+        """Fold in the events of a segment the parser stepped over, its line before the first numbered
+        ``base``: their keys are the segment's own (made once), and an event is copied only if it is kept."""
+        plan = self._plans.get(segment)
+        if plan is None:
+            if len(self._plans) >= _PLANS_MAX:
+                self._plans.clear()
+            plan = self._plans[segment] = [(key_of(e, self._templates), e) for e in segment.events]
+        shift = base - segment.base
+        kept, at = self._kept, self.read
+        self.read += len(plan)
+        for key, event in plan:
+            entry = kept.get(key)
+            if entry is None:
+                kept[key] = _Kept(at, moved(event, shift))
+            else:
+                entry.add(at, event, shift)
+            at += 1
+
     def events(self) -> list[Event]:
         """The kept occurrences, in the order they were read."""
         return [e for _, e in sorted(x for entry in self._kept.values() for x in entry.kept())]
 
     def kept_count(self) -> int:
         """How many occurrences are kept (the memory the fold holds): at most ``KEEP_FIRST + 2`` per key."""
-        return sum(len(entry.kept()) for entry in self._kept.values())
+        return sum(entry.kept_count() for entry in self._kept.values())
 
     def repeats(self) -> dict[tuple[int, str], int]:
         """(line, kind) of each kept occurrence of a distinct event that lost occurrences -> how many times
         that event occurred in the file."""
         return {(e.line, e.kind): entry.count for entry in self._kept.values()
-                if entry.count > len(entry.kept()) for _, e in entry.kept()}
+                if entry.count > entry.kept_count() for _, e in entry.kept()}
 
     @property
     def folded(self) -> int:

@@ -71,7 +71,7 @@ def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
 def _folded(blocks: Iterable[bytes], host: str | None, rank: int | None) -> Fold:
     """A file's events as they are parsed, folded (``fold``): memory bounded by what is reported."""
     fold = Fold()
-    for events in block_events(blocks, host, rank):
+    for events in block_events(blocks, host, rank, sink=fold):
         if events:
             fold.add(events)
     return fold

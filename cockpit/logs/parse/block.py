@@ -16,7 +16,7 @@ from typing import Protocol
 
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, ZEROS, Gate
-from cockpit.logs.parse.memo import SEGMENT_MAX_LINES, Memo, Segment
+from cockpit.logs.parse.memo import SEGMENT_MAX_LINES, Memo, Segment, Sink
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.scan import MARK_SHIFT
 from cockpit.logs.parse.table import FailureTable
@@ -36,6 +36,7 @@ class Records(Protocol):
     _gate: Gate
     _memo: Memo
     _fresh: list[Event | None] | None
+    _sink: Sink | None
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
 
@@ -55,8 +56,9 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     memo, table, trace, where = parser._memo, parser._table, parser._trace, (host, rank)
     start = out_at = -1  # the clean point the run being read started at (-1: none), and len(out) there
     after: Segment | None = None  # the kept segment that ends where the run being read starts, if any
-    chain: tuple[int, int, Segment | None] | None = None  # segments stepped over one after another: from
-    # (line, len(out), the segment before), kept as one where they were several, so that next time it is one step
+    chain: tuple[int, list[tuple[Segment, int]], Segment | None] | None = None  # segments stepped over one after
+    # another: (from line, [(segment, base)], the segment before), kept as one where several, next time one step
+    sink, sent = parser._sink, 0  # where segments and the events before them go (None: into out), len(out) sent
     i, n = 0, len(lines)
     while i < n:
         if skipped < 0 and parser._held is None and table.record is None and trace.prefix is None and \
@@ -66,17 +68,23 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
             segment = memo.find(lines, i, where, after)
             if segment is not None:
                 if chain is not None and i + len(segment.lines) - chain[0] > SEGMENT_MAX_LINES:
-                    _join(memo, lines, out, chain, i, first, where, after)
+                    _join(memo, lines, chain, i, first, where)
                     chain = None
                 if chain is None:
-                    chain = (i, len(out), after)
-                if segment.events:
+                    chain = (i, [], after)
+                chain[1].append((segment, first + i))
+                if sink is not None:
+                    if len(out) > sent:
+                        sink.add(out[sent:])
+                        sent = len(out)
+                    sink.segment(segment, first + i)
+                elif segment.events:
                     out += segment.moved(first + i)
                 i += len(segment.lines)
                 start, after = -1, segment
                 continue
             if chain is not None:
-                _join(memo, lines, out, chain, i, first, where, after)
+                _join(memo, lines, chain, i, first, where)
                 chain = None
             start, out_at, parser._fresh = i, len(out), []
         template = lines[i].translate(ZEROS)
@@ -113,16 +121,16 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
         _catch_up_lines(parser, lines, skipped, n, first, host, rank)
     parser._lineno = first + n
     parser._fresh = None
-    return out
+    return out[sent:] if sent else out
 
 
-def _join(memo: Memo, lines: list[bytes], out: list[Event], chain: tuple[int, int, Segment | None], end: int,
-          first: int, where: tuple[str | None, int | None], last: Segment | None) -> None:
-    """Keep the segments stepped over from ``chain`` to ``end`` as one, where they were several (``last``:
-    the last of them)."""
-    at, out_at, before = chain
-    if last is not None and end - at > len(last.lines):
-        memo.keep(lines[at:end], out[out_at:], first + at, where, before)
+def _join(memo: Memo, lines: list[bytes], chain: tuple[int, list[tuple[Segment, int]], Segment | None], end: int,
+          first: int, where: tuple[str | None, int | None]) -> None:
+    """Keep the segments stepped over from ``chain`` to ``end`` as one, where they were several."""
+    at, steps, before = chain
+    if len(steps) > 1:
+        memo.keep(lines[at:end], [e for segment, base in steps for e in segment.moved(base)], first + at, where,
+                  before)
 
 
 def _keep(parser: Records, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None],

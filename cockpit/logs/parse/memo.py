@@ -19,6 +19,8 @@ Bounded: at most ``MAX_CHARS`` bytes of segments, then it starts again; a segmen
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from cockpit.logs.parse.event import Event
 
 MAX_CHARS = 4_000_000
@@ -47,13 +49,27 @@ class Segment:
     def moved(self, base: int) -> list[Event]:
         """Its events, as read with the line before its first line numbered ``base``."""
         shift = base - self.base
-        out = []
-        for e in self.events:
-            moved = object.__new__(Event)
-            moved.__dict__.update(e.__dict__)
-            moved.__dict__["line"] = e.line + shift
-            out.append(moved)
-        return out
+        return [moved(e, shift) for e in self.events]
+
+
+def moved(event: Event, shift: int) -> Event:
+    """``event`` ``shift`` lines further (``dataclasses.replace`` of the line, without its cost)."""
+    if not shift:
+        return event
+    out = object.__new__(Event)
+    out.__dict__.update(event.__dict__)
+    out.__dict__["line"] = event.line + shift
+    return out
+
+
+class Sink(Protocol):
+    """Where the block walk can hand events to instead of returning them (``block_events(sink=)``): the events
+    it read, and the segments it stepped over (their events, not copied: a consumer that folds repeats needs
+    only few of them)."""
+
+    def add(self, events: list[Event]) -> None: ...
+
+    def segment(self, segment: Segment, base: int) -> None: ...
 
 
 class Memo:

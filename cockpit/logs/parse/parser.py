@@ -36,7 +36,7 @@ from cockpit.logs.parse.kinds import (
     PYTHON_EXCEPTION,
     WORKER_FAILED,
 )
-from cockpit.logs.parse.memo import Memo
+from cockpit.logs.parse.memo import Memo, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse.rules import classify
 from cockpit.logs.parse.scan import scanner
@@ -80,6 +80,7 @@ class LineParser:
         self._gate = Gate()
         self._memo = Memo()  # runs of lines read before, from a clean point to the next (block walk only)
         self._fresh: list[Event | None] | None = None  # the block walk's: events a repeat would not give (memo)
+        self._sink: Sink | None = None  # block_events(sink=): where the block walk hands segments it stepped over
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
@@ -296,10 +297,13 @@ def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | N
 
 
 def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None, *,
-                 scan: bool = True) -> Iterator[list[Event]]:
+                 scan: bool = True, sink: Sink | None = None) -> Iterator[list[Event]]:
     """``parse_blocks`` as it goes: the events of each block (and last, of the end), so that a caller that
-    folds them (`cockpit diagnose`) never holds the whole list."""
+    folds them (`cockpit diagnose`) never holds the whole list. ``sink``: the events of a run of lines read
+    before go to ``sink.segment`` uncopied, with the events before them (``sink.add``), in order, before the
+    rest of the block's are yielded."""
     parser = LineParser(scan=scan)
+    parser._sink = sink
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
     for block in blocks:
         cut = block.rfind(b"\n")
