@@ -151,3 +151,18 @@ def test_diagnose_json_counts_folded_events_and_leaves_a_small_log_as_it_was(tmp
 def test_block_events_gives_the_events_of_parse_blocks_block_by_block():
     chunks = [CHUNK[i:i + 65536] for i in range(0, len(CHUNK), 65536)]
     assert [e for found in block_events(chunks) for e in found] == parse_blocks(chunks)
+
+
+def test_a_fold_fed_segments_by_the_parser_keeps_what_a_fold_of_every_event_keeps():
+    """``block_events(sink=fold)``: the segments the parser stepped over go to the fold uncopied."""
+    chunks = [(CHUNK * 12)[i:i + (1 << 20)] for i in range(0, len(CHUNK) * 12, 1 << 20)]
+    fed, plain = Fold(), Fold()
+    planned = 0
+    for found in block_events(chunks, sink=fed):
+        fed.add(found)
+        planned = max(planned, len(fed._plans))  # noqa: SLF001 - segments did reach the fold
+    plain.add(parse_blocks(chunks))
+    assert planned > 0
+    assert fed.read == plain.read
+    assert fed.events() == plain.events()
+    assert fed.repeats() == plain.repeats()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from operator import attrgetter
+from weakref import WeakKeyDictionary
 
 from cockpit.logs.diagnose.model import MAX_EVIDENCE
 from cockpit.logs.parse.event import Event
@@ -88,7 +89,6 @@ class _Kept:
 
 
 _NEVER = float("inf")
-_PLANS_MAX = 4096
 
 
 class Fold:
@@ -99,7 +99,8 @@ class Fold:
     def __init__(self) -> None:
         self._kept: dict[Key, _Kept] = {}
         self._templates: dict[str, str] = {}
-        self._plans: dict[Segment, list[tuple[Key, Event]]] = {}  # a segment's events with their keys
+        # a segment's events with their keys, while the parser's memo keeps the segment (its bound is this one's)
+        self._plans: WeakKeyDictionary[Segment, list[tuple[Key, Event]]] = WeakKeyDictionary()
         self.read = 0
         """Events added."""
 
@@ -122,8 +123,6 @@ class Fold:
         ``base``: their keys are the segment's own (made once), and an event is copied only if it is kept."""
         plan = self._plans.get(segment)
         if plan is None:
-            if len(self._plans) >= _PLANS_MAX:
-                self._plans.clear()
             plan = self._plans[segment] = [(key_of(e, self._templates), e) for e in segment.events]
         shift = base - segment.base
         kept, at = self._kept, self.read

@@ -33,7 +33,7 @@ CANDIDATES = 8
 class Segment:
     """Lines read from a clean point to the next, and their events (lines numbered from ``base``)."""
 
-    __slots__ = ("base", "events", "lines", "next", "where")
+    __slots__ = ("__weakref__", "base", "events", "lines", "next", "where")  # a consumer's notes die with it
 
     def __init__(self, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None]):
         self.lines = lines
