@@ -7,8 +7,8 @@ generated text): a line without one of them is no event on its own, so it costs 
 Testing ~60 words on every line would cost more than parsing it, so the answer is cached per *template*: the
 line's UTF-8 bytes with every digit replaced by ``0`` (``bytes.translate``, a C loop). No trigger word holds a
 digit, so a line holds a word exactly when its template does: the answer is the line's own. A training loop
-prints the same template with new numbers on every step, so a 1 GB log has a few thousand templates
-(``bytes.translate`` of a line's bytes with ``ZEROS`` is one). (Deleting the digits instead would merge
+prints the same template with new numbers on every step, so a 1 GB log has a few thousand templates;
+``block_templates`` makes them for a whole block of lines at once. (Deleting the digits instead would merge
 more templates, but then ``r1ror`` reads as ``rror``: an answer no byte scanner of the line itself gives, and
 ``scan`` is one.)
 
@@ -72,3 +72,8 @@ class Gate:
 def template_of(text: str) -> bytes:
     """The line's template: its UTF-8 bytes, digits made ``0`` (unencodable characters replaced)."""
     return text.encode("utf-8", "replace").translate(ZEROS)
+
+
+def block_templates(block: bytes) -> list[bytes]:
+    """The templates of every line of a block of UTF-8 bytes, split on b"\\n" as ``block.split(b"\\n")``."""
+    return block.translate(ZEROS).split(b"\n")

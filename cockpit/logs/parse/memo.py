@@ -72,27 +72,47 @@ class Sink(Protocol):
     def segment(self, segment: Segment, base: int) -> None: ...
 
 
-class Memo:
-    """Kept segments by their first line (one per parser)."""
+PROBE_EVERY = 8
+"""Where the memo did not pay on the last block that used it (fewer than one lookup in ``PAYS`` found a run: an
+ordinary log, whose lines rarely come again at a clean point), it is tried again on one block in this many."""
+PAYS = 4
 
-    __slots__ = ("_chars", "_segments")
+
+class Memo:
+    """Kept segments by their first line (one per parser), and whether looking them up pays."""
+
+    __slots__ = ("_blocks", "_chars", "_finds", "_hits", "_pays", "_segments")
 
     def __init__(self) -> None:
         self._segments: dict[bytes, list[Segment]] = {}
         self._chars = 0
+        self._finds = self._hits = self._blocks = 0
+        self._pays = True
+
+    def use_block(self) -> bool:
+        """Whether the next block is worth walking with the memo (``repeat``): yes while lookups find runs
+        (a crash loop), else on one block in ``PROBE_EVERY`` (a log that starts repeating is found again)."""
+        if self._finds:
+            self._pays = self._hits * PAYS >= self._finds
+            self._finds = self._hits = 0
+        self._blocks += 1
+        return self._pays or self._blocks % PROBE_EVERY == 0
 
     def find(self, lines: list[bytes], at: int, where: tuple[str | None, int | None],
              after: Segment | None) -> Segment | None:
         """The kept segment that ``lines[at:]`` starts with, read with the same ``where``; None if none.
         ``after``: the segment that ended at ``at``, if any (its ``next`` is tried first)."""
+        self._finds += 1
         if after is not None:
             segment = after.next
             if segment is not None and lines[at:at + len(segment.lines)] == segment.lines and segment.where == where:
+                self._hits += 1
                 return segment
         for segment in self._segments.get(lines[at], ()):
             if segment.where == where and lines[at:at + len(segment.lines)] == segment.lines:
                 if after is not None:
                     after.next = segment
+                self._hits += 1
                 return segment
         return None
 

@@ -38,6 +38,7 @@ from cockpit.logs.parse.kinds import (
 )
 from cockpit.logs.parse.memo import Memo, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
+from cockpit.logs.parse.repeat import feed_repeated
 from cockpit.logs.parse.rules import classify
 from cockpit.logs.parse.scan import scanner
 from cockpit.logs.parse.table import FailureTable
@@ -100,6 +101,8 @@ class LineParser:
             marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
             if marks is not None:
                 return feed_marked(self, block, marks, host, rank)
+        if self._memo.use_block():  # most lines hold a trigger word, or no scanner: repeats are worth a look
+            return feed_repeated(self, block, host, rank)
         return feed_gated(self, block, host, rank)
 
     def flush(self) -> list[Event]:
