@@ -166,3 +166,22 @@ def test_a_fold_fed_segments_by_the_parser_keeps_what_a_fold_of_every_event_keep
     assert fed.read == plain.read
     assert fed.events() == plain.events()
     assert fed.repeats() == plain.repeats()
+
+
+def test_the_memo_is_left_alone_where_lines_do_not_repeat():
+    """An ordinary log: after a block whose lookups found nothing, the memo walk is tried on one block in
+    PROBE_EVERY only; a crash loop keeps it."""
+    from bench.genlogs import rank_log
+
+    from cockpit.logs.parse.memo import PROBE_EVERY, Memo
+
+    memo, lines = Memo(), [line.encode() for line in rank_log(0, 8, 500)]
+    assert memo.use_block()  # the first block: nothing known yet
+    for at in range(len(lines)):
+        memo.find(lines, at, (None, None), None)
+    used = [memo.use_block() for _ in range(2 * PROBE_EVERY)]
+    assert sum(used) == 2 and not any(used[:PROBE_EVERY - 2])
+    parser = LineParser(scan=False)
+    for _ in range(3):
+        parser.feed_block(CHUNK * 2)
+    assert parser._memo.use_block()  # noqa: SLF001 - a crash loop: lookups pay

@@ -72,10 +72,13 @@ class Sink(Protocol):
     def segment(self, segment: Segment, base: int) -> None: ...
 
 
-PROBE_EVERY = 8
+PROBE_EVERY = 16
 """Where the memo did not pay on the last block that used it (fewer than one lookup in ``PAYS`` found a run: an
 ordinary log, whose lines rarely come again at a clean point), it is tried again on one block in this many."""
 PAYS = 4
+TRIAL = 2048
+"""Lookups in a block before it is judged (``pays``): past them, a block where fewer than one in ``PAYS`` found
+a run is read on without the memo."""
 
 
 class Memo:
@@ -97,6 +100,10 @@ class Memo:
             self._finds = self._hits = 0
         self._blocks += 1
         return self._pays or self._blocks % PROBE_EVERY == 0
+
+    def pays(self) -> bool:
+        """Whether lookups still find runs in this block (always before ``TRIAL`` lookups)."""
+        return self._finds < TRIAL or self._hits * PAYS >= self._finds
 
     def find(self, lines: list[bytes], at: int, where: tuple[str | None, int | None],
              after: Segment | None) -> Segment | None:

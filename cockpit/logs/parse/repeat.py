@@ -29,9 +29,10 @@ def feed_repeated(parser: Records, block: bytes, host: str | None, rank: int | N
     chain: tuple[int, list[tuple[Segment, int]], Segment | None] | None = None  # segments stepped over one after
     # another: (from line, [(segment, base)], the segment before), kept as one where several, next time one step
     sink, sent = parser._sink, 0  # where segments and the events before them go (None: into out), len(out) sent
+    looking = True  # False once the memo stops paying in this block
     i, n = 0, len(lines)
     while i < n:
-        if skipped < 0 and parser._held is None and table.record is None and trace.prefix is None and \
+        if looking and skipped < 0 and parser._held is None and table.record is None and trace.prefix is None and \
                 not table.root_next:
             if start >= 0:
                 after = _keep(parser, lines[start:i], out[out_at:], first + start, where, after)
@@ -56,6 +57,9 @@ def feed_repeated(parser: Records, block: bytes, host: str | None, rank: int | N
             if chain is not None:
                 _join(memo, lines, chain, i, first, where)
                 chain = None
+            if not memo.pays():  # lines that do not come again (an ordinary log): the rest of the block as read
+                looking, start, parser._fresh = False, -1, None
+                continue
             start, out_at, parser._fresh = i, len(out), []
         template = lines[i].translate(ZEROS)
         flags = cached.get(template)
