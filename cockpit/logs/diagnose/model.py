@@ -106,7 +106,13 @@ class FileSummary:
     """Distinct failure kinds, first seen first; empty for a clean log."""
     init_complete_ranks: tuple[int, ...]
     events: tuple[Event, ...]
+    """The file's events, repeats past the first ones folded (``fold``): ``folded`` and ``repeats`` count them."""
     ranks: tuple[RankSummary, ...]
+    folded: int = 0
+    """Occurrences of repeated events read but not kept in ``events`` (0: every event is there)."""
+    repeats: tuple[tuple[tuple[int, str], int], ...] = ()
+    """((line, kind) of a kept event, how many times that event occurred in the file), for the events that lost
+    occurrences to folding."""
 
 
 REMEDIES = ("code", "configuration", "resources", "hardware", "outside", "unknown")

@@ -4,12 +4,15 @@
 JSON shape (one object):
 
     {"files": [{"path", "nccl_version", "networks", "kinds", "init_complete_ranks",
-                "events": [{"line", "kind", "rank", "host", "text"}, ...]}, ...],
+                "events": [{"line", "kind", "rank", "host", "text"[, "count"]}, ...][, "folded"]}, ...],
      "findings": [{"severity", "code", "title", "hint", "evidence": [{"path", "line"}, ...],
                    "fix": null | {"env", "unset", "slurm", "container", "node_env", "note"}}, ...],
      "cause": null | {"words", "rank", "host", "kind", "remedy", "evidence": [{"path", "line"}, ...]}}
 
-``cause`` is the earliest root cause (cockpit.logs.diagnose.cause), null where none is known.
+An event repeated many times (a crash-looping job) is listed with its first occurrences, its last and its
+earliest, each with ``count``: how many times it occurred; ``folded``: how many occurrences are not listed (both
+only where some were left out). ``cause`` is the earliest root cause (cockpit.logs.diagnose.cause), null where
+none is known.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from dataclasses import replace
 from cockpit.fs import safeio
 from cockpit.logs.bounded import capped_blocks
 from cockpit.logs.diagnose.engine import diagnose
+from cockpit.logs.diagnose.fold import Fold
 from cockpit.logs.diagnose.model import FileSummary, Finding, RankSummary, Report, rank_list
-from cockpit.logs.parse.parser import parse_blocks
+from cockpit.logs.parse.parser import block_events
 
 __all__ = ["diagnose_paths", "diagnose_sources", "read_blocks", "read_lines", "render_findings", "render_json",
            "render_text", "report_to_dict"]
@@ -61,7 +65,26 @@ def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: b
 
 def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
     """Parse and diagnose log files (the only IO here). Raises OSError for a file that cannot be read."""
-    return diagnose([(os.fspath(p), parse_blocks(read_blocks(p))) for p in paths])
+    return _diagnose_folded([(os.fspath(p), _folded(read_blocks(p), None, None)) for p in paths])
+
+
+def _folded(blocks: Iterable[bytes], host: str | None, rank: int | None) -> Fold:
+    """A file's events as they are parsed, folded (``fold``): memory bounded by what is reported."""
+    fold = Fold()
+    for events in block_events(blocks, host, rank, sink=fold):
+        if events:
+            fold.add(events)
+    return fold
+
+
+def _diagnose_folded(files: list[tuple[str, Fold]]) -> Report:
+    """``diagnose`` of folded files, each summary told what was folded."""
+    report = diagnose([(path, fold.events()) for path, fold in files])
+    if not any(fold.folded for _, fold in files):
+        return report
+    summaries = tuple(replace(summary, folded=fold.folded, repeats=tuple(fold.repeats().items()))
+                      for summary, (_, fold) in zip(report.files, files, strict=True))
+    return replace(report, files=summaries)
 
 
 def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None, int | None]],
@@ -76,8 +99,8 @@ def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None,
             kept.append((p, host, rank))
         except safeio.SpecialFile as exc:
             skipped.append((os.fspath(p), exc.strerror))
-    report = diagnose([(os.fspath(p), parse_blocks(read_blocks(p, follow=os.fspath(p) in follow), host=host,
-                                                   rank=rank)) for p, host, rank in kept])
+    report = _diagnose_folded([(os.fspath(p), _folded(read_blocks(p, follow=os.fspath(p) in follow), host, rank))
+                               for p, host, rank in kept])
     if not skipped:
         return report
     note = Finding("info", "skipped_file", f"Skipped {len(skipped)} file(s) that cannot be read as a log: "
@@ -102,10 +125,18 @@ def _finding_dict(f: Finding) -> dict[str, object]:
 
 
 def _file_dict(f: FileSummary) -> dict[str, object]:
-    return {"path": f.path, "nccl_version": f.nccl_version, "networks": list(f.networks),
-            "kinds": list(f.kinds), "init_complete_ranks": list(f.init_complete_ranks),
-            "events": [{"line": e.line, "kind": e.kind, "rank": e.rank, "host": e.host, "text": e.text}
-                       for e in f.events]}
+    out: dict[str, object] = {
+        "path": f.path, "nccl_version": f.nccl_version, "networks": list(f.networks), "kinds": list(f.kinds),
+        "init_complete_ranks": list(f.init_complete_ranks),
+        "events": [{"line": e.line, "kind": e.kind, "rank": e.rank, "host": e.host, "text": e.text}
+                   for e in f.events]}
+    if f.folded:  # a repeated event keeps its first occurrences, its last and its earliest: the rest are counted
+        counts = dict(f.repeats)
+        for e in out["events"]:  # type: ignore[attr-defined]
+            if (e["line"], e["kind"]) in counts:
+                e["count"] = counts[(e["line"], e["kind"])]
+        out["folded"] = f.folded
+    return out
 
 
 def report_to_dict(report: Report) -> dict[str, object]:

@@ -1,10 +1,11 @@
 """``LineParser.feed_block``'s walk over a block of bytes: the lines without a trigger word are skipped, not
 parsed, while nothing is open that they could add to (most of a rank log).
 
-Two walks, the same events: ``feed_gated`` looks every line's template up in the stdlib gate
-(``gate``); ``feed_marked`` goes from marked line to marked line where hyperscan marked the block
-(``scan``), decoding the lines between only where it must. Before the next line that matters, the
-skipped lines that still shape the held record (a hard wrap) are replayed (``_catch_up``), each at most once.
+Two walks, the same events (and a third where lines repeat: ``repeat``): ``feed_gated`` looks every line's
+template up in the stdlib gate (``gate``); ``feed_marked`` goes from marked line to marked line where
+hyperscan marked the block (``scan``), decoding the lines between only where it must. Before the next line
+that matters, the skipped lines that still shape the held record (a hard wrap) are replayed (``_catch_up``),
+each at most once.
 
 Functions over the parser (``parser.LineParser``, which calls them from ``feed_block``), not methods: the
 walk is half of the parser's code and none of its state. Pure and stdlib-only. No IO.
@@ -16,6 +17,7 @@ from typing import Protocol
 
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
+from cockpit.logs.parse.memo import Memo, Sink
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.scan import MARK_SHIFT
 from cockpit.logs.parse.table import FailureTable
@@ -33,6 +35,9 @@ class Records(Protocol):
     _table: FailureTable
     _trace: Traceback
     _gate: Gate
+    _memo: Memo
+    _fresh: list[Event | None] | None
+    _sink: Sink | None
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
 

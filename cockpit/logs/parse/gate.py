@@ -26,7 +26,7 @@ SPECIAL = 2
 RESIDUE = 4
 """The line may start with colour residue (``[0m``, ``[1;31m``: ``prefix.strip_ansi`` removes it)."""
 
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _WORDS = tuple(w.encode() for w in trigger_words())
 _CACHE_MAX = 50_000  # templates kept per parser; past it the cache starts again (bounded memory, same answers)
 _CACHE_LONGEST = 1024  # longer templates are answered, not kept: a log of unique 100 KB lines must not fill memory
@@ -71,9 +71,9 @@ class Gate:
 
 def template_of(text: str) -> bytes:
     """The line's template: its UTF-8 bytes, digits made ``0`` (unencodable characters replaced)."""
-    return text.encode("utf-8", "replace").translate(_ZEROS)
+    return text.encode("utf-8", "replace").translate(ZEROS)
 
 
 def block_templates(block: bytes) -> list[bytes]:
     """The templates of every line of a block of UTF-8 bytes, split on b"\\n" as ``block.split(b"\\n")``."""
-    return block.translate(_ZEROS).split(b"\n")
+    return block.translate(ZEROS).split(b"\n")

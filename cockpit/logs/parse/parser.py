@@ -23,7 +23,7 @@ and timestamps in ``prefix``, what a hard wrap looks like in ``wrap``, the cheap
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
@@ -36,14 +36,16 @@ from cockpit.logs.parse.kinds import (
     PYTHON_EXCEPTION,
     WORKER_FAILED,
 )
+from cockpit.logs.parse.memo import Memo, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
+from cockpit.logs.parse.repeat import feed_repeated
 from cockpit.logs.parse.rules import classify
 from cockpit.logs.parse.scan import scanner
 from cockpit.logs.parse.table import FailureTable
 from cockpit.logs.parse.trace import Traceback
 from cockpit.logs.parse.wrap import FRESH, WRAP_MAX_CHARS, WRAP_MAX_PARTS, WRAP_MIN
 
-__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "parse_blocks", "parse_lines"]
+__all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "block_events", "parse_blocks", "parse_lines"]
 
 MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
@@ -77,6 +79,9 @@ class LineParser:
         self._trace = Traceback()
         self._seen: set[tuple[object, ...]] = set()  # informational facts already reported
         self._gate = Gate()
+        self._memo = Memo()  # runs of lines read before, from a clean point to the next (block walk only)
+        self._fresh: list[Event | None] | None = None  # the block walk's: events a repeat would not give (memo)
+        self._sink: Sink | None = None  # block_events(sink=): where the block walk hands segments it stepped over
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
@@ -96,6 +101,8 @@ class LineParser:
             marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
             if marks is not None:
                 return feed_marked(self, block, marks, host, rank)
+        if self._memo.use_block():  # most lines hold a trigger word, or no scanner: repeats are worth a look
+            return feed_repeated(self, block, host, rank)
         return feed_gated(self, block, host, rank)
 
     def flush(self) -> list[Event]:
@@ -231,7 +238,22 @@ class LineParser:
                 if len(text) > MAX_TEXT:
                     text = text[:MAX_TEXT] + "…"
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
+        if self._fresh is not None:
+            self._note_fresh(events, channel_key is not None)
         return events
+
+    def _note_fresh(self, events: list[Event], channel: bool) -> None:
+        """Note the events that a repeat of this record would not give (``memo``): its facts, reported once, or
+        all of a channel line's (a repeat is skipped whole; None where that skips a failure too)."""
+        fresh = self._fresh
+        if fresh is None:
+            return
+        if channel:
+            fresh += events
+            if any(e.kind in FAILURE_SET for e in events):
+                fresh.append(None)
+        else:
+            fresh += [e for e in events if e.kind not in FAILURE_SET]
 
 
 def _located(lineno: int, kind: str, text: str, fields: dict[str, object], where: Origin, ts: float | None,
@@ -274,8 +296,17 @@ def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | N
     lines of ``report.read_lines``: split on \\n only, no empty last line after a final newline. The same
     events as ``parse_lines`` of those lines, several times faster (``LineParser.feed_block``). ``scan=False``
     takes the stdlib gate even where hyperscan is installed (the tests check that both give the same events)."""
+    return [e for found in block_events(blocks, host, rank, scan=scan) for e in found]
+
+
+def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None, *,
+                 scan: bool = True, sink: Sink | None = None) -> Iterator[list[Event]]:
+    """``parse_blocks`` as it goes: the events of each block (and last, of the end), so that a caller that
+    folds them (`cockpit diagnose`) never holds the whole list. ``sink``: the events of a run of lines read
+    before go to ``sink.segment`` uncopied, with the events before them (``sink.add``), in order, before the
+    rest of the block's are yielded."""
     parser = LineParser(scan=scan)
-    events: list[Event] = []
+    parser._sink = sink
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
     for block in blocks:
         cut = block.rfind(b"\n")
@@ -284,13 +315,12 @@ def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | N
             continue
         if pending:
             pending.append(block[:cut])
-            events += parser.feed_block(b"".join(pending), host, rank)
+            yield parser.feed_block(b"".join(pending), host, rank)
             pending.clear()
         else:
-            events += parser.feed_block(block[:cut], host, rank)
+            yield parser.feed_block(block[:cut], host, rank)
         if cut + 1 < len(block):
             pending.append(block[cut + 1:])
     if pending:
-        events += parser.feed_block(b"".join(pending), host, rank)
-    events += parser.flush()
-    return events
+        yield parser.feed_block(b"".join(pending), host, rank)
+    yield parser.flush()

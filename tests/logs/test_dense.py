@@ -1,0 +1,187 @@
+"""An error-dense log (a crash-looping job: the corpus repeated) diagnoses as its events say, in bounded memory.
+
+Two shortcuts make such a log cheap (issue 29): the parser steps over runs of lines it read before
+(``parse.memo``), and diagnose folds repeated events into counts (``diagnose.fold``). Neither may change a
+result: the block path still gives exactly the events of the line path, the folded diagnosis the findings and
+cause of the whole event list; and what is kept does not grow with the repeats. Structural checks, no timing
+(the speed is tests/bench/bench_dense.py's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from bench.bench_dense import corpus_chunk
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cockpit.logs.diagnose.engine import diagnose
+from cockpit.logs.diagnose.fold import KEEP_FIRST, Fold, key_of
+from cockpit.logs.diagnose.report import diagnose_paths, read_blocks, read_lines, report_to_dict
+from cockpit.logs.parse.parser import LineParser, block_events, parse_blocks, parse_lines
+
+SCANS = [pytest.param(True, id="default"), pytest.param(False, id="stdlib")]
+CHUNK = corpus_chunk()
+CHUNK_LINES = CHUNK.count(b"\n")
+
+
+def _log(tmp_path: Path, copies: int) -> Path:
+    path = tmp_path / f"crashloop-{copies}.log"
+    path.write_bytes(CHUNK * copies)
+    return path
+
+
+@pytest.mark.parametrize("scan", SCANS)
+@pytest.mark.parametrize("block", [4096, 1 << 20])
+def test_a_repeated_corpus_parses_in_blocks_as_line_by_line(tmp_path: Path, scan: bool, block: int):
+    path = _log(tmp_path, 3)
+    expected = parse_lines(read_lines(path))
+    assert parse_blocks(read_blocks(path, block=block), scan=scan) == expected
+    assert parse_blocks(read_blocks(path, block=block), host="n1", rank=2, scan=scan) == \
+        parse_lines(read_lines(path), host="n1", rank=2)
+
+
+def test_the_parser_keeps_runs_it_read_and_steps_over_them():
+    """The second and third copies come from the memo: it holds segments, and the events are those of
+    parsing every line (the test above)."""
+    parser = LineParser(scan=False)
+    parser.feed_block(CHUNK * 3)
+    assert parser._memo._segments  # noqa: SLF001 - the structure under test
+    assert sum(len(s) for s in parser._memo._segments.values()) > 100  # noqa: SLF001
+
+
+_pool = st.sampled_from([
+    "", "short", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
+    "RuntimeError: NCCL error: unhandled system error", "[0]:", "  exitcode  : 1", "  host      : node1",
+    "Root Cause (first observed failure):", "h:1:2 [0] NCCL INFO Using network IB",
+    "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "x" * 85 + " Connection refused",
+    "y" * 90, "NCCL version 2.18.3", "[rank1]: ValueError: bad batch", "\x1b[31merror\x1b[0m", "a\rb error",
+    "[rank0]: Channel 00 : 0 -> 1 via P2P/IPC Connection refused",  # a failure on a line a repeat skips whole
+    "Root Cause Channel 01 : 0 -> 1 via SHM ChildFailedError"])
+
+
+@pytest.mark.parametrize("scan", SCANS)
+@settings(max_examples=200, deadline=None)
+@given(unit=st.lists(_pool, min_size=1, max_size=20), times=st.integers(2, 5), block=st.integers(1, 400))
+def test_repeated_runs_of_lines_parse_as_line_by_line(unit: list[str], times: int, block: int, scan: bool):
+    data = ("\n".join(unit * times) + "\n").encode()
+    chunks = [data[i:i + block] for i in range(0, len(data), block)]
+    assert parse_blocks(chunks, scan=scan) == parse_lines(unit * times)
+
+
+def test_folding_changes_no_finding_and_no_cause(tmp_path: Path):
+    """The folded diagnosis (what `cockpit diagnose` does) against the one of every event kept."""
+    path = _log(tmp_path, 12)
+    whole = diagnose([(str(path), parse_blocks(read_blocks(path)))])
+    folded = diagnose_paths([path])
+    assert folded.findings == whole.findings
+    assert folded.cause == whole.cause
+    assert folded.files[0].folded > 0 and len(folded.files[0].events) < len(whole.files[0].events)
+
+
+def test_a_long_crash_loop_reads_as_its_first_copies(tmp_path: Path):
+    """200k lines of the corpus repeated: the findings and the first cause of a few copies, every repeat
+    counted, and no more kept than for those few copies."""
+    copies = -(-200_000 // CHUNK_LINES)
+    path = tmp_path / "rank-0.log"  # one name: titles name the file
+    path.write_bytes(CHUNK * 9)
+    few = diagnose_paths([path])
+    path.write_bytes(CHUNK * copies)
+    many = diagnose_paths([path])
+    assert [(f.code, f.title) for f in many.findings] == [(f.code, f.title) for f in few.findings]
+    assert many.cause == few.cause and many.cause is not None
+    assert len(many.files[0].events) == len(few.files[0].events)
+    every = parse_blocks(read_blocks(path))
+    fold, fold_few = Fold(), Fold()
+    fold.add(every)
+    fold_few.add(parse_blocks([CHUNK * 9]))
+    assert fold.kept_count() == fold_few.kept_count()  # what is kept does not grow with the repeats
+    assert many.files[0].folded == len(every) - fold.kept_count() > len(every) * 0.8
+    counts = dict(many.files[0].repeats)
+    occurrences = Counter(key_of(e) for e in every)
+    at = {(e.line, e.kind): key_of(e) for e in every}
+    assert counts and all(count == occurrences[at[where]] >= copies for where, count in counts.items())
+
+
+def test_what_a_fold_keeps_is_bounded_per_distinct_event():
+    once = parse_blocks([CHUNK])
+    fold = Fold()
+    for _ in range(200):
+        fold.add(once)
+    distinct = len({key_of(e) for e in once})
+    assert fold.read == 200 * len(once)
+    assert fold.kept_count() <= distinct * (KEEP_FIRST + 2)
+    assert fold.kept_count() + fold.folded == fold.read
+    kept = fold.events()
+    assert {key_of(e) for e in kept} == {key_of(e) for e in once}
+    assert kept[:KEEP_FIRST] == once[:KEEP_FIRST]  # the first ones, in the order read
+
+
+def test_the_fold_keeps_the_earliest_and_the_last_occurrence():
+    import dataclasses
+
+    base = parse_lines(["[rank1]: RuntimeError: NCCL error: unhandled system error"])[0]
+    times = [50.0 + i for i in range(20)]
+    times[14] = 1.0  # a repeat past the first ones with the earliest timestamp
+    events = [dataclasses.replace(base, line=i + 1, ts=t) for i, t in enumerate(times)]
+    fold = Fold()
+    fold.add(events)
+    kept = fold.events()
+    assert [e.line for e in kept] == [*range(1, KEEP_FIRST + 1), 15, 20]
+    assert fold.repeats()[(20, base.kind)] == 20
+
+
+def test_diagnose_json_counts_folded_events_and_leaves_a_small_log_as_it_was(tmp_path: Path):
+    log = tmp_path / "small.log"
+    log.write_text("[rank1]: RuntimeError: NCCL error: unhandled system error\n" * (KEEP_FIRST + 1))
+    small = report_to_dict(diagnose_paths([log]))["files"][0]
+    assert "folded" not in small and all("count" not in e for e in small["events"])
+    assert len(small["events"]) == KEEP_FIRST + 1
+    big = report_to_dict(diagnose_paths([_log(tmp_path, 20)]))
+    entry = big["files"][0]
+    assert entry["folded"] > 0
+    counted = [e for e in entry["events"] if "count" in e]
+    assert counted and all(e["count"] >= 20 for e in counted)
+    json.dumps(big)
+
+
+def test_block_events_gives_the_events_of_parse_blocks_block_by_block():
+    chunks = [CHUNK[i:i + 65536] for i in range(0, len(CHUNK), 65536)]
+    assert [e for found in block_events(chunks) for e in found] == parse_blocks(chunks)
+
+
+def test_a_fold_fed_segments_by_the_parser_keeps_what_a_fold_of_every_event_keeps():
+    """``block_events(sink=fold)``: the segments the parser stepped over go to the fold uncopied."""
+    chunks = [(CHUNK * 12)[i:i + (1 << 20)] for i in range(0, len(CHUNK) * 12, 1 << 20)]
+    fed, plain = Fold(), Fold()
+    planned = 0
+    for found in block_events(chunks, sink=fed):
+        fed.add(found)
+        planned = max(planned, len(fed._plans))  # noqa: SLF001 - segments did reach the fold
+    plain.add(parse_blocks(chunks))
+    assert planned > 0
+    assert fed.read == plain.read
+    assert fed.events() == plain.events()
+    assert fed.repeats() == plain.repeats()
+
+
+def test_the_memo_is_left_alone_where_lines_do_not_repeat():
+    """An ordinary log: after a block whose lookups found nothing, the memo walk is tried on one block in
+    PROBE_EVERY only; a crash loop keeps it."""
+    from bench.genlogs import rank_log
+
+    from cockpit.logs.parse.memo import PROBE_EVERY, Memo
+
+    memo, lines = Memo(), [line.encode() for line in rank_log(0, 8, 500)]
+    assert memo.use_block()  # the first block: nothing known yet
+    for at in range(len(lines)):
+        memo.find(lines, at, (None, None), None)
+    used = [memo.use_block() for _ in range(2 * PROBE_EVERY)]
+    assert sum(used) == 2 and not any(used[:PROBE_EVERY - 2])
+    parser = LineParser(scan=False)
+    for _ in range(3):
+        parser.feed_block(CHUNK * 2)
+    assert parser._memo.use_block()  # noqa: SLF001 - a crash loop: lookups pay
