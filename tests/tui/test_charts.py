@@ -229,3 +229,62 @@ async def test_a_run_without_a_loss_opens_on_its_rate_from_the_hooks_beats(ctx):
         assert drawn(screen)[0].ylabel == "collectives/s" and legend(screen) == [f"rank {r}" for r in range(4)]
         await pilot.press("m")  # the user's own choice from here on
         await until(pilot, lambda: screen.shown[0] == "heat", what="the heat map")
+
+
+# --- what a key costs (issue 29): the charts are built once per poll that brings points ------------------------
+async def test_a_key_draws_the_chart_built_at_the_last_poll_and_builds_nothing(ctx):
+    run_dir = make_charts_run(ctx.runs_dir)  # a finished run: no poll brings anything after the first
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: all((m, screen._view()) in screen._ready for m in chartsview.METRICS),
+                    what="every chart built")
+        await until(pilot, lambda: screen._ready_plot is not None, what="the line charts' pictures drawn")
+        ready, builds, version = screen._ready, screen.builds, screen._run_series.version
+        series = screen._run_series.series()
+        for metric in (*chartsview.METRICS[1:], "loss"):
+            await pilot.press("m")
+            # drawn by the key itself, no worker in between: the very chart the poll built
+            assert screen.shown[0] == metric, metric
+            if metric != "gpu":
+                assert screen.shown[2][0] is ready[(metric, screen._view())].chart, metric
+        polls = screen.polls
+        await until(pilot, lambda: screen.polls >= polls + 2, what="two more polls")  # they find nothing new
+        assert screen.builds == builds and screen._ready is ready and screen._run_series.version == version
+        assert all(a is b for a, b in zip(screen._run_series.series(), series, strict=True))
+
+
+async def test_points_appended_are_drawn_and_nothing_else_changes(ctx):
+    import json
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        before = {line.label: (line.xs, line.ys) for line in drawn(screen)[0].lines}
+        last = int(before["rank 1"][0][-1])
+        new = [{"step": last + i, "loss": 0.01 * i, "time": T0 + END + i} for i in (1, 2, 3)]
+        with open(run_dir / "metrics" / "rank-1.jsonl", "a") as f:
+            f.writelines(json.dumps(rec) + "\n" for rec in new)
+        await until(pilot, lambda: len(drawn(screen)[0].lines[1].xs) > len(before["rank 1"][0]),
+                    what="the new points on the chart")
+        after = {line.label: (line.xs, line.ys) for line in drawn(screen)[0].lines}
+        assert after["rank 1"] == (before["rank 1"][0] + tuple(float(r["step"]) for r in new),
+                                   before["rank 1"][1] + tuple(r["loss"] for r in new))
+        assert {k: v for k, v in after.items() if k != "rank 1"} == {k: v for k, v in before.items() if k != "rank 1"}
+
+
+async def test_the_worker_drawn_picture_is_what_the_widget_draws_itself(ctx):
+    from cockpit.tui.widgets.chart_plot import ChartPlot, prerender
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: screen._ready_plot is not None, what="the line charts' pictures drawn")
+        await show(pilot, "rate")  # drawn from the picture the poll's worker drew
+        plot = screen.query_one("#chart-a", ChartPlot)
+        await until(pilot, lambda: plot._drawn is not None, what="the worker's picture shown")
+        picture = plot.render()
+        assert picture is plot._drawn[1]
+        plot._drawn = None  # the widget draws it itself now, as textual-plotext does
+        assert plot.render() == picture
+        width, height = plot.size.width, plot.size.height
+        assert prerender(drawn(screen)[0], width, height, plot.theme_name())[1] == picture

@@ -83,6 +83,9 @@ class ChartsScreen(CockpitScreen):
         self._ready: dict[tuple[str, View], ChartsRead] = {}
         self._ready_version = -1
         self._solo: tuple[int, int] | None = None  # chart-a's size when it is the only chart, as last drawn
+        self.builds = 0  # charts built so far (each a chart of one metric for one view)
+        self.polls = 0  # reads of the run's files so far
+        self._ready_plot: tuple[int, int, str] | None = None  # the size and theme _ready's pictures are drawn for
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -159,20 +162,26 @@ class ChartsScreen(CockpitScreen):
     def read_charts(self, metric: str, view: View, poll: bool, plot: tuple[int, int, str] | None) -> None:
         """``poll``: read what was appended first. Then, if the data changed since the charts in ``_ready``
         were built (or ``metric``'s is not among them), build every chart of ``view``, ``metric``'s first
-        (posted as soon as it is drawn), the others for the keys that will ask for them."""
+        (posted as soon as it is drawn), the others for the keys that will ask for them; charts already built
+        whose pictures were drawn for another size or theme (``plot``) get them drawn again."""
         with self._lock:
             if poll:
+                self.polls += 1
                 self._status = self._read_status()
                 self._version += self._poll(self._status)
-            version = self._version
-            if self._ready_version == version and (metric, view) in self._ready:
+            fresh = self._ready_version == self._version
+            if fresh and (metric, view) in self._ready and self._ready_plot == plot:
                 return  # nothing new: the chart on screen (a key drew it from _ready) is still right
-            ready = dict(self._ready) if self._ready_version == version else {}
+            # kept: the other picks' and scales' charts of this size, while the data is the same
+            ready = {k: v for k, v in self._ready.items() if k[1].width == view.width
+                     and k[1].height == view.height} if fresh else {}
             for m in (metric, *(m for m in chartsview.METRICS if m != metric)):
-                built = ready[(m, view)] = self._build(m, view, plot)
-                if m == metric:
-                    self.post_message(built)
-            self._ready, self._ready_version = ready, version
+                old = ready.get((m, view))
+                if old is None or self._ready_plot != plot:
+                    read = ready[(m, view)] = self._build(m, view, plot) if old is None else self._redrawn(old, plot)
+                    if m == metric:
+                        self.post_message(read)
+            self._ready, self._ready_version, self._ready_plot = ready, self._version, plot
 
     def _read_status(self):
         from cockpit.run.store import read_status
@@ -197,13 +206,20 @@ class ChartsScreen(CockpitScreen):
         return 1 if self._run_series.poll() else 0
 
     def _build(self, metric: str, view: View, plot: tuple[int, int, str] | None) -> ChartsRead:
+        self.builds += 1
         if self._sweep_series is not None:
             read = self._read_sweep(metric, view.pick, view.width, view.height, view.log_y)
         else:
             read = self._read_run(self._status, metric, view.pick, view.width, view.height, view.log_y)
+        return self._redrawn(read, plot)
+
+    @staticmethod
+    def _redrawn(read: ChartsRead, plot: tuple[int, int, str] | None) -> ChartsRead:
+        """``read`` with its line chart's picture drawn for ``plot`` (a new message: the old one may be in use)."""
+        out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
         if plot is not None and isinstance(read.chart, LineChart) and read.chart.lines:
-            read.drawn = prerender(read.chart, *plot)
-        return read
+            out.drawn = prerender(read.chart, *plot)
+        return out
 
     def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
                   log_y: bool) -> ChartsRead:
