@@ -29,7 +29,7 @@ from cockpit.tui.messages import ChartsRead
 from cockpit.tui.models import charts as chartsview
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.chart_plot import ChartPlot, prerender
-from cockpit.tui.widgets.heat_map import HeatMap
+from cockpit.tui.widgets.heat_map import HeatMap, HeatStyles, heat_text
 from cockpit.tui.widgets.navbar import NavBar
 
 if TYPE_CHECKING:
@@ -40,6 +40,15 @@ if TYPE_CHECKING:
 # points kept per rank (up to twice that): several per column of a 200-column chart; the loss chart's band over
 # 64 ranks is built from them every second
 CHART_POINTS = 250
+
+
+@dataclass(frozen=True)
+class Looks:
+    """What the worker draws the pictures for: chart-a's size and plotext theme (None: not known yet), the
+    heat map's styles."""
+
+    plot: tuple[int, int, str] | None
+    heat: HeatStyles
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ class ChartsScreen(CockpitScreen):
         self._solo: tuple[int, int] | None = None  # chart-a's size when it is the only chart, as last drawn
         self.builds = 0  # charts built so far (each a chart of one metric for one view)
         self.polls = 0  # reads of the run's files so far
-        self._ready_plot: tuple[int, int, str] | None = None  # the size and theme _ready's pictures are drawn for
+        self._ready_looks: Looks | None = None  # what _ready's pictures are drawn for
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -113,12 +122,14 @@ class ChartsScreen(CockpitScreen):
 
     def poll(self) -> None:
         """Read what the run appended (IO: in the worker) and build the charts anew if anything arrived."""
-        self.read_charts(self.metric, self._view(), True, self._plot_target())
+        self.read_charts(self.metric, self._view(), True, self._looks())
 
-    def _plot_target(self) -> tuple[int, int, str] | None:
-        """The size and theme a line chart is drawn in (chart-a alone, as last seen); None before it was."""
+    def _looks(self) -> Looks:
+        """What the pictures are drawn for: a line chart's size and theme (chart-a alone, as last seen; None
+        before it was), the heat map's styles."""
         plot = self.query_one("#chart-a", ChartPlot)
-        return None if self._solo is None else (*self._solo, plot.theme_name())
+        return Looks(None if self._solo is None else (*self._solo, plot.theme_name()),
+                     self.query_one(HeatMap).styles_now())
 
     # --- keys ---------------------------------------------------------------------------------------------------
     def action_next_metric(self) -> None:
@@ -151,7 +162,7 @@ class ChartsScreen(CockpitScreen):
         if ready is not None:
             self.on_charts_read(ready)
         else:
-            self.read_charts(self.metric, view, False, self._plot_target())
+            self.read_charts(self.metric, view, False, self._looks())
 
     def _show_title(self) -> None:
         text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep, self.log_y)
@@ -159,29 +170,29 @@ class ChartsScreen(CockpitScreen):
 
     # --- reading ------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
-    def read_charts(self, metric: str, view: View, poll: bool, plot: tuple[int, int, str] | None) -> None:
+    def read_charts(self, metric: str, view: View, poll: bool, looks: Looks) -> None:
         """``poll``: read what was appended first. Then, if the data changed since the charts in ``_ready``
         were built (or ``metric``'s is not among them), build every chart of ``view``, ``metric``'s first
         (posted as soon as it is drawn), the others for the keys that will ask for them; charts already built
-        whose pictures were drawn for another size or theme (``plot``) get them drawn again."""
+        whose pictures were drawn for another size or theme (``looks``) get them drawn again."""
         with self._lock:
             if poll:
                 self.polls += 1
                 self._status = self._read_status()
                 self._version += self._poll(self._status)
             fresh = self._ready_version == self._version
-            if fresh and (metric, view) in self._ready and self._ready_plot == plot:
+            if fresh and (metric, view) in self._ready and self._ready_looks == looks:
                 return  # nothing new: the chart on screen (a key drew it from _ready) is still right
             # kept: the other picks' and scales' charts of this size, while the data is the same
             ready = {k: v for k, v in self._ready.items() if k[1].width == view.width
                      and k[1].height == view.height} if fresh else {}
             for m in (metric, *(m for m in chartsview.METRICS if m != metric)):
                 old = ready.get((m, view))
-                if old is None or self._ready_plot != plot:
-                    read = ready[(m, view)] = self._build(m, view, plot) if old is None else self._redrawn(old, plot)
+                if old is None or self._ready_looks != looks:
+                    read = ready[(m, view)] = self._build(m, view, looks) if old is None else self._redrawn(old, looks)
                     if m == metric:
                         self.post_message(read)
-            self._ready, self._ready_version, self._ready_plot = ready, self._version, plot
+            self._ready, self._ready_version, self._ready_looks = ready, self._version, looks
 
     def _read_status(self):
         from cockpit.run.store import read_status
@@ -205,20 +216,22 @@ class ChartsScreen(CockpitScreen):
             self._run_series = RunSeries(self.run_dir, keep=CHART_POINTS)
         return 1 if self._run_series.poll() else 0
 
-    def _build(self, metric: str, view: View, plot: tuple[int, int, str] | None) -> ChartsRead:
+    def _build(self, metric: str, view: View, looks: Looks) -> ChartsRead:
         self.builds += 1
         if self._sweep_series is not None:
             read = self._read_sweep(metric, view.pick, view.width, view.height, view.log_y)
         else:
             read = self._read_run(self._status, metric, view.pick, view.width, view.height, view.log_y)
-        return self._redrawn(read, plot)
+        return self._redrawn(read, looks)
 
     @staticmethod
-    def _redrawn(read: ChartsRead, plot: tuple[int, int, str] | None) -> ChartsRead:
-        """``read`` with its line chart's picture drawn for ``plot`` (a new message: the old one may be in use)."""
+    def _redrawn(read: ChartsRead, looks: Looks) -> ChartsRead:
+        """``read`` with its chart's picture drawn for ``looks`` (a new message: the old one may be in use)."""
         out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
-        if plot is not None and isinstance(read.chart, LineChart) and read.chart.lines:
-            out.drawn = prerender(read.chart, *plot)
+        if looks.plot is not None and isinstance(read.chart, LineChart) and read.chart.lines:
+            out.drawn = prerender(read.chart, *looks.plot)
+        elif isinstance(read.chart, HeatChart):
+            out.drawn = (looks.heat, heat_text(read.chart, looks.heat))
         return out
 
     def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
@@ -315,9 +328,11 @@ class ChartsScreen(CockpitScreen):
         self.set_class(empty, "-empty")
         self.set_class(len(charts) > 1 and not empty, "-two")
         note = self.query_one("#charts-note", Static)
-        note.update(f"{first.title}\n{first.note}" if empty else "")
+        text = f"{first.title}\n{first.note}" if empty else ""
+        if str(note.content) != text:  # an update lays the screen out again: not on every chart drawn
+            note.update(text)
         if heat:
-            self.query_one(HeatMap).show(first)
+            self.query_one(HeatMap).show(first, drawn)
             return
         if empty:
             return
