@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 # points kept per rank (up to twice that): several per column of a 200-column chart; the loss chart's band over
-# 64 ranks is built from them every second
+# 64 ranks is built from them once per poll that brings points
 CHART_POINTS = 250
 
 
@@ -182,6 +182,8 @@ class ChartsScreen(CockpitScreen):
                 self._version += self._poll(self._status)
             fresh = self._ready_version == self._version
             if fresh and (metric, view) in self._ready and self._ready_looks == looks:
+                if not poll:  # a key missed it while this worker's last run was building it: here it is
+                    self.post_message(self._copy(self._ready[(metric, view)]))
                 return  # nothing new: the chart on screen (a key drew it from _ready) is still right
             # kept: the other picks' and scales' charts of this size, while the data is the same
             ready = {k: v for k, v in self._ready.items() if k[1].width == view.width
@@ -223,6 +225,13 @@ class ChartsScreen(CockpitScreen):
         else:
             read = self._read_run(self._status, metric, view.pick, view.width, view.height, view.log_y)
         return self._redrawn(read, looks)
+
+    @staticmethod
+    def _copy(read: ChartsRead) -> ChartsRead:
+        """The same read as a new message (a message is posted once)."""
+        out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
+        out.drawn = read.drawn
+        return out
 
     @staticmethod
     def _redrawn(read: ChartsRead, looks: Looks) -> ChartsRead:
