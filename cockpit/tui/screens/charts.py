@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 # points kept per rank (up to twice that): several per column of a 200-column chart; the loss chart's band over
 # 64 ranks is built from them once per poll that brings points
 CHART_POINTS = 250
+# the charts not on screen are built again every REST_EVERY polls that brought points (the one on screen at each):
+# five charts and two plotext pictures a second took ~70 ms of a core, in a thread that shares the UI's GIL
+REST_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -87,10 +90,10 @@ class ChartsScreen(CockpitScreen):
         self._first = True  # the first chart not yet chosen by the user: a run without a loss opens on its rate
         self._status = None  # the run's status as last read (by the worker, under _lock)
         self._version = 0  # counts the reads that brought points
-        # every chart built from the data at _ready_version, by (metric, view): a key draws from here. Replaced
-        # whole by the worker (never changed in place), so the UI thread reads it without the lock.
+        # every chart built, by (metric, view): a key draws from here. Replaced whole by the worker (never changed
+        # in place), so the UI thread reads it without the lock. _built_at: the data version each was built at.
         self._ready: dict[tuple[str, View], ChartsRead] = {}
-        self._ready_version = -1
+        self._built_at: dict[tuple[str, View], int] = {}
         self._solo: tuple[int, int] | None = None  # chart-a's size when it is the only chart, as last drawn
         self.builds = 0  # charts built so far (each a chart of one metric for one view)
         self.polls = 0  # reads of the run's files so far
@@ -171,30 +174,35 @@ class ChartsScreen(CockpitScreen):
     # --- reading ------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
     def read_charts(self, metric: str, view: View, poll: bool, looks: Looks) -> None:
-        """``poll``: read what was appended first. Then, if the data changed since the charts in ``_ready``
-        were built (or ``metric``'s is not among them), build every chart of ``view``, ``metric``'s first
-        (posted as soon as it is drawn), the others for the keys that will ask for them; charts already built
-        whose pictures were drawn for another size or theme (``looks``) get them drawn again."""
+        """``poll``: read what was appended first. Then build ``metric``'s chart of ``view`` if the data changed
+        since it was built (posted at once), and the other charts of ``view`` that are missing or more than
+        REST_EVERY data versions old, for the keys that will ask for them: a key shows one of those at once,
+        a little behind, and the next poll brings it up to date. Charts whose pictures were drawn for another
+        size or theme (``looks``) get them drawn again."""
         with self._lock:
             if poll:
                 self.polls += 1
                 self._status = self._read_status()
                 self._version += self._poll(self._status)
-            fresh = self._ready_version == self._version
-            if fresh and (metric, view) in self._ready and self._ready_looks == looks:
+            version, built = self._version, self._built_at
+            if built.get((metric, view)) == version and self._ready_looks == looks:
                 if not poll:  # a key missed it while this worker's last run was building it: here it is
                     self.post_message(self._copy(self._ready[(metric, view)]))
                 return  # nothing new: the chart on screen (a key drew it from _ready) is still right
-            # kept: the other picks' and scales' charts of this size, while the data is the same
-            ready = {k: v for k, v in self._ready.items() if k[1].width == view.width
-                     and k[1].height == view.height} if fresh else {}
+            # kept: the charts of this size (other picks and scales too)
+            ready = {k: v for k, v in self._ready.items() if k[1].width == view.width and k[1].height == view.height}
             for m in (metric, *(m for m in chartsview.METRICS if m != metric)):
-                old = ready.get((m, view))
-                if old is None or self._ready_looks != looks:
-                    read = ready[(m, view)] = self._build(m, view, looks) if old is None else self._redrawn(old, looks)
-                    if m == metric:
-                        self.post_message(read)
-            self._ready, self._ready_version, self._ready_looks = ready, self._version, looks
+                key = (m, view)
+                age = version - built[key] if key in built and key in ready else None
+                if age is None or (age > 0 and m == metric) or age >= REST_EVERY:
+                    ready[key], built[key] = self._build(m, view, looks), version
+                elif self._ready_looks != looks:
+                    ready[key] = self._redrawn(ready[key], looks)
+                else:
+                    continue
+                if m == metric:
+                    self.post_message(ready[key])
+            self._ready, self._ready_looks, self._built_at = ready, looks, {k: built[k] for k in ready}
 
     def _read_status(self):
         from cockpit.run.store import read_status
