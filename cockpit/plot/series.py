@@ -76,37 +76,54 @@ def _strided(pts: list[T], at_most: int | None) -> list[T]:
 
 
 class Track:
-    """One rank's points as they arrive, at most ``2 * keep`` of them (see the module's docstring)."""
+    """One rank's points as they arrive, at most ``2 * keep`` of them (see the module's docstring).
+
+    Its series is built once per change: ``series()`` returns the same RankSeries object until a point
+    arrives, so a chart drawn again from unchanged data sorts and copies nothing."""
 
     def __init__(self, rank: int, source: str = METRICS, keep: int = 500):
         self.rank, self.source, self.keep = rank, source, max(2, keep)
         # metrics: step (int) -> (time, loss); beats: time -> (count (int), seconds waited)
         self._points: dict[Any, tuple[Any, float | None]] = {}
+        self._series: RankSeries | None = None  # built from _points; None once a point arrived since
+        self._span: tuple[float, float] | None = None  # the first and the last time, kept as points arrive
 
     def add(self, count: int, time: float, value: float | None = None) -> None:
         """A point: ``value`` is the loss (metrics) or the seconds waited in collectives so far (beats)."""
-        if self.source == METRICS:
-            self._points.pop(count, None)  # the last record of a step wins, and moves to the end
-            self._points[count] = (time, value)
+        key = count if self.source == METRICS else time
+        # metrics: the last record of a step wins, and moves to the end
+        replaced = self._points.pop(key, None) is not None
+        self._points[key] = (time, value) if self.source == METRICS else (count, value)
+        self._series = None
+        span = self._span
+        if replaced or (span is None and len(self._points) > 1):
+            self._span = None  # the replaced point may have been an end: found again when asked
         else:
-            self._points[time] = (count, value)
+            self._span = (time, time) if span is None else (min(span[0], time), max(span[1], time))
         if len(self._points) > 2 * self.keep:
             keys = sorted(self._points)
             self._points = {k: self._points[k] for k in keys[::2] + keys[-1:]}
+            self._span = None  # the thinning may have dropped an end (a step replaced earlier in time)
 
     def __len__(self) -> int:
         return len(self._points)
 
     def times(self) -> tuple[float, float] | tuple[()]:
-        """The first and the last time of this track's points (cheap: no series is built)."""
+        """The first and the last time of this track's points (cheap: kept as they arrive)."""
         if not self._points:
             return ()
-        if self.source == BEATS:
-            return min(self._points), max(self._points)
-        times = [t for t, _ in self._points.values()]
-        return min(times), max(times)
+        if self._span is None:
+            times = list(self._points) if self.source == BEATS else [t for t, _ in self._points.values()]
+            self._span = (min(times), max(times))
+        return self._span
 
     def series(self) -> RankSeries:
+        """The points in count order; the same object until a point arrives."""
+        if self._series is None:
+            self._series = self._build()
+        return self._series
+
+    def _build(self) -> RankSeries:
         if self.source == METRICS:
             items = sorted((c, t, loss) for c, (t, loss) in self._points.items())
             return RankSeries(self.rank, tuple(i[0] for i in items), tuple(i[1] for i in items),

@@ -61,12 +61,21 @@ class _File:
 
 
 class RunSeries:
-    """The ranks' tracks of one run directory; ``poll`` brings them up to date."""
+    """The ranks' tracks of one run directory; ``poll`` brings them up to date.
+
+    ``version`` counts the polls that brought points: what was built from the series (a chart, a band) at one
+    version is still right at that version. Between such polls ``series``, ``beats`` and ``span`` hand back
+    what they built the first time (the same RankSeries objects), so drawing again reads, sorts and copies
+    nothing."""
 
     def __init__(self, run_dir: Path, keep: int = 500):
         self.run_dir, self.keep = Path(run_dir), keep
         self._files: dict[tuple[str, int], _File] = {}
         self._tracks: dict[tuple[str, int], Track] = {}
+        self.version = 0
+        # built at ``version``: the series lists asked for (by source and ranks), and the span (once asked)
+        self._lists: dict[tuple[str | None, frozenset[int] | None], list[RankSeries]] = {}
+        self._span: tuple[tuple[float, float] | None] | None = None
 
     def poll(self) -> bool:
         """Read what was appended; True if any point arrived."""
@@ -75,6 +84,9 @@ class RunSeries:
             new |= self._read(METRICS, rank, path)
         for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "beat").items()):
             new |= self._read(BEATS, rank, path)
+        if new:
+            self.version += 1
+            self._lists, self._span = {}, None
         return new
 
     def poll_all(self, max_polls: int = 1000) -> None:
@@ -126,14 +138,21 @@ class RunSeries:
         return self._of(BEATS, ranks)
 
     def _of(self, source: str | None, ranks: Collection[int] | None) -> list[RankSeries]:
-        return [t.series() for (src, rank), t in sorted(self._tracks.items(), key=lambda kv: kv[0][1])
-                if src == source and (ranks is None or rank in ranks)]
+        key = (source, None if ranks is None else frozenset(ranks))
+        found = self._lists.get(key)
+        if found is None:
+            found = self._lists[key] = [t.series() for (src, rank), t in sorted(self._tracks.items(),
+                                                                                 key=lambda kv: kv[0][1])
+                                        if src == source and (ranks is None or rank in ranks)]
+        return list(found)  # a copy: the caller may change its list, never ours
 
     def span(self) -> tuple[float, float] | None:
         """The first and last time of any point, metrics and beats together: one time axis for the run's
         charts (the hook beats from interpreter start, the metrics from the first step)."""
-        times = [t for track in self._tracks.values() for t in track.times()]
-        return (min(times), max(times)) if times else None
+        if self._span is None:
+            times = [t for track in self._tracks.values() for t in track.times()]
+            self._span = ((min(times), max(times)) if times else None,)
+        return self._span[0]
 
     def ended(self) -> set[int]:
         """The ranks whose process exited (an exit record in logs/): after their last point they are done,

@@ -103,6 +103,7 @@ class ChartsRead(Message):
         super().__init__()
         self.metric, self.pick, self.chart, self.ids, self.gpus, self.sweep = metric, pick, chart, ids, gpus, sweep
         self.local = local  # the run's ranks are all on this machine (the local launcher)
+        self.drawn: tuple | None = None  # the chart's picture drawn by the worker (widgets chart_plot, heat_map)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ChartsRead)

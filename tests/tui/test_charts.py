@@ -229,3 +229,110 @@ async def test_a_run_without_a_loss_opens_on_its_rate_from_the_hooks_beats(ctx):
         assert drawn(screen)[0].ylabel == "collectives/s" and legend(screen) == [f"rank {r}" for r in range(4)]
         await pilot.press("m")  # the user's own choice from here on
         await until(pilot, lambda: screen.shown[0] == "heat", what="the heat map")
+
+
+def pictured(screen: ChartsScreen) -> bool:
+    """Whether the worker drew the charts' pictures for chart-a's size (known once it was drawn alone)."""
+    return screen._ready_looks is not None and screen._ready_looks.plot is not None
+
+
+# --- what a key costs (issue 29): the charts are built once per poll that brings points ------------------------
+async def test_a_key_draws_the_chart_built_at_the_last_poll_and_builds_nothing(ctx):
+    run_dir = make_charts_run(ctx.runs_dir)  # a finished run: no poll brings anything after the first
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: all((m, screen._view()) in screen._ready for m in chartsview.METRICS),
+                    what="every chart built")
+        await until(pilot, lambda: pictured(screen), what="the line charts' pictures drawn")
+        ready, builds, version = screen._ready, screen.builds, screen._run_series.version
+        series = screen._run_series.series()
+        for metric in (*chartsview.METRICS[1:], "loss"):
+            await pilot.press("m")
+            await until(pilot, lambda m=metric: screen.shown is not None and screen.shown[0] == m, what=metric)
+            if metric != "gpu":  # the very chart the poll built (one built since would fail the count below)
+                assert screen.shown[2][0] is ready[(metric, screen._view())].chart, metric
+        polls = screen.polls
+        await until(pilot, lambda: screen.polls >= polls + 2, what="two more polls")  # they find nothing new
+        assert screen.builds == builds and screen._ready is ready and screen._run_series.version == version
+        assert all(a is b for a, b in zip(screen._run_series.series(), series, strict=True))
+
+
+async def test_points_appended_are_drawn_and_nothing_else_changes(ctx):
+    import json
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        before = {line.label: (line.xs, line.ys) for line in drawn(screen)[0].lines}
+        last = int(before["rank 1"][0][-1])
+        new = [{"step": last + i, "loss": 0.01 * i, "time": T0 + END + i} for i in (1, 2, 3)]
+        with open(run_dir / "metrics" / "rank-1.jsonl", "a") as f:
+            f.writelines(json.dumps(rec) + "\n" for rec in new)
+        await until(pilot, lambda: len(drawn(screen)[0].lines[1].xs) > len(before["rank 1"][0]),
+                    what="the new points on the chart")
+        after = {line.label: (line.xs, line.ys) for line in drawn(screen)[0].lines}
+        assert after["rank 1"] == (before["rank 1"][0] + tuple(float(r["step"]) for r in new),
+                                   before["rank 1"][1] + tuple(r["loss"] for r in new))
+        assert {k: v for k, v in after.items() if k != "rank 1"} == {k: v for k, v in before.items() if k != "rank 1"}
+
+
+async def test_the_worker_drawn_picture_is_what_the_widget_draws_itself(ctx):
+    from cockpit.tui.widgets.chart_plot import ChartPlot, prerender
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: pictured(screen), what="the line charts' pictures drawn")
+        await show(pilot, "rate")  # drawn from the picture the poll's worker drew
+        plot = screen.query_one("#chart-a", ChartPlot)
+        await until(pilot, lambda: plot._drawn is not None, what="the worker's picture shown")
+        picture = plot.render()
+        assert picture is plot._drawn[1]
+        plot._drawn = None  # the widget draws it itself now, as textual-plotext does
+        assert plot.render() == picture
+        width, height = plot.size.width, plot.size.height
+        assert prerender(drawn(screen)[0], width, height, plot.theme_name())[1] == picture
+
+
+async def test_the_worker_built_heat_map_is_what_the_widget_builds_itself(ctx):
+    from cockpit.tui.widgets.heat_map import heat_text
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: pictured(screen), what="the charts' pictures drawn")
+        await show(pilot, "wait")
+        heat = screen.query_one(HeatMap)
+        read = screen._ready[("wait", screen._view())]
+        assert read.drawn is not None and read.drawn[0] == heat.styles_now()
+        assert read.drawn[1] == heat_text(drawn(screen)[0], heat.styles_now()) == heat.text(drawn(screen)[0])
+
+
+async def test_the_run_view_under_the_charts_applies_no_lines_until_it_shows_again(ctx):
+    """A log storm behind the charts takes no time from them: the covered run view leaves the lines in the
+    feed, and shows them once it is back."""
+    from dataclasses import replace
+
+    from cockpit.run.store import read_status, write_status
+    from cockpit.tui.widgets.rank_log import RankLog
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    write_status(run_dir, replace(read_status(run_dir), state="running", ended=None, exit_code=None))  # followed
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        app = pilot.app
+        app.open_run(run_dir)
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
+        run_view = app.screen
+        await until(pilot, lambda: bool(run_view.query(RankLog)), what="the run view's log")
+        log = run_view.query_one(RankLog)
+        await until(pilot, lambda: any("start rank=0" in line for line in log.lines), what="the first lines")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ChartsScreen) and app.screen.shown is not None,
+                    what="the charts screen's first chart")
+        shown = len(log.lines)
+        with open(run_dir / "logs" / "rank-0.gpu-a5000.log", "a") as f:
+            f.write("behind the charts\n")
+        await until(pilot, lambda: run_view._apply_on_resume, what="the feed's batch held back")
+        assert len(log.lines) == shown
+        await pilot.press("escape")
+        await until(pilot, lambda: any("behind the charts" in line for line in log.lines), what="the held line")

@@ -3,14 +3,18 @@ steps, rate per rank over time, a rank x time heat map of the rate (a straggler 
 each rank's GPU utilisation and memory over time from Fleet's readings; for a sweep, the trials' loss curves
 on one chart and rate / heat per trial. `m` cycles the chart, `r` picks one rank (or trial), `a` all again.
 
-The charts are cockpit.plot's values (what `cockpit plot RUN --metric ...` draws): built in a thread worker
+The charts are cockpit.plot's values (what `cockpit plot RUN --metric ...` draws), built in a thread worker
 from cockpit.plot.source.RunSeries (or cockpit.insight.sweep_series for a sweep), polled once a second while the
-screen is shown, each poll bounded; the UI thread only draws them (plotext through textual-plotext, the heat
-map as text). The GPU chart is drawn from the app's fleet history on the UI thread (small, in memory)."""
+screen is shown, each poll bounded. The series are kept between polls and a poll reads only the bytes appended;
+when a poll brings points the worker builds every chart of the current view (and draws the line charts' plotext
+pictures), so that a key only shows what is ready: no file read, no series sorted, no band computed, no plotext
+on the UI thread. A poll that brings nothing builds nothing. The GPU chart is drawn from the app's fleet history
+on the UI thread (small, in memory)."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -19,13 +23,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, Static
-from textual_plotext import PlotextPlot
 
 from cockpit.plot.chart import HeatChart, LineChart
 from cockpit.tui.messages import ChartsRead
 from cockpit.tui.models import charts as chartsview
 from cockpit.tui.screens.base import CockpitScreen
-from cockpit.tui.widgets.heat_map import HeatMap
+from cockpit.tui.widgets.chart_plot import ChartPlot, prerender
+from cockpit.tui.widgets.heat_map import HeatMap, HeatStyles, heat_text
 from cockpit.tui.widgets.navbar import NavBar
 
 if TYPE_CHECKING:
@@ -34,8 +38,30 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 # points kept per rank (up to twice that): several per column of a 200-column chart; the loss chart's band over
-# 64 ranks is built from them every second
+# 64 ranks is built from them once per poll that brings points
 CHART_POINTS = 250
+# the charts not on screen are built again every REST_EVERY polls that brought points (the one on screen at each):
+# five charts and two plotext pictures a second took ~70 ms of a core, in a thread that shares the UI's GIL
+REST_EVERY = 4
+
+
+@dataclass(frozen=True)
+class Looks:
+    """What the worker draws the pictures for: chart-a's size and plotext theme (None: not known yet), the
+    heat map's styles."""
+
+    plot: tuple[int, int, str] | None
+    heat: HeatStyles
+
+
+@dataclass(frozen=True)
+class View:
+    """What a chart is built for besides its metric: the rank (trial) picked, the body's size, the y scale."""
+
+    pick: int | None
+    width: int
+    height: int
+    log_y: bool
 
 
 class ChartsScreen(CockpitScreen):
@@ -62,13 +88,23 @@ class ChartsScreen(CockpitScreen):
         self._spec: JobSpec | Literal[False] | None = None  # the run's job, read once (False: unreadable)
         self.log_y = False
         self._first = True  # the first chart not yet chosen by the user: a run without a loss opens on its rate
+        self._status = None  # the run's status as last read (by the worker, under _lock)
+        self._version = 0  # counts the reads that brought points
+        # every chart built, by (metric, view): a key draws from here. Replaced whole by the worker (never changed
+        # in place), so the UI thread reads it without the lock. _built_at: the data version each was built at.
+        self._ready: dict[tuple[str, View], ChartsRead] = {}
+        self._built_at: dict[tuple[str, View], int] = {}
+        self._solo: tuple[int, int] | None = None  # chart-a's size when it is the only chart, as last drawn
+        self.builds = 0  # charts built so far (each a chart of one metric for one view)
+        self.polls = 0  # reads of the run's files so far
+        self._ready_looks: Looks | None = None  # what _ready's pictures are drawn for
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
         yield Static("", id="charts-title", markup=False)
         with Vertical(id="charts-body"):
-            yield PlotextPlot(id="chart-a")
-            yield PlotextPlot(id="chart-b")
+            yield ChartPlot(id="chart-a")
+            yield ChartPlot(id="chart-b")
             yield HeatMap(id="chart-heat")
             yield Static("", id="charts-note", markup=False)
         yield Footer()
@@ -83,9 +119,20 @@ class ChartsScreen(CockpitScreen):
         self.shown = None
         self.poll()
 
-    def poll(self) -> None:
+    def _view(self) -> View:
         body = self.query_one("#charts-body")
-        self.read_charts(self.metric, self.pick, max(20, body.size.width), max(6, body.size.height), self.log_y)
+        return View(self.pick, max(20, body.size.width), max(6, body.size.height), self.log_y)
+
+    def poll(self) -> None:
+        """Read what the run appended (IO: in the worker) and build the charts anew if anything arrived."""
+        self.read_charts(self.metric, self._view(), True, self._looks())
+
+    def _looks(self) -> Looks:
+        """What the pictures are drawn for: a line chart's size and theme (chart-a alone, as last seen; None
+        before it was), the heat map's styles."""
+        plot = self.query_one("#chart-a", ChartPlot)
+        return Looks(None if self._solo is None else (*self._solo, plot.theme_name()),
+                     self.query_one(HeatMap).styles_now())
 
     # --- keys ---------------------------------------------------------------------------------------------------
     def action_next_metric(self) -> None:
@@ -110,8 +157,15 @@ class ChartsScreen(CockpitScreen):
         self.app.pop_screen()
 
     def _changed(self) -> None:
+        """A key: the chart asked for is drawn from what the last read built (no file is read, nothing is
+        built); when it was not built yet, a worker builds it from the series kept in memory."""
         self._show_title()
-        self.poll()
+        view = self._view()
+        ready = self._ready.get((self.metric, view))
+        if ready is not None:
+            self.on_charts_read(ready)
+        else:
+            self.read_charts(self.metric, view, False, self._looks())
 
     def _show_title(self) -> None:
         text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep, self.log_y)
@@ -119,26 +173,91 @@ class ChartsScreen(CockpitScreen):
 
     # --- reading ------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
-    def read_charts(self, metric: str, pick: int | None, width: int, height: int, log_y: bool = False) -> None:
-        from cockpit.run.store import is_sweep, read_status
-
-        status = read_status(self.run_dir)
+    def read_charts(self, metric: str, view: View, poll: bool, looks: Looks) -> None:
+        """``poll``: read what was appended first. Then build ``metric``'s chart of ``view`` if the data changed
+        since it was built (posted at once), and the other charts of ``view`` that are missing or more than
+        REST_EVERY data versions old, for the keys that will ask for them: a key shows one of those at once,
+        a little behind, and the next poll brings it up to date. Charts whose pictures were drawn for another
+        size or theme (``looks``) get them drawn again."""
         with self._lock:
-            if status is not None and is_sweep(status):
-                message = self._read_sweep(status, metric, pick, width, height, log_y)
-            else:
-                message = self._read_run(status, metric, pick, width, height, log_y)
-        self.post_message(message)
+            if poll:
+                self.polls += 1
+                self._status = self._read_status()
+                self._version += self._poll(self._status)
+            version, built = self._version, self._built_at
+            if built.get((metric, view)) == version and self._ready_looks == looks:
+                if not poll:  # a key missed it while this worker's last run was building it: here it is
+                    self.post_message(self._copy(self._ready[(metric, view)]))
+                return  # nothing new: the chart on screen (a key drew it from _ready) is still right
+            # kept: the charts of this size (other picks and scales too)
+            ready = {k: v for k, v in self._ready.items() if k[1].width == view.width and k[1].height == view.height}
+            for m in (metric, *(m for m in chartsview.METRICS if m != metric)):
+                key = (m, view)
+                age = version - built[key] if key in built and key in ready else None
+                if age is None or (age > 0 and m == metric) or age >= REST_EVERY:
+                    ready[key], built[key] = self._build(m, view, looks), version
+                elif self._ready_looks != looks:
+                    ready[key] = self._redrawn(ready[key], looks)
+                else:
+                    continue
+                if m == metric:
+                    self.post_message(ready[key])
+            self._ready, self._ready_looks, self._built_at = ready, looks, {k: built[k] for k in ready}
 
-    def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
-                  log_y: bool) -> ChartsRead:
-        from cockpit.plot import chart as charts
+    def _read_status(self):
+        from cockpit.run.store import read_status
+
+        return read_status(self.run_dir)
+
+    def _poll(self, status) -> int:
+        """Bring the series up to date; 1 when points arrived (a sweep: always, its trials come and go)."""
+        from cockpit.run.store import is_sweep
+
+        if status is not None and is_sweep(status):
+            from cockpit.insight.sweep_series import SweepSeries
+
+            if self._sweep_series is None:
+                self._sweep_series = SweepSeries(self.run_dir, keep=CHART_POINTS)
+            self._sweep_series.poll(status)
+            return 1
         from cockpit.plot.source import RunSeries
 
         if self._run_series is None:
             self._run_series = RunSeries(self.run_dir, keep=CHART_POINTS)
+        return 1 if self._run_series.poll() else 0
+
+    def _build(self, metric: str, view: View, looks: Looks) -> ChartsRead:
+        self.builds += 1
+        if self._sweep_series is not None:
+            read = self._read_sweep(metric, view.pick, view.width, view.height, view.log_y)
+        else:
+            read = self._read_run(self._status, metric, view.pick, view.width, view.height, view.log_y)
+        return self._redrawn(read, looks)
+
+    @staticmethod
+    def _copy(read: ChartsRead) -> ChartsRead:
+        """The same read as a new message (a message is posted once)."""
+        out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
+        out.drawn = read.drawn
+        return out
+
+    @staticmethod
+    def _redrawn(read: ChartsRead, looks: Looks) -> ChartsRead:
+        """``read`` with its chart's picture drawn for ``looks`` (a new message: the old one may be in use)."""
+        out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
+        if looks.plot is not None and isinstance(read.chart, LineChart) and read.chart.lines:
+            out.drawn = prerender(read.chart, *looks.plot)
+        elif isinstance(read.chart, HeatChart):
+            out.drawn = (looks.heat, heat_text(read.chart, looks.heat))
+        return out
+
+    def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
+                  log_y: bool) -> ChartsRead:
+        from cockpit.plot import chart as charts
+
         source = self._run_series
-        source.poll()
+        if source is None:
+            return ChartsRead(metric, pick, None, [], None, False)
         series = source.series()
         ids = [s.rank for s in series]
         if metric == "gpu":
@@ -154,13 +273,10 @@ class ChartsScreen(CockpitScreen):
                              log_y=log_y, span=source.span())
         return ChartsRead(metric, pick, chart, ids, None, False)
 
-    def _read_sweep(self, status, metric: str, pick: int | None, width: int, height: int,
-                    log_y: bool) -> ChartsRead:
-        from cockpit.insight.sweep_series import SweepSeries, sweep_chart
+    def _read_sweep(self, metric: str, pick: int | None, width: int, height: int, log_y: bool) -> ChartsRead:
+        from cockpit.insight.sweep_series import sweep_chart
 
-        if self._sweep_series is None:
-            self._sweep_series = SweepSeries(self.run_dir, keep=CHART_POINTS)
-        self._sweep_series.poll(status)
+        assert self._sweep_series is not None
         trials = self._sweep_series.trials(0)
         ids = [row.index for row, _ in trials]
         if metric == "gpu":
@@ -204,7 +320,7 @@ class ChartsScreen(CockpitScreen):
         if key == self.shown:
             return  # nothing new: no repaint (a finished run polls the same points every second)
         self.shown = key
-        self._draw(charts)
+        self._draw(charts, message.drawn)
 
     def _gpu_charts(self, message: ChartsRead) -> tuple[LineChart, ...]:
         title = self.run_dir.name
@@ -221,7 +337,7 @@ class ChartsScreen(CockpitScreen):
         return (chartsview.gpu_chart(util, chosen, title, "utilisation", width),
                 chartsview.gpu_chart(mem, chosen, title, "memory", width))
 
-    def _draw(self, charts: tuple) -> None:
+    def _draw(self, charts: tuple, drawn: tuple | None = None) -> None:
         first = charts[0]
         heat = isinstance(first, HeatChart)
         empty = not heat and not first.lines
@@ -229,14 +345,21 @@ class ChartsScreen(CockpitScreen):
         self.set_class(empty, "-empty")
         self.set_class(len(charts) > 1 and not empty, "-two")
         note = self.query_one("#charts-note", Static)
-        note.update(f"{first.title}\n{first.note}" if empty else "")
+        text = f"{first.title}\n{first.note}" if empty else ""
+        if str(note.content) != text:  # an update lays the screen out again: not on every chart drawn
+            note.update(text)
         if heat:
-            self.query_one(HeatMap).show(first)
+            self.query_one(HeatMap).show(first, drawn)
             return
         if empty:
             return
-        from cockpit.plot.text import apply
+        for plot, chart in zip(self.query(ChartPlot), charts, strict=False):
+            plot.show(chart, drawn if len(charts) == 1 else None)
+        if len(charts) == 1:
+            self.call_after_refresh(self._note_solo)
 
-        for plot, chart in zip(self.query(PlotextPlot), charts, strict=False):
-            apply(chart, plot.plt, max(10, plot.size.width or self.size.width))
-            plot.refresh()
+    def _note_solo(self) -> None:
+        """chart-a's size alone: what the worker draws the next line charts for."""
+        size = self.query_one("#chart-a", ChartPlot).size
+        if size.width and size.height and not self.has_class("-two") and not self.has_class("-heat"):
+            self._solo = (size.width, size.height)

@@ -25,6 +25,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.plot.source import RunSeries
@@ -87,6 +88,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self._apply_every = APPLY_EVERY
         self._skipped = 0  # the live scan's skipped lines as the title shows them (updated once a second)
         self._apply_pending = False
+        self._apply_on_resume = False  # a batch arrived while covered: applied when this screen shows again
         self._after_view: tuple[int, Callable[[], None]] | None = None  # (view request, what to do on its answer)
         self.trial_sort = runview.TRIAL_SORTS[0]
         self._spec: JobSpec | Literal[False] | None = None  # read once by the forecast worker (False: unreadable)
@@ -144,7 +146,12 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
     def on_feed_ready(self, _: FeedReady) -> None:
         """Apply what arrived, at most every APPLY_EVERY seconds: each apply repaints the log, and keys must
         not queue behind a repaint per batch when 64 ranks write at once. The answer to a view switch (a key
-        the user pressed) goes on screen at once."""
+        the user pressed) goes on screen at once. While a full screen covers this one (the charts), nothing is
+        applied: the feed keeps the lines (bounded) and they go on screen when this screen shows again, so the
+        log storm takes no time from the screen on top (issue 29)."""
+        if self._covered():
+            self._apply_on_resume = True
+            return
         wait = self._last_apply + self._apply_every - time.monotonic()
         if wait > 0 and not self.feed.answer_waiting:
             if not self._apply_pending:
@@ -152,6 +159,17 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
                 self.set_timer(wait, self._apply_now)
             return
         self._apply_now()
+
+    def _covered(self) -> bool:
+        """Whether another screen, not a dialog over this one (which shows it behind), is on top."""
+        top = self.app.screen
+        return top is not self and not isinstance(top, ModalScreen)
+
+    def on_screen_resume(self) -> None:
+        if self._apply_on_resume:
+            self._apply_on_resume = False
+            self._apply_now()
+            self._tick()
 
     def _apply_now(self) -> None:
         self._apply_pending = False
@@ -220,6 +238,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             table.show(source, cells)
 
     def _tick(self) -> None:
+        if self._covered():
+            return  # nothing here is seen: the rank table and the side panel catch up when it shows again
         self._update_ranks()
         self.read_metrics()
         self.read_forecast()
