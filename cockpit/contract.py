@@ -23,6 +23,8 @@ HOST = "COCKPIT_HOST"  # the node's name as cockpit knows it (names the per-rank
 # The attempt of the run, 0-based: 0 at the first start, N at the N-th relaunch (the job's recover:). Set by the
 # supervisor in the environment it starts the node script with, not in the script (it is the same every attempt).
 ATTEMPT = "COCKPIT_ATTEMPT"
+# starts the marker line that every attempt after the first appends to every log of the run (recover:)
+ATTEMPT_MARK = "[cockpit] attempt "
 
 ALL = (RUN_DIR, RUN_ID, JOB_NAME, BACKEND, PG_BACKEND, PRECISION, SEED, REQUEUE, HOST, ATTEMPT)
 

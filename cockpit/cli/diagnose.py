@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cockpit.fs.paths import default_runs_dir, too_long
-from cockpit.insight.diagnosis import hang_findings, run_findings, run_sources
+from cockpit.insight.diagnosis import attempt_mark, earlier_attempts, hang_findings, run_findings, run_sources
 from cockpit.run import layout
 from cockpit.run.handle import Run
 from cockpit.run.store import RunNotFound, resolve_run
@@ -79,17 +79,20 @@ def cmd_diagnose(args) -> int:
     sources = [s for arg in args.inputs for s in sources_for(arg, runs_dir)]
     named = [arg for arg in args.inputs if Path(arg).is_file()]  # files named here may be links; a run's are not
     try:
-        report = diagnose_sources(sources, follow=set(named))
         runs = [Run.load(d) for arg in args.inputs if (d := run_of(arg, runs_dir)) is not None]  # read once
+        # a relaunched run: the diagnosis of its last attempt (each log from the last attempt's marker)
+        since = next((mark for run in runs if (mark := attempt_mark(run)) is not None), None)
+        report = diagnose_sources(sources, follow=set(named), since=since)
         hang = [f for run in runs for f in hang_findings(run)]
         for run in runs:
             report = run_findings(run, report)
+        earlier = [f for run in runs for f in earlier_attempts(run)]
     except OSError as exc:
         raise DiagnoseInputError(f"{exc.filename}: {exc.strerror}") from None
-    if hang:
+    if hang or earlier:
         from dataclasses import replace
 
-        report = replace(report, findings=(*hang, *report.findings))
+        report = replace(report, findings=(*hang, *report.findings, *earlier))
     if fixing:
         from cockpit.cli.diagnose_fix import cmd_fix
         from cockpit.run.trust import own_run

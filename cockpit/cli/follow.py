@@ -193,13 +193,17 @@ class Detach(Exception):
 
 
 def diagnosis(run_dir: Path, painter: Painter) -> str:
-    from cockpit.insight.diagnosis import first_failed_trial, run_findings, run_sources
+    from dataclasses import replace
+
+    from cockpit.insight.diagnosis import attempt_mark, earlier_attempts, first_failed_trial, run_findings, run_sources
     from cockpit.logs.diagnose.report import diagnose_sources, render_findings
     from cockpit.run.handle import Run
 
     run = Run.load(run_dir)
     run = first_failed_trial(run) or run  # a sweep: its trial that failed first
-    text = render_findings(run_findings(run, diagnose_sources(run_sources(run.dir))), color=painter.color)
+    report = run_findings(run, diagnose_sources(run_sources(run.dir), since=attempt_mark(run)))
+    report = replace(report, findings=(*report.findings, *earlier_attempts(run)))
+    text = render_findings(report, color=painter.color)
     return f"diagnosis:\n{text}" if text else ""
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
+from cockpit import contract
 from cockpit.run import layout
+from cockpit.run.attempts import Attempt
 from cockpit.run.findings import LiveFinding
 from cockpit.run.handle import Run
 from cockpit.run.records import FirstFailure
@@ -27,8 +29,25 @@ def diagnose_run(run: Run):
     if trial is not None:
         return diagnose_run(trial)
 
-    report = run_findings(run, diagnose_sources(run_sources(run.dir)))
-    return replace(report, findings=(*hang_findings(run), *report.findings))
+    report = run_findings(run, diagnose_sources(run_sources(run.dir), since=attempt_mark(run)))
+    return replace(report, findings=(*hang_findings(run), *report.findings, *earlier_attempts(run)))
+
+
+def attempt_mark(run: Run) -> bytes | None:
+    """What a relaunched run's logs are read from (the last attempt's marker: its diagnosis is that of its last
+    attempt); None for a run that started once."""
+    return contract.ATTEMPT_MARK.encode() if run.status is not None and len(run.status.attempts) > 1 else None
+
+
+def earlier_attempts(run: Run) -> list:
+    """A relaunched run's earlier attempts, each an info finding: how it ended and what cockpit did then (their
+    lines are in the run's logs before each attempt marker, their records under logs/attempt-N/)."""
+    from cockpit.logs.diagnose.model import Finding
+
+    attempts: list[Attempt] = run.status.attempts if run.status is not None else []
+    return [Finding("info", "earlier_attempt", f"attempt {a.attempt} ended by {a.end or 'unknown'}"
+                    + (f": {a.cause}" if a.cause else ""), a.decision or "", ())
+            for a in attempts[:-1]]
 
 
 def first_failed_trial(run: Run) -> Run | None:

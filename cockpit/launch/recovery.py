@@ -27,12 +27,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cockpit import contract
 from cockpit.fs import safeio
 from cockpit.run import layout
 from cockpit.run.attempts import goodput, lost_seconds
 from cockpit.run.store import RunStatus, rank_files
 
-MARK = "[cockpit] attempt "  # starts the marker line of every attempt after the first, in every log
+MARK = contract.ATTEMPT_MARK  # starts the marker line of every attempt after the first, in every log
 SECTION_BYTES = 1 << 20  # what is read of a log's end to find the last attempt's part
 # Exceptions that say the script cannot run as given: retrying runs the same file with the same arguments.
 BAD_INPUT = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")

@@ -79,6 +79,13 @@ def test_a_raise_is_healed_from_the_last_checkpoint_and_accounted(tmp_path):
     table = subprocess.run([sys.executable, "-m", "cockpit", "ps"], capture_output=True, text=True, cwd=REPO,
                            env=cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs")), timeout=60).stdout
     assert "ATTEMPTS" in table.splitlines()[0] and " 2/3 " in table.splitlines()[1]
+    # the diagnosis is the last attempt's (healed: no error), the first attempt's failure an earlier attempt
+    diag = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", str(run_dir), "--json"], capture_output=True,
+                          text=True, cwd=REPO, env=cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs")), timeout=60)
+    findings = json.loads(diag.stdout)["findings"]
+    assert not [f for f in findings if f["severity"] == "error"], findings
+    assert [f["title"] for f in findings if f["code"] == "earlier_attempt"] == [
+        f"attempt 0 ended by failure: {first.cause}"], findings
 
 
 def test_a_hang_is_found_as_a_stall_and_healed(tmp_path):

@@ -18,6 +18,7 @@ from bench.bench_dense import corpus_chunk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cockpit.logs.diagnose import report
 from cockpit.logs.diagnose.engine import diagnose
 from cockpit.logs.diagnose.fold import KEEP_FIRST, Fold, key_of
 from cockpit.logs.diagnose.report import diagnose_paths, read_blocks, read_lines, report_to_dict
@@ -185,3 +186,36 @@ def test_the_memo_is_left_alone_where_lines_do_not_repeat():
     for _ in range(3):
         parser.feed_block(CHUNK * 2)
     assert parser._memo.use_block()  # noqa: SLF001 - a crash loop: lookups pay
+
+
+# A relaunched run's diagnosis reads each log from its last attempt marker (cockpit.insight.diagnosis).
+MARK = b"[cockpit] attempt "
+
+
+def _last_mark_by_lines(data: bytes) -> tuple[int, int]:
+    lines = data.split(b"\n")[:-1]  # whole lines only
+    at = max((i for i, line in enumerate(lines) if line.startswith(MARK)), default=None)
+    return (0, 0) if at is None else (sum(len(line) + 1 for line in lines[:at + 1]), at + 1)
+
+
+@given(st.lists(st.sampled_from([MARK + b"1 (COCKPIT_ATTEMPT=1)", b"step 3", b"", b"[cockpit] att", b"x" * 40,
+                                 MARK]), max_size=14), st.booleans(), st.sampled_from([1, 3, 7, 19, 1 << 20]))
+def test_the_last_attempt_marker_is_found_across_block_edges(tmp_path_factory, lines, ended, block):
+    data = b"\n".join(lines) + (b"\n" if ended else b"")
+    path = tmp_path_factory.mktemp("mark") / "rank-0.log"
+    path.write_bytes(data)
+    assert report.after_last_mark(path, MARK, block=block) == _last_mark_by_lines(data)
+
+
+def test_a_relaunched_runs_log_is_diagnosed_from_its_last_attempt_with_its_own_line_numbers(tmp_path):
+    path = tmp_path / "rank-1.log"
+    path.write_text("step 1\nTraceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+                    "RuntimeError: first attempt\n[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 2 starts\nstep 2\n"
+                    "Traceback (most recent call last):\n  File \"t.py\", line 9, in <module>\n"
+                    "ValueError: second attempt\n")
+    whole = report.diagnose_sources([(path, "h", 1)])
+    last = report.diagnose_sources([(path, "h", 1)], since=MARK)
+    assert any("first attempt" in f.title for f in whole.findings)
+    assert not any("first attempt" in f.title for f in last.findings)
+    second = [f for f in last.findings if "ValueError" in f.title]
+    assert second and (str(path), 9) in second[0].evidence, last.findings

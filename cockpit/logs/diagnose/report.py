@@ -54,24 +54,55 @@ def read_lines(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bo
         yield rest.decode("utf-8", "replace")
 
 
-def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bool = True) -> Iterator[bytes]:
+MARK_LINE_CAP = 1 << 16  # a marker line is short; a longer "marker" is some other line
+
+
+def read_blocks(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bool = True,
+                start: int = 0) -> Iterator[bytes]:
     """The bytes of a file in blocks of about ``block`` bytes (what ``parse.parse_blocks`` takes), a line of
     more than bounded.LINE_CAP cut to its head and tail (bounded.capped_blocks): memory stays bounded on a
     512 MB line or 100 MB of progress-bar frames. A regular file only (cockpit.fs.safeio: a FIFO or a device is
     an OSError, never a hang); ``follow``: through a symlink (a path the user named), else not (a run's)."""
     with safeio.open_regular(path, follow=follow) as f:
+        f.seek(start)
         yield from capped_blocks(safeio.blocks(f, block))
 
+
+def after_last_mark(path: str | os.PathLike[str], mark: bytes, *, follow: bool = False,
+                    block: int = 1 << 20) -> tuple[int, int]:
+    """(byte offset, line number) of the end of the last line that begins with ``mark`` (a relaunched run's
+    attempt marker): where the last attempt's lines start; (0, 0) when no line does. One pass; memory of one
+    block and one marker line."""
+    found = (0, 0)
+    data, offset, lines, virtual = b"\n", -1, 0, 1  # a newline before the file: a marker on line 1 counts
+    with safeio.open_regular(path, follow=follow) as f:
+        for chunk in safeio.blocks(f, block):
+            data += chunk
+            keep = len(data) - len(mark)  # a marker may straddle two blocks: keep what could start one
+            at = data.rfind(b"\n" + mark)
+            if at >= 0 and data.find(b"\n", at + 1) < 0:  # the last marker line goes on in the next block
+                if len(data) - at <= MARK_LINE_CAP:
+                    keep = at
+                at = data.rfind(b"\n" + mark, 0, at)  # and the one before it, if any, is whole
+            if at >= 0:
+                end = data.find(b"\n", at + 1)
+                found = (offset + end + 1, lines + data.count(b"\n", 0, end + 1) - virtual)
+            keep = max(0, min(keep, len(data)))
+            lines += data.count(b"\n", 0, keep) - (virtual if keep else 0)
+            virtual = virtual if not keep else 0
+            offset += keep
+            data = data[keep:]
+    return found
 
 def diagnose_paths(paths: Iterable[str | os.PathLike[str]]) -> Report:
     """Parse and diagnose log files (the only IO here). Raises OSError for a file that cannot be read."""
     return _diagnose_folded([(os.fspath(p), _folded(read_blocks(p), None, None)) for p in paths])
 
 
-def _folded(blocks: Iterable[bytes], host: str | None, rank: int | None) -> Fold:
+def _folded(blocks: Iterable[bytes], host: str | None, rank: int | None, first_line: int = 0) -> Fold:
     """A file's events as they are parsed, folded (``fold``): memory bounded by what is reported."""
     fold = Fold()
-    for events in block_events(blocks, host, rank, sink=fold):
+    for events in block_events(blocks, host, rank, sink=fold, first_line=first_line):
         if events:
             fold.add(events)
     return fold
@@ -88,10 +119,12 @@ def _diagnose_folded(files: list[tuple[str, Fold]]) -> Report:
 
 
 def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None, int | None]],
-                     follow: Collection[str] = ()) -> Report:
+                     follow: Collection[str] = (), since: bytes | None = None) -> Report:
     """Like diagnose_paths, for files whose host and rank are known (a run's per-rank logs). A run's files are
     never read through a symlink; ``follow``: paths the user named, which may be links. A file that is not a
-    regular file (a FIFO, /dev/zero) is skipped and said, as an info finding; any other OSError is raised."""
+    regular file (a FIFO, /dev/zero) is skipped and said, as an info finding; any other OSError is raised.
+    ``since``: each file is read from the line after its last line that starts with these bytes (a relaunched
+    run's last attempt), its events still naming the file's own line numbers."""
     kept, skipped = [], []
     for p, host, rank in sources:
         try:
@@ -99,8 +132,12 @@ def diagnose_sources(sources: Iterable[tuple[str | os.PathLike[str], str | None,
             kept.append((p, host, rank))
         except safeio.SpecialFile as exc:
             skipped.append((os.fspath(p), exc.strerror))
-    report = _diagnose_folded([(os.fspath(p), _folded(read_blocks(p, follow=os.fspath(p) in follow), host, rank))
-                               for p, host, rank in kept])
+    folded = []
+    for p, host, rank in kept:
+        linked = os.fspath(p) in follow
+        start, first = after_last_mark(p, since, follow=linked) if since else (0, 0)
+        folded.append((os.fspath(p), _folded(read_blocks(p, follow=linked, start=start), host, rank, first)))
+    report = _diagnose_folded(folded)
     if not skipped:
         return report
     note = Finding("info", "skipped_file", f"Skipped {len(skipped)} file(s) that cannot be read as a log: "

@@ -300,13 +300,15 @@ def parse_blocks(blocks: Iterable[bytes], host: str | None = None, rank: int | N
 
 
 def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | None = None, *,
-                 scan: bool = True, sink: Sink | None = None) -> Iterator[list[Event]]:
+                 scan: bool = True, sink: Sink | None = None, first_line: int = 0) -> Iterator[list[Event]]:
     """``parse_blocks`` as it goes: the events of each block (and last, of the end), so that a caller that
     folds them (`cockpit diagnose`) never holds the whole list. ``sink``: the events of a run of lines read
     before go to ``sink.segment`` uncopied, with the events before them (``sink.add``), in order, before the
-    rest of the block's are yielded."""
+    rest of the block's are yielded. ``first_line``: the lines of the file before the first block (its events
+    name their file's lines)."""
     parser = LineParser(scan=scan)
     parser._sink = sink
+    parser._lineno = first_line
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
     for block in blocks:
         cut = block.rfind(b"\n")
