@@ -10,6 +10,7 @@
 #   4. the training runtime: ddp / fsdp / dp x fp16 / bf16 / fp32 (check_gpu_train.py)
 #   5. the user's own Lightning script under `cockpit run` (check_gpu_lightning.py)
 #   6. a hang on nccl: the demo's rank 0 blocks after 30 steps; cockpit must call the stall and say where
+#   7. recover: on nccl: rank 0 raises after step 12 in its first attempt; the run heals and ends 0
 # ONLY="gpus record" runs only the named steps (record covers record and record-busy).
 # Every step's output goes to OUTDIR/all.log; OUTDIR/summary.txt has one line per step: ok / FAILED (rc); the
 # NVML recordings (idle, and busy under a matrix-product loop) and the hang's stacks file land in OUTDIR too.
@@ -72,4 +73,18 @@ EOF
 step hang 120 bash -c "python3 -m cockpit run '$job' | tee '$tmp/run.txt'; echo exit=\${PIPESTATUS[0]}; \
 grep -q 'STALL: .*rank 0 .*stuck in maybe_fail' '$tmp/run.txt'"
 cp "$tmp"/runs/*/logs/stacks.*.txt "$out/" 2>/dev/null
+cat >"$tmp/heal.yaml" <<EOF
+name: gpu-heal
+script: $repo/jobs/demo.py
+args: [--epochs, "1", --steps-per-epoch, "30", --checkpoint-every, "5", --fail-rank, "0", --fail-step, "12",
+       --fail-attempts, "1"]
+launcher: local
+gpus: [0]
+pg_backend: nccl
+precision: bf16
+recover:
+  attempts: 1
+EOF
+step heal 150 bash -c "python3 -m cockpit run '$tmp/heal.yaml' | tee '$tmp/heal.txt'; rc=\${PIPESTATUS[0]}; \
+echo exit=\$rc; [ \$rc -eq 0 ] && grep -q 'attempts: 2, goodput' '$tmp/heal.txt'"
 cat "$summary"
