@@ -13,7 +13,6 @@ of an attempt counts with that attempt's median step time.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -119,6 +118,8 @@ def _kept_time(records: list[tuple[float, int]], upto: int | None) -> float:
         return 0.0
     gaps = [(t1 - t0) / max(s1 - s0, 1) for (t0, s0), (t1, s1) in zip(records, records[1:], strict=False)
             if s1 > s0]
+    import statistics  # here: ps and validate read attempts, only goodput needs it (3 ms of import)
+
     typical = statistics.median(gaps) if gaps else 0.0
     total, last_t, last_s = 0.0, None, None
     for t, s in records:
