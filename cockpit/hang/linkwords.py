@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from cockpit.hang.linkfind import ConnRow, EdgeEvidence, LinkFinding, NoSingleNode, local_faults
-from cockpit.hang.transport import NodeTransport
+from cockpit.hang.linkfind import ConnRow, EdgeEvidence, LinkFinding, NoSingleNode, link_finding, local_faults
+from cockpit.hang.transport import NodeTransport, TransportGather
 
 Json = dict[str, Any]
 TABLE_KEEP = 64  # rows in status.json: the stuck and slow ones first; the report file has them all
@@ -94,3 +94,21 @@ def edge_line(e: EdgeEvidence) -> str:
     rtt = f", rtt {e.srtt_ms:.1f} ms" if e.srtt_ms is not None else ""
     return (f"{e.observer} -> {e.peer}: {e.sockets} connection(s), {size(e.queued_bytes)} queued, backoff "
             f"{e.backoff_max}, {e.retransmits} retransmissions{ack}{rtt}")
+
+
+def gathered_link(g: TransportGather, run_ref: str = "RUN") -> Json | None:
+    """A hang finding's ``link`` key from the gather made with its stacks; None when no connection is stuck
+    or slow (a rank hung in its own code, a healthy job): no link finding."""
+    f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
+    return None if f is None else link_dict(f, g.silent, run_ref)
+
+
+def link_lines(g: TransportGather) -> list[str]:
+    """What `cockpit stacks` prints under its stacks: a row per node, then the link finding (or that there is
+    none) and its edges."""
+    f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
+    lines = node_rows(g.nodes, f.table if f is not None else ())
+    lines += [f"link error: {e}" for e in g.errors]
+    if f is None:
+        return [*lines, "no connection is stuck or slow: no link finding"]
+    return [*lines, link_text(f), *("   " + edge_line(e) for e in f.edges)]

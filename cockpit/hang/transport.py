@@ -122,3 +122,19 @@ class NodeTransport:
     @property
     def sockets(self) -> tuple[TcpSocket, ...]:
         return tuple(s for r in self.ranks for s in r.sockets)
+
+
+@dataclass(frozen=True)
+class TransportGather:
+    """One gather of every node of a run, made with the stacks: the nodes that answered and those that did
+    not (``answered`` False), which node each known address belongs to, and the interface the job uses on
+    each node where its scripts name one (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME)."""
+
+    nodes: tuple[NodeTransport, ...]
+    addr_to_node: Mapping[str, str] = field(default_factory=dict)
+    job_iface: Mapping[str, str] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()  # a node's record that could not be read: said, never raised
+
+    @property
+    def silent(self) -> tuple[str, ...]:
+        return tuple(n.host for n in self.nodes if not n.answered)

@@ -3,7 +3,7 @@
     {"host": str, "time": float, "addresses": [str],
      "ranks": [{"rank": int, "pid": int, "fd": "<fd listing>", "tcp": "<net/tcp>", "tcp6": "<net/tcp6>"}],
      "ss": "<ss -tinoepH of the node>" | null,
-     "ifaces": {name: {"operstate": str, "carrier": str, "carrier_down_count": str}},
+     "ifaces": {name: {"operstate": str, "carrier": str, "carrier_down_count": str, "addresses": [str]}},
      "ib": {"<device>/<port>": {"state": str, "phys_state": str, "link_layer": str, "counters/<name>": str}}}
 
 ss is preferred (RTT, retransmissions, last ack); /proc/<pid>/net/tcp{,6} stands in where ss is missing.
@@ -40,7 +40,8 @@ def node_transport(raw: Mapping[str, Any], where: str = "agent") -> NodeTranspor
     ss_text = raw.get("ss")
     ss = parse_ss(ss_text, f"{where} {host} ss") if isinstance(ss_text, str) and ss_text.strip() else None
     ranks = tuple(_rank(host, r, ss, where) for r in _list(raw, "ranks", where))
-    ifaces = tuple(parse_iface(name, _strs(files)) for name, files in sorted(_map(raw, "ifaces", where).items()))
+    ifaces = tuple(parse_iface(name, _strs(files)) for name, files in sorted(_map(raw, "ifaces", where).items())
+                   if _carries_job(files, ranks))
     ports = []
     for key, files in sorted(_map(raw, "ib", where).items()):
         device, _, port = key.rpartition("/")
@@ -87,4 +88,14 @@ def _map(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
 
 
 def _strs(files: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in files.items() if v is not None}
+    return {str(k): v for k, v in files.items() if isinstance(v, str)}
+
+
+def _carries_job(files: Mapping[str, Any], ranks: tuple[RankTransport, ...]) -> bool:
+    """An interface whose addresses the ranks' sockets use (a down docker0 or spare port says nothing about
+    the job's link); every interface when the record lists no addresses or the ranks have no sockets."""
+    addrs = files.get("addresses")
+    used = {s.local.host for r in ranks for s in r.sockets}
+    if not isinstance(addrs, list) or not used:
+        return True
+    return bool(used & {normal_host(str(a)) for a in addrs})
