@@ -94,3 +94,24 @@ def test_symmetric_hang_in_own_code_gets_no_link_key():
     f = hang_finding("stall", 12.0, {}, _evidence("ownhang"), time.time(), "RUN1")
     assert "link" not in f and "link" not in f["text"]
     assert "no connection is stuck or slow: no link finding" in stacks_report(_evidence("ownhang"))
+
+
+def test_deadlink_diagnose_json_carries_the_connection_table(tmp_path):
+    """`cockpit diagnose RUN --json`: the stall's link finding with its per-connection table, as status.json has it."""
+    from hang.test_local_hangs import cockpit
+
+    from cockpit.run.store import RunStatus, write_status
+
+    f = hang_finding("stall", 12.0, {}, _evidence("linkdown"), time.time(), "r1")
+    run_dir = tmp_path / "r1"
+    (run_dir / "logs").mkdir(parents=True)
+    write_status(run_dir, RunStatus(run_id="r1", name="job", launcher="ssh", job_file="j.yaml", hosts=["n1"],
+                                    world_size=4, state="stopped", created=0.0, started=1.0, ended=30.0,
+                                    findings=[LiveFinding.from_dict(f)]))
+    r = cockpit(tmp_path, "diagnose", "r1", "--json")
+    assert r.returncode == 1, r.stderr
+    [link] = json.loads(r.stdout)["links"]
+    assert (link["run"], link["kind"], link["node"]) == ("r1", "dead_link", "n2")
+    stuck = [row for row in link["table"] if row["kind"] == "stuck"]
+    assert {(row["observer"], row["peer_node"]) for row in stuck} == {("n1", "n2"), ("n3", "n2")}
+    assert all(row["send_q"] > 0 and row["backoff"] >= 3 for row in stuck)
