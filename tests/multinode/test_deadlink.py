@@ -68,7 +68,8 @@ def test_dead_link_on_node2_names_node2_within_stall_detection_plus_10_s(lab):
         links = healthy.stdout.split("== links ==\n", 1)[1].splitlines()
         assert [row.split(":")[0] for row in links[:3]] == ["link node1", "link node2", "link node3"]
         assert links[3] == "no connection is stuck or slow: no link finding", links
-        wait_for(lambda: not read_status(run_dir).findings, 60, "no finding before the fault")
+        wait_for(lambda: not [f for f in read_status(run_dir).findings if f.kind != "straggler"], 60,
+                 "no stall before the fault")  # (a straggler under load is no matter here)
         fault = time.time()
         _link(lab, "node2", "down")
         down = True
