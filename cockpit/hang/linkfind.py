@@ -108,10 +108,10 @@ def link_finding(nodes: Sequence[NodeTransport], addr_to_node: Mapping[str, str]
     table = tuple(_rows(nodes, addrs, rtts, median))
     stuck = _edges([r for r in table if r.kind == "stuck"])
     if stuck:
-        return _judge("dead_link", stuck, table, nodes, job_iface or {}, baseline or {}, addrs)
+        return _judge("dead_link", stuck, table, nodes, job_iface or {}, baseline or {})
     slow = _edges([r for r in table if r.kind == "slow"])
     if slow:
-        return _judge("slow_link", slow, table, nodes, job_iface or {}, baseline or {}, addrs)
+        return _judge("slow_link", slow, table, nodes, job_iface or {}, baseline or {})
     return None
 
 
@@ -186,15 +186,15 @@ def _edges(rows: Sequence[ConnRow]) -> tuple[EdgeEvidence, ...]:
 
 
 def _judge(kind: Literal["dead_link", "slow_link"], edges: tuple[EdgeEvidence, ...], table: tuple[ConnRow, ...],
-           nodes: Sequence[NodeTransport], job_iface: Mapping[str, str], baseline: Mapping[str, NodeTransport],
-           addrs: Mapping[str, str]) -> LinkFinding | NoSingleNode:
+           nodes: Sequence[NodeTransport], job_iface: Mapping[str, str],
+           baseline: Mapping[str, NodeTransport]) -> LinkFinding | NoSingleNode:
     pairs = [frozenset((e.observer, e.peer)) for e in edges]
     common = set.intersection(*(set(p) for p in pairs))
     by_host = {n.host: n for n in nodes}
     named = [x for x in sorted(common) if len({o for p in pairs for o in p if o != x}) >= 2]
     if len(named) == 1:
         x = named[0]
-        return LinkFinding(kind, x, _iface(x, by_host, job_iface, edges, addrs), edges,
+        return LinkFinding(kind, x, _iface(x, by_host, job_iface), edges,
                            local_faults(x, by_host.get(x), baseline.get(x)), table)
     if len(common) == 2:  # one pair: which end? only node-local evidence can say
         a, b = sorted(common)
@@ -202,7 +202,7 @@ def _judge(kind: Literal["dead_link", "slow_link"], edges: tuple[EdgeEvidence, .
         broken = [h for h in (a, b) if said[h]]
         if len(broken) == 1:
             x = broken[0]
-            return LinkFinding(kind, x, _iface(x, by_host, job_iface, edges, addrs), edges, said[x], table)
+            return LinkFinding(kind, x, _iface(x, by_host, job_iface), edges, said[x], table)
         why = "both ends show a local fault" if len(broken) == 2 else "neither end shows a local fault"
         return NoSingleNode(f"one pair only ({a}, {b}): TCP cannot say which end failed, and {why}", edges,
                             table, (a, b), said[a] + said[b])
@@ -232,8 +232,8 @@ def local_faults(host: str, node: NodeTransport | None, base: NodeTransport | No
     return tuple(out)
 
 
-def _iface(host: str, by_host: Mapping[str, NodeTransport], job_iface: Mapping[str, str],
-           edges: Sequence[EdgeEvidence], addrs: Mapping[str, str]) -> str | None:
+def _iface(host: str, by_host: Mapping[str, NodeTransport], job_iface: Mapping[str, str]) -> str | None:
+    """The job's interface on ``host``: its script's, else the one interface it shows down."""
     if host in job_iface:
         return job_iface[host]
     node = by_host.get(host)

@@ -45,20 +45,6 @@ def endpoint(text: str) -> Endpoint:
     return Endpoint(normal_host(host), int(port) if port != "*" else 0)
 
 
-def _ms(value: str) -> float | None:
-    """An ss timer expiry: ``192ms``, ``1.432ms`` (ss prints seconds this way), ``44sec``, ``1min``, ``""``."""
-    if not value:
-        return None
-    m = re.fullmatch(r"(?:(\d+)min)?(\d*)(?:\.(\d+))?(ms|sec)?", value)
-    if m is None:
-        return None
-    minutes, whole, frac, unit = m.groups()
-    base = int(minutes or 0) * 60000
-    if frac is not None:  # ss's "%d.%03dms" is seconds.milliseconds
-        return base + int(whole or 0) * 1000 + int(frac[:3].ljust(3, "0"))
-    return base + int(whole or 0) * (1000 if unit == "sec" else 1)
-
-
 def parse_ss(text: str, source: str = "ss") -> list[TcpSocket]:
     """Every socket of ``ss -tinoe`` output (with or without -p, -m, -H, and with the header)."""
     out: list[TcpSocket] = []
@@ -100,9 +86,8 @@ def _ss_fields(words: list[str]) -> dict[str, Any]:
     for w in words:
         key, _, value = w.partition(":")
         if w.startswith("timer:("):
-            kind, expires, count = (w[7:].rstrip(")").split(",") + ["", ""])[:3]
+            kind = w[7:].rstrip(")").split(",")[0]  # (kind,expiry,count): `on,,4` when due; backoff says more
             f["timer"] = kind if kind in ("on", "persist", "keepalive", "timewait") else "none"
-            del expires, count  # the expiry and the timer's own retransmit count: backoff says it better
         elif w.startswith("users:("):
             m = _PID.search(w)
             f["pid"] = int(m.group(1)) if m else None
