@@ -51,7 +51,7 @@ def test_dead_link_on_node2_names_node2_within_stall_detection_plus_10_s(lab):
     job = lab.job("deadlink", NODES, on_stall="report", node_env="{node3: {GLOO_SOCKET_IFNAME: ens5}}")
     job.write_text(job.read_text().replace(f"python: {sys.executable}", f"python: {_python(lab)}"))
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "5",
-                             "--stall-after", str(STALL_AFTER), "--", "--epochs", "1", "--steps-per-epoch", "100000"],
+                             "--stall-after", str(STALL_AFTER), "--", "--epochs", "1", "--steps-per-epoch", "3000"],
                             cwd=REPO, env=lab.env(runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     down = False
     try:
@@ -60,9 +60,13 @@ def test_dead_link_on_node2_names_node2_within_stall_detection_plus_10_s(lab):
             wait_for(lambda: _ended(proc) or "step=10 " in read(f"{run_dir}/logs/rank-0.*.log"), 240,
                      "training to start")
         except pytest.fail.Exception:
-            tails = "".join(f"--- {p.name}: {p.read_text(errors='replace')[-600:]}\n"
-                            for p in sorted((run_dir / "logs").glob("rank-*.log")))
-            pytest.fail(f"training did not start in 240 s: {(run_dir / 'status.json').read_text()[-1500:]}\n{tails}")
+            s = read_status(run_dir)
+            tails = "".join(f"--- {p.name}: {p.read_text(errors='replace')[-400:]}\n"
+                            for p in sorted((run_dir / "logs").glob("*.log")))
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(f"training did not start: {s.state} {s.first_failure} {s.note} "
+                        f"{[f.text for f in s.findings]}\n{err[-3000:]}\n{tails}")
         healthy = lab.cockpit(runs, "stacks", run_dir.name, timeout=90)
         assert healthy.returncode == 0, healthy.stderr[-2000:]
         links = healthy.stdout.split("== links ==\n", 1)[1].splitlines()
