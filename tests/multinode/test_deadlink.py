@@ -26,7 +26,9 @@ def _python(lab) -> str:
     """The job's python on the nodes with this checkout first on its path: SSH sessions carry no PYTHONPATH, and
     the nodes' probe imports cockpit (wherever this interpreter's own install of it points)."""
     path = lab.cluster.root / "deadlink-python"
-    path.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} \"$@\"\n")
+    repo = shlex.quote(str(REPO))  # after what the rank wrapper puts first (the run's hook)
+    python = shlex.quote(sys.executable)
+    path.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{repo} exec {python} "$@"\n')
     path.chmod(0o755)
     return str(path)
 
