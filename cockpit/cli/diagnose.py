@@ -102,7 +102,14 @@ def cmd_diagnose(args) -> int:
 
         return cmd_fix(runs[0], report, args.apply, DiagnoseInputError)
     if args.json:
-        print(render_json(report))
+        text = render_json(report)
+        links = [{"run": r.status.run_id, "kind": f.kind, **f.link} for r in runs if r.status
+                 for f in (*r.status.findings, *r.status.history) if f.link]
+        if links:  # the link findings with their per-connection tables (cockpit.hang.linkwords.link_dict)
+            import json
+
+            text = json.dumps({**json.loads(text), "links": links}, indent=2, ensure_ascii=False)
+        print(text)
     else:
         print(render_text(report, color=use_color(sys.stdout)))
     return 1 if any(f.severity == "error" for f in report.findings) else 0

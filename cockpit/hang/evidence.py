@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from cockpit.hang.stacks import FlightRecord, RankStack, parse_dump
+from cockpit.hang.transport import TransportGather
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Evidence:
     flight: FlightRecord | None
     beat: dict | None
     workers: tuple[WorkerStack, ...] = ()  # its forked children (DataLoader workers), when it has any
+    link: TransportGather | None = None  # every node's transport evidence, gathered with the stacks (ssh runs)
 
     @property
     def stack(self) -> RankStack:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.hang.evidence import Evidence, WorkerStack
+from cockpit.hang.linkwords import gathered_link, link_lines
 from cockpit.hang.progress import Straggler
 from cockpit.hang.stacks import DDP_INIT, INIT
 from cockpit.hang.words import finding_words, starting_words
@@ -62,6 +63,12 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evi
                "mismatch": uneven is None and not culprits and len({v["op"] for v in victims}) > 1,
                "uneven": uneven, "hooked": any(e.beat for e in evidence.values())}
     finding["text"], finding["hint"], finding["next"] = finding_words(finding, run_ref, pg_backend)
+    gathered = next((e.link for e in evidence.values() if e.link is not None), None)
+    link = gathered_link(gathered, run_ref) if gathered is not None else None
+    if link is not None:  # the node whose link stopped the collective (cockpit.hang.linkfind)
+        finding["link"] = link
+        finding["text"] = f"{finding['text']}; {link['text']}"
+        finding["hint"] = f"{link['hint']}; {finding['hint']}"
     return finding
 
 
@@ -178,6 +185,9 @@ def stacks_report(evidence: dict[int, Evidence]) -> str:
                 lines.append(f"   -- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
                              + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
                 lines += ["      " + line for line in w.text.rstrip("\n").splitlines() if line.strip()]
+    gathered = next((e.link for e in evidence.values() if e.link is not None), None)
+    if gathered is not None:
+        lines += ["== links ==", *link_lines(gathered)]
     return "\n".join(lines) + "\n"
 
 

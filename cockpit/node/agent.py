@@ -16,7 +16,9 @@ cockpit import, cockpit.node.ifaces (stdlib only too), is inlined into the sourc
                  "once", after one round, reporting {"running": true} if the node's torchrun still runs.
     stacks JSON  ask this node's ranks of a run for their stacks (cockpit.hang.gather): a marker into each
                  rank's .stacks file, a dump request, SIGURG to each rank's pid; then, per rank, the text
-                 after the marker, its last beat and a digest of its Flight Recorder dump.
+                 after the marker, its last beat and a digest of its Flight Recorder dump. First, when asked
+                 ("transport": true), one {"transport": ...} line: the ranks' TCP sockets, the node's
+                 interfaces and IB ports as raw text (cockpit.node.linkread), read before the ranks answer.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 import time
 
 from cockpit.node.ifaces import interfaces  # stdlib only: shipped inlined (cockpit.launch.ssh.shell.agent_source)
+from cockpit.node.linkread import link_read  # the same
 
 CHUNK = 16384  # bytes per message: a base64 line stays well under asyncio's 64 KiB line limit
 FOLLOWED = ("logs", "metrics")
@@ -205,12 +208,19 @@ def stacks(args: dict) -> int:
     with open(os.path.join(logs, "dump.req.tmp"), "w") as f:
         f.write(request + "\n")
     os.replace(os.path.join(logs, "dump.req.tmp"), os.path.join(logs, "dump.req"))
-    for base, _ in targets.values():
+    pids = {}
+    for rank, (base, _) in targets.items():
         try:
             with open(base + ".pid") as f:
-                os.kill(int(f.read().split()[0]), 23)  # SIGURG
+                pids[rank] = int(f.read().split()[0])
+            os.kill(pids[rank], 23)  # SIGURG
         except (OSError, ValueError, IndexError):
             continue
+    if args.get("transport"):  # the kernel's view of the ranks' connections, while they wait
+        try:
+            emit({"transport": link_read(host, pids, interfaces())})
+        except Exception as exc:  # noqa: BLE001 - the stacks still count: say why there is no transport
+            emit({"transport_error": f"{type(exc).__name__}: {exc}"})
     deadline = time.monotonic() + float(args.get("timeout", 5.0))
     while True:
         answers = {rank: _answer(base, offset, request) for rank, (base, offset) in targets.items()}

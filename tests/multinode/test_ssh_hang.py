@@ -34,7 +34,9 @@ def test_a_hang_on_node2_is_named_with_host_and_line_and_stopped_on_both_nodes(l
     assert sorted(v["rank"] for v in f["victims"]) == [0, 1, 2]
     assert {v["host"] for v in f["victims"]} == {"node1", "node2"}
     assert "rank 3 (node2) is stuck in maybe_fail" in r.stderr and "STALL" in r.stderr
+    assert "link" not in f and "likely fault" not in f["text"]  # its own code, not a link: no link finding (issue 31)
     stacks = Path(f["stacks"]).read_text()
     assert "== node1 ==" in stacks and "== node2 ==" in stacks
+    assert "no connection is stuck or slow: no link finding" in stacks
     print(f"ssh hang: stall_after 8 s -> finding and stop on both nodes; run took {took:.1f} s")
     assert left_on_nodes(lab, status.run_id) == {"node1": [], "node2": []}

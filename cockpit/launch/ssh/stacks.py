@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit.hang.evidence import Evidence, new_request, workers_of
@@ -23,7 +24,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
     plan = read_plan(run_dir)
     request = new_request()
     args = {"request": request, "marker": marker(request, time.time()), "ranks": sorted(ranks or ()),
-            "timeout": timeout}
+            "timeout": timeout, "transport": True}
 
     async def one(pool: RemotePool, node) -> list[dict]:
         command = agent_command(node_python(pool, node.host, plan.python), "stacks",
@@ -42,9 +43,27 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
             await pool.close()
 
     out = {}
-    for answers in asyncio.run(go()):
+    every = asyncio.run(go())
+    for answers in every:
         for a in answers:
+            if "rank" not in a:
+                continue  # the node's transport line (below)
             flight = parse_flight_record(a["fr"]) if a.get("fr") else None
             out[int(a["rank"])] = Evidence(int(a["rank"]), a["host"], last_dump(a.get("text") or ""), flight,
                                            a.get("beat"), workers_of(a.get("workers"), request))
-    return out
+    from cockpit.hang.transportgather import gather_of
+
+    names = [(log_safe(n.host), n.address) for n in plan.nodes]
+    scripts = {log_safe(n.host): _script(run_dir, n.node_rank) for n in plan.nodes}
+    link = gather_of(names, every, scripts)
+    return {rank: replace(e, link=link) for rank, e in out.items()}
+
+
+def _script(run_dir: Path, node_rank: int) -> str:
+    """The node's script (it names the job's interface), "" when unreadable."""
+    from cockpit.run import layout
+
+    try:
+        return (run_dir / layout.COMMANDS / f"node-{node_rank}.sh").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
