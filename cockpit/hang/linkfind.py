@@ -65,7 +65,9 @@ class EdgeEvidence:
 
 @dataclass(frozen=True)
 class LinkFinding:
-    kind: Literal["dead_link", "slow_link"]
+    # dead_link: connections toward the node stuck; slow_link: its connections slow; unreachable: the node alone
+    # did not answer the gather while the others did and no connection shows anything (TCP cannot confirm)
+    kind: Literal["dead_link", "slow_link", "unreachable"]
     node: str
     iface: str | None
     edges: tuple[EdgeEvidence, ...]
@@ -112,7 +114,20 @@ def link_finding(nodes: Sequence[NodeTransport], addr_to_node: Mapping[str, str]
     slow = _edges([r for r in table if r.kind == "slow"])
     if slow:
         return _judge("slow_link", slow, table, nodes, job_iface or {}, baseline or {})
-    return None
+    return _unreachable(nodes, table, job_iface or {})
+
+
+def _unreachable(nodes: Sequence[NodeTransport], table: tuple[ConnRow, ...],
+                 job_iface: Mapping[str, str]) -> LinkFinding | None:
+    """One node alone did not answer while at least two others did: the node or its link (its neighbours'
+    sockets may have had nothing queued toward it when it went: they wait to receive). None otherwise."""
+    silent = [n.host for n in nodes if not n.answered]
+    answered = [n.host for n in nodes if n.answered]
+    if len(silent) != 1 or len(answered) < 2:
+        return None
+    x = silent[0]
+    said = (f"{x} did not answer the gather while {', '.join(sorted(answered))} did",)
+    return LinkFinding("unreachable", x, _iface(x, {n.host: n for n in nodes}, job_iface), (), said, table)
 
 
 def _key(host: str, s: TcpSocket) -> tuple[str, str, str]:

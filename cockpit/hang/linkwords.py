@@ -34,6 +34,9 @@ def link_text(f: LinkFinding | NoSingleNode) -> str:
     if isinstance(f, NoSingleNode):
         return f"no single node's link is to blame: {f.reason}; see the connection table"
     x = f.node
+    if f.kind == "unreachable":
+        return (f"{x}'s link" + (f" ({f.iface})" if f.iface else "") + f" or {x} itself is the likely fault: "
+                f"{f.corroboration[0]}; no connection shows data queued toward it, so TCP does not confirm it")
     peers = sorted({e.observer if e.peer == x else e.peer for e in f.edges})
     toward = [e for e in f.edges if e.peer == x] or list(f.edges)  # the neighbours' view: x may be silent
     queued, retrans = sum(e.queued_bytes for e in toward), sum(e.retransmits for e in toward)

@@ -52,6 +52,18 @@ def test_deadlink_without_the_dead_nodes_answer_still_names_it():
     assert isinstance(f, LinkFinding) and f.node == "10.235.31.12"
 
 
+def test_deadlink_a_node_alone_silent_with_nothing_queued_toward_it_is_named_unconfirmed():
+    """Its neighbours may have had nothing queued toward it when its link went (they wait to receive): the node
+    that alone did not answer is named, and the words say TCP does not confirm it. Two silent: no finding."""
+    quiet = [n for n in nodes("healthy", "t10s") if n.host != "n2"] + [silent("n2")]
+    f = link_finding(quiet, {}, job_iface={"n2": "eth0"})
+    assert isinstance(f, LinkFinding) and (f.kind, f.node, f.iface, f.edges) == ("unreachable", "n2", "eth0", ())
+    assert f.corroboration == ("n2 did not answer the gather while n0, n1, n3 did",)
+    assert link_text(f) == ("n2's link (eth0) or n2 itself is the likely fault: n2 did not answer the gather while "
+                            "n0, n1, n3 did; no connection shows data queued toward it, so TCP does not confirm it")
+    assert link_finding([n for n in quiet if n.host not in ("n1", "n2")] + [silent("n1"), silent("n2")], {}) is None
+
+
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("scenario,label", [("ownhang", "t10s"), ("ownhang", "t30s"), ("sigstop", "t10s"),
                                             ("sigstop", "t30s"), ("healthy", "before"), ("healthy", "t10s")])
