@@ -32,6 +32,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests that run in one pytest-xdist worker (_group)")
     for name in [n for n in os.environ if is_leaky(n)]:
         del os.environ[name]
     os.environ["PYTHONPATH"] = str(REPO)
@@ -41,6 +42,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if (_heavy(item.path) or item.get_closest_marker("slow")) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
+# Session fixtures that start something only one of may exist on the machine (the Slurm cluster, the network
+# namespace lab, the sshd world, the throwaway users): every test that uses one runs in the same worker.
+SHARED = ("slurm_cluster", "lab", "users")
+
+
+def _group(item) -> str:
+    """The xdist group of a test (tests/run-all.sh runs the suite in 2 workers, --dist loadgroup): its shared
+    session fixture's, else its file's, so that module-scoped fixtures (a demo run shared by a file) run once."""
+    tests = REPO / "tests"
+    top = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else "-"
+    shared = next((name for name in SHARED if name in getattr(item, "fixturenames", ())), None)
+    return f"{top}:{shared}" if shared else str(item.path)
 
 
 def _heavy(path) -> bool:

@@ -30,4 +30,7 @@ echo "== pip install (torch==2.13.0 CPU, cockpit[test,fast])"
 "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy -e ".[test,fast]"
 
 echo "== pytest"
-exec "$PY" -m pytest "$@"
+# Two workers (pytest-xdist): most tests wait on real processes (ranks, sshd, Slurm, stall detection), so two
+# at a time fill the machine's 2 cores; tests that share one Slurm, one network-namespace lab, one sshd world
+# or the throwaway users run in one worker (tests/conftest.py: xdist_group).
+exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
