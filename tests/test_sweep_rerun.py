@@ -48,7 +48,7 @@ def test_rerun_failed_runs_only_the_failed_trials_with_identical_scripts_as_a_ne
     ps = cockpit(runs, "ps").stdout.splitlines()
     assert "FORECAST" in ps[0] and "GPU-H" in ps[0]
     sweep_rows = [line for line in ps if line.startswith("swr-")]
-    assert len(sweep_rows) == 2 and all(line.split()[6:8] == ["-", "cpu"] for line in sweep_rows), ps
+    assert len(sweep_rows) == 2 and all(line.split()[7:9] == ["-", "cpu"] for line in sweep_rows), ps
 
 
 def test_rerun_refuses_a_sweep_without_failures_and_a_plain_run(tmp_path):
