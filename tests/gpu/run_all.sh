@@ -70,7 +70,7 @@ stall_after: 15
 on_stall: stop
 EOF
 # cockpit exits 1 for a run it stopped as hung; the step passes when the finding names rank 0 in maybe_fail
-step hang 120 bash -c "python3 -m cockpit run '$job' | tee '$tmp/run.txt'; echo exit=\${PIPESTATUS[0]}; \
+step hang 120 bash -c "python3 -m cockpit run '$job' 2>&1 | tee '$tmp/run.txt'; echo exit=\${PIPESTATUS[0]}; \
 grep -q 'STALL: .*rank 0 .*stuck in maybe_fail' '$tmp/run.txt'"
 cp "$tmp"/runs/*/logs/stacks.*.txt "$out/" 2>/dev/null
 cat >"$tmp/heal.yaml" <<EOF
