@@ -92,3 +92,20 @@ def test_a_slurm_job_named_like_an_interactive_session_is_warned(name):
     assert warning.format("job.yaml").startswith(f"job.yaml:1:1: warning: name: Lightning takes a Slurm job named "
                                                  f"'{name}' for an interactive session")
     assert parse_spec(f"name: {name}\nscript: train.py\n").warnings == ()  # torchrun: Lightning ignores it
+
+
+@pytest.mark.parametrize(("field", "value", "meant"), [("backend", "DDP", "ddp"), ("pg_backend", "NCCL", "nccl"),
+                                                      ("precision", "BF16", "bf16")])
+def test_a_choice_in_capitals_is_told_its_spelling(field, value, meant):
+    line = one_error(BASE + f"{field}: {value}\n")
+    assert line.startswith(f"job.yaml:3:1: {field}: {value!r} is not one of") and f"did you mean {meant!r}?" in line
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "render"])
+def test_a_script_given_where_a_job_file_goes_is_told_what_a_job_file_is(tmp_path, command):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n")
+    r = subprocess.run([sys.executable, "-m", "cockpit", command, str(script)], capture_output=True, text=True,
+                       cwd=REPO, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{script}: a Python script, not a job file" in r.stderr and "`script: train.py`" in r.stderr, r.stderr

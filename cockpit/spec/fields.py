@@ -128,7 +128,8 @@ class Checker:
         if value is None:
             return default
         if str(value) not in choices:
-            close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
+            same = [c for c in choices if c.lower() == str(value).lower()]  # `backend: DDP`: the case only
+            close = same or difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]!r}?" if close else f"one of: {' | '.join(choices)}"
             self.problem(path, f"{value!r} is not one of {' | '.join(choices)}", hint)
             return default

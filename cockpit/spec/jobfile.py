@@ -24,6 +24,11 @@ def read_text(path: str | Path) -> str:
     opened (missing, a symlink loop, no permission; IsADirectoryError for a directory), else LoadError.
     """
     name = str(path)
+    if name.endswith((".py", ".sh")):  # the torchrun / sbatch habit: `cockpit run train.py`
+        kind = "Python script" if name.endswith(".py") else "shell script"
+        raise LoadError([Problem(0, 0, "", f"a {kind}, not a job file",
+                                 f"cockpit takes a job file (YAML) that names the script: `name: NAME` and "
+                                 f"`script: {Path(name).name}` (start from jobs/demo.yaml)")])
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
