@@ -109,3 +109,14 @@ def test_a_script_given_where_a_job_file_goes_is_told_what_a_job_file_is(tmp_pat
                        cwd=REPO, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"{script}: a Python script, not a job file" in r.stderr and "`script: train.py`" in r.stderr, r.stderr
+
+
+def test_run_with_a_rank_the_job_will_not_have_is_refused_before_anything_starts(tmp_path):
+    from helpers import cockpit_env
+
+    runs = tmp_path / "runs"
+    r = subprocess.run([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "--rank", "5"], capture_output=True,
+                       text=True, cwd=REPO, env=cockpit_env(COCKPIT_RUNS_DIR=str(runs)), timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "jobs/demo.yaml: the job has ranks 0-1, not rank 5 (hint: leave out --rank" in r.stderr, r.stderr
+    assert not runs.exists() or not any(runs.iterdir())  # nothing was launched

@@ -85,6 +85,11 @@ def cmd_run(args, spec, job_path: str) -> int:
     from cockpit.cli.startup import StartGuard
 
     extra = tuple(args.script_args)
+    size = spec.world_size  # --rank only chooses what is shown: one the job will not have is a mistake to say now
+    if size is not None and (bad := sorted(r for r in set(args.rank or ()) if not 0 <= r < size)):
+        has = f"ranks 0-{size - 1}" if size > 1 else "rank 0 only"
+        raise CommandError(f"{job_path}: the job has {has}, not rank {', '.join(map(str, bad))} "
+                           "(hint: leave out --rank to see every rank)")
     if args.stall_after is not None:
         spec = replace(spec, stall_after=args.stall_after)
     with StartGuard(runs_dir_of(args), spec.name) as guard:
