@@ -90,10 +90,13 @@ class CockpitApp(App):
         if problem:
             self.startup_notes.append(problem)
         wanted = self.ctx.theme or settings.get("theme") or DEFAULT_THEME
+        if wanted not in self.available_themes and f"cockpit-{wanted}" in self.available_themes:
+            wanted = f"cockpit-{wanted}"  # --theme light: the short name
         if wanted in self.available_themes:
             self.theme = wanted
         elif themes:
-            self.startup_notes.append(f"theme {wanted!r} is not available; using {themes[0].name}")
+            self.startup_notes.append(f"theme {wanted!r} is not available; using {themes[0].name} (themes: "
+                                      f"{', '.join(t.name for t in themes)})")
             self.theme = themes[0].name
 
     def watch_theme(self, name: str) -> None:

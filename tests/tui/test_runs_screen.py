@@ -113,10 +113,17 @@ async def test_a_bad_theme_is_reported_and_skipped(ctx, tmp_path):
         await pilot.pause(0.2)
         notes = [n.message for n in app._notifications]
         assert any("pink.yaml: colors.primary: 'not-a-colour' is not a colour" in n for n in notes)
-        assert any("theme 'pink' is not available" in n for n in notes)
+        assert any("theme 'pink' is not available" in n and "(themes: cockpit-" in n for n in notes), notes
         assert app.theme in ("cockpit-dark", "cockpit-light") and "pink" not in app.available_themes
         assert any("teal.yaml: variables.footer-key-foreground: 'zzz notacolour' is not a colour" in n
                    for n in notes) and "teal" not in app.available_themes
+
+
+async def test_a_themes_short_name_is_taken(ctx):
+    ctx.theme_dirs, ctx.theme = [REPO / "themes"], "light"  # --theme light: cockpit-light
+    app = CockpitApp(ctx)  # the theme is chosen as the app is made (its startup notes are shown once it runs)
+    async with app.run_test(size=(80, 24)):
+        assert app.theme == "cockpit-light" and not app.startup_notes, app.startup_notes
 
 
 async def test_runs_screen_lists_the_users_slurm_jobs_below_the_runs(ctx, runs):
