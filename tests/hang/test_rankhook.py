@@ -221,6 +221,15 @@ FR_RANK = """
     for _ in range(100):
         dist.all_reduce(t)
     dist.broadcast(t, 0)
+    # torch marks a gloo collective completed in the Flight Recorder from its own thread, a moment after the
+    # caller's wait returned: wait until the dump says so (CI saw 101 enqueued, 100 completed)
+    import json
+    from torch._C import _distributed_c10d as c10d
+    for _ in range(1000):
+        pg = json.loads(c10d._dump_fr_trace_json(includeCollectives=True, onlyActive=False))["pg_status"]["0"]
+        if pg["last_completed_collective"] == pg["last_enqueued_collective"]:
+            break
+        time.sleep(0.01)
     print("ready", os.environ.get("TORCH_FR_BUFFER_SIZE"), flush=True)
     def waiting_after_collectives():
         time.sleep(60)
