@@ -11,6 +11,7 @@
 #   5. the user's own Lightning script under `cockpit run` (check_gpu_lightning.py)
 #   6. a hang on nccl: the demo's rank 0 blocks after 30 steps; cockpit must call the stall and say where
 #   7. recover: on nccl: rank 0 raises after step 12 in its first attempt; the run heals and ends 0
+#   8. NCCL's RAS report from a real communicator, text and JSON (record_ras.py), read by cockpit.hang.ras
 # ONLY="gpus record" runs only the named steps (record covers record and record-busy).
 # Every step's output goes to OUTDIR/all.log; OUTDIR/summary.txt has one line per step: ok / FAILED (rc); the
 # NVML recordings (idle, and busy under a matrix-product loop) and the hang's stacks file land in OUTDIR too.
@@ -87,4 +88,5 @@ recover:
 EOF
 step heal 150 bash -c "python3 -m cockpit run '$tmp/heal.yaml' | tee '$tmp/heal.txt'; rc=\${PIPESTATUS[0]}; \
 echo exit=\$rc; [ \$rc -eq 0 ] && grep -q 'attempts: 2, goodput' '$tmp/heal.txt'"
+step ras 100 python3 tests/gpu/record_ras.py "$out"
 cat "$summary"

@@ -23,6 +23,14 @@ def test_deadlink_ras_running_ok_while_pytorch_timed_out():
     assert r.ok and r.version == "2.26.2" and r.comm_states == (("group 0", "RUNNING OK"),)
 
 
+def test_deadlink_ras_recorded_on_an_h100_reads_healthy_in_both_formats():
+    """Recorded on a lent H100 (tests/gpu/record_ras.py, NCCL 2.28.9): the text and the JSON of one job agree."""
+    text = parse_ras_text((RAS / "h100-2.28.9-1rank-healthy.txt").read_text())
+    json_ = parse_ras_json((RAS / "h100-2.28.9-1rank-healthy.json").read_text())
+    assert text.ok and json_.ok and text.version == json_.version == "2.28.9"
+    assert (text.processes, json_.processes, text.repaired, json_.repaired) == ((), (), False, False)
+
+
 def test_deadlink_ras_names_missing_and_dead_processes():
     r = parse_ras_text((RAS / "example-2.30.7-exit-incomplete.txt").read_text())
     assert not r.ok and (r.processes[-1].rank, r.processes[-1].pid, r.processes[-1].host) == (7, 3748990, "node1")
