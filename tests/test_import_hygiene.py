@@ -84,3 +84,23 @@ def test_help_and_ps_of_finished_runs_load_no_launcher_parser_or_asyncio(argv, t
     assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
     if argv[0] == "ps":
         assert all(f"demo-{i}" in r.stdout for i in range(3)), r.stdout  # and listed the runs
+
+
+# What `cockpit validate` and `cockpit render` of a local job must not import (issue 29: a start at the Python floor):
+# what a run is (its status and records), the launchers' process tools and protocol, the nodes' records, asyncio and
+# subprocess. They ask the job's launcher only for its file checks (validate) or its facts (render), so validate loads
+# no renderer and render no preflight.
+DRY_NEEDS_NONE_OF = ("asyncio", "subprocess", "cockpit.run.store", "cockpit.run.status", "cockpit.run.records",
+                     "cockpit.launch.procs", "cockpit.launch.supervision", "cockpit.launch.protocol",
+                     "cockpit.fleet.records")
+
+
+@pytest.mark.parametrize(("argv", "also_not"), [(["validate", "jobs/demo.yaml"], ("cockpit.render",)),
+                                                (["render", "jobs/demo.yaml"], ("cockpit.preflight",))])
+def test_validate_and_render_of_a_local_job_load_no_run_store_or_process_tools(argv, also_not):
+    code = PROBE.format(argv=argv, heavy=DRY_NEEDS_NONE_OF + also_not)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    loaded = json.loads(r.stderr.rsplit("LOADED=", 1)[1])
+    assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
+    # and did its work: validate said ok, render wrote the node script
+    assert ("jobs/demo.yaml: ok" in r.stdout) if argv[0] == "validate" else ("torchrun" in r.stdout), r.stdout

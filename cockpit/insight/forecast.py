@@ -81,8 +81,8 @@ class Forecast:
         """The record ``to_dict`` wrote, checked: ValueError when a field is missing, extra or of another type."""
         if not isinstance(data, dict) or data.keys() != _TYPES.keys():
             raise ValueError(f"not a forecast: expected the fields {', '.join(_TYPES)}")
-        for name, types in _TYPES.items():
-            if not _is_a(data[name], types):
+        for name, types in _TYPES.items():  # (type() in types first: _is_a's common case, without a call)
+            if type(data[name]) not in types and not _is_a(data[name], types):
                 raise ValueError(f"forecast {name}: {data[name]!r} is not {' or '.join(map(str, types))}")
         if data["fits"] not in FITS:
             raise ValueError(f"forecast fits: {data['fits']!r} is none of {', '.join(FITS)}")

@@ -20,12 +20,14 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.launch import registry
-from cockpit.launch.protocol import LaunchOptions
 from cockpit.launch.site import DEFAULT_MASTER_PORT, DRY_RUN_ID, LaunchError, dry_run_dir
-from cockpit.render.site import Site
-from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from cockpit.render.site import Site
+    from cockpit.spec.model import JobSpec
 
 __all__ = ["LaunchError", "dry_run_facts", "prepare", "start", "with_shell_env"]
 
@@ -48,6 +50,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     """Create the run directory for ``spec`` and hand it to its scheduler if it has one (sbatch); raises
     LaunchError with a hint when it cannot run. ``preflight`` False launches although checks fail
     (`cockpit run --no-preflight`); ``trust_new_hosts`` concerns the ssh launcher only (`--trust-new-hosts`)."""
+    from cockpit.launch.protocol import LaunchOptions
+
     check_runs_dir(runs_dir)
     launcher = registry.for_spec(spec)
     run_dir = launcher.prepare(spec, job_path, runs_dir, extra_args,

@@ -9,11 +9,14 @@ sweep variant; so does a local run whose nodes are trials.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from cockpit.launch.protocol import Launcher
 from cockpit.launch.site import LaunchError
-from cockpit.run.store import RunStatus, is_sweep
-from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:  # `cockpit validate` / `render` ask a launcher without loading what a run is (cockpit.run)
+    from cockpit.launch.protocol import Launcher
+    from cockpit.run.store import RunStatus
+    from cockpit.spec.model import JobSpec
 
 
 def _local() -> Launcher:
@@ -72,6 +75,8 @@ def for_run(status: RunStatus, fallback: str | None = None) -> Launcher:
     """The launcher of a run from its status.json. ``fallback``: the launcher for a name this version does
     not know (cockpit ps / stop treat such a run as a local one: its processes are found here by run id);
     None: LaunchError."""
+    from cockpit.run.store import is_sweep
+
     key = status.launcher
     if key in SWEEP_VARIANTS and is_sweep(status):
         key = SWEEP_VARIANTS[key]

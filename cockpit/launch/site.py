@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.fs.paths import default_runs_dir, job_workdir
-from cockpit.launch.protocol import TimeLimits
-from cockpit.preflight.local import LocalFacts
-from cockpit.render.site import Site
-from cockpit.spec.model import JobSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each imported where it is used: `cockpit validate` renders nothing, `render` checks nothing
+    from cockpit.launch.protocol import TimeLimits
+    from cockpit.preflight.local import LocalFacts
+    from cockpit.render.site import Site
     from cockpit.run.records import NodeRecord, Trial
     from cockpit.run.store import RunStatus
+    from cockpit.spec.model import JobSpec
 
 DRY_RUN_ID = "dry-run"
 
@@ -43,6 +43,8 @@ class NoScheduler:
         return list(spec.hosts)
 
     def time_limits(self, spec: JobSpec | None) -> TimeLimits:
+        from cockpit.launch.protocol import TimeLimits
+
         return TimeLimits()
 
     def attempt_start(self, run_dir: Path) -> float | None:
@@ -97,6 +99,8 @@ def facts_for(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_po
               node_names: tuple[str, ...]) -> Site:
     """What the renderers need to know about where the job runs; the launcher gives its own ``python``,
     ``master_addr`` and ``node_names`` (cockpit.launch.protocol ``render_facts``)."""
+    from cockpit.render.site import Site
+
     return Site(run_dir=run_dir, run_id=run_id, workdir=job_workdir(job_path, spec.workdir),
                  python=python, master_addr=master_addr, master_port=master_port,
                  node_names=node_names, extra_args=extra_args)
@@ -111,6 +115,8 @@ def dry_run_dir(runs_dir: str | None) -> str:
 def job_files(spec: JobSpec, job_path: str, python: str) -> LocalFacts:
     """What the file checks of a job run from this machine's filesystem need (local, and Slurm's submit host):
     its workdir and script by a stat, ``python`` the interpreter its ranks use. No process is started."""
+    from cockpit.preflight.local import LocalFacts
+
     workdir = job_workdir(job_path, spec.workdir)
     script = spec.script is not None and _is_file(Path(workdir) / os.path.expanduser(spec.script))
     return LocalFacts(workdir, _is_dir(Path(workdir)), script, python, port=spec.master_port)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from cockpit.fleet.records import REACHABLE, Interface, NodeReport
 from cockpit.preflight import ifadvice
-from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:  # the nodes' records are read by the node checks alone, not by `cockpit validate`'s file checks
+    from cockpit.fleet.records import Interface, NodeReport
+    from cockpit.spec.model import JobSpec
 
 Level = Literal["ok", "warn", "FAIL"]
 OK: Final = "ok"
@@ -84,6 +86,8 @@ def job_checks(spec: JobSpec, facts: JobFacts) -> list[Check]:
 
 
 def reachable(facts: JobFacts) -> Check:
+    from cockpit.fleet.records import REACHABLE
+
     down = [n for n in facts.nodes if n.state not in REACHABLE]
     if not down:
         return Check("reachable", OK, f"{len(facts.nodes)}/{len(facts.nodes)} nodes")

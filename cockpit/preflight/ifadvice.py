@@ -20,12 +20,14 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
-from cockpit.fleet.records import Interface
+if TYPE_CHECKING:  # the probe's records are not needed to check a job's names here (`cockpit validate`)
+    from cockpit.fleet.records import Interface
 
 NCCL, GLOO = "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"
 NCCL_DEFAULT = "^docker,lo"
-Nodes = Mapping[str, Sequence[Interface]]  # host -> its interfaces
+Nodes: TypeAlias = "Mapping[str, Sequence[Interface]]"  # host -> its interfaces
 # Names of software interfaces that never carry traffic between nodes (container and VM bridges, overlays,
 # VPNs, loopback): the fallback where the node did not say (Interface.virtual None), and the tie-break among
 # interfaces that are all virtual (inside a container, even eth0 is a veth).

@@ -10,11 +10,14 @@ interface checks (a job file that names a missing script or an interface this ma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cockpit.fleet.records import NodeReport
 from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import FAIL, OK, Check, JobFacts, gpus, versions
-from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from cockpit.fleet.records import NodeReport
+    from cockpit.spec.model import JobSpec
 
 HOST = "localhost"
 IFNAME_VARS = (ifadvice.GLOO, ifadvice.NCCL)  # what selects the ranks' network interface

@@ -35,6 +35,7 @@ MAX_SUMMARY_BYTES = (64 << 10) - 1  # a summary is a few hundred bytes; a larger
 ROW_FIELDS = ("run_id", "name", "launcher", "job_file", "hosts", "world_size", "state", "created", "started",
               "ended", "exit_code", "note", "findings", "history", "recover", "attempts", "goodput")
 
+_IN_ROW = frozenset(ROW_FIELDS)  # (membership, for the thousands of rows of a listing)
 Stamp = tuple[int, int, int]  # (inode, mtime ns, size)
 
 
@@ -74,7 +75,7 @@ def of_status(status: RunStatus, status_stamp: Stamp) -> Summary:
 
 
 def _row(status: RunStatus) -> dict[str, object]:
-    return {k: v for k, v in status.to_dict().items() if k in ROW_FIELDS}
+    return {k: v for k, v in status.to_dict().items() if k in _IN_ROW}
 
 
 def text(kept: Summary, metrics: Stamp | None = None) -> str:
@@ -122,7 +123,7 @@ def read(run_dir: str | Path, status_stamp: Stamp) -> Summary | None:
         if not isinstance(forecast, dict) or data.get("metrics") != (None if metrics is None else list(metrics)):
             forecast = None  # the metrics changed since: made again
     try:
-        status = RunStatus.from_dict({k: v for k, v in row.items() if k in ROW_FIELDS})
+        status = RunStatus.from_dict({k: v for k, v in row.items() if k in _IN_ROW})
     except StatusError:  # written by hand or by another cockpit: no summary, made again
         return None
     return Summary(status, status_stamp, forecast)

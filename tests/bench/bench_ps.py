@@ -15,8 +15,8 @@ ends does: the timed runs are the listings after that.
 The runs directories are cached under /tmp, keyed by a version, the sizes and the source of the writers
 (``--rebuild`` makes them again); the 5,000 long runs take a minute or two to make.
 
-Per size, alternated run by run (the order reversed every other run), each a fresh process, output to
-/dev/null:
+Per size, alternated run by run (the order reversed every other run), each a fresh process with cockpit's modules
+compiled (benchkit.with_bytecode, written by the listing checked first), output to /dev/null:
 
   loop       ``python -c`` scanning the runs directory and ``json.load``-ing every status.json
   ps         ``cockpit ps --runs-dir DIR`` (the table)
@@ -135,7 +135,7 @@ def runs_dir(kind: str, size: int, rebuild: bool, prune: bool = True) -> Path:
 
 
 def arms(path: Path) -> dict:
-    env = benchkit.cockpit_env()
+    env = benchkit.with_bytecode(benchkit.cockpit_env())  # compiled, as an installed cockpit starts
     argv = {"loop": [sys.executable, "-c", LOOP, str(path)],
             "ps": benchkit.cockpit_argv("ps", "--runs-dir", str(path)),
             "ps --json": benchkit.cockpit_argv("ps", "--runs-dir", str(path), "--json")}
@@ -149,7 +149,7 @@ def arms(path: Path) -> dict:
 def check_listing(path: Path, size: int) -> None:
     """ps --json lists every run, each succeeded: the copies are runs cockpit reads."""
     out = benchkit.run_child(benchkit.cockpit_argv("ps", "--runs-dir", str(path), "--json"),
-                             env=benchkit.cockpit_env(), capture=True).stdout
+                             env=benchkit.with_bytecode(benchkit.cockpit_env()), capture=True).stdout
     runs = json.loads(out)["runs"]
     states = {r["state"] for r in runs}
     if len(runs) != size or states != {"succeeded"}:

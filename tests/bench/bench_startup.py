@@ -3,11 +3,13 @@
     python tests/bench/bench_startup.py [--runs 21] [--no-torchrun] [--json PATH|-] [--smoke] [--profile]
 
 Each command is a fresh process, run to its end with its output to /dev/null; "cold" means a fresh interpreter
-with the page cache warm (one unrecorded round first), not a cold disk. The commands are alternated run by run
-(the order reversed every other run) so that machine noise hits all alike. Printed per command: wall ms median
-[min-max], the ratio of the medians to `python -c pass` (issue 29's goal: <= 2x for `--help`, `validate`,
-`render` and `ps`) and to `torchrun --help` (the foundation issue's goal: <= 0.1x), and the 1-minute load
-before and after. `ps` lists an empty runs directory (what a start costs; listing many runs is bench_ps.py).
+with the page cache warm (one unrecorded round first), not a cold disk, and cockpit's modules compiled
+(benchkit.with_bytecode: an installed cockpit has its bytecode; no module is compiled from source per start).
+The commands are alternated run by run (the order reversed every other run) so that machine noise hits all alike.
+Printed per command: wall ms median [min-max], the ratio of the medians to `python -c pass` (issue 29's goal: <= 2x
+for `--help`, `validate`, `render` and `ps`) and to `torchrun --help` (the foundation issue's goal: <= 0.1x), and
+the 1-minute load before and after. `ps` lists an empty runs directory (what a start costs; listing many runs is
+bench_ps.py).
 ``--profile``: then, per command, where its start goes: ``python -X importtime``'s slowest imports (median of 5).
 """
 
@@ -51,7 +53,7 @@ def main() -> int:
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     report = benchkit.Report("startup")
-    env = benchkit.cockpit_env()
+    env = benchkit.with_bytecode(benchkit.cockpit_env())  # compiled, as an installed cockpit starts
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         runs_dir = Path(tmp) / "runs"
         runs_dir.mkdir(mode=0o700)

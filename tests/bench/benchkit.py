@@ -128,6 +128,17 @@ def cockpit_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def with_bytecode(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with Python's bytecode cache on, in a directory of its own under the temp dir (not in the checkout):
+    a user's cockpit (pip install, or an editable one used before) starts from compiled modules, like the
+    standard library `python -c pass` is measured with. With PYTHONDONTWRITEBYTECODE set (as this machine's
+    shells have it), every start would compile each of cockpit's modules from source again: +60% of the
+    instructions of `cockpit validate`. The first, unrecorded, round of a bench writes the cache."""
+    out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / f"cockpit-bench-pycache-{os.getuid()}")
+    return out
+
+
 def cockpit_argv(*args: str) -> list[str]:
     """`cockpit ARGS` as a user runs it: the console script beside this interpreter (a virtual environment's
     bin/; not a shim such as pyenv's, whose own start would be measured too), else ``python -m cockpit``."""

@@ -9,17 +9,21 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cockpit
-from cockpit.fleet.records import NodeReport
 from cockpit.launch.site import interpreter, job_files
 from cockpit.preflight.local import HOST, IFNAME_VARS, LocalFacts
-from cockpit.spec.model import JobSpec
+
+# subprocess and the node's records are imported where a process is started (a module: job, the probe):
+# `cockpit validate` of a script: job starts none.
+if TYPE_CHECKING:
+    from cockpit.fleet.records import NodeReport
+    from cockpit.spec.model import JobSpec
 
 
 def files(spec: JobSpec, job_path: str) -> LocalFacts:
@@ -40,7 +44,7 @@ sys.exit(0 if found else 3)
 
 
 def here(spec: JobSpec, facts: LocalFacts, environ=None, inherit: bool = True, timeout: float = 30.0,
-         run=subprocess.run) -> LocalFacts:
+         run=None) -> LocalFacts:
     """``facts`` with what this machine says before a local run: the module of a module: job as the job's
     python finds it from the workdir (in ``environ``, default this process's), the network interface names,
     and (``inherit``) the *_SOCKET_IFNAME of ``environ``, which the ranks inherit."""
@@ -53,6 +57,9 @@ def here(spec: JobSpec, facts: LocalFacts, environ=None, inherit: bool = True, t
     facts = replace(facts, interfaces=names, inherited=inherited)
     if spec.module is None or not facts.workdir_exists:
         return facts
+    import subprocess
+
+    run = run or subprocess.run
     try:
         r = run([facts.python, "-c", FIND_MODULE, spec.module], capture_output=True, text=True, timeout=timeout,
                 cwd=facts.workdir, env=dict(environ), stdin=subprocess.DEVNULL)
@@ -63,8 +70,14 @@ def here(spec: JobSpec, facts: LocalFacts, environ=None, inherit: bool = True, t
     return replace(facts, module_found=r.returncode == 0)
 
 
-def probe(facts: LocalFacts, timeout: float = 30.0, run=subprocess.run) -> LocalFacts:
-    """``facts`` with this machine's report as the job's python gives it. ``run``: subprocess.run's shape."""
+def probe(facts: LocalFacts, timeout: float = 30.0, run=None) -> LocalFacts:
+    """``facts`` with this machine's report as the job's python gives it. ``run``: subprocess.run's shape
+    (default: subprocess.run)."""
+    import subprocess
+
+    from cockpit.fleet.records import NodeReport
+
+    run = run or subprocess.run
     argv = [facts.python, "-m", "cockpit.node.probe"] + (["--port", str(facts.port)] if facts.port else [])
     here = str(Path(cockpit.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
@@ -85,6 +98,8 @@ def probe(facts: LocalFacts, timeout: float = 30.0, run=subprocess.run) -> Local
 
 
 def _failed(why: str) -> NodeReport:
+    from cockpit.fleet.records import NodeReport
+
     return NodeReport(HOST, "error", why, "set python: in the job to an interpreter (python >= 3.10, with torch)")
 
 

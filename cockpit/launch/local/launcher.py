@@ -8,46 +8,39 @@ cockpit.launch.supervision, whatever the launcher); a job with ``sweep:`` goes t
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.launch import procs
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
 from cockpit.launch.site import LaunchError, NoScheduler, facts_for, interpreter
-from cockpit.launch.supervision import reconcile
-from cockpit.render import default_kind, render
 from cockpit.run import layout
-from cockpit.run.records import PROCESS_KEYS, NodeRecord
-from cockpit.run.store import (
-    RunStatus,
-    create_run_dir,
-    new_run_id,
-    rank_files,
-    write_private,
-    write_status,
-)
-from cockpit.spec.model import JobSpec
 
+# What a run is (cockpit.run.store, records), the renderers and the process tools are imported where a run is
+# made, followed or stopped: `cockpit validate` and `render` ask this launcher only for its checks and facts.
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
+    from cockpit.run.records import NodeRecord
+    from cockpit.run.store import RunStatus
+    from cockpit.spec.model import JobSpec
 
 
 def free_port() -> int:
     """A port nothing listens on now (the kernel's pick). Another process could take it before torchrun
     binds it; torchrun then fails with 'address already in use', which the summary reports."""
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def port_is_free(port: int) -> bool:
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind(("0.0.0.0", port))
@@ -78,6 +71,7 @@ class LocalLauncher(NoScheduler):
     def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
         """The checks `cockpit run` makes before it starts the ranks (cockpit.preflight.local)."""
         from cockpit.launch.local import facts as local_facts
+        from cockpit.launch.protocol import Preflight
         from cockpit.preflight.local import local_checks
 
         facts = local_facts.probe(local_facts.here(spec, local_facts.files(spec, job_path)), options.timeout)
@@ -114,6 +108,8 @@ class LocalLauncher(NoScheduler):
         return None
 
     def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        from cockpit.launch import procs
+
         killed = procs.kill_run(status.run_id, grace=grace)
         return f"stopped by {by} without a supervisor ({killed} needed SIGKILL)"
 
@@ -121,6 +117,8 @@ class LocalLauncher(NoScheduler):
         return None  # every local run is worked out from its own directory
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        from cockpit.launch.supervision import reconcile
+
         return reconcile(run_dir, status)
 
     def requeue(self, run_dir: Path) -> str:
@@ -129,6 +127,8 @@ class LocalLauncher(NoScheduler):
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
         """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid); the answers are read in place."""
+        import signal
+
         from cockpit.hang import gather
 
         return gather.collect(run_dir, status, ranks, timeout,
@@ -139,6 +139,8 @@ def signal_by_pid(run_dir: Path, status: RunStatus, ranks: set[int], signum: int
     """``signum`` to each of ``ranks`` by the pid its wrapper wrote; a pid file names a process, and only one
     of this run's (COCKPIT_RUN_ID in its environment) is signalled."""
     from cockpit.hang.gather import read_pid
+    from cockpit.launch import procs
+    from cockpit.run.store import rank_files
 
     for rank, (_host, path) in rank_files(run_dir, "pid").items():
         pid = read_pid(path)
@@ -153,6 +155,8 @@ class LocalUnit:
     """One node's script run as a child process of the supervisor."""
 
     def __init__(self, script: Path, host: str, node_rank: int, run_dir: Path):
+        import subprocess
+
         log = open(layout.agent_log(run_dir, host), "ab")  # noqa: SIM115 (kept open for the child)
         self.proc = subprocess.Popen(["bash", str(script)], stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True, cwd=run_dir)
@@ -164,10 +168,14 @@ class LocalUnit:
         return None if rc is None else (128 - rc if rc < 0 else rc)
 
     def terminate(self) -> None:
+        import signal
+
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
 
     def describe(self) -> NodeRecord:
+        from cockpit.run.records import PROCESS_KEYS, NodeRecord
+
         return NodeRecord(self.host, self.node_rank, pid=self.proc.pid, exit_code=self.poll(), null_keys=PROCESS_KEYS)
 
     def kill(self) -> int:
@@ -178,14 +186,17 @@ class LocalUnit:
 def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                  extra_args: tuple[str, ...] = ()) -> Site:
     """This machine by its short host name, the ranks on this interpreter (or the job's), the master on
-    loopback."""
+    loopback. (The host name as uname gives it, which is what gethostname(2) returns: `cockpit render` need
+    not load socket.)"""
     return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args,
                      python=interpreter(spec, sys.executable), master_addr="127.0.0.1",
-                     node_names=(socket.gethostname().split(".")[0] or "localhost",))
+                     node_names=(os.uname().nodename.split(".")[0] or "localhost",))
 
 
 def new_run(spec: JobSpec, job_path: str, runs_dir: Path) -> tuple[str, Path]:
     """The run id and a new run directory holding the job copy; what every local run starts with."""
+    from cockpit.run.store import create_run_dir, new_run_id, write_private
+
     if spec.master_port is not None and not port_is_free(spec.master_port):
         raise LaunchError(f"master_port {spec.master_port} is already in use on this machine "
                           "(hint: master_port: auto, or stop what listens there)")
@@ -197,6 +208,9 @@ def new_run(spec: JobSpec, job_path: str, runs_dir: Path) -> tuple[str, Path]:
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the rendered node script and a `starting` status."""
+    from cockpit.render import default_kind, render
+    from cockpit.run.store import RunStatus, write_private, write_status
+
     run_id, run_dir = new_run(spec, job_path, runs_dir)
     facts = render_facts(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or free_port(),
                       extra_args)
