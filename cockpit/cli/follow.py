@@ -208,10 +208,11 @@ def diagnosis(run_dir: Path, painter: Painter) -> str:
 
 
 def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None,
-           held: Callable[[], int] | None = None) -> int:
+           held: Callable[[], int] | None = None, last_lines: int | None = None) -> int:
     """Stream the run's lines until it ends, then summarise; exit with the job's code (130 after a stop
     by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module);
-    ``held``: how many Ctrl-C were pressed while it was starting, asked once the follower's handler is in place."""
+    ``held``: how many Ctrl-C were pressed while it was starting, asked once the follower's handler is in place;
+    ``last_lines``: each log there now starts at its last N lines (`logs -f -n N`)."""
 
     painter = Painter(use_color())
     out = Output()
@@ -293,7 +294,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
             on_held(count)
         try:
             return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
-                                    on_status=on_status, lossless=True)
+                                    last_lines=last_lines, on_status=on_status, lossless=True)
         except asyncio.CancelledError:
             if detached:
                 raise Detach from None

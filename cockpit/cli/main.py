@@ -126,7 +126,8 @@ def _add_logs(sub) -> None:
     p.add_argument("run", metavar="RUN|JOBID", help="run id, a unique prefix of one, or last; or any Slurm job "
                    "of yours (123, 123_4): its StdOut/StdErr files")
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the run ends")
-    p.add_argument("-n", "--lines", type=int, help="only the last N lines of each rank")
+    p.add_argument("-n", "--lines", type=whole_number(0, 10**9, "lines"), metavar="N",
+                   help="only the last N lines of each rank (with -f: then follow, as tail -f -n N)")
     _add_follow_options(p)
     p.set_defaults(func=_runs("logs"))
 

@@ -151,7 +151,9 @@ def cmd_logs(args) -> int:
     if (job_id := plain_job(args)) is not None:
         from cockpit.cli import jobs
 
-        return _job_errors(lambda: jobs.follow(job_id) if args.follow else jobs.cmd_logs(job_id, args.lines))
+        if args.follow:
+            return _job_errors(lambda: jobs.follow(job_id, last_lines=args.lines))
+        return _job_errors(lambda: jobs.cmd_logs(job_id, args.lines))
     run_dir = find(args)
     status = status_of(run_dir)
     files = sorted(rank_files(run_dir, "log").items())
@@ -161,7 +163,7 @@ def cmd_logs(args) -> int:
                            f"(hint: cockpit logs {trials[0]}; cockpit sweep show {run_dir.name})")
     _check_ranks(run_dir, status, [rank for rank, _ in files], args.rank or ())
     if args.follow:
-        return follow(run_dir, args, skip_existing=False)
+        return follow(run_dir, args, skip_existing=False, last_lines=args.lines)
     painter = Painter(use_color())
     include = selector(args)
     single = args.rank and len(args.rank) == 1
@@ -178,7 +180,7 @@ def _print_log(path: Path, lines: int | None, prefix: str) -> None:
     from cockpit.logs.bounded import printable, tail
 
     try:
-        if lines:
+        if lines is not None:  # -n 0: nothing, as tail -n 0
             sys.stdout.write("".join(f"{prefix}{line}\n" for line in tail(path, lines)))
             return
         sys.stdout.flush()
