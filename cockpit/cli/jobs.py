@@ -162,9 +162,9 @@ def _follow(job_id: str, jobs: list[UserJob], from_start: bool, last_lines: int 
         for job, f in _files(jobs):
             key = (job.job_id, f.stream)
             if key not in followers and job.state != "starting" and (path := locate(f)) is not None:
-                fresh = job.job_id in fresh_start  # its whole output is new: no tail of it
-                followers[key] = FileFollower(key, path, from_start=from_start or fresh,
-                                              last_lines=None if fresh else last_lines)
+                whole = job.job_id in fresh_start  # its whole output is new: no tail of it
+                followers[key] = FileFollower(key, path, from_start=from_start or whole,
+                                              last_lines=None if whole else last_lines)
             if key in followers:
                 got = followers[key].poll()
                 if done:
