@@ -91,7 +91,9 @@ def _timeout(text: str) -> float:
 def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--host", action="append", help="only this host (repeatable)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no log lines, only the summary")
+    p.add_argument("--quiet", "-q", action="store_true", help="no log lines and no live notes: the summary's "
+                   "first line (all of it, with the diagnosis, when the run failed, was restarted or stalled) "
+                   "and errors; the exit code is the job's all the same")
     p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
 

@@ -108,7 +108,8 @@ def cmd_run(args, spec, job_path: str) -> int:
             pid = launch.start(run_dir, grace=args.grace)
         except launch.LaunchError as exc:
             raise CommandError(f"{run_dir.name}: {exc}") from None
-        notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
+        if not args.quiet:
+            notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
         return follow(run_dir, args, skip_existing=False, owner=True, held=guard.take)
 
 
