@@ -107,6 +107,8 @@ def _add_run(sub) -> None:
                    "skip the checks; ssh: the nodes must still answer; cockpit doctor JOB.yaml shows them)")
     p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
                    "known_hosts (trust on first use) instead of refusing them; a changed key is always refused")
+    p.add_argument("--detach", "-d", action="store_true", help="start the run and return (exit 0) with its id on "
+                   "stdout, as sbatch or docker run -d; the run goes on: cockpit attach / logs -f / stop it later")
     p.add_argument("--stall-after", type=_seconds, metavar="S", help="call the run stalled when no rank made "
                    "progress for S seconds (default: the job's stall_after; without one, max(60 s, 3 x the "
                    "longest quiet gap the run has shown); 0 turns it off)")

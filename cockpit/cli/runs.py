@@ -108,9 +108,24 @@ def cmd_run(args, spec, job_path: str) -> int:
             pid = launch.start(run_dir, grace=args.grace)
         except launch.LaunchError as exc:
             raise CommandError(f"{run_dir.name}: {exc}") from None
+        if args.detach:
+            return _detached(run_dir, pid, guard.take())
         if not args.quiet:
             notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
         return follow(run_dir, args, skip_existing=False, owner=True, held=guard.take)
+
+
+def _detached(run_dir: Path, pid: int, presses: int) -> int:
+    """`run --detach` (sbatch's, docker run -d's habit): the run id alone on stdout, for a script to keep; how to
+    follow and stop it on stderr; exit 0 while the run goes on. Ctrl-C held during the start stops nothing: said."""
+    name = run_dir.name
+    print(name, flush=True)
+    if presses:
+        notice(f"Ctrl-C while {name} was starting: it was started all the same (cockpit stop {name} stops it)")
+    notice(f"{name} runs in the background (supervisor pid {pid}; run directory {run_dir})\n"
+           f"cockpit:   follow: cockpit attach {name}   logs: cockpit logs -f {name}   state: cockpit ps\n"
+           f"cockpit:   stop:   cockpit stop {name}")
+    return 0
 
 
 def _failed_preflight(run_dir) -> list[dict]:
