@@ -155,6 +155,8 @@ def _add_stacks(sub) -> None:
     p.add_argument("--timeout", type=_timeout, default=5.0, help="seconds to wait for the ranks' answers "
                    "(0.5-300, default 5)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--raw", action="store_true", help="the dumps whole: with the frames and the thread of "
+                   "cockpit's rank hook, which are left out by default")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("stacks"))
 

@@ -281,17 +281,20 @@ def cmd_stacks(args) -> int:
     if not evidence:
         among = f" among ranks {', '.join(map(str, sorted(ranks)))}" if ranks else ""
         raise CommandError(f"{run_dir.name}: no running rank to ask{among}")
+    from cockpit.hang.stacks import without_hook
+
+    shown = (lambda text: text) if args.raw else without_hook  # the hook's frames: only with --raw
     if args.json:
         print(json.dumps({"run": status.run_id, "ranks": [
             {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,
              "where": e.stack.user_frame.where() if e.stack.user_frame else None,
-             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": e.text,
-             "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": w.text,
+             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": shown(e.text),
+             "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": shown(w.text),
                           "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}
                          for w in e.workers]}
             for _, e in sorted(evidence.items())]}, indent=2))
     else:
-        print(finding.stacks_report(evidence), end="")
+        print(finding.stacks_report(evidence, raw=args.raw), end="")
     silent = [r for r, e in evidence.items() if not e.text]
     if silent:
         notice(f"no stack from rank(s) {', '.join(map(str, sorted(silent)))} within {args.timeout:.0f} s: "
