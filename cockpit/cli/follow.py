@@ -216,7 +216,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
 
     painter = Painter(use_color())
     out = Output()
-    quiet = bool(args.quiet)  # -q: no lines, no live notes; errors and the summary's last word only
+    quiet = bool(args.quiet)  # -q: no lines, no live notes; errors, and a clean end in one line (_clean)
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
     stopping: list[float] = []
