@@ -208,13 +208,15 @@ def diagnosis(run_dir: Path, painter: Painter) -> str:
 
 
 def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner: str | None = None,
-           held: Callable[[], int] | None = None) -> int:
+           held: Callable[[], int] | None = None, last_lines: int | None = None) -> int:
     """Stream the run's lines until it ends, then summarise; exit with the job's code (130 after a stop
     by Ctrl-C or a detach). ``owner``: `cockpit run`, whose Ctrl-C can stop the run (see the module);
-    ``held``: how many Ctrl-C were pressed while it was starting, asked once the follower's handler is in place."""
+    ``held``: how many Ctrl-C were pressed while it was starting, asked once the follower's handler is in place;
+    ``last_lines``: each log there now starts at its last N lines (`logs -f -n N`)."""
 
     painter = Painter(use_color())
     out = Output()
+    quiet = bool(args.quiet)  # -q: no lines, no live notes; errors, and a clean end in one line (_clean)
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
     stopping: list[float] = []
@@ -242,7 +244,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
                      for source, n in batch.dropped.items()]
             out.write("".join(text))
             behind.note(batch.behind_bytes)
-        for line in batch.lines:
+        for line in () if quiet else batch.lines:
             live.feed(line.source, line.text)
 
     behind = Behind()
@@ -251,7 +253,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         if pending:
             ask_stop()
         live.stopping = live.stopping or status.stop_requested
-        hang.on_status(status)
+        if not quiet:
+            hang.on_status(status)
         return sup.check(status)
 
     def on_interrupt() -> None:
@@ -287,13 +290,13 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         if task is not None:  # always: main runs as a task
             following.append(task)
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
-        if banner:  # once Ctrl-C means what it should
+        if banner and not quiet:  # once Ctrl-C means what it should
             notice(banner)
         if held is not None and (count := held()):
             on_held(count)
         try:
             return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
-                                    on_status=on_status, lossless=True)
+                                    last_lines=last_lines, on_status=on_status, lossless=True)
         except asyncio.CancelledError:
             if detached:
                 raise Detach from None
@@ -315,10 +318,16 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         return 130
     if status is None:
         return 1
-    out.write(summary(run_dir, status, painter) + "\n")
+    report = summary(run_dir, status, painter)
+    out.write((report.split("\n", 1)[0] if quiet and _clean(status) else report) + "\n")
     if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
         out.write(found + "\n")
     return 130 if stopping else (status.exit_code or 0)
+
+
+def _clean(status: RunStatus) -> bool:
+    """Succeeded with nothing to tell (-q prints its summary's first line only): no restart, no stall on the way."""
+    return status.state == "succeeded" and len(status.attempts) <= 1 and not status.findings and not status.history
 
 
 def _stop(run_dir: Path, grace: float) -> None:

@@ -110,7 +110,7 @@ def cmd_logs(job_id: str, lines: int | None) -> int:
             rc = 1
             continue
         try:  # bounded: the last lines read from the end, or the whole file streamed (cockpit.logs.bounded)
-            if lines:
+            if lines is not None:  # -n 0: nothing, as tail -n 0
                 print("".join(f"{_label(job, f, many)}{line}\n" for line in tail(path, lines, follow=True)), end="")
                 continue
             sys.stdout.flush()
@@ -129,7 +129,7 @@ def end_line(job: UserJob) -> str:
             f"{f' on {job.nodes}' if job.nodes else ''}")
 
 
-def follow(job_id: str, from_start: bool = True, banner: bool = False) -> int:
+def follow(job_id: str, from_start: bool = True, banner: bool = False, last_lines: int | None = None) -> int:
     """Stream the job's files until every task has ended, then print each end; exit with the job's code
     (the first non-zero of an array's tasks). Ctrl-C detaches (130): the job goes on."""
     jobs = find(job_id)
@@ -142,13 +142,13 @@ def follow(job_id: str, from_start: bool = True, banner: bool = False) -> int:
         notice(f"attached to job {job_id} ({', '.join(sorted({j.slurm_state for j in live}))}); "
                "new lines follow; Ctrl-C detaches")
     try:
-        return _follow(job_id, jobs, from_start)
+        return _follow(job_id, jobs, from_start, last_lines)
     except KeyboardInterrupt:
         notice(f"detached; job {job_id} goes on (cockpit attach {job_id} / scancel {job_id})")
         return 130
 
 
-def _follow(job_id: str, jobs: list[UserJob], from_start: bool) -> int:
+def _follow(job_id: str, jobs: list[UserJob], from_start: bool, last_lines: int | None = None) -> int:
     from cockpit.logs.filetail import FileFollower
 
     out = Output()
@@ -162,7 +162,9 @@ def _follow(job_id: str, jobs: list[UserJob], from_start: bool) -> int:
         for job, f in _files(jobs):
             key = (job.job_id, f.stream)
             if key not in followers and job.state != "starting" and (path := locate(f)) is not None:
-                followers[key] = FileFollower(key, path, from_start=from_start or job.job_id in fresh_start)
+                whole = job.job_id in fresh_start  # its whole output is new: no tail of it
+                followers[key] = FileFollower(key, path, from_start=from_start or whole,
+                                              last_lines=None if whole else last_lines)
             if key in followers:
                 got = followers[key].poll()
                 if done:

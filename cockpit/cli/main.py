@@ -91,7 +91,9 @@ def _timeout(text: str) -> float:
 def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--host", action="append", help="only this host (repeatable)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no log lines, only the summary")
+    p.add_argument("--quiet", "-q", action="store_true", help="no log lines and no live notes: the summary's "
+                   "first line (all of it, with the diagnosis, when the run failed, was restarted or stalled) "
+                   "and errors; the exit code is the job's all the same")
     p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
 
@@ -105,6 +107,8 @@ def _add_run(sub) -> None:
                    "skip the checks; ssh: the nodes must still answer; cockpit doctor JOB.yaml shows them)")
     p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
                    "known_hosts (trust on first use) instead of refusing them; a changed key is always refused")
+    p.add_argument("--detach", "-d", action="store_true", help="start the run and return (exit 0) with its id on "
+                   "stdout, as sbatch or docker run -d; the run goes on: cockpit attach / logs -f / stop it later")
     p.add_argument("--stall-after", type=_seconds, metavar="S", help="call the run stalled when no rank made "
                    "progress for S seconds (default: the job's stall_after; without one, max(60 s, 3 x the "
                    "longest quiet gap the run has shown); 0 turns it off)")
@@ -126,7 +130,8 @@ def _add_logs(sub) -> None:
     p.add_argument("run", metavar="RUN|JOBID", help="run id, a unique prefix of one, or last; or any Slurm job "
                    "of yours (123, 123_4): its StdOut/StdErr files")
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the run ends")
-    p.add_argument("-n", "--lines", type=int, help="only the last N lines of each rank")
+    p.add_argument("-n", "--lines", type=whole_number(0, 10**9, "lines"), metavar="N",
+                   help="only the last N lines of each rank (with -f: then follow, as tail -f -n N)")
     _add_follow_options(p)
     p.set_defaults(func=_runs("logs"))
 
@@ -137,6 +142,9 @@ def _add_ps(sub) -> None:
     p.add_argument("--all", "-a", action="store_true", help="also every Slurm job of yours (squeue, and the "
                    "cluster's history of finished ones)")
     p.add_argument("--runs-dir")
+    from cockpit.cli.ps_filter import add_filter_options
+
+    add_filter_options(p)
     p.set_defaults(func=_ps)
 
 
@@ -147,6 +155,8 @@ def _add_stacks(sub) -> None:
     p.add_argument("--timeout", type=_timeout, default=5.0, help="seconds to wait for the ranks' answers "
                    "(0.5-300, default 5)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--raw", action="store_true", help="the dumps whole: with the frames and the thread of "
+                   "cockpit's rank hook, which are left out by default")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("stacks"))
 

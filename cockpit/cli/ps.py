@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from cockpit.cli.common import notice
+from cockpit.cli.common import UsageError, notice
+from cockpit.cli.ps_filter import RunFilter
 from cockpit.fs.paths import default_runs_dir
 from cockpit.insight.listing import Listed, full_status, list_listed
 from cockpit.run.store import UNREADABLE
@@ -23,11 +24,16 @@ from cockpit.run.trust import owner
 def cmd_ps(args) -> int:
     runs_dir = Path(args.runs_dir) if getattr(args, "runs_dir", None) else default_runs_dir()
     if getattr(args, "all", False):
+        if RunFilter.from_args(args).active:
+            raise UsageError("ps --all lists Slurm's jobs unfiltered: --state/--name/--since/--last filter cockpit's "
+                             "runs only (hint: drop --all, or use squeue -t STATE -n NAME for Slurm jobs)")
         from cockpit.cli.jobs_table import ps_all
         from cockpit.run.store import list_runs
 
         return ps_all(refresh(list_runs(runs_dir)), args.json)
-    listed = refreshed(list_listed(runs_dir, rows=not args.json))
+    wanted = RunFilter.from_args(args)  # (cockpit.cli.ps_filter)
+    listed = wanted.early(list_listed(runs_dir, rows=not args.json or wanted.needs_rows))
+    listed = wanted.late(refreshed(listed))
     if args.json:
         print_json(listed)
     elif listed:
@@ -35,6 +41,8 @@ def cmd_ps(args) -> int:
 
         print(ps_table([(item.run_dir, item.status) for item in listed if item.status is not None],
                        {item.run_dir: item.forecast for item in listed if item.forecast is not None}))
+    elif wanted.active:
+        notice(f"no runs in {runs_dir} match {wanted.said() or 'the filters'} (cockpit ps lists them all)")
     else:
         notice(f"no runs in {runs_dir} (start one: cockpit run jobs/demo.yaml)")
     return 0

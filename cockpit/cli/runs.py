@@ -108,8 +108,24 @@ def cmd_run(args, spec, job_path: str) -> int:
             pid = launch.start(run_dir, grace=args.grace)
         except launch.LaunchError as exc:
             raise CommandError(f"{run_dir.name}: {exc}") from None
-        notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
+        if args.detach:
+            return _detached(run_dir, pid, guard.take())
+        if not args.quiet:
+            notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
         return follow(run_dir, args, skip_existing=False, owner=True, held=guard.take)
+
+
+def _detached(run_dir: Path, pid: int, presses: int) -> int:
+    """`run --detach` (sbatch's, docker run -d's habit): the run id alone on stdout, for a script to keep; how to
+    follow and stop it on stderr; exit 0 while the run goes on. Ctrl-C held during the start stops nothing: said."""
+    name = run_dir.name
+    print(name, flush=True)
+    if presses:
+        notice(f"Ctrl-C while {name} was starting: it was started all the same (cockpit stop {name} stops it)")
+    notice(f"{name} runs in the background (supervisor pid {pid}; run directory {run_dir})\n"
+           f"cockpit:   follow: cockpit attach {name}   logs: cockpit logs -f {name}   state: cockpit ps\n"
+           f"cockpit:   stop:   cockpit stop {name}")
+    return 0
 
 
 def _failed_preflight(run_dir) -> list[dict]:
@@ -151,7 +167,9 @@ def cmd_logs(args) -> int:
     if (job_id := plain_job(args)) is not None:
         from cockpit.cli import jobs
 
-        return _job_errors(lambda: jobs.follow(job_id) if args.follow else jobs.cmd_logs(job_id, args.lines))
+        if args.follow:
+            return _job_errors(lambda: jobs.follow(job_id, last_lines=args.lines))
+        return _job_errors(lambda: jobs.cmd_logs(job_id, args.lines))
     run_dir = find(args)
     status = status_of(run_dir)
     files = sorted(rank_files(run_dir, "log").items())
@@ -161,7 +179,7 @@ def cmd_logs(args) -> int:
                            f"(hint: cockpit logs {trials[0]}; cockpit sweep show {run_dir.name})")
     _check_ranks(run_dir, status, [rank for rank, _ in files], args.rank or ())
     if args.follow:
-        return follow(run_dir, args, skip_existing=False)
+        return follow(run_dir, args, skip_existing=False, last_lines=args.lines)
     painter = Painter(use_color())
     include = selector(args)
     single = args.rank and len(args.rank) == 1
@@ -178,7 +196,7 @@ def _print_log(path: Path, lines: int | None, prefix: str) -> None:
     from cockpit.logs.bounded import printable, tail
 
     try:
-        if lines:
+        if lines is not None:  # -n 0: nothing, as tail -n 0
             sys.stdout.write("".join(f"{prefix}{line}\n" for line in tail(path, lines)))
             return
         sys.stdout.flush()
@@ -263,17 +281,20 @@ def cmd_stacks(args) -> int:
     if not evidence:
         among = f" among ranks {', '.join(map(str, sorted(ranks)))}" if ranks else ""
         raise CommandError(f"{run_dir.name}: no running rank to ask{among}")
+    from cockpit.hang.stacks import without_hook
+
+    shown = (lambda text: text) if args.raw else without_hook  # the hook's frames: only with --raw
     if args.json:
         print(json.dumps({"run": status.run_id, "ranks": [
             {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,
              "where": e.stack.user_frame.where() if e.stack.user_frame else None,
-             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": e.text,
-             "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": w.text,
+             "flight_recorder": asdict(e.flight) if e.flight else None, "stack": shown(e.text),
+             "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": shown(w.text),
                           "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}
                          for w in e.workers]}
             for _, e in sorted(evidence.items())]}, indent=2))
     else:
-        print(finding.stacks_report(evidence), end="")
+        print(finding.stacks_report(evidence, raw=args.raw), end="")
     silent = [r for r, e in evidence.items() if not e.text]
     if silent:
         notice(f"no stack from rank(s) {', '.join(map(str, sorted(silent)))} within {args.timeout:.0f} s: "

@@ -162,9 +162,12 @@ def straggler_finding(s: Straggler) -> Json:
             "wait_share": s.wait_share, "others_share": s.others_share, "text": text, "hint": hint}
 
 
-def stacks_report(evidence: dict[int, Evidence]) -> str:
+def stacks_report(evidence: dict[int, Evidence], raw: bool = False) -> str:
     """Every rank's stack, grouped by host, then rank, each rank's forked workers under it (what `cockpit
-    stacks` prints)."""
+    stacks` prints); without cockpit's hook in them unless ``raw`` (cockpit.hang.stacks.without_hook)."""
+    from cockpit.hang.stacks import without_hook
+
+    shown = (lambda text: text) if raw else without_hook
     lines = []
     for host in sorted({e.host for e in evidence.values()}):
         lines.append(f"== {host} ==")
@@ -178,13 +181,13 @@ def stacks_report(evidence: dict[int, Evidence]) -> str:
             if e.flight and e.flight.enqueued is not None:
                 what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
             lines.append(f"-- rank {rank} ({what if e.text else 'no answer: stopped, frozen or without the hook'})")
-            lines += ["   " + line for line in e.text.rstrip("\n").splitlines() if line.strip()]
+            lines += ["   " + line for line in shown(e.text).rstrip("\n").splitlines() if line.strip()]
             for w in e.workers:
                 wf = w.stack.worker_frame
                 said = (f"in {wf.where()}" if wf else "idle in torch's worker loop" if w.text else "no answer")
                 lines.append(f"   -- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
                              + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
-                lines += ["      " + line for line in w.text.rstrip("\n").splitlines() if line.strip()]
+                lines += ["      " + line for line in shown(w.text).rstrip("\n").splitlines() if line.strip()]
     gathered = next((e.link for e in evidence.values() if e.link is not None), None)
     if gathered is not None:
         lines += ["== links ==", *link_lines(gathered)]

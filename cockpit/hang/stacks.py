@@ -150,6 +150,42 @@ def parse_dump(text: str) -> RankStack:
     return RankStack(tuple(threads))
 
 
+HOOK_FILES = ("/hook/sitecustomize.py", "/hook/cockpit_rankspawn.py", "/hook/cockpit_rankworkers.py")
+
+
+def without_hook(text: str) -> str:
+    """A dump as the user would read it without cockpit: the frames of the hook's wrappers (the timed
+    collectives, backward, DDP's constructor) and the hook's own threads (the beat) left out; every other line
+    kept as it is. `cockpit stacks --raw` shows the dump whole."""
+    out: list[str] = []
+    block: list[str] = []  # one thread's lines (header, frames, the blank line after), or lines between threads
+    hook_frames = other_frames = 0
+
+    def flush() -> None:
+        if not (hook_frames and not other_frames):  # a thread of the hook's only (threading's frames aside)
+            out.extend(block)
+        block.clear()
+
+    for line in text.splitlines(keepends=True):
+        if _THREAD.match(line) or (not line.strip() and block and _THREAD.match(block[0])):
+            if not line.strip():  # the blank line that ends a thread goes with it
+                block.append(line)
+            flush()
+            hook_frames = other_frames = 0
+            if line.strip():
+                block.append(line)
+            continue
+        f = _FRAME.match(line)
+        if f and f.group(1).endswith(HOOK_FILES):
+            hook_frames += 1
+            continue
+        if f and not f.group(1).endswith("threading.py"):
+            other_frames += 1
+        block.append(line)
+    flush()
+    return "".join(out)
+
+
 def last_dump(text: str) -> str:
     """The part of a .stacks file after its last request marker (all of it when there is none)."""
     at = text.rfind(MARKER)

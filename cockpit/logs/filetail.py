@@ -62,7 +62,8 @@ class FileFollower:
     """
 
     def __init__(self, source: Hashable, path: str | os.PathLike[str], *, from_start: bool = True,
-                 max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024) -> None:
+                 last_lines: int | None = None, max_line_bytes: int = 64 * 1024,
+                 max_read_bytes: int = 256 * 1024) -> None:
         if max_line_bytes < 16 or max_read_bytes < 1:
             raise ValueError("max_line_bytes must be >= 16 and max_read_bytes >= 1")
         self.source = source
@@ -80,7 +81,12 @@ class FileFollower:
         self._behind = False  # the last poll left bytes unread (max_read_bytes reached)
         self._detached = False  # the last poll read a file the path no longer names (rotated away, deleted)
         # from_start=False: remember where the file ends NOW, so lines written before the first poll count.
-        self._mark = None if from_start else ident_and_size(self.path)
+        # last_lines=N (`tail -f -n N`): the file there now is read from the start of its last N lines, so
+        # the tail and what follows are one stream: nothing shown twice, nothing skipped between them.
+        if last_lines is not None and last_lines < 0:
+            raise ValueError("last_lines must be >= 0")
+        self._last = last_lines
+        self._mark = None if from_start and last_lines is None else ident_and_size(self.path)
 
     @property
     def is_open(self) -> bool:
@@ -180,10 +186,13 @@ class FileFollower:
         return True
 
     def _start_offset(self, fd: int, st: os.stat_result) -> int:
-        """0, or for from_start=False the start of the line that was being written at add time."""
+        """0, or for from_start=False the start of the line that was being written at add time, or for
+        last_lines the start of the file's last lines (a file that was not there at add time: 0)."""
         mark, self._mark = self._mark, None
         if mark is None or mark[:2] != (st.st_dev, st.st_ino):
             return 0
+        if self._last:  # (0: from the line being written, as for from_start=False)
+            return self._last_lines_start(fd, st.st_size, self._last)
         end = min(mark[2], st.st_size)
         back = min(end, self._cap)
         os.lseek(fd, end - back, os.SEEK_SET)
@@ -191,6 +200,24 @@ class FileFollower:
         if i >= 0:
             return end - back + i + 1
         return 0 if back == end else end
+
+    def _last_lines_start(self, fd: int, end: int, n: int) -> int:
+        """Where the last ``n`` lines (split on "\\n", as poll splits them) of the first ``end`` bytes start,
+        read backwards a block at a time: at most (n + 1) x max_line_bytes bytes, however long the file."""
+        stop = max(0, end - (n + 1) * self._cap)
+        pos, found = end, 0
+        last = end - 1  # a newline ending the file ends its last line: it starts none
+        while pos > stop:
+            size = min(64 << 10, pos - stop)
+            pos -= size
+            os.lseek(fd, pos, os.SEEK_SET)
+            block = os.read(fd, size)
+            i = min(len(block), last - pos) if last < pos + len(block) else len(block)
+            while (i := block.rfind(b"\n", 0, i)) >= 0:
+                found += 1
+                if found == n:
+                    return pos + i + 1
+        return stop
 
     def _restart(self, out: list[Line]) -> None:
         """The file shrank (truncated): deliver the pending tail, then read again from 0."""

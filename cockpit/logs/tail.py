@@ -130,13 +130,16 @@ class Tailer:
         """The sources followed, in the order they were added."""
         return tuple(self._entries)
 
-    def add(self, source: Hashable, path: str | os.PathLike[str], *, from_start: bool = True) -> None:
-        """Follow path under source. from_start=False skips what the file holds now (if it exists)."""
+    def add(self, source: Hashable, path: str | os.PathLike[str], *, from_start: bool = True,
+            last_lines: int | None = None) -> None:
+        """Follow path under source. from_start=False skips what the file holds now (if it exists);
+        last_lines=N starts at its last N lines (`tail -f -n N`)."""
         if self._stopping:
             raise RuntimeError("this Tailer was stopped (hint: create a new one)")
         if source in self._entries:
             raise ValueError(f"source {source!r} is already followed (hint: remove it first)")
-        follower = FileFollower(source, path, from_start=from_start, **self._follower_opts)
+        follower = FileFollower(source, path, from_start=from_start, last_lines=last_lines,
+                                **self._follower_opts)
         self._entries[source] = _Entry(follower, None if self._lossless else self._maxlen)
         self._due.add(source, follower.path)
         self._wake.set()

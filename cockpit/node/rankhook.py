@@ -165,7 +165,11 @@ class _Hook:
 
         @functools.wraps(backward)
         def timed_backward(*args, **kwargs):
-            return (synced if hook.ddp else backward)(*args, **kwargs)
+            try:
+                return (synced if hook.ddp else backward)(*args, **kwargs)
+            except BaseException as exc:
+                _out_of_sight(exc)
+                raise
 
         torch.autograd.backward = timed_backward
         ddp = torch.nn.parallel.DistributedDataParallel
@@ -173,7 +177,11 @@ class _Hook:
 
         @functools.wraps(init)  # libraries read DDP's signature to filter their keyword arguments
         def ddp_init(model, *args, **kwargs):
-            init(model, *args, **kwargs)
+            try:
+                init(model, *args, **kwargs)
+            except BaseException as exc:
+                _out_of_sight(exc)
+                raise
             hook.ddp = True
 
         ddp.__init__ = ddp_init
@@ -191,10 +199,17 @@ class _Hook:
         def timed(*args, **kwargs):
             # nested, returning before the wait, or traced by torch.compile (which must see torch's own call)
             if hook.current is not None or kwargs.get("async_op") or hook.compiling():
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                except BaseException as exc:
+                    _out_of_sight(exc)
+                    raise
             hook.current, hook.since = name, time.time()
             try:
                 return fn(*args, **kwargs)
+            except BaseException as exc:
+                _out_of_sight(exc)
+                raise
             finally:
                 if counted:
                     hook.sync_seconds += time.time() - hook.since
@@ -281,6 +296,16 @@ class _Hook:
             return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
 
 
+def _out_of_sight(exc: BaseException) -> None:
+    """Drop the hook's own frame from the head of ``exc``'s traceback, in a wrapper's ``except`` clause (where the
+    head is that wrapper), before a bare ``raise``: the user's traceback, excepthooks and loggers then show their
+    code calling torch's, as without cockpit, and nothing else about the exception changes. Python 3.11+ re-raises
+    with the traceback as set here; 3.10 re-raises the one it saved, so there the frame stays."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        exc.__traceback__ = tb.tb_next
+
+
 SETTLE_MAX_SECONDS = 1.0
 SETTLE_POLL_SECONDS = 0.005
 _TORCH_THREADS = ("pt_", "gloo")  # torch's worker threads name themselves so (pt_gloo_runloop, pt_nccl_...)
@@ -338,7 +363,11 @@ class _TorchFinder:
         exec_module, after = spec.loader.exec_module, self.after
 
         def exec_and_patch(module):
-            exec_module(module)
+            try:
+                exec_module(module)
+            except BaseException as exc:  # `import torch` failed: the user's traceback, without this frame
+                _out_of_sight(exc)
+                raise
             try:
                 after(module)
             except Exception as exc:  # noqa: BLE001 - a torch we do not know: train without the timing

@@ -51,12 +51,14 @@ class DirStamp:
 async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
                      include: Callable[[tuple], bool] = lambda source: True,
                      until_final: bool = True, on_status: Callable[[RunStatus], RunStatus | None] | None = None,
-                     skip_existing: bool = False, lossless: bool = False) -> RunStatus | None:
+                     skip_existing: bool = False, last_lines: int | None = None,
+                     lossless: bool = False) -> RunStatus | None:
     """Deliver batches of lines to ``on_batch`` until the run is final (or forever if not until_final).
 
     Returns the final status. Lines written before the end are all delivered: once the status is final
     one more discovery and a graceful tail stop read every file to its end. ``skip_existing`` starts the
-    files that exist now at their end (attach: only new lines); files that appear later are read whole.
+    files that exist now at their end (attach: only new lines), ``last_lines`` at their last N lines (`logs -f
+    -n N`: the tail and what follows in one stream, none twice); files that appear later are read whole.
     ``on_status`` sees every status read and may return a newer one (the caller worked out the end of a
     run whose supervisor died)."""
     # lossless (the CLI): also poll quickly when the logs are quiet — the first line after a pause must not
@@ -65,7 +67,7 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
     # line's latency (bench_run: p50 25 -> 6 ms) while a terminal takes 100 writes a second without effort
     tailer = Tailer(lossless=True, idle_poll_interval=0.05, batch_window=0.0) if lossless else Tailer()
     followed: set = set()
-    first_round = [skip_existing]
+    first_round = [True]  # the files there when following began: skip_existing / last_lines apply to them
     seen = DirStamp(run_dir / layout.LOGS)
 
     def add_new(force: bool = False) -> None:
@@ -74,7 +76,9 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
         for source, path in sorted(discover(run_dir).items(), key=lambda kv: str(kv[0])):
             if source not in followed and include(source):
                 followed.add(source)
-                tailer.add(source, path, from_start=not first_round[0])
+                first = first_round[0]
+                tailer.add(source, path, from_start=not (first and skip_existing),
+                           last_lines=last_lines if first and not skip_existing else None)
         first_round[0] = False
 
     async def watch_status() -> RunStatus | None:

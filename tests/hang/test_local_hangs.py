@@ -95,6 +95,12 @@ def test_the_demo_hang_mode_and_cockpit_stacks_on_a_live_run(tmp_path):
         assert ranks[0]["collective"] is not None and ranks[0]["answered"]
         one = cockpit(tmp_path, "stacks", run_dir.name, "--rank", "1")
         assert "-- rank 1 (outside any collective, at maybe_fail" in one.stdout and "-- rank 0" not in one.stdout
+        # the hook's frames and its beat thread are the user's to see only with --raw
+        assert "sitecustomize" not in ranks[0]["stack"] and "_beat_loop" not in ranks[0]["stack"], ranks[0]["stack"]
+        assert "sitecustomize" not in one.stdout, one.stdout
+        raw = cockpit(tmp_path, "stacks", run_dir.name, "--rank", "0", "--raw")
+        assert "hook/sitecustomize.py" in raw.stdout and "in _beat_loop" in raw.stdout, raw.stdout
+        assert "in timed" in raw.stdout  # rank 0 waits in the collective through the hook's wrapper
         assert read_status(run_dir).findings == []  # stall_after 0: nothing is called a stall
     finally:
         cockpit(tmp_path, "stop", "last", "--grace", "2")
