@@ -141,9 +141,12 @@ def _add_ps(sub) -> None:
 
 
 def _add_stacks(sub) -> None:
-    p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
+    p = sub.add_parser("stacks", help="every rank's Python stack, all threads: the ranks with the same stack "
+                       "folded into one class, the fewest ranks first")
     p.add_argument("run", metavar="RUN")
-    p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--rank", type=int, action="append", help="only this global rank, its own stack in full "
+                   "(repeatable)")
+    p.add_argument("--all", action="store_true", help="after the classes, every rank's own stack, by host and rank")
     p.add_argument("--timeout", type=_timeout, default=5.0, help="seconds to wait for the ranks' answers "
                    "(0.5-300, default 5)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cockpit.hang.classes import class_lines, fold, what_of
 from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.linkwords import gathered_link, link_lines
 from cockpit.hang.progress import Straggler
@@ -162,33 +163,65 @@ def straggler_finding(s: Straggler) -> Json:
             "wait_share": s.wait_share, "others_share": s.others_share, "text": text, "hint": hint}
 
 
-def stacks_report(evidence: dict[int, Evidence]) -> str:
-    """Every rank's stack, grouped by host, then rank, each rank's forked workers under it (what `cockpit
-    stacks` prints)."""
-    lines = []
-    for host in sorted({e.host for e in evidence.values()}):
-        lines.append(f"== {host} ==")
-        for rank in sorted(r for r, e in evidence.items() if e.host == host):
-            e = evidence[rank]
-            stack = e.stack
-            frame, op = stack.user_frame, stack.collective
-            what = (f"in {op}" if op else "outside any collective") + (f", at {frame.where()}" if frame else "")
-            if stack.waits_on_loader:
-                what += ", waiting for its DataLoader"
-            if e.flight and e.flight.enqueued is not None:
-                what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
-            lines.append(f"-- rank {rank} ({what if e.text else 'no answer: stopped, frozen or without the hook'})")
-            lines += ["   " + line for line in e.text.rstrip("\n").splitlines() if line.strip()]
-            for w in e.workers:
-                wf = w.stack.worker_frame
-                said = (f"in {wf.where()}" if wf else "idle in torch's worker loop" if w.text else "no answer")
-                lines.append(f"   -- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
-                             + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
-                lines += ["      " + line for line in w.text.rstrip("\n").splitlines() if line.strip()]
+def stacks_report(evidence: dict[int, Evidence], every: bool = True) -> str:
+    """What `cockpit stacks` prints and the watchdog keeps: the stacks folded by signature, one class of ranks
+    each with its lowest rank's stack (cockpit.hang.classes), the fewest ranks first; with ``every``, then
+    every rank's own stack, grouped by host, then rank, each rank's forked workers under it."""
+    lines = folded_lines(evidence)
+    if every:
+        lines += ["", "== every rank's own stack, by host, then rank ==", *_every_rank(evidence)]
     gathered = next((e.link for e in evidence.values() if e.link is not None), None)
     if gathered is not None:
         lines += ["== links ==", *link_lines(gathered)]
     return "\n".join(lines) + "\n"
+
+
+def folded_lines(evidence: dict[int, Evidence]) -> list[str]:
+    """The classes of stacks (cockpit.hang.classes), each with its lowest rank's stack and workers."""
+    classes = fold(evidence)
+    hosts = len({e.host for e in evidence.values()})
+    lines = [f"{len(evidence):,} rank{'s' if len(evidence) != 1 else ''} on {hosts:,} host{'s' if hosts != 1 else ''}"
+             f": {len(classes)} different stack{'s' if len(classes) != 1 else ''}, the fewest ranks first "
+             "(--rank N: that rank's own stack; --all: every rank's)"]
+    for c in classes:
+        e = evidence[c.example]
+        lines += class_lines(c)
+        if not e.text:
+            continue
+        lines.append(f"   the stack of rank {c.example}" + (" (the same on every rank above, thread ids aside):"
+                                                             if c.count > 1 else ":"))
+        lines += _dump_lines(e, c.example, "      ")
+    return lines
+
+
+def _dump_lines(e: Evidence, rank: int, indent: str) -> list[str]:
+    """A rank's dump, then its forked workers', indented."""
+    lines = [indent + line for line in e.text.rstrip("\n").splitlines() if line.strip()]
+    for w in e.workers:
+        wf = w.stack.worker_frame
+        said = (f"in {wf.where()}" if wf else "idle in torch's worker loop" if w.text else "no answer")
+        lines.append(f"{indent}-- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
+                     + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
+        lines += [f"{indent}   " + line for line in w.text.rstrip("\n").splitlines() if line.strip()]
+    return lines
+
+
+def _every_rank(evidence: dict[int, Evidence]) -> list[str]:
+    """Every rank's stack, grouped by host, then rank (a rank's line starts '-- rank R (': evidence_of finds it)."""
+    lines = []
+    by_host: dict[str, list[int]] = {}
+    for rank in sorted(evidence):
+        by_host.setdefault(evidence[rank].host, []).append(rank)
+    for host in sorted(by_host):
+        lines.append(f"== {host} ==")
+        for rank in by_host[host]:
+            e = evidence[rank]
+            what = what_of(e, e.stack)
+            if e.text and e.flight and e.flight.enqueued is not None:
+                what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
+            lines.append(f"-- rank {rank} ({what})")
+            lines += _dump_lines(e, rank, "   ")
+    return lines
 
 
 def evidence_of(f: LiveFinding, run_dir: Path) -> tuple[tuple[str, int], ...]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import cast
 
 from cockpit import contract
+from cockpit.hang.words import rank_list, spans
 from cockpit.run import layout
 from cockpit.run.attempts import Attempt
 from cockpit.run.findings import LiveFinding
@@ -109,9 +110,9 @@ def history_line(h: LiveFinding, started: float | None) -> str:
 
 
 def _cleared_hint(h: LiveFinding) -> str:
-    who = ", ".join(str(c.rank) for c in h.culprits)
+    who = [c.rank for c in h.culprits]
     hint = (f"the ranks moved again by themselves: a pause (an evaluation, a checkpoint or a slow read on "
-            f"{'rank ' + who if who else 'some rank'}), not a hang")
+            f"{rank_list(who) if who else 'some rank'}), not a hang")
     if h.rule == "adaptive":
         hint += "; without stall_after, the stall threshold now allows 3 x a pause this long"
     return hint
@@ -327,10 +328,11 @@ def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
         if f.kind == "straggler":
             words.append(f"straggler:{f.rank}")
         elif f.kind == "stopped":
-            words.append("stopped:" + ",".join(str(c.rank) for c in f.culprits if c.state != "running"))
+            words.append("stopped:" + spans([c.rank for c in f.culprits if c.state != "running"], ","))
         else:
-            culprits = ",".join(str(c.rank) for c in f.culprits)
-            words.append(f"stalled {duration(f.quiet_s)}" + (f" (rank {culprits})" if culprits else ""))
+            culprits = [c.rank for c in f.culprits]
+            words.append(f"stalled {duration(f.quiet_s)}" + (
+                f" (rank{'s' if len(culprits) > 1 else ''} {spans(culprits, ',')})" if culprits else ""))
     if words:
         return "; ".join(words)
     watch: Watch = s.watch or {}
