@@ -26,6 +26,7 @@ from pathlib import Path
 
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
+from cockpit.cli.linefold import line_fold
 from cockpit.launch import registry, supervision
 from cockpit.run import layout
 from cockpit.run.store import STOP_FILE, RunStatus, read_status
@@ -215,6 +216,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
 
     painter = Painter(use_color())
     out = Output()
+    fold = line_fold(run_dir, args, painter.prefix, out.write)  # identical lines of many ranks: once
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
     stopping: list[float] = []
@@ -237,7 +239,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         # The lines first, in one write; the parser after: it must not delay what the user is waiting for.
         if not (args.quiet or out.closed):
             prefix = painter.prefix
-            text = [f"{prefix(line.source)} {line.text}\n" for line in batch.lines]
+            text = [fold.feed(batch.lines)] if fold else [f"{prefix(line.source)} {line.text}\n"
+                                                          for line in batch.lines]
             text += [f"{prefix(source)} ... {n} lines not shown (the log file has them all)\n"
                      for source, n in batch.dropped.items()]
             out.write("".join(text))
@@ -313,6 +316,9 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         else:
             notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
         return 130
+    finally:
+        if fold:  # the lines still held for the other ranks' copies (cockpit.cli.linefold)
+            out.write(fold.flush())
     if status is None:
         return 1
     out.write(summary(run_dir, status, painter) + "\n")

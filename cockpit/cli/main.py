@@ -92,6 +92,8 @@ def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--host", action="append", help="only this host (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no log lines, only the summary")
+    p.add_argument("--no-fold", action="store_true", help="each rank's line with its own [host:rank], also where "
+                   "many ranks wrote the same (a run of 9 ranks or more shows those once, as [ranks 0-4095])")
     p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
 
