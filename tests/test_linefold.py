@@ -7,7 +7,7 @@ import re
 from types import SimpleNamespace
 
 from cockpit.cli.console import Painter
-from cockpit.cli.linefold import LineFold, line_fold
+from cockpit.cli.linefold import LineFold, folded_states, line_fold
 from cockpit.logs.filetail import Line
 
 PREFIX = Painter(False).prefix
@@ -70,3 +70,9 @@ def test_a_label_of_scattered_ranks_is_their_number_and_fewer_ranks_or_no_fold_m
     assert out == "[2,048 ranks] same\n"
     args = SimpleNamespace(no_fold=False, quiet=False, rank=None, host=None)
     assert line_fold(tmp_path, args, PREFIX, print) is None  # no status.json: no world size
+
+
+def test_the_ctrl_c_report_of_many_ranks_says_each_state_once_with_its_ranks():
+    many = {"step 100": [r for r in range(4096) if r != 3073], "step 99": [3073]}
+    assert folded_states(many, 4096) == "3073: step 99; 0-3072,3074-4095: step 100"
+    assert folded_states({"step 5": [0, 2], "step 4": [1]}, 3) == "0: step 5, 1: step 4, 2: step 5"  # a few: each

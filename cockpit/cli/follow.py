@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
-from cockpit.cli.linefold import line_fold
+from cockpit.cli.linefold import folded_states, line_fold
 from cockpit.launch import registry, supervision
 from cockpit.run import layout
 from cockpit.run.store import STOP_FILE, RunStatus, read_status
@@ -177,16 +177,17 @@ def run_report(status: RunStatus | None) -> str:
     """One line on where a run is: its state and each rank's last step, or how it ended."""
     if status is None:
         return "no readable status.json"
-    ranks = []
+    said: dict[str, list[int]] = {}
     for rank in range(status.world_size or 0):
         end, rec = status.ranks.get(str(rank)), status.progress.get(str(rank))
         if end is not None:
-            ranks.append(f"{rank}: ended ({'ok' if end.status == 0 else end.status})")
+            said.setdefault(f"ended ({'ok' if end.status == 0 else end.status})", []).append(rank)
         elif rec is not None and rec.step is not None:
-            ranks.append(f"{rank}: step {rec.step}" + (f" ({rec.flag})" if rec.flag else ""))
+            said.setdefault(f"step {rec.step}" + (f" ({rec.flag})" if rec.flag else ""), []).append(rank)
         else:
-            ranks.append(f"{rank}: {(rec.state if rec else None) or 'starting'}")
-    return f"{status.run_id} is {status.state}" + (f"; ranks {', '.join(ranks)}" if ranks else "")
+            said.setdefault((rec.state if rec else None) or "starting", []).append(rank)
+    ranks = folded_states(said, status.world_size or 0)  # many ranks: those saying the same, as ranges
+    return f"{status.run_id} is {status.state}" + (f"; ranks {ranks}" if ranks else "")
 
 
 class Detach(Exception):

@@ -149,3 +149,13 @@ def line_fold(run_dir: Path, args, prefix: Callable[[tuple], str], emit: Callabl
         return None
     every = not (getattr(args, "rank", None) or getattr(args, "host", None))  # all ranks followed: wait for all
     return LineFold(prefix, emit, expect=world_size or 0 if every else 0)
+
+
+def folded_states(said: dict[str, list[int]], world_size: int) -> str:
+    """What each rank is doing (the Ctrl-C report of `cockpit run`): '0: step 5, 1: step 4' for a few ranks; for
+    FOLD_FROM or more, the ranks saying the same as ranges, the fewest first: '3073: step 99; 0-3072,3074-4095:
+    step 100'."""
+    if world_size < FOLD_FROM:
+        return ", ".join(f"{r}: {what}" for r, what in sorted((r, w) for w, rs in said.items() for r in rs))
+    return "; ".join(f"{spans(rs, ',')}: {what}" for what, rs in sorted(said.items(), key=lambda kv: (len(kv[1]),
+                                                                                                     kv[1][0])))
