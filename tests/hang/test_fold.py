@@ -136,3 +136,16 @@ def test_the_summary_of_4096_ranks_is_a_row_per_way_of_ending_and_ps_lists_the_n
     assert sum(1 for line in small.splitlines() if re.match(r"^\s+\d+\s+n00[01] ", line)) == 8
     table = ps_table([(tmp_path, _status(RANKS, 512, None))])
     assert " n[000-511] " in table.splitlines()[1]
+
+
+def test_where_ranks_ended_is_said_once_per_place_with_their_ranks():
+    from cockpit.hang.stacks import Frame
+    from cockpit.insight.cause import Place, places_said
+
+    at = Frame("/job/train.py", 88, "train")
+    waiting, own = Place("all_reduce", at, (at,)), Place(None, Frame("/job/train.py", 48, "load"), ())
+    places = {**{r: waiting for r in range(RANKS) if r != HUNG}, HUNG: own}
+    assert places_said(sorted(places), places, "was", "were") == (
+        "ranks 0-3072, 3074-4095 were in all_reduce at train.py:88, in train; rank 3073 was in its own code at "
+        "train.py:48, in load")
+    assert places_said([1], places) == "rank 1 in all_reduce at train.py:88, in train"
