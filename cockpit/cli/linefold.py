@@ -29,34 +29,38 @@ MAX_LABEL = 60  # characters of rank ranges in a folded line's label; past that,
 
 
 class Group:
-    """One text, and the ranks (sources) that wrote it, in the order their copies came (a plain class with
-    slots: one is made per line that no other rank repeats, tens of thousands a second at 4,096 ranks)."""
+    """A text two or more ranks wrote, and those ranks (sources), in the order their copies came."""
 
-    __slots__ = ("index", "since", "sources", "text")
+    __slots__ = ("sources", "text")
 
-    def __init__(self, text: str, index: int, since: float, source: tuple):
-        self.text, self.index, self.since, self.sources = text, index, since, [source]
+    def __init__(self, text: str, sources: list[tuple]):
+        self.text, self.sources = text, sources
 
 
 class LineFold:
     """Lines in (``feed``), text out: at once when a group has every rank (``expect``), else after HOLD (a timer
-    on the running event loop calls ``emit``), and whatever is left on ``flush``."""
+    on the running event loop calls ``emit``), and whatever is left on ``flush``.
+
+    What is held is the Line itself until a second rank's copy makes it a Group: a line no other rank repeats
+    (most of a 4,096-rank catch-up) costs a list slot and a dict entry, no object of its own."""
 
     def __init__(self, prefix: Callable[[tuple], str], emit: Callable[[str], None], hold: float = HOLD,
                  expect: int = 0):
         """``expect``: the ranks a group needs to be shown before HOLD (0: none is, every group waits HOLD)."""
         self.prefix, self.emit, self.hold, self.expect = prefix, emit, hold, expect
-        self.held: list[Group] = []  # in the order they were made
-        self.latest: dict[str, Group] = {}  # the newest held group of each text
-        self.last: dict[tuple, int] = {}  # a source's newest held group (its index)
-        self.count = self.made = 0
+        self.held: list = []  # Line or Group, in the order they came; held[i] has number base + i
+        self.since: list[float] = []  # when each came
+        self.base = 0
+        self.latest: dict[str, int] = {}  # the number of the newest held entry of each text
+        self.last: dict[tuple, int] = {}  # the number of a source's newest held entry
+        self.count = 0  # lines held
         self.timer: asyncio.TimerHandle | None = None
 
     def feed(self, lines) -> str:
         """Hold ``lines`` (cockpit.logs.filetail.Line: source, text, cut); the text due now."""
         now = time.monotonic()
         for line in _interleaved(lines):
-            self._add(line.source, line.text, now, foldable=not line.cut and line.source[1] != "agent")
+            self._add(line, now, foldable=not line.cut and line.source[1] != "agent")
         out = self._due(now)
         self._arm()
         return out
@@ -64,49 +68,59 @@ class LineFold:
     def flush(self) -> str:
         """Every held line, now (the run ended, or the viewer detached)."""
         out = self._render(self.held)
-        self.held, self.latest, self.last, self.count = [], {}, {}, 0
+        self.base += len(self.held)
+        self.held, self.since, self.latest, self.count = [], [], {}, 0
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         return out
 
-    def _add(self, source: tuple, text: str, now: float, foldable: bool) -> None:
-        g = self.latest.get(text) if foldable else None
-        if g is None or g.index <= self.last.get(source, -1):  # (a source already in g has last >= g.index)
-            g = Group(text, self.made, now, source)
-            self.made += 1
-            self.held.append(g)
+    def _add(self, line, now: float, foldable: bool) -> None:
+        source, text = line.source, line.text
+        at = self.latest.get(text, -1) if foldable else -1
+        if at < self.base or at <= self.last.get(source, -1):  # (a source already in it has last >= at)
+            at = self.base + len(self.held)
+            self.held.append(line)
+            self.since.append(now)
             if foldable:
-                self.latest[text] = g
+                self.latest[text] = at
         else:
-            g.sources.append(source)
-        self.last[source] = g.index
+            entry = self.held[at - self.base]
+            if isinstance(entry, Group):
+                entry.sources.append(source)
+            else:
+                self.held[at - self.base] = Group(text, [entry.source, source])
+        self.last[source] = at
         self.count += 1
 
+    def _size(self, entry) -> int:
+        return len(entry.sources) if isinstance(entry, Group) else 1
+
     def _due(self, now: float) -> str:
-        """The groups at the head that are complete or old enough (or past MAX_HELD), removed and rendered."""
-        n = 0
-        while n < len(self.held) and (now - self.held[n].since >= self.hold or self.count > MAX_HELD
-                                      or 0 < self.expect <= len(self.held[n].sources)):
-            self.count -= len(self.held[n].sources)
+        """The entries at the head that are complete or old enough (or past MAX_HELD), removed and rendered."""
+        n, held = 0, self.held
+        while n < len(held) and (now - self.since[n] >= self.hold or self.count > MAX_HELD
+                                 or 0 < self.expect <= self._size(held[n])):
+            self.count -= self._size(held[n])
             n += 1
         if not n:
             return ""
-        done, self.held = self.held[:n], self.held[n:]
-        for g in done:
-            if self.latest.get(g.text) is g:
-                del self.latest[g.text]
+        done, self.held, self.since = held[:n], held[n:], self.since[n:]
+        for i, entry in enumerate(done, self.base):
+            if self.latest.get(entry.text) == i:
+                del self.latest[entry.text]
+        self.base += n
         return self._render(done)
 
     def _arm(self) -> None:
-        """A timer for the oldest held group, so it is shown HOLD after it came even when no line follows."""
+        """A timer for the oldest held entry, so it is shown HOLD after it came even when no line follows."""
         if self.timer is not None or not self.held:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a caller feeding by hand): flush is its way out
             return
-        self.timer = loop.call_later(max(0.0, self.held[0].since + self.hold - time.monotonic()), self._fire)
+        self.timer = loop.call_later(max(0.0, self.since[0] + self.hold - time.monotonic()), self._fire)
 
     def _fire(self) -> None:
         self.timer = None
@@ -115,12 +129,12 @@ class LineFold:
             self.emit(text)
         self._arm()
 
-    def _render(self, groups: list[Group]) -> str:
-        return "".join(f"{self._label(g.sources)} {g.text}\n" for g in groups)
+    def _render(self, entries: list) -> str:
+        prefix = self.prefix
+        return "".join(f"{self._label(e.sources)} {e.text}\n" if isinstance(e, Group) else
+                       f"{prefix(e.source)} {e.text}\n" for e in entries)
 
     def _label(self, sources: list[tuple]) -> str:
-        if len(sources) == 1:
-            return self.prefix(sources[0])
         ranks = spans([int(source[1]) for source in sources], ",")  # (host, rank): an agent's line never folds
         return f"[ranks {ranks}]" if len(ranks) <= MAX_LABEL else f"[{len(sources):,} ranks]"
 
