@@ -18,7 +18,8 @@ from cockpit.hang.evidence import Evidence
 from cockpit.hang.stacks import Frame, RankStack, parse_dump
 from cockpit.hang.words import hosts_text, rank_list
 
-__all__ = ["StackClass", "class_lines", "classes_json", "classes_summary", "fold", "signature", "what_of"]
+__all__ = ["StackClass", "class_lines", "classes_json", "classes_summary", "fold", "parse_stacks", "signature",
+           "what_of"]
 NO_ANSWER = "no answer: stopped, frozen or without the hook"
 
 
@@ -72,13 +73,14 @@ def what_of(e: Evidence, stack: RankStack) -> str:
     return what + (", waiting for its DataLoader" if stack.waits_on_loader else "")
 
 
-def fold(evidence: dict[int, Evidence]) -> list[StackClass]:
-    """The classes of ``evidence`` (module docstring): the fewest ranks first, then by lowest rank."""
+def fold(evidence: dict[int, Evidence], stacks: dict[int, RankStack] | None = None) -> list[StackClass]:
+    """The classes of ``evidence`` (module docstring): the fewest ranks first, then by lowest rank; ``stacks``:
+    each rank's dump parsed already (``parse_stacks``)."""
     members: dict[tuple, list[int]] = {}
     first: dict[tuple, tuple[Evidence, RankStack]] = {}
     for rank in sorted(evidence):
         e = evidence[rank]
-        stack = parse_dump(e.text)
+        stack = stacks[rank] if stacks is not None else parse_dump(e.text)
         key = signature(e, stack)
         members.setdefault(key, []).append(rank)
         first.setdefault(key, (e, stack))
@@ -92,6 +94,11 @@ def fold(evidence: dict[int, Evidence]) -> list[StackClass]:
             stack.user_frame.where() if answered and stack.user_frame else None,
             stack.collective if answered else None, ranks[0], (min(seqs), max(seqs)) if seqs else None))
     return sorted(out, key=lambda c: (c.count, c.ranks[0]))
+
+
+def parse_stacks(evidence: dict[int, Evidence]) -> dict[int, RankStack]:
+    """Each rank's dump, parsed once (``Evidence.stack`` parses at every use)."""
+    return {rank: parse_dump(e.text) for rank, e in evidence.items()}
 
 
 def classes_summary(classes: list[StackClass]) -> str:

@@ -19,11 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cockpit.hang.classes import class_lines, fold, what_of
+from cockpit.hang.classes import class_lines, fold, parse_stacks, what_of
 from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.linkwords import gathered_link, link_lines
 from cockpit.hang.progress import Straggler
-from cockpit.hang.stacks import DDP_INIT, INIT
+from cockpit.hang.stacks import DDP_INIT, INIT, RankStack
 from cockpit.hang.words import finding_words, starting_words
 from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import RankProgress
@@ -167,18 +167,19 @@ def stacks_report(evidence: dict[int, Evidence], every: bool = True) -> str:
     """What `cockpit stacks` prints and the watchdog keeps: the stacks folded by signature, one class of ranks
     each with its lowest rank's stack (cockpit.hang.classes), the fewest ranks first; with ``every``, then
     every rank's own stack, grouped by host, then rank, each rank's forked workers under it."""
-    lines = folded_lines(evidence)
+    stacks = parse_stacks(evidence)
+    lines = folded_lines(evidence, stacks)
     if every:
-        lines += ["", "== every rank's own stack, by host, then rank ==", *_every_rank(evidence)]
+        lines += ["", "== every rank's own stack, by host, then rank ==", *_every_rank(evidence, stacks)]
     gathered = next((e.link for e in evidence.values() if e.link is not None), None)
     if gathered is not None:
         lines += ["== links ==", *link_lines(gathered)]
     return "\n".join(lines) + "\n"
 
 
-def folded_lines(evidence: dict[int, Evidence]) -> list[str]:
+def folded_lines(evidence: dict[int, Evidence], stacks: dict[int, RankStack] | None = None) -> list[str]:
     """The classes of stacks (cockpit.hang.classes), each with its lowest rank's stack and workers."""
-    classes = fold(evidence)
+    classes = fold(evidence, stacks)
     hosts = len({e.host for e in evidence.values()})
     lines = [f"{len(evidence):,} rank{'s' if len(evidence) != 1 else ''} on {hosts:,} host{'s' if hosts != 1 else ''}"
              f": {len(classes)} different stack{'s' if len(classes) != 1 else ''}, the fewest ranks first "
@@ -206,7 +207,7 @@ def _dump_lines(e: Evidence, rank: int, indent: str) -> list[str]:
     return lines
 
 
-def _every_rank(evidence: dict[int, Evidence]) -> list[str]:
+def _every_rank(evidence: dict[int, Evidence], stacks: dict[int, RankStack]) -> list[str]:
     """Every rank's stack, grouped by host, then rank (a rank's line starts '-- rank R (': evidence_of finds it)."""
     lines = []
     by_host: dict[str, list[int]] = {}
@@ -216,7 +217,7 @@ def _every_rank(evidence: dict[int, Evidence]) -> list[str]:
         lines.append(f"== {host} ==")
         for rank in by_host[host]:
             e = evidence[rank]
-            what = what_of(e, e.stack)
+            what = what_of(e, stacks[rank])
             if e.text and e.flight and e.flight.enqueued is not None:
                 what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
             lines.append(f"-- rank {rank} ({what})")
