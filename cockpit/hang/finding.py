@@ -166,10 +166,12 @@ def straggler_finding(s: Straggler) -> Json:
 def stacks_report(evidence: dict[int, Evidence], every: bool = True) -> str:
     """What `cockpit stacks` prints and the watchdog keeps: the stacks folded by signature, one class of ranks
     each with its lowest rank's stack (cockpit.hang.classes), the fewest ranks first; with ``every``, then
-    every rank's own stack, grouped by host, then rank, each rank's forked workers under it."""
+    every rank's own stack, grouped by host, then rank, each rank's forked workers under it (one rank: only
+    that)."""
     stacks = parse_stacks(evidence)
-    lines = folded_lines(evidence, stacks)
-    if every:
+    one = every and len(evidence) == 1  # one rank asked (--rank N): its own stack is the whole answer
+    lines = _every_rank(evidence, stacks) if one else folded_lines(evidence, stacks)
+    if every and len(evidence) > 1:
         lines += ["", "== every rank's own stack, by host, then rank ==", *_every_rank(evidence, stacks)]
     gathered = next((e.link for e in evidence.values() if e.link is not None), None)
     if gathered is not None:

@@ -72,7 +72,7 @@ def test_cockpit_stacks_folds_a_straggler_s_class_first_and_any_rank_is_one_flag
     assert lines[rest + 1].split(";")[0] == "   ranks 0-4, 6-11 on n[0-2]" and "-- rank " not in text
     one = sim.cockpit("stacks", sim.run_id, "--rank", "7")
     assert one.returncode == 0 and "\n-- rank 7 (in all_reduce, at train_step" in one.stdout
-    assert "-- rank 5 " not in one.stdout and "\n== 1 rank: in all_reduce" in one.stdout
+    assert "-- rank 5 " not in one.stdout and "different stack" not in one.stdout  # one rank: its stack only
 
 
 def test_a_hung_rank_is_named_alone_and_the_others_as_ranges(launch):
