@@ -17,6 +17,7 @@ from cockpit.run.trust import owner
 if TYPE_CHECKING:
     from cockpit.insight.forecast import Forecast
 
+FOLD_OVER = 32  # a summary of more ranks than this folds its table: a row per way the ranks ended
 _COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
 
@@ -63,15 +64,16 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     stopped = status.stop_requested and status.state == "stopped"
     missing = [r for r in range(status.world_size or 0) if str(r) not in status.ranks]
     if status.ranks or (stopped and missing):
-        out.append(f"  {'rank':>4}  {'host':<16} {'ended':<34} {'after':>9}")
+        rows: list[tuple[int, str, str, float | None]] = []
         for rank, r in sorted(status.ranks.items(), key=lambda kv: int(kv[0])):
             how = _describe(r, status.stopped_at if stopped else None)
             if how == "ok" and status.first_failure and status.first_failure.rank == r.rank:
                 how = "exit code 0, early: others waited"  # an early exit (cockpit.logs.diagnose.peerloss)
-            out.append(f"  {rank:>4}  {r.host:<16} {how:<34} {duration(r.time - start):>9}")
+            rows.append((int(rank), r.host, how, r.time - start))
         if stopped:  # killed together with their wrapper: the stop did it all the same
             host = status.hosts[0] if len(status.hosts) == 1 else "?"
-            out += [f"  {rank:>4}  {host:<16} {'stopped (no exit record)':<34} {'-':>9}" for rank in missing]
+            rows += [(rank, host, "stopped (no exit record)", None) for rank in missing]
+        out += _exit_rows(rows) if len(rows) <= FOLD_OVER else _folded_exit_rows(rows)
     if missing and not stopped:
         out.append(f"  {len(missing)} rank(s) left no exit record (never started, or killed with their wrapper)")
     ff = status.first_failure
@@ -109,6 +111,31 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) 
     return "\n".join(out)
 
 
+def _exit_rows(rows: list[tuple[int, str, str, float | None]]) -> list[str]:
+    """The summary's table, a row per rank: rank, host, how it ended, when."""
+    out = [f"  {'rank':>4}  {'host':<16} {'ended':<34} {'after':>9}"]
+    return out + [f"  {rank:>4}  {host:<16} {how:<34} {duration(after) if after is not None else '-':>9}"
+                  for rank, host, how, after in rows]
+
+
+def _folded_exit_rows(rows: list[tuple[int, str, str, float | None]]) -> list[str]:
+    """The table of a run of more than FOLD_OVER ranks: a row per way of ending (the ranks as ranges, their
+    hosts as a hostlist, the first and last exit), the fewest ranks first; `cockpit ps --json` has each rank."""
+    from cockpit.hang.words import hosts_text, spans
+
+    groups: dict[str, list[tuple[int, str, str, float | None]]] = {}
+    for row in rows:
+        groups.setdefault(row[2], []).append(row)
+    out = [f"  {'ranks':>6}  {'ended':<34} {'after':>19}  which (hosts)"]
+    for how, same in sorted(groups.items(), key=lambda kv: (len(kv[1]), kv[1][0][0])):
+        times = [t for *_, t in same if t is not None]
+        after = "-" if not times else duration(min(times)) if len(set(map(duration, times))) == 1 else (
+            f"{duration(min(times))}..{duration(max(times))}")
+        which = f"{spans([r for r, *_ in same], ',')} ({hosts_text([h for _, h, *_ in same])})"
+        out.append(f"  {len(same):>6,}  {how:<34} {after:>19}  {which}")
+    return out
+
+
 def _forecast_line(run_dir: Path, status: RunStatus) -> str:
     """Will it finish in time, and the GPU-hours (a sweep: its trials' sum); cockpit.insight.forecast."""
     from cockpit.run.store import is_sweep
@@ -135,8 +162,10 @@ def _victim_note(status: RunStatus, ff: FirstFailure) -> str:
         victims = {v.rank for v in f.victims}
         culprits = [c.rank for c in f.culprits]
         if ff.rank in victims and culprits:
-            return (f" (a victim of the stall: it waited in a collective for rank "
-                    f"{', '.join(map(str, culprits))}, the culprit)")
+            from cockpit.hang.words import rank_list
+
+            return (f" (a victim of the stall: it waited in a collective for {rank_list(culprits)}, "
+                    f"{'the culprit' if len(culprits) == 1 else 'the culprits'})")
     return ""
 
 
@@ -230,6 +259,10 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
     stored = stored or {}
     for run_dir, s in rows:
         nodes = ",".join(s.hosts)
+        if len(nodes) > 20:  # many nodes: as a hostlist (n[000-511]), not the first three names
+            from cockpit.hang.words import hosts_text
+
+            nodes = hosts_text(list(s.hosts))
         frozen = None if s.final else _frozen(s)
         out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {attempts_cell(s):>8} "

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
+from cockpit.cli.linefold import folded_states, line_fold
 from cockpit.launch import registry, supervision
 from cockpit.run import layout
 from cockpit.run.store import STOP_FILE, RunStatus, read_status
@@ -176,16 +177,17 @@ def run_report(status: RunStatus | None) -> str:
     """One line on where a run is: its state and each rank's last step, or how it ended."""
     if status is None:
         return "no readable status.json"
-    ranks = []
+    said: dict[str, list[int]] = {}
     for rank in range(status.world_size or 0):
         end, rec = status.ranks.get(str(rank)), status.progress.get(str(rank))
         if end is not None:
-            ranks.append(f"{rank}: ended ({'ok' if end.status == 0 else end.status})")
+            said.setdefault(f"ended ({'ok' if end.status == 0 else end.status})", []).append(rank)
         elif rec is not None and rec.step is not None:
-            ranks.append(f"{rank}: step {rec.step}" + (f" ({rec.flag})" if rec.flag else ""))
+            said.setdefault(f"step {rec.step}" + (f" ({rec.flag})" if rec.flag else ""), []).append(rank)
         else:
-            ranks.append(f"{rank}: {(rec.state if rec else None) or 'starting'}")
-    return f"{status.run_id} is {status.state}" + (f"; ranks {', '.join(ranks)}" if ranks else "")
+            said.setdefault((rec.state if rec else None) or "starting", []).append(rank)
+    ranks = folded_states(said, status.world_size or 0)  # many ranks: those saying the same, as ranges
+    return f"{status.run_id} is {status.state}" + (f"; ranks {ranks}" if ranks else "")
 
 
 class Detach(Exception):
@@ -217,6 +219,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
     painter = Painter(use_color())
     out = Output()
     quiet = bool(args.quiet)  # -q: no lines, no live notes; errors, and a clean end in one line (_clean)
+    fold = line_fold(run_dir, args, painter.prefix, out.write)  # identical lines of many ranks: once
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
     stopping: list[float] = []
@@ -239,7 +242,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         # The lines first, in one write; the parser after: it must not delay what the user is waiting for.
         if not (args.quiet or out.closed):
             prefix = painter.prefix
-            text = [f"{prefix(line.source)} {line.text}\n" for line in batch.lines]
+            text = [fold.feed(batch.lines)] if fold else [f"{prefix(line.source)} {line.text}\n"
+                                                          for line in batch.lines]
             text += [f"{prefix(source)} ... {n} lines not shown (the log file has them all)\n"
                      for source, n in batch.dropped.items()]
             out.write("".join(text))
@@ -316,6 +320,9 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         else:
             notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
         return 130
+    finally:
+        if fold:  # the lines still held for the other ranks' copies (cockpit.cli.linefold)
+            out.write(fold.flush())
     if status is None:
         return 1
     report = summary(run_dir, status, painter)

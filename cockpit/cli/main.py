@@ -94,6 +94,8 @@ def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no log lines and no live notes: the summary's "
                    "first line (all of it, with the diagnosis, when the run failed, was restarted or stalled) "
                    "and errors; the exit code is the job's all the same")
+    p.add_argument("--no-fold", action="store_true", help="each rank's line with its own [host:rank], also where "
+                   "many ranks wrote the same (a run of 9 ranks or more shows those once, as [ranks 0-4095])")
     p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "
                    "$XDG_STATE_HOME/cockpit/runs)")
 
@@ -149,9 +151,12 @@ def _add_ps(sub) -> None:
 
 
 def _add_stacks(sub) -> None:
-    p = sub.add_parser("stacks", help="every rank's Python stack, all threads, grouped by host and rank")
+    p = sub.add_parser("stacks", help="every rank's Python stack, all threads: the ranks with the same stack "
+                       "folded into one class, the fewest ranks first")
     p.add_argument("run", metavar="RUN")
-    p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
+    p.add_argument("--rank", type=int, action="append", help="only this global rank, its own stack in full "
+                   "(repeatable)")
+    p.add_argument("--all", action="store_true", help="after the classes, every rank's own stack, by host and rank")
     p.add_argument("--timeout", type=_timeout, default=5.0, help="seconds to wait for the ranks' answers "
                    "(0.5-300, default 5)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -261,8 +261,11 @@ def _wait_for_stop(run_dir: Path, status, grace: float, control):
 
 
 def cmd_stacks(args) -> int:
-    """Every rank's Python stack (all threads), grouped by host and rank; the run goes on untouched."""
+    """Every rank's Python stack (all threads), the ranks with the same stack folded into one class (with
+    --rank or --all, each rank's own too); the run goes on untouched."""
     from cockpit.hang import finding
+    from cockpit.hang.classes import classes_json
+    from cockpit.hang.words import rank_list
 
     run_dir = find(args)
     own_run(run_dir, "stacks", "signal the ranks of")
@@ -292,11 +295,11 @@ def cmd_stacks(args) -> int:
              "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": shown(w.text),
                           "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}
                          for w in e.workers]}
-            for _, e in sorted(evidence.items())]}, indent=2))
+            for _, e in sorted(evidence.items())], "classes": classes_json(evidence)}, indent=2))
     else:
-        print(finding.stacks_report(evidence, raw=args.raw), end="")
+        print(finding.stacks_report(evidence, every=bool(args.rank) or args.all, raw=args.raw), end="")
     silent = [r for r, e in evidence.items() if not e.text]
     if silent:
-        notice(f"no stack from rank(s) {', '.join(map(str, sorted(silent)))} within {args.timeout:.0f} s: "
+        notice(f"no stack from {rank_list(silent)} within {args.timeout:.0f} s: "
                "stopped (state T), frozen, or started without the hook (COCKPIT_HOOK=0)")
     return 0 if len(silent) < len(evidence) else 1

@@ -7,7 +7,8 @@ cockpit.node.rankhook (with cockpit.node.rankworkers).
     stacks.py         pure: faulthandler dumps and Flight Recorder traces -> where a rank is, what it waits in
     finding.py        pure: evidence -> the finding (culprit, victims, collective, DataLoader worker, uneven
                       inputs), the "starting" words and the stacks report
-    words.py          pure: a finding's text, hint and next command
+    words.py          pure: a finding's text, hint and next command; ranks as ranges ("ranks 0-3072, 3074-4095")
+    classes.py        pure: stacks folded by signature into classes of ranks, the fewest ranks first (STAT's way)
     transport.py      pure: transport evidence records (TCP sockets, interfaces, IB ports) per rank and node
     transport_parse.py, transport_raw.py, ras.py
                       pure: ss, /proc/net/tcp, sysfs, IB ports, NCCL RAS text/JSON -> those records

@@ -17,12 +17,14 @@ The words: cockpit.hang.words.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from cockpit.hang.classes import class_lines, fold, parse_stacks, what_of
 from cockpit.hang.evidence import Evidence, WorkerStack
 from cockpit.hang.linkwords import gathered_link, link_lines
 from cockpit.hang.progress import Straggler
-from cockpit.hang.stacks import DDP_INIT, INIT
+from cockpit.hang.stacks import DDP_INIT, INIT, RankStack, without_hook
 from cockpit.hang.words import finding_words, starting_words
 from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import RankProgress
@@ -162,36 +164,75 @@ def straggler_finding(s: Straggler) -> Json:
             "wait_share": s.wait_share, "others_share": s.others_share, "text": text, "hint": hint}
 
 
-def stacks_report(evidence: dict[int, Evidence], raw: bool = False) -> str:
-    """Every rank's stack, grouped by host, then rank, each rank's forked workers under it (what `cockpit
-    stacks` prints); without cockpit's hook in them unless ``raw`` (cockpit.hang.stacks.without_hook)."""
-    from cockpit.hang.stacks import without_hook
-
-    shown = (lambda text: text) if raw else without_hook
-    lines = []
-    for host in sorted({e.host for e in evidence.values()}):
-        lines.append(f"== {host} ==")
-        for rank in sorted(r for r, e in evidence.items() if e.host == host):
-            e = evidence[rank]
-            stack = e.stack
-            frame, op = stack.user_frame, stack.collective
-            what = (f"in {op}" if op else "outside any collective") + (f", at {frame.where()}" if frame else "")
-            if stack.waits_on_loader:
-                what += ", waiting for its DataLoader"
-            if e.flight and e.flight.enqueued is not None:
-                what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
-            lines.append(f"-- rank {rank} ({what if e.text else 'no answer: stopped, frozen or without the hook'})")
-            lines += ["   " + line for line in shown(e.text).rstrip("\n").splitlines() if line.strip()]
-            for w in e.workers:
-                wf = w.stack.worker_frame
-                said = (f"in {wf.where()}" if wf else "idle in torch's worker loop" if w.text else "no answer")
-                lines.append(f"   -- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
-                             + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
-                lines += ["      " + line for line in shown(w.text).rstrip("\n").splitlines() if line.strip()]
+def stacks_report(evidence: dict[int, Evidence], every: bool = True, raw: bool = False) -> str:
+    """What `cockpit stacks` prints and the watchdog keeps: the stacks folded by signature, one class of ranks
+    each with its lowest rank's stack (cockpit.hang.classes), the fewest ranks first; with ``every``, then
+    every rank's own stack, grouped by host, then rank, each rank's forked workers under it (one rank: only
+    that). The dumps are shown without cockpit's hook in them unless ``raw`` (cockpit.hang.stacks.without_hook)."""
+    stacks = parse_stacks(evidence)
+    one = every and len(evidence) == 1  # one rank asked (--rank N): its own stack is the whole answer
+    lines = _every_rank(evidence, stacks, raw) if one else folded_lines(evidence, stacks, raw)
+    if every and len(evidence) > 1:
+        lines += ["", "== every rank's own stack, by host, then rank ==", *_every_rank(evidence, stacks, raw)]
     gathered = next((e.link for e in evidence.values() if e.link is not None), None)
     if gathered is not None:
         lines += ["== links ==", *link_lines(gathered)]
     return "\n".join(lines) + "\n"
+
+
+def folded_lines(evidence: dict[int, Evidence], stacks: dict[int, RankStack] | None = None,
+                 raw: bool = False) -> list[str]:
+    """The classes of stacks (cockpit.hang.classes), each with its lowest rank's stack and workers."""
+    classes = fold(evidence, stacks)
+    hosts = len({e.host for e in evidence.values()})
+    lines = [f"{len(evidence):,} rank{'s' if len(evidence) != 1 else ''} on {hosts:,} host{'s' if hosts != 1 else ''}"
+             f": {len(classes)} different stack{'s' if len(classes) != 1 else ''}, the fewest ranks first "
+             "(--rank N: that rank's own stack; --all: every rank's)"]
+    for c in classes:
+        e = evidence[c.example]
+        lines += class_lines(c)
+        if not e.text:
+            continue
+        lines.append(f"   the stack of rank {c.example}" + (" (the same on every rank above, thread ids aside):"
+                                                             if c.count > 1 else ":"))
+        lines += _dump_lines(e, c.example, "      ", raw)
+    return lines
+
+
+def _dump_lines(e: Evidence, rank: int, indent: str, raw: bool = False) -> list[str]:
+    """A rank's dump, then its forked workers', indented; without cockpit's hook unless ``raw``."""
+    shown = _shown(raw)
+    lines = [indent + line for line in shown(e.text).rstrip("\n").splitlines() if line.strip()]
+    for w in e.workers:
+        wf = w.stack.worker_frame
+        said = (f"in {wf.where()}" if wf else "idle in torch's worker loop" if w.text else "no answer")
+        lines.append(f"{indent}-- worker pid {w.pid} of rank {rank} (state {w.state or '?'}"
+                     + (f", kernel wait {w.wchan}" if w.wchan else "") + f"; {said})")
+        lines += [f"{indent}   " + line for line in shown(w.text).rstrip("\n").splitlines() if line.strip()]
+    return lines
+
+
+def _shown(raw: bool) -> Callable[[str], str]:
+    """A dump as shown: whole with ``raw``, else without the hook's frames and beat thread."""
+    return (lambda text: text) if raw else without_hook
+
+
+def _every_rank(evidence: dict[int, Evidence], stacks: dict[int, RankStack], raw: bool = False) -> list[str]:
+    """Every rank's stack, grouped by host, then rank (a rank's line starts '-- rank R (': evidence_of finds it)."""
+    lines = []
+    by_host: dict[str, list[int]] = {}
+    for rank in sorted(evidence):
+        by_host.setdefault(evidence[rank].host, []).append(rank)
+    for host in sorted(by_host):
+        lines.append(f"== {host} ==")
+        for rank in by_host[host]:
+            e = evidence[rank]
+            what = what_of(e, stacks[rank])
+            if e.text and e.flight and e.flight.enqueued is not None:
+                what += f"; flight recorder: enqueued #{e.flight.enqueued}, completed #{e.flight.completed}"
+            lines.append(f"-- rank {rank} ({what})")
+            lines += _dump_lines(e, rank, "   ", raw)
+    return lines
 
 
 def evidence_of(f: LiveFinding, run_dir: Path) -> tuple[tuple[str, int], ...]:

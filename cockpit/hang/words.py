@@ -10,7 +10,28 @@ JOIN_FIX = ("give every rank the same number of batches: a DistributedSampler(da
 
 
 def rank_list(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+    """'rank 5', 'ranks 0, 1', 'ranks 0-3072, 3074-4095': three or more in a row as a range, so a finding about
+    4,096 ranks is a line, not 4,096 numbers."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + spans(ranks)
+
+
+def spans(ranks: list[int], sep: str = ", ") -> str:
+    """Ranks (any order, repeats ignored) as '0-3072, 3074-4095'; a run of two stays '6, 7'."""
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return sep.join(str(a) if a == b else f"{a}{sep}{b}" if b == a + 1 else f"{a}-{b}" for a, b in runs)
+
+
+def hosts_text(hosts: list[str]) -> str:
+    """Hosts as a hostlist ('n[000-511]'), or their number where that is long."""
+    from cockpit.slurm.hostlist import compress  # the spec's hostlist grammar: only where hosts are listed
+
+    listed = compress(hosts)
+    return listed if len(listed) <= 60 else f"{len(set(hosts)):,} hosts"
 
 
 def duration(seconds: float) -> str:
@@ -33,7 +54,7 @@ def finding_words(f: dict, run_ref: str, pg_backend: str | None) -> tuple[str, s
                 "collective yet)")
     else:
         head = f"no rank made progress for {f['quiet_s']:.0f} s"
-    parts = _uneven_parts(f) if f.get("uneven") else [_culprit(c) for c in f["culprits"]] + _victim_parts(f)
+    parts = _uneven_parts(f) if f.get("uneven") else _culprit_parts(f["culprits"]) + _victim_parts(f)
     if f["silent"]:
         parts.append(f"{rank_list(f['silent'])} gave no stacks")
     text = f"{head}: " + "; ".join(parts) if parts else head
@@ -41,17 +62,33 @@ def finding_words(f: dict, run_ref: str, pg_backend: str | None) -> tuple[str, s
     return text, hint, nxt
 
 
-def _culprit(c: dict) -> str:
-    who = f"rank {c['rank']} ({c['host']})"
+def _culprit_parts(culprits: list[dict]) -> list[str]:
+    """A part per kind of culprit: the culprits doing the same thing are one ('ranks 0-7 (n0) are stopped ...'),
+    in the order of their lowest rank."""
+    groups: dict[str, list[dict]] = {}
+    for c in culprits:
+        groups.setdefault(_culprit(c, "{who}", "is"), []).append(c)
+    out = []
+    for same in groups.values():
+        if len(same) == 1:
+            out.append(_culprit(same[0], f"rank {same[0]['rank']} ({same[0]['host']})", "is"))
+            continue
+        who = f"{rank_list([c['rank'] for c in same])} ({hosts_text([c['host'] for c in same])})"
+        out.append(_culprit(same[0], who, "are"))
+    return out
+
+
+def _culprit(c: dict, who: str, verb: str) -> str:
     if c["state"] == "stopped":
-        return f"{who} is stopped (SIGSTOP, state T)"
+        return f"{who} {verb} stopped (SIGSTOP, state T)"
     if c["state"] in ("not responding", "exited"):
-        return f"{who} is {c['state']}"
+        return f"{who} {verb} {c['state']}"
     if c.get("loader"):
         return _loader(c, who)
     if c.get("op"):
-        return f"{who} is in {c['op']} behind the others" + (f" at {c['where']}" if c["where"] else "")
-    return f"{who} is stuck " + (f"in {c['where']}, outside any collective" if c["where"] else "outside any collective")
+        return f"{who} {verb} in {c['op']} behind the others" + (f" at {c['where']}" if c["where"] else "")
+    return f"{who} {verb} stuck " + (f"in {c['where']}, outside any collective" if c["where"] else
+                                     "outside any collective")
 
 
 def _loader(c: dict, who: str) -> str:
@@ -75,7 +112,10 @@ def _loader(c: dict, who: str) -> str:
 def _victim_parts(f: dict) -> list[str]:
     coll = f["collective"]
     if f["mismatch"]:
-        said = ", ".join(f"rank {v['rank']} in {v['op']}" for v in f["victims"])
+        by_op: dict[str, list[int]] = {}
+        for v in f["victims"]:
+            by_op.setdefault(v["op"], []).append(v["rank"])
+        said = ", ".join(f"{rank_list(r)} in {op}" for op, r in sorted(by_op.items(), key=lambda kv: min(kv[1])))
         at = f" (at collective #{coll['seq']})" if coll else ""
         return [f"the ranks wait in different collectives: {said}{at}"]
     if not f["victims"]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.hang.stacks import Frame, RankStack, Thread, parse_dump
+from cockpit.hang.words import rank_list
 
 FATAL = "Fatal Python error"
 _TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -108,6 +109,16 @@ class Mismatch:
     hint: str
 
 
+def places_said(ranks: list[int], places: dict[int, Place], one: str = "", many: str = "") -> str:
+    """Where ranks were ('rank 1 was in all_reduce at ...'), the ranks in the same place as one range: 'ranks
+    1-4095 were in ...'; ``one`` / ``many``: the verb, or none ('rank 1 in ...')."""
+    by_place: dict[str, list[int]] = {}
+    for r in ranks:
+        by_place.setdefault(places[r].words(), []).append(r)
+    return "; ".join(f"{rank_list(rs)}{' ' + (one if len(rs) == 1 else many) if one else ''} in {where}"
+                     for where, rs in sorted(by_place.items(), key=lambda kv: min(kv[1])))
+
+
 def mismatch(places: dict[int, Place], aborted: dict[int, str], read) -> Mismatch | None:
     """The ranks' collectives and lines at a mismatch (``aborted``: rank -> the text gloo aborted it with)."""
     if not aborted:
@@ -116,7 +127,7 @@ def mismatch(places: dict[int, Place], aborted: dict[int, str], read) -> Mismatc
     sizes = _GLOO_SIZES.search(text)
     said = f"gloo aborted rank {rank}" + (f": it received {sizes[1]} bytes where its collective expected "
                                           f"{sizes[2]}" if sizes else "")
-    where = "; ".join(f"rank {r} in {p.words()}" for r, p in sorted(places.items()))
+    where = places_said(sorted(places), places)
     for out_rank, out in sorted(places.items()):
         for in_rank, inside in sorted(places.items()):
             if in_rank != out_rank and left_the_loop(inside, out, read):

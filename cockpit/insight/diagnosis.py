@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import cast
 
 from cockpit import contract
+from cockpit.hang.words import rank_list, spans
 from cockpit.run import layout
 from cockpit.run.attempts import Attempt
 from cockpit.run.findings import LiveFinding
@@ -109,9 +110,9 @@ def history_line(h: LiveFinding, started: float | None) -> str:
 
 
 def _cleared_hint(h: LiveFinding) -> str:
-    who = ", ".join(str(c.rank) for c in h.culprits)
+    who = [c.rank for c in h.culprits]
     hint = (f"the ranks moved again by themselves: a pause (an evaluation, a checkpoint or a slow read on "
-            f"{'rank ' + who if who else 'some rank'}), not a hang")
+            f"{rank_list(who) if who else 'some rank'}), not a hang")
     if h.rule == "adaptive":
         hint += "; without stall_after, the stall threshold now allows 3 x a pause this long"
     return hint
@@ -192,8 +193,8 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
     death = launcher_death(status)
     if death is not None:
         host, how = death
-        ended = ", ".join(str(r) for r in sorted(int(r) for r in status.ranks))
-        title = f"First failure: the launcher (torchrun on {host}) was {how}; ranks {ended} were ended with it"
+        ended = rank_list([int(r) for r in status.ranks])
+        title = f"First failure: the launcher (torchrun on {host}) was {how}; {ended} were ended with it"
         cause = Cause(f"the launcher (torchrun on {host}) was {how}", None, host, "launcher", "outside")
         return (Finding("error", "first_failure", title, LAUNCHER_HINT, ()), *others), cause
     first = status.first_failure
@@ -221,11 +222,13 @@ def _early_exit(others: tuple, status: RunStatus, first: FirstFailure, logs: dic
 
     rank = first.rank
     victims = sorted(int(r) for r, e in status.ranks.items() if e.status != 0 and int(r) != rank)
-    waited = "; ".join(f"rank {v} was in {places[v].words()}" for v in victims if v in places)
+    from cockpit.insight.cause import places_said
+
+    waited = places_said([v for v in victims if v in places], places, "was", "were")
     title = f"First failure (exit records): rank {rank} on {first.host}: {first.description}"
-    who = ", ".join(str(v) for v in victims) or "the others"
+    who = rank_list(victims) if victims else "the others"
     ended = "exited with code 0" if first.status == 0 else "ended its script (then aborted in teardown)"
-    words = f"rank {rank} {ended} while rank{'s' if len(victims) > 1 else ''} {who} still waited " \
+    words = f"rank {rank} {ended} while {who} still waited " \
             f"for it in a collective" + (f" ({waited})" if waited else "")
     log = logs.get(rank)
     evidence = ((str(log[1]), _line_count(log[1])),) if log else ()
@@ -327,10 +330,11 @@ def health(s: RunStatus, frozen: tuple[int, str] | None = None) -> str:
         if f.kind == "straggler":
             words.append(f"straggler:{f.rank}")
         elif f.kind == "stopped":
-            words.append("stopped:" + ",".join(str(c.rank) for c in f.culprits if c.state != "running"))
+            words.append("stopped:" + spans([c.rank for c in f.culprits if c.state != "running"], ","))
         else:
-            culprits = ",".join(str(c.rank) for c in f.culprits)
-            words.append(f"stalled {duration(f.quiet_s)}" + (f" (rank {culprits})" if culprits else ""))
+            culprits = [c.rank for c in f.culprits]
+            words.append(f"stalled {duration(f.quiet_s)}" + (
+                f" (rank{'s' if len(culprits) > 1 else ''} {spans(culprits, ',')})" if culprits else ""))
     if words:
         return "; ".join(words)
     watch: Watch = s.watch or {}

@@ -1,4 +1,5 @@
-"""Slurm hostlists ("node[01-04,07],login1") expanded to host names. Pure: no IO.
+"""Slurm hostlists ("node[01-04,07],login1") expanded to host names, and host names folded into one
+(``compress``, as ``scontrol show hostlist`` does). Pure: no IO.
 
 On a cluster with Slurm, ``cockpit.fleet.probes.expand_hostlist`` asks ``scontrol show hostnames`` (the reference
 implementation); this module is what runs everywhere else (a laptop, a login node without Slurm, the tests).
@@ -17,7 +18,7 @@ import re
 from cockpit.spec.fields import MAX_HOSTS  # a typo like n[0-99999999] must fail
 from cockpit.spec.formats import HOSTLIST, RANGE
 
-__all__ = ["MAX_HOSTS", "HostlistError", "expand"]
+__all__ = ["MAX_HOSTS", "HostlistError", "compress", "expand"]
 
 
 class HostlistError(ValueError):
@@ -40,6 +41,39 @@ def expand(text: str) -> list[str]:
     if not hosts:
         raise HostlistError(f"{text!r} names no host")
     return hosts
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress(hosts: list[str]) -> str:
+    """``hosts`` as one hostlist: names that differ only in a trailing number of the same width folded into
+    ranges ("n000".."n511" -> "n[000-511]"), in order of first appearance; ``expand`` gives them back (as a
+    set). What a user reads where a run has hundreds of nodes (``cockpit ps``, folded stacks)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for host in dict.fromkeys(hosts):
+        m = _NUMBERED.match(host)
+        key = (m.group(1), len(m.group(2))) if m else (host, -1)
+        groups.setdefault(key, []).append(int(m.group(2)) if m else 0)
+    parts = []
+    for (head, width), numbers in groups.items():
+        if width < 0 or len(numbers) == 1:
+            parts.append(head if width < 0 else f"{head}{numbers[0]:0{width}d}")
+            continue
+        spans = [f"{lo:0{width}d}" if lo == hi else f"{lo:0{width}d}-{hi:0{width}d}" for lo, hi in _runs(numbers)]
+        parts.append(f"{head}[{','.join(spans)}]")
+    return ",".join(parts)
+
+
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Sorted, distinct ``numbers`` as (first, last) runs of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for n in sorted(set(numbers)):
+        if out and n == out[-1][1] + 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
 
 
 def _split_top(text: str) -> list[str]:

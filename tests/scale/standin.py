@@ -26,7 +26,7 @@ the stall the watchdog must name. A straggler computes 98% of each step while th
 in all_reduce. ``"end": true`` finishes every rank (exit 0).
 
     python standin.py [--control FILE] [--rate 1] [--step-s 1] [--steps N] [--hang R] [--straggle R]
-                      [--die R:STATUS] [--no-metrics]
+                      [--die R:STATUS] [--no-metrics] [--same-lines]
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Rank:
         self.log = open(self.base + ".log", "a", buffering=1)  # noqa: SIM115 - the rank's stdout, held open
         self.metrics = open(f"{run_dir}/metrics/rank-{rank}.jsonl", "a", buffering=1) if metrics else None  # noqa: SIM115
         self.step = self.seq = self.calls = 0
+        self.same = False  # --same-lines: every rank's progress line the same text (no rank, seq or stamp)
         self.sync = 0.0
         self.state = "starting"  # starting | running | hung | waiting | straggler | dead | done
         self.since = time.time()  # when it began to wait (in init_process_group, from its start)
@@ -118,7 +119,8 @@ class Rank:
         out = []
         for _ in range(lines):
             self.seq += 1
-            out.append(f"[cockpit] step={self.step} epoch=0 loss={loss:.6f} samples/s=512.0 rank={self.rank} "
+            out.append(f"[cockpit] step={self.step} epoch=0 loss={loss:.6f}\n" if self.same else
+                       f"[cockpit] step={self.step} epoch=0 loss={loss:.6f} samples/s=512.0 rank={self.rank} "
                        f"seq={self.seq} t={stamp}\n")
         self.log.write("".join(out))
         if self.metrics is not None:
@@ -215,6 +217,8 @@ class Node:
         os.makedirs(f"{run_dir}/metrics", exist_ok=True)
         self.run_dir, self.args = run_dir, args
         self.ranks = [Rank(node * spawns + i, host, run_dir, args.metrics) for i in range(spawns)]
+        for r in self.ranks:
+            r.same = args.same_lines
         for i, r in enumerate(self.ranks):
             r.start(world, i)
         own = None if args.control else (int(time.time() / args.step_s) + 1) * args.step_s
@@ -314,6 +318,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--straggle", type=int, action="append", default=[], metavar="RANK")
     p.add_argument("--die", action="append", default=[], metavar="RANK[:STATUS]")
     p.add_argument("--no-metrics", dest="metrics", action="store_false")
+    p.add_argument("--same-lines", action="store_true", help="progress lines without rank, seq and stamp: every "
+                   "rank's the same text, as a real job's 'step N loss L' (what logs -f folds)")
     return p.parse_args(argv)
 
 
