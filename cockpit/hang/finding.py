@@ -16,8 +16,8 @@ The words: cockpit.hang.words.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cockpit.hang.classes import class_lines, fold, parse_stacks, what_of
