@@ -218,7 +218,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
 
     painter = Painter(use_color())
     out = Output()
-    quiet = bool(args.quiet)  # -q: no lines, no live notes; errors, and a clean end in one line (_clean)
+    quiet = bool(args.quiet)  # -q: no lines, no notes of log lines; hangs and errors, a clean end in one line
     fold = line_fold(run_dir, args, painter.prefix, out.write)  # identical lines of many ranks: once
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
@@ -257,8 +257,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         if pending:
             ask_stop()
         live.stopping = live.stopping or status.stop_requested
-        if not quiet:
-            hang.on_status(status)
+        hang.on_status(status)  # a stall, a straggler, a stopped rank: said as found, -q or not (a run goes on)
         return sup.check(status)
 
     def on_interrupt() -> None:
