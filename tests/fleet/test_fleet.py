@@ -23,7 +23,7 @@ from cockpit.spec.model import parse_spec
 
 
 def make_fleet(lab, hosts, **kw) -> fleet.Fleet:
-    kw.setdefault("timeout", 5.0)
+    kw.setdefault("timeout", 30.0)  # per node: 5 s was not enough for 8 probes over SSH under load (timeout)
     options = kw.pop("options", None) or lab.options()
     return fleet.Fleet(hosts, RemotePool(options), python=kw.pop("python", lab.python), **kw)
 
