@@ -171,4 +171,17 @@ def kill_run(run_id: str, grace: float, wrapper_grace: float = 2.0) -> int:
         time.sleep(0.1)
         left = run_pids(run_id)
     signal_pids(left, signal.SIGKILL)
+    _until_gone(run_id, KILLED_GONE_S)
     return len(work) + len(left)
+
+
+KILLED_GONE_S = 10.0  # a SIGKILLed process lingers until the kernel has run its exit: a loaded machine's moment
+
+
+def _until_gone(run_id: str, timeout: float) -> None:
+    """Returns once no process of the run is left (SIGKILLing any that came since the last look), or after
+    ``timeout``: callers record the run's end and say that nothing of it is left."""
+    deadline = time.monotonic() + timeout
+    while (left := run_pids(run_id)) and time.monotonic() < deadline:
+        signal_pids(left, signal.SIGKILL)
+        time.sleep(0.05)

@@ -6,6 +6,7 @@ rule that names the highest rank fails. Scripts: tests/hang/scripts/."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -40,7 +41,10 @@ def test_a_slow_start_and_a_short_rank_0_evaluation_are_healthy_no_finding_at_al
     assert status.findings == [] and status.history == []
     assert "STALL" not in r.stderr and "STRAGGLER" not in r.stderr
     if stall_after:
-        assert "cockpit: starting: ranks 0, 1 " in r.stderr  # where they are is said, and it is not a finding
+        # where they are is said, and it is not a finding. Both ranks are named; whether at one place is the
+        # machine's doing: under load one may still be importing torch when it is said, or not answer yet
+        said = re.compile(r"cockpit: starting: (ranks 0, 1 |rank [01] .+; rank [01] )")
+        assert any(said.match(line) for line in r.stderr.splitlines()), r.stderr
         assert (status.watch["rule"], status.watch["threshold_s"]) == ("stall_after", 6)
     else:  # the run's longest pause was a 3 s evaluation: the floor holds
         assert (status.watch["rule"], status.watch["threshold_s"]) == ("adaptive", 60)

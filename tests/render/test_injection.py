@@ -86,7 +86,8 @@ def job_text(script, args, env_value, module_name, launcher, backend, sweep_valu
     return yaml.safe_dump(job, allow_unicode=True)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                              HealthCheck.too_slow])
 @given(script=line_text, args=st.lists(any_text, max_size=4), env_value=any_text, module_name=module_text,
        workdir_name=st.sampled_from(["w $(touch MARKER)", "w `touch MARKER`", "w ';x", 'w "x"', "plain"]),
        form=st.sampled_from(["torchrun", "launch", "dp", "sbatch", "sbatch-sweep"]))

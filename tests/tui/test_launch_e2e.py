@@ -23,6 +23,9 @@ async def test_launch_the_demo_follow_its_logs_and_stop_it(ctx, tmp_path):
     ctx.job = REPO / "jobs" / "demo.yaml"
     ctx.stop_grace = 5.0
     app = CockpitApp(ctx)
+    told: list[str] = []  # every notification, as it is raised: the app shows one 3 s, then forgets it
+    shown = app.notify
+    app.notify = lambda message, **kw: told.append(str(message)) or shown(message, **kw)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press("f3")
@@ -32,12 +35,12 @@ async def test_launch_the_demo_follow_its_logs_and_stop_it(ctx, tmp_path):
             await until(pilot, lambda: compose.checked is not None and "3000" in compose.checked.text)
             compose.action_launch()  # ctrl+l, and an impatient second one before the first is done:
             compose.action_launch()  # it must not start a second run
+            assert "a launch is already under way" in told, told
             # the screen is current once pushed; its widgets are mounted a moment later (on a loaded machine,
             # after this test's next look)
             await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen.query(RankLog),
                         timeout=30, what="the run view, mounted")
             view = app.screen
-            assert any("a launch is already under way" in n.message for n in app._notifications)
             [(run_dir, status)] = list_runs(ctx.runs_dir)
             assert view.run_dir == run_dir and status.launcher == "local" and status.world_size == 2
             log = view.query_one(RankLog)

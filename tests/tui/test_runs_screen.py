@@ -110,7 +110,7 @@ async def test_a_bad_theme_is_reported_and_skipped(ctx, tmp_path):
     ctx.theme = "pink"
     app = CockpitApp(ctx)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
+        await until(pilot, lambda: len(app._notifications) >= 3, what="the three startup notes")  # shown 15 s
         notes = [n.message for n in app._notifications]
         assert any("pink.yaml: colors.primary: 'not-a-colour' is not a colour" in n for n in notes)
         assert any("theme 'pink' is not available" in n and "(themes: cockpit-" in n for n in notes), notes
@@ -148,4 +148,5 @@ async def test_runs_screen_lists_the_users_slurm_jobs_below_the_runs(ctx, runs):
         assert app.screen.query_one("#runs-table").region.height >= 5  # the runs stay usable at 80x24
         table.focus()
         await pilot.press("enter")
-        assert any("cockpit logs -f 12903" in n.message for n in app._notifications)
+        await until(pilot, lambda: any("cockpit logs -f 12903" in n.message for n in app._notifications),
+                    what="the note on the job's output")  # shown 8 s
