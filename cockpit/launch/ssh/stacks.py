@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
+from cockpit.remote.base import Remote
 from cockpit.run.store import RunStatus
 
 GATHER_GRACE_S = 1.0  # after the last connected node answered: the others were reached in parallel, so a node
@@ -87,7 +89,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
     return {rank: replace(e, link=link) for rank, e in out.items()}
 
 
-async def _wait(tasks: list[asyncio.Future], remotes: list, cap: float) -> float:
+async def _wait(tasks: Sequence[asyncio.Future], remotes: Sequence[Remote], cap: float) -> float:
     """Wait for the nodes' answers until gather_over (or ``cap``); the seconds waited."""
     loop = asyncio.get_running_loop()
     start, last = loop.time(), None
@@ -101,7 +103,7 @@ async def _wait(tasks: list[asyncio.Future], remotes: list, cap: float) -> float
             last = loop.time() - start  # an answer (a node that failed, [], proves nothing about the others)
 
 
-def _reached(remote) -> bool:
+def _reached(remote: Remote) -> bool:
     """An SSH connection is up (a local node always is)."""
     from cockpit.remote.ssh import SSHRemote
 
