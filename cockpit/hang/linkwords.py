@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from cockpit.hang.conntable import conn_table
 from cockpit.hang.linkfind import ConnRow, EdgeEvidence, LinkFinding, NoSingleNode, link_finding, local_faults
 from cockpit.hang.transport import NodeTransport, TransportGather
 
 Json = dict[str, Any]
 TABLE_KEEP = 64  # rows in status.json: the stuck and slow ones first; the report file has them all
+CONN_LINES = 32  # connection rows `cockpit stacks` prints (stuck and slow first); --json has them all
 
 
 def size(n: int) -> str:
@@ -103,6 +105,24 @@ def edge_line(e: EdgeEvidence) -> str:
             f"{e.backoff_max}, {e.retransmits} retransmissions{ack}{rtt}")
 
 
+def conn_line(r: ConnRow) -> str:
+    """One connection: "rank 0 (hostA) 10.0.0.1:40310 -> rank 1 (hostB) 10.0.0.2:51234: idle, 0 B queued"."""
+    peer = f"rank {r.peer_rank} ({r.peer_node})" if r.peer_rank is not None else f"{r.peer_node} (no rank)"
+    extra = [f"backoff {r.backoff}"] if r.backoff else []
+    extra += [f"{r.retransmits} retransmissions"] if r.retransmits else []
+    extra += [f"rtt {r.srtt_ms:.1f} ms"] if r.srtt_ms is not None else []
+    return (f"conn rank {r.rank} ({r.observer}) {r.local} -> {peer} {r.peer}: {r.kind}, {size(r.send_q)} queued"
+            + "".join(f", {x}" for x in extra))
+
+
+def connections(g: TransportGather, keep: int = TABLE_KEEP) -> Json:
+    """Every rank connection of the gather (cockpit.hang.conntable), for a hang finding and `stacks --json`:
+    the first ``keep`` rows (stuck and slow first) and how many there were."""
+    rows = conn_table(g)
+    return {"rows": [asdict(r) for r in rows[:keep]], "rows_total": len(rows), "silent": list(g.silent),
+            "waited_s": g.waited_s}
+
+
 def gathered_link(g: TransportGather, run_ref: str = "RUN") -> Json | None:
     """A hang finding's ``link`` key from the gather made with its stacks; None when no connection is stuck
     or slow (a rank hung in its own code, a healthy job): no link finding."""
@@ -111,11 +131,17 @@ def gathered_link(g: TransportGather, run_ref: str = "RUN") -> Json | None:
 
 
 def link_lines(g: TransportGather) -> list[str]:
-    """What `cockpit stacks` prints under its stacks: a row per node, then the link finding (or that there is
-    none) and its edges."""
+    """What `cockpit stacks` prints under its stacks: a row per node, the link finding (or that there is
+    none) and its edges, then the ranks' connections (CONN_LINES of them, stuck and slow first)."""
     f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
     lines = node_rows(g.nodes, f.table if f is not None else (), g.waited_s)
     lines += [f"link error: {e}" for e in g.errors]
     if f is None:
-        return [*lines, "no connection is stuck or slow: no link finding"]
-    return [*lines, link_text(f), *("   " + edge_line(e) for e in f.edges)]
+        lines.append("no connection is stuck or slow: no link finding")
+    else:
+        lines += [link_text(f), *("   " + edge_line(e) for e in f.edges)]
+    rows = conn_table(g)
+    lines += [conn_line(r) for r in rows[:CONN_LINES]]
+    if len(rows) > CONN_LINES:
+        lines.append(f"conn ... {len(rows) - CONN_LINES} more (`cockpit stacks RUN --json` lists them all)")
+    return lines
