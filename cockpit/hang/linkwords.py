@@ -130,18 +130,19 @@ def gathered_link(g: TransportGather, run_ref: str = "RUN") -> Json | None:
     return None if f is None else link_dict(f, g.silent, run_ref, g.waited_s)
 
 
-def link_lines(g: TransportGather) -> list[str]:
-    """What `cockpit stacks` prints under its stacks: a row per node, the link finding (or that there is
-    none) and its edges, then the ranks' connections (CONN_LINES of them, stuck and slow first)."""
+def link_summary(g: TransportGather) -> list[str]:
+    """A row per node, then the link finding (or that there is none) and its edges: the TUI's link rows."""
     f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
     lines = node_rows(g.nodes, f.table if f is not None else (), g.waited_s)
     lines += [f"link error: {e}" for e in g.errors]
     if f is None:
-        lines.append("no connection is stuck or slow: no link finding")
-    else:
-        lines += [link_text(f), *("   " + edge_line(e) for e in f.edges)]
+        return [*lines, "no connection is stuck or slow: no link finding"]
+    return [*lines, link_text(f), *("   " + edge_line(e) for e in f.edges)]
+
+
+def link_lines(g: TransportGather) -> list[str]:
+    """What `cockpit stacks` prints under its stacks: link_summary, then the ranks' connections (CONN_LINES of
+    them, stuck and slow first)."""
     rows = conn_table(g)
-    lines += [conn_line(r) for r in rows[:CONN_LINES]]
-    if len(rows) > CONN_LINES:
-        lines.append(f"conn ... {len(rows) - CONN_LINES} more (`cockpit stacks RUN --json` lists them all)")
-    return lines
+    more = [f"conn ... {len(rows) - CONN_LINES} more (`cockpit stacks RUN --json` lists them all)"]
+    return [*link_summary(g), *(conn_line(r) for r in rows[:CONN_LINES]), *(more if len(rows) > CONN_LINES else [])]
