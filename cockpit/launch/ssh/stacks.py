@@ -3,8 +3,10 @@ the same SSH settings (and host-key checks) as the launch.
 
 The gather has its own deadline, shorter than SSH's connect timeout: a node whose link is down (and SSH with
 it) must not hold the finding back by the connect timeout (10 s by default). A node is given up on, and listed
-as silent, when no SSH connection to it is up GATHER_GRACE_S after every connected node answered, or at
-GATHER_CONNECT_MAX_S. A node that is connected is slow, not dead: it is waited for (up to the old cap)."""
+as silent, when no SSH connection to it is up once every connected node has answered and as long again has
+passed (at least GATHER_GRACE_S: the nodes were asked at once, so one not even connected by then is not
+coming; a loaded machine that answers slowly waits longer), or at GATHER_CONNECT_MAX_S. A node that is
+connected is slow, not dead: it is waited for (up to the old cap)."""
 
 from __future__ import annotations
 
@@ -20,22 +22,21 @@ from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.remote.base import Remote
 from cockpit.run.store import RunStatus
 
-GATHER_GRACE_S = 1.0  # after the last connected node answered: the others were reached in parallel, so a node
-# whose connection is not even up by then is not coming (measured in the lab: connected nodes answer in 1-3 s)
+GATHER_GRACE_S = 1.0  # the least wait after the last connected node answered
 GATHER_CONNECT_MAX_S = 10.0  # no SSH connection by then: silent, whatever the others do (SSH's default timeout)
 GATHER_POLL_S = 0.1
 
 
 def gather_over(elapsed: float, pending_reached: list[bool], last_answer: float | None) -> bool:
     """Whether the gather stops waiting: nothing pending; or every node still pending has no SSH connection
-    (``pending_reached`` all False) and either the connected ones all answered GATHER_GRACE_S ago
-    (``last_answer``: seconds into the gather of the latest answer, None before any) or GATHER_CONNECT_MAX_S
-    passed. ``elapsed``: seconds since the gather began."""
+    (``pending_reached`` all False) and either the connected ones all answered, as long ago as that took
+    (``last_answer``: seconds into the gather of the latest answer, None before any; at least GATHER_GRACE_S),
+    or GATHER_CONNECT_MAX_S passed. ``elapsed``: seconds since the gather began."""
     if not pending_reached:
         return True
     if any(pending_reached):
         return False
-    answered_long_ago = last_answer is not None and elapsed - last_answer >= GATHER_GRACE_S
+    answered_long_ago = last_answer is not None and elapsed - last_answer >= max(GATHER_GRACE_S, last_answer)
     return answered_long_ago or elapsed >= GATHER_CONNECT_MAX_S
 
 
