@@ -105,10 +105,13 @@ def cmd_diagnose(args) -> int:
         text = render_json(report)
         links = [{"run": r.status.run_id, "kind": f.kind, **f.link} for r in runs if r.status
                  for f in (*r.status.findings, *r.status.history) if f.link]
-        if links:  # the link findings with their per-connection tables (cockpit.hang.linkwords.link_dict)
+        conns = [{"run": r.status.run_id, "kind": f.kind, **f.connections} for r in runs if r.status
+                 for f in (*r.status.findings, *r.status.history) if f.connections]
+        if links or conns:  # link findings with their tables (linkwords.link_dict); every connection gathered
             import json
 
-            text = json.dumps({**json.loads(text), "links": links}, indent=2, ensure_ascii=False)
+            more = {k: v for k, v in (("links", links), ("connections", conns)) if v}
+            text = json.dumps({**json.loads(text), **more}, indent=2, ensure_ascii=False)
         print(text)
     else:
         print(render_text(report, color=use_color(sys.stdout)))

@@ -260,6 +260,14 @@ def _wait_for_stop(run_dir: Path, status, grace: float, control):
     return read_status(run_dir) or status
 
 
+def _connections(evidence: dict) -> dict:
+    """`stacks --json`'s ``connections``: every rank connection gathered with the stacks (none: no key)."""
+    from cockpit.hang.linkwords import connections
+
+    gathered = next((e.link for e in evidence.values() if e.link is not None), None)
+    return {"connections": connections(gathered, keep=1 << 20)} if gathered is not None else {}
+
+
 def cmd_stacks(args) -> int:
     """Every rank's Python stack (all threads), the ranks with the same stack folded into one class (with
     --rank or --all, each rank's own too); the run goes on untouched."""
@@ -295,7 +303,8 @@ def cmd_stacks(args) -> int:
              "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": shown(w.text),
                           "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}
                          for w in e.workers]}
-            for _, e in sorted(evidence.items())], "classes": classes_json(evidence)}, indent=2))
+            for _, e in sorted(evidence.items())], "classes": classes_json(evidence),
+            **_connections(evidence)}, indent=2))
     else:
         print(finding.stacks_report(evidence, every=bool(args.rank) or args.all, raw=args.raw), end="")
     silent = [r for r, e in evidence.items() if not e.text]

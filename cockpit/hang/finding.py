@@ -22,7 +22,7 @@ from typing import Any
 
 from cockpit.hang.classes import class_lines, fold, parse_stacks, what_of
 from cockpit.hang.evidence import Evidence, WorkerStack
-from cockpit.hang.linkwords import gathered_link, link_lines
+from cockpit.hang.linkwords import connections, gathered_link, link_lines
 from cockpit.hang.progress import Straggler
 from cockpit.hang.stacks import DDP_INIT, INIT, RankStack, without_hook
 from cockpit.hang.words import finding_words, starting_words
@@ -67,6 +67,8 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evi
     finding["text"], finding["hint"], finding["next"] = finding_words(finding, run_ref, pg_backend)
     gathered = next((e.link for e in evidence.values() if e.link is not None), None)
     link = gathered_link(gathered, run_ref) if gathered is not None else None
+    if gathered is not None:  # every rank connection, whether or not a link is to blame
+        finding["connections"] = connections(gathered)
     if link is not None:  # the node whose link stopped the collective (cockpit.hang.linkfind)
         finding["link"] = link
         finding["text"] = f"{finding['text']}; {link['text']}"

@@ -6,6 +6,10 @@ the rank wrapper wrote, the Slurm one ``scancel --signal=URG``, and the ssh one 
 Before signalling, a marker line is appended to each rank's .stacks file and a new request number is
 written to logs/dump.req (the hook answers it with a Flight Recorder dump), so the answer is exactly what
 follows the marker.
+
+Where the ranks run on this machine (a local run), the launcher also passes their pids: their TCP sockets are
+read here the way the node agent reads them on an ssh run's nodes (cockpit.node.linkread), so the stacks
+carry the same transport evidence (Evidence.link).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +25,7 @@ from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, WorkerStack, new_request, workers_of
 from cockpit.hang.progress import RankSample
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
+from cockpit.hang.transport import TransportGather
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, rank_exits, rank_files
 
@@ -97,10 +103,12 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
 
 
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, timeout: float = 5.0, *,
-            signal_ranks: Callable[[set[int]], None]) -> dict[int, Evidence]:
+            signal_ranks: Callable[[set[int]], None],
+            rank_pids: Callable[[set[int]], dict[int, int]] | None = None) -> dict[int, Evidence]:
     """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
     within ``timeout``. ``signal_ranks(targets)`` delivers SIGURG to the ranks asked that have not exited
-    (the run's launcher knows how)."""
+    (the run's launcher knows how); ``rank_pids(targets)``: where they run here, rank -> pid (checked to be
+    the run's), whose sockets are then read."""
     request = new_request()
     logs = run_dir / layout.LOGS
     targets = {r: hp for r, hp in rank_files(run_dir, "log").items() if ranks is None or r in ranks}
@@ -115,6 +123,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
             offsets[rank] = os.fstat(f.fileno()).st_size
     safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
     signal_ranks(set(targets))
+    link = local_link(run_dir, rank_pids(set(targets))) if rank_pids is not None and targets else None
     deadline = time.monotonic() + timeout
     answered: dict[int, Evidence] = {}
     while True:
@@ -122,8 +131,24 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
             answered[rank] = _answer(logs, rank, host, offsets[rank], request)
         done = all(e.text and (e.beat or {}).get("req") == request for e in answered.values())
         if done or time.monotonic() >= deadline:
-            return answered
+            return {r: replace(e, link=link) for r, e in answered.items()} if link is not None else answered
         time.sleep(0.1)
+
+
+def local_link(run_dir: Path, pids: dict[int, int]) -> TransportGather:
+    """The transport evidence of ranks running on this machine (rank -> pid), as one node: the host name
+    their rank files carry; a record that cannot be read is said in ``errors``."""
+    from cockpit.hang.transport_parse import TransportParseError
+    from cockpit.hang.transport_raw import node_transport, silent
+    from cockpit.node.ifaces import interfaces
+    from cockpit.node.linkread import link_read
+
+    hosts = {h for r, (h, _p) in rank_files(run_dir, "log").items() if r in pids}
+    host = min(hosts) if hosts else "localhost"  # a local run's ranks share one host name
+    try:
+        return TransportGather((node_transport(link_read(host, pids, interfaces()), host),))
+    except TransportParseError as exc:
+        return TransportGather((silent(host),), errors=(str(exc),))
 
 
 def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evidence:

@@ -47,6 +47,7 @@ class ConnRow:
     retransmits: int | None
     lastack_ms: int | None
     srtt_ms: float | None
+    peer_rank: int | None = None  # the rank owning the other end, where it was gathered (cockpit.hang.conntable)
 
 
 @dataclass(frozen=True)

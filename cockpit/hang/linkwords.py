@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from cockpit.hang.conntable import conn_table
 from cockpit.hang.linkfind import ConnRow, EdgeEvidence, LinkFinding, NoSingleNode, link_finding, local_faults
 from cockpit.hang.transport import NodeTransport, TransportGather
 
 Json = dict[str, Any]
 TABLE_KEEP = 64  # rows in status.json: the stuck and slow ones first; the report file has them all
+CONN_LINES = 32  # connection rows `cockpit stacks` prints (stuck and slow first); --json has them all
 
 
 def size(n: int) -> str:
@@ -59,7 +61,8 @@ def link_hint(f: LinkFinding | NoSingleNode, run_ref: str = "RUN") -> str:
             f"`cockpit run JOB --exclude {f.node}`, or list spares in spare_nodes")
 
 
-def link_dict(f: LinkFinding | NoSingleNode, silent: Sequence[str] = (), run_ref: str = "RUN") -> Json:
+def link_dict(f: LinkFinding | NoSingleNode, silent: Sequence[str] = (), run_ref: str = "RUN",
+              waited_s: float | None = None) -> Json:
     """The finding's ``link`` key: kind, node, iface, evidence, and the connection table."""
     rows = sorted(f.table, key=lambda r: (r.kind not in ("stuck", "slow"), r.observer, r.rank, r.peer))
     out: Json = {"kind": "no_single_node" if isinstance(f, NoSingleNode) else f.kind,
@@ -68,18 +71,21 @@ def link_dict(f: LinkFinding | NoSingleNode, silent: Sequence[str] = (), run_ref
                  "pair": list(f.pair) if isinstance(f, NoSingleNode) and f.pair else None,
                  "corroboration": list(f.corroboration),
                  "reason": f.reason if isinstance(f, NoSingleNode) else None,
-                 "silent": sorted(silent), "edges": [asdict(e) for e in f.edges],
+                 "silent": sorted(silent), "waited_s": waited_s, "edges": [asdict(e) for e in f.edges],
                  "table": [asdict(r) for r in rows[:TABLE_KEEP]], "table_rows": len(rows)}
     out["text"], out["hint"] = link_text(f), link_hint(f, run_ref)
     return out
 
 
-def node_rows(nodes: Sequence[NodeTransport], table: Sequence[ConnRow] = ()) -> list[str]:
-    """One line per node: its interfaces, and its connections by class (what `cockpit stacks` prints)."""
+def node_rows(nodes: Sequence[NodeTransport], table: Sequence[ConnRow] = (),
+              waited_s: float | None = None) -> list[str]:
+    """One line per node: its interfaces, and its connections by class (what `cockpit stacks` prints);
+    ``waited_s``: how long the gather waited for the silent ones."""
     lines = []
+    within = f" within {waited_s:.1f} s" if waited_s is not None else ""
     for n in sorted(nodes, key=lambda n: n.host):
         if not n.answered:
-            lines.append(f"link {n.host}: no answer (unreachable: its link may be down)")
+            lines.append(f"link {n.host}: silent, no answer{within} (unreachable: its link may be down)")
             continue
         ifs = ", ".join(f"{i.name} {i.operstate or '?'}" + ("" if i.carrier is not False else " no-carrier")
                         for i in n.ifaces) or "no interfaces read"
@@ -99,19 +105,44 @@ def edge_line(e: EdgeEvidence) -> str:
             f"{e.backoff_max}, {e.retransmits} retransmissions{ack}{rtt}")
 
 
+def conn_line(r: ConnRow) -> str:
+    """One connection: "rank 0 (hostA) 10.0.0.1:40310 -> rank 1 (hostB) 10.0.0.2:51234: idle, 0 B queued"."""
+    peer = f"rank {r.peer_rank} ({r.peer_node})" if r.peer_rank is not None else f"{r.peer_node} (no rank)"
+    extra = [f"backoff {r.backoff}"] if r.backoff else []
+    extra += [f"{r.retransmits} retransmissions"] if r.retransmits else []
+    extra += [f"rtt {r.srtt_ms:.1f} ms"] if r.srtt_ms is not None else []
+    return (f"conn rank {r.rank} ({r.observer}) {r.local} -> {peer} {r.peer}: {r.kind}, {size(r.send_q)} queued"
+            + "".join(f", {x}" for x in extra))
+
+
+def connections(g: TransportGather, keep: int = TABLE_KEEP) -> Json:
+    """Every rank connection of the gather (cockpit.hang.conntable), for a hang finding and `stacks --json`:
+    the first ``keep`` rows (stuck and slow first) and how many there were."""
+    rows = conn_table(g)
+    return {"rows": [asdict(r) for r in rows[:keep]], "rows_total": len(rows), "silent": list(g.silent),
+            "waited_s": g.waited_s}
+
+
 def gathered_link(g: TransportGather, run_ref: str = "RUN") -> Json | None:
     """A hang finding's ``link`` key from the gather made with its stacks; None when no connection is stuck
     or slow (a rank hung in its own code, a healthy job): no link finding."""
     f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
-    return None if f is None else link_dict(f, g.silent, run_ref)
+    return None if f is None else link_dict(f, g.silent, run_ref, g.waited_s)
 
 
-def link_lines(g: TransportGather) -> list[str]:
-    """What `cockpit stacks` prints under its stacks: a row per node, then the link finding (or that there is
-    none) and its edges."""
+def link_summary(g: TransportGather) -> list[str]:
+    """A row per node, then the link finding (or that there is none) and its edges: the TUI's link rows."""
     f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
-    lines = node_rows(g.nodes, f.table if f is not None else ())
+    lines = node_rows(g.nodes, f.table if f is not None else (), g.waited_s)
     lines += [f"link error: {e}" for e in g.errors]
     if f is None:
         return [*lines, "no connection is stuck or slow: no link finding"]
     return [*lines, link_text(f), *("   " + edge_line(e) for e in f.edges)]
+
+
+def link_lines(g: TransportGather) -> list[str]:
+    """What `cockpit stacks` prints under its stacks: link_summary, then the ranks' connections (CONN_LINES of
+    them, stuck and slow first)."""
+    rows = conn_table(g)
+    more = [f"conn ... {len(rows) - CONN_LINES} more (`cockpit stacks RUN --json` lists them all)"]
+    return [*link_summary(g), *(conn_line(r) for r in rows[:CONN_LINES]), *(more if len(rows) > CONN_LINES else [])]

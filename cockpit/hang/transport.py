@@ -134,6 +134,7 @@ class TransportGather:
     addr_to_node: Mapping[str, str] = field(default_factory=dict)
     job_iface: Mapping[str, str] = field(default_factory=dict)
     errors: tuple[str, ...] = ()  # a node's record that could not be read: said, never raised
+    waited_s: float | None = None  # how long the gather waited before listing the silent nodes, where known
 
     @property
     def silent(self) -> tuple[str, ...]:

@@ -172,6 +172,7 @@ class LiveFinding(_Record):
     rule: str | None = None  # cockpit.hang.progress.ThresholdRule
     stacks: str | None = None  # the stacks file written for it
     link: dict | None = None  # the link finding and its connection table (cockpit.hang.linkwords.link_dict's JSON)
+    connections: dict | None = None  # every rank connection gathered (cockpit.hang.linkwords.connections' JSON)
     cleared: float | None = None  # history: when the ranks moved again
     lasted_s: float | None = None
     # a straggler
@@ -191,6 +192,7 @@ class LiveFinding(_Record):
         "uneven": _Spec("uneven", (dict, None), Uneven), "hooked": _Spec("hooked", (bool,)),
         "began": _Spec("began", ON), "found": _Spec("found", ON), "threshold_s": _Spec("threshold_s", ON),
         "rule": _Spec("rule", OS), "stacks": _Spec("stacks", OS), "link": _Spec("link", (dict, None)),
+        "connections": _Spec("connections", (dict, None)),
         "cleared": _Spec("cleared", ON),
         "lasted_s": _Spec("lasted_s", ON), "rank": _Spec("rank", OI), "host": _Spec("host", OS),
         "compute_ms": _Spec("compute_ms", ON), "others_wait_ms": _Spec("others_wait_ms", ON),

@@ -182,4 +182,4 @@ def test_deadlink_node_rows_say_each_nodes_link_state():
     rows = node_rows(found, f.table)
     assert rows[0].startswith("link n0: eth0 up; connections: ")
     assert rows[1] == "link n1: eth0 up; connections: 1 stuck, 3 idle (ss)"  # gloo x2, the store
-    assert rows[2] == "link n2: no answer (unreachable: its link may be down)"
+    assert rows[2] == "link n2: silent, no answer (unreachable: its link may be down)"

@@ -87,7 +87,7 @@ def test_dead_link_finding_is_in_the_stall_text_and_status_json():
     assert live.link == link and live.to_dict()["link"] == link  # status.json keeps it, byte for byte
     report = stacks_report(_evidence("linkdown"))
     rows = report.split("== links ==\n", 1)[1].splitlines()
-    assert rows[2] == "link n2: no answer (unreachable: its link may be down)"
+    assert rows[2] == "link n2: silent, no answer (unreachable: its link may be down)"
     assert rows[4].startswith("n2's link is the likely fault")
 
 
@@ -116,3 +116,61 @@ def test_deadlink_diagnose_json_carries_the_connection_table(tmp_path):
     stuck = [row for row in link["table"] if row["kind"] == "stuck"]
     assert {(row["observer"], row["peer_node"]) for row in stuck} == {("n1", "n2"), ("n3", "n2")}
     assert all(row["send_q"] > 0 and row["backoff"] >= 3 for row in stuck)
+
+
+def test_deadlink_gather_deadline_lists_a_node_without_ssh_as_silent_before_its_connect_timeout(tmp_path):
+    """An ssh run's gather (cockpit.launch.ssh.stacks) across a node reached locally, whose agent answers with
+    its rank's socket, and a node whose "sshd" accepts the TCP connection and never speaks (as a node whose
+    link went down after its SYN was answered, or a hung sshd): SSH's connect timeout is 60 s, the gather gives
+    the silent node up soon after the other answered (cockpit.launch.ssh.stacks.gather_over), lists it as
+    silent and says how long it waited."""
+    from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan
+    from cockpit.launch.ssh.stacks import GATHER_CONNECT_MAX_S, collect
+    from cockpit.remote import SSHOptions
+
+    mute = socket.create_server(("127.0.0.1", 0))  # listens: the kernel completes the handshake, nobody accepts
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host deadnode\n  HostName 127.0.0.1\n  Port {mute.getsockname()[1]}\n")
+    rank = subprocess.Popen([sys.executable, "-c", HOLDER, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert rank.stdout.readline().strip() == "connected"
+        run_dir = tmp_path / "run"
+        (run_dir / "logs").mkdir(parents=True)
+        (run_dir / "logs" / "rank-0.localhost.pid").write_text(f"{rank.pid}\n")
+        (run_dir / "logs" / "rank-0.localhost.stacks").write_text("")
+        plan = SSHPlan("R", sys.executable, "127.0.0.1", 29500,
+                       (NodePlan("localhost", 0, str(run_dir), True, "127.0.0.1"),
+                        NodePlan("deadnode", 1, "/nonexistent/run", False, "127.0.0.9")), 1,
+                       SSHOptions(config=(str(config),), connect_timeout=60.0, agent=False))
+        (run_dir / PLAN_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / PLAN_FILE).write_text(plan.to_json())
+        evidence = collect(run_dir, None, None, 0.5)  # type: ignore[arg-type]  # the status is not read
+    finally:
+        rank.stdin.close()
+        rank.wait(10)
+        srv.close()
+        mute.close()
+    link = evidence[0].link
+    assert link is not None and link.silent == ("deadnode",), link
+    assert link.waited_s is not None and link.waited_s <= GATHER_CONNECT_MAX_S + 5 < 60, link.waited_s
+    [local] = [n for n in link.nodes if n.host == "localhost"]
+    assert any(s.peer.port == port for s in local.sockets)
+    from cockpit.hang.linkwords import link_lines
+
+    assert f"link deadnode: silent, no answer within {link.waited_s:.1f} s" in "\n".join(link_lines(link))
+
+
+def test_deadlink_gather_deadline_waits_for_a_connected_node_and_gives_up_an_unconnected_one():
+    from cockpit.launch.ssh.stacks import GATHER_CONNECT_MAX_S, GATHER_GRACE_S, gather_over
+
+    assert gather_over(0.2, [], None)  # everyone answered
+    assert not gather_over(30.0, [True, False], 1.0)  # a node connected and working: slow, not dead
+    assert not gather_over(GATHER_CONNECT_MAX_S - 1, [False], None)  # nobody answered yet: no grounds
+    assert gather_over(GATHER_CONNECT_MAX_S, [False], None)
+    assert not gather_over(0.5 + GATHER_GRACE_S / 2, [False], 0.5)  # the connected one answered: a grace
+    assert gather_over(0.5 + GATHER_GRACE_S, [False, False], 0.5)
+    assert not gather_over(3.0 + 2.5, [False], 3.0)  # it took 3 s (a loaded machine): as long again
+    assert gather_over(3.0 + 3.0, [False], 3.0)

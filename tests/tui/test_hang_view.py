@@ -66,6 +66,8 @@ async def test_a_stalled_run_in_the_run_view(tmp_path, monkeypatch):
             text = app.screen.query_one("#stacks-text")
             await until(pilot, lambda: "-- rank 1" in str(text.content), timeout=60, what="every rank's stack")
             assert "-- rank 0 (in all_reduce" in str(text.content) and "load_batch" in str(text.content)
+            links = str(app.screen.query_one("#stacks-links").content)  # the node's link row beside the stacks
+            assert links.startswith(f"link {host}: ") and "no connection is stuck or slow: no link finding" in links
     finally:
         status = read_status(run_dir)
         procs.kill_run(status.run_id, grace=2)

@@ -126,29 +126,39 @@ class LocalLauncher(NoScheduler):
 
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
-        """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid); the answers are read in place."""
+        """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid); the answers are read in place, and
+        the ranks' sockets with them (they run here)."""
         import signal
 
         from cockpit.hang import gather
 
         return gather.collect(run_dir, status, ranks, timeout,
-                              signal_ranks=lambda targets: signal_by_pid(run_dir, status, targets, signal.SIGURG))
+                              signal_ranks=lambda targets: signal_by_pid(run_dir, status, targets, signal.SIGURG),
+                              rank_pids=lambda targets: rank_pids(run_dir, status, targets))
 
 
-def signal_by_pid(run_dir: Path, status: RunStatus, ranks: set[int], signum: int) -> None:
-    """``signum`` to each of ``ranks`` by the pid its wrapper wrote; a pid file names a process, and only one
-    of this run's (COCKPIT_RUN_ID in its environment) is signalled."""
+def rank_pids(run_dir: Path, status: RunStatus, ranks: set[int]) -> dict[int, int]:
+    """Rank -> the pid its wrapper wrote, for each of ``ranks`` whose pid is a process of this run's
+    (COCKPIT_RUN_ID in its environment): a pid file names a process, which may since be another's."""
     from cockpit.hang.gather import read_pid
     from cockpit.launch import procs
     from cockpit.run.store import rank_files
 
+    out = {}
     for rank, (_host, path) in rank_files(run_dir, "pid").items():
         pid = read_pid(path)
         if rank in ranks and pid is not None and procs.has_run_id(pid, status.run_id):
-            try:
-                os.kill(pid, signum)
-            except (ProcessLookupError, PermissionError):
-                continue
+            out[rank] = pid
+    return out
+
+
+def signal_by_pid(run_dir: Path, status: RunStatus, ranks: set[int], signum: int) -> None:
+    """``signum`` to each of ``ranks`` by the pid its wrapper wrote, where it is still this run's."""
+    for pid in rank_pids(run_dir, status, ranks).values():
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 class LocalUnit:

@@ -1,17 +1,43 @@
 """Stacks from the nodes of an ssh run: the node agent's `stacks` command on every node at once, over
-the same SSH settings (and host-key checks) as the launch."""
+the same SSH settings (and host-key checks) as the launch.
+
+The gather has its own deadline, shorter than SSH's connect timeout: a node whose link is down (and SSH with
+it) must not hold the finding back by the connect timeout (10 s by default). A node is given up on, and listed
+as silent, when no SSH connection to it is up once every connected node has answered and as long again has
+passed (at least GATHER_GRACE_S: the nodes were asked at once, so one not even connected by then is not
+coming; a loaded machine that answers slowly waits longer), or at GATHER_CONNECT_MAX_S. A node that is
+connected is slow, not dead: it is waited for (up to the old cap)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
+from cockpit.remote.base import Remote
 from cockpit.run.store import RunStatus
+
+GATHER_GRACE_S = 1.0  # the least wait after the last connected node answered
+GATHER_CONNECT_MAX_S = 10.0  # no SSH connection by then: silent, whatever the others do (SSH's default timeout)
+GATHER_POLL_S = 0.1
+
+
+def gather_over(elapsed: float, pending_reached: list[bool], last_answer: float | None) -> bool:
+    """Whether the gather stops waiting: nothing pending; or every node still pending has no SSH connection
+    (``pending_reached`` all False) and either the connected ones all answered, as long ago as that took
+    (``last_answer``: seconds into the gather of the latest answer, None before any; at least GATHER_GRACE_S),
+    or GATHER_CONNECT_MAX_S passed. ``elapsed``: seconds since the gather began."""
+    if not pending_reached:
+        return True
+    if any(pending_reached):
+        return False
+    answered_long_ago = last_answer is not None and elapsed - last_answer >= max(GATHER_GRACE_S, last_answer)
+    return answered_long_ago or elapsed >= GATHER_CONNECT_MAX_S
 
 
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: float) -> dict[int, Evidence]:
@@ -35,15 +61,20 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
             return []  # an unreachable node answers nothing; its ranks show as silent
         return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
-    async def go():
+    async def go() -> tuple[list[list[dict]], float]:
         pool = RemotePool(plan.ssh)
+        tasks = [asyncio.ensure_future(one(pool, n)) for n in plan.nodes]
         try:
-            return await asyncio.gather(*(one(pool, n) for n in plan.nodes))
+            waited = await _wait(tasks, [pool.get(n.host) for n in plan.nodes], timeout + 35)
+            return [t.result() if t.done() and not t.cancelled() else [] for t in tasks], waited
         finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await pool.close()
 
     out = {}
-    every = asyncio.run(go())
+    every, waited = asyncio.run(go())
     for answers in every:
         for a in answers:
             if "rank" not in a:
@@ -55,8 +86,29 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
 
     names = [(log_safe(n.host), n.address) for n in plan.nodes]
     scripts = {log_safe(n.host): _script(run_dir, n.node_rank) for n in plan.nodes}
-    link = gather_of(names, every, scripts)
+    link = replace(gather_of(names, every, scripts), waited_s=round(waited, 1))
     return {rank: replace(e, link=link) for rank, e in out.items()}
+
+
+async def _wait(tasks: Sequence[asyncio.Future], remotes: Sequence[Remote], cap: float) -> float:
+    """Wait for the nodes' answers until gather_over (or ``cap``); the seconds waited."""
+    loop = asyncio.get_running_loop()
+    start, last = loop.time(), None
+    while True:
+        pending = [(t, r) for t, r in zip(tasks, remotes, strict=True) if not t.done()]
+        elapsed = loop.time() - start
+        if gather_over(elapsed, [_reached(r) for _, r in pending], last) or elapsed >= cap:
+            return elapsed
+        done, _ = await asyncio.wait([t for t, _ in pending], timeout=GATHER_POLL_S)
+        if any(not t.cancelled() and t.exception() is None and t.result() for t in done):
+            last = loop.time() - start  # an answer (a node that failed, [], proves nothing about the others)
+
+
+def _reached(remote: Remote) -> bool:
+    """An SSH connection is up (a local node always is)."""
+    from cockpit.remote.ssh import SSHRemote
+
+    return not isinstance(remote, SSHRemote) or remote.connected()
 
 
 def _script(run_dir: Path, node_rank: int) -> str:

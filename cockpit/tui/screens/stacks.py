@@ -1,5 +1,6 @@
 """Every rank's Python stack (cockpit.hang), asked for in a worker and shown in a scrollable view: what
-`cockpit stacks RUN` prints. escape closes; r asks the ranks again."""
+`cockpit stacks RUN` prints, with a row per node's links above it (cockpit.hang.linkwords.link_summary: its
+interfaces, its connections by kind, the link finding if any). escape closes; r asks the ranks again."""
 
 from __future__ import annotations
 
@@ -26,10 +27,12 @@ class StacksScreen(ModalScreen[None]):
         with Vertical(classes="dialog stacks"):
             yield Static(f"stacks of {self.run_dir.name} (r: ask again, escape: close)", classes="dialog-title",
                          markup=False)
+            yield Static("", id="stacks-links", markup=False)
             with VerticalScroll(id="stacks-scroll"):
                 yield Static("asking every rank…", id="stacks-text", markup=False)
 
     def on_mount(self) -> None:
+        self.query_one("#stacks-links", Static).display = False  # until a gather brings link rows
         self.fetch()
 
     def action_refresh(self) -> None:
@@ -46,6 +49,7 @@ class StacksScreen(ModalScreen[None]):
         from cockpit.run.store import read_status
 
         status = read_status(self.run_dir)
+        links = ""
         if status is None or status.final:
             kept = layout.stacks_reports(self.run_dir)
             text = (_kept_text(kept[-1]) if kept else "the run has ended: no process left to ask")
@@ -57,9 +61,24 @@ class StacksScreen(ModalScreen[None]):
                 own_run(self.run_dir, "stacks", "signal the ranks of")  # another user's run: read-only
                 evidence = registry.for_run(status, fallback="local").stacks(self.run_dir, status, timeout=5.0)
                 text = finding.stacks_report(evidence) if evidence else "no running rank to ask"
+                links = _links(evidence)
             except (OSError, ValueError, KeyError, Untrusted) as exc:
                 text = f"could not ask the ranks: {exc}"
-        self.app.call_from_thread(self.query_one("#stacks-text", Static).update, text)
+        self.app.call_from_thread(self._show, text, links)
+
+    def _show(self, text: str, links: str) -> None:
+        self.query_one("#stacks-text", Static).update(text)
+        row = self.query_one("#stacks-links", Static)
+        row.update(links)
+        row.display = bool(links)
+
+
+def _links(evidence: dict) -> str:
+    """The link rows of the transport evidence gathered with the stacks ("" where none was: a Slurm run)."""
+    from cockpit.hang.linkwords import link_summary
+
+    gathered = next((e.link for e in evidence.values() if e.link is not None), None)
+    return "\n".join(link_summary(gathered)) if gathered is not None else ""
 
 
 def _kept_text(path) -> str:
