@@ -84,11 +84,14 @@ class Decision:
     words: str  # what the run's note and the attempt's record say
     env: tuple[tuple[str, str], ...] = ()  # a fix to apply to the next attempt's environment
     unset: tuple[str, ...] = ()
+    leave_out: tuple[str, ...] = ()  # nodes the next attempt runs without (the launcher's own way: Slurm --exclude)
 
 
-def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1) -> Decision:
+def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1,
+           leave_out: tuple[str, ...] = (), blocked: str | None = None) -> Decision:
     """Whether attempt ``attempt`` (0-based), which ended as ``now``, is followed by another; ``earlier``: how the
-    attempts before it ended. Pure."""
+    attempts before it ended. ``leave_out``: the nodes a launcher that replaces nodes (Slurm) would run the next
+    attempt without, as ``blame`` says; ``blocked``: why it cannot (no other node fits the job). Pure."""
     if now.end not in policy.on:
         return Decision(False, f"not retried: recover.on does not list {now.end}")
     if now.bad_input:
@@ -104,7 +107,10 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
         return Decision(False, f"not retried: a configuration error, which a setting fixes, not a retry: "
                                f"{now.cause} (cockpit diagnose RUN --fix; recover.apply_fixes: true relaunches "
                                "with the fix the diagnosis offers)")
-    if now.remedy == "hardware" and host_count <= 1:
+    if now.remedy == "hardware" and leave_out and blocked and attempt + 1 <= policy.attempts:
+        return Decision(False, f"not retried: node {now.host} is to blame and {blocked}: {now.cause} (fix node "
+                               f"{now.host}, or return it to service, then run the job again)")
+    if now.remedy == "hardware" and host_count <= 1 and not leave_out:
         return Decision(False, f"not retried: node {now.host or '?'} is to blame and the run has no other: "
                                f"{now.cause} (fix the node, then run the job again)")
     if now.place is not None:
@@ -114,8 +120,15 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
                                    f"{attempt} ({now.place}), a retry would raise it again: {now.cause}")
     if attempt + 1 > policy.attempts:
         return Decision(False, f"gave up after {attempt + 1} attempts: {now.cause}")
-    return Decision(True, f"relaunched as attempt {attempt + 1} of {policy.attempts + 1} after a {now.end}: "
-                          f"{now.cause}")
+    without = f" without node {', '.join(leave_out)}" if leave_out else ""
+    return Decision(True, f"relaunched as attempt {attempt + 1} of {policy.attempts + 1}{without} after a "
+                          f"{now.end}: {now.cause}", leave_out=leave_out)
+
+
+def blame(now: Outcome) -> tuple[str, ...]:
+    """The node the diagnosis blames for ``now``: its culprit's host when the cause is the hardware's (a GPU
+    Xid, an ECC error, a GPU off the bus, NODE_FAIL); () when the cause is not a node's or the host is unknown."""
+    return (now.host,) if now.remedy == "hardware" and now.host else ()
 
 
 def section(path: Path) -> list[str]:

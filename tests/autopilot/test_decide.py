@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.launch.recovery import Outcome, Policy, decide, exception_place, section
+from cockpit.launch.recovery import Outcome, Policy, blame, decide, exception_place, section
 from cockpit.run.attempts import Attempt, goodput, lost_seconds, restart_latencies
 
 POLICY = Policy(attempts=3, on=("failure", "stall"))
@@ -42,6 +42,22 @@ def test_used_up_attempts_give_up_with_the_count():
 def test_what_a_retry_cannot_fix_ends_the_run_at_once(outcome, words):
     d = decide(Policy(attempts=3, on=("failure",)), [], outcome, 0)
     assert not d.retry and d.words.startswith(words), d.words
+
+
+XID = Outcome("failure", 0, "n1", "rank 0 had a GPU fault (Xid)", "hardware")
+
+
+def test_a_node_blamed_by_the_diagnosis_is_left_out_where_the_launcher_has_another():
+    assert blame(XID) == ("n1",) and blame(raised()) == () and blame(Outcome("failure", 0, None, "x", "hardware")) == ()
+    d = decide(POLICY, [], XID, 0, 1, blame(XID), None)
+    assert d.retry and d.leave_out == ("n1",)
+    assert d.words == "relaunched as attempt 1 of 4 without node n1 after a failure: rank 0 had a GPU fault (Xid)"
+    none = decide(POLICY, [], XID, 0, 1, ("n1",), "Slurm has no other node for the job without n1 (sbatch ...)")
+    assert not none.retry and none.words.startswith("not retried: node n1 is to blame and Slurm has no other node")
+    assert "(fix node n1, or return it to service, then run the job again)" in none.words
+    last = decide(Policy(attempts=1, on=("failure",)), [XID], XID, 1, 1, ("n1",), None)
+    assert (last.retry, last.words) == (False, "gave up after 2 attempts: rank 0 had a GPU fault (Xid)")
+    assert not decide(POLICY, [], raised(), 0).leave_out  # a cause in the code leaves no node out
 
 
 def test_a_configuration_cause_with_a_fix_is_relaunched_with_it_only_when_asked():
