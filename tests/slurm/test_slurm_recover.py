@@ -24,11 +24,16 @@ XID_LOG = REPO / "tests/fixtures/nccl2/dev/b_dmesg_T_grep_nvrm_xid_43_31_94_pt_m
 # Fails while COCKPIT_ATTEMPT < FAIL_ATTEMPTS: MODE xid prints the recorded Xid line and exits 1, MODE raise raises
 # (at a line that differs per attempt, so that "the same exception twice" does not end the run).
 SCRIPT = """\
-import os, sys
+import json, os, sys, time
 attempt = int(os.environ["COCKPIT_ATTEMPT"])
 node, rank = os.environ["COCKPIT_HOST"], os.environ["RANK"]
 print(f"[node_fault] attempt={attempt} node={node} rank={rank}", flush=True)
 mode, fail_attempts, xid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if rank == "0":  # steps 1-3 in cockpit.train's metrics form (time, step): the goodput is counted from them
+    os.makedirs(os.path.join(os.environ["COCKPIT_RUN_DIR"], "metrics"), exist_ok=True)
+    with open(os.path.join(os.environ["COCKPIT_RUN_DIR"], "metrics", "rank-0.jsonl"), "a") as f:
+        for step in (1, 2, 3):
+            f.write(json.dumps({"time": time.time(), "step": step}) + "\n")
 if attempt < fail_attempts and rank == "0":
     if mode == "xid":
         print(open(xid).readline().rstrip("\\n"), flush=True)
@@ -91,15 +96,17 @@ def test_a_node_blamed_for_an_xid_is_left_out_of_the_next_attempt(slurm_cluster,
     # the command as the note shows it is sbatch's argv, quoted, and it is what ran
     cmd = a0.decision.split(": ", 2)[-1].rstrip(")")
     assert shlex.split(cmd)[:3] == ["sbatch", "--parsable", f"--exclude={bad}"], cmd
-    assert a1.end == "succeeded" and status.state == "succeeded" and status.goodput is not None
+    assert a1.end == "succeeded" and status.state == "succeeded"
+    assert (a0.step, a1.step) == (3, 3) and status.goodput is not None and 0 <= status.goodput < 1, status
     batch = (run_dir / "logs" / "agent.sbatch.log").read_text()
     assert f"job={first} nodes={bad}" in batch and f"job={second} nodes={good}" in batch
     assert "[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 3 starts" in (run_dir / "logs" / f"rank-0.{bad}.log").read_text()
     assert f"[node_fault] done on {good}" in (run_dir / "logs" / f"rank-0.{good}.log").read_text()
     assert (run_dir / "logs" / "attempt-0" / f"rank-0.{bad}.exit").is_file()
-    ps = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--all", "--json"], capture_output=True, text=True,
+    ps = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--json"], capture_output=True, text=True,
                         cwd=REPO, env={**slurm_cluster.env, "COCKPIT_RUNS_DIR": str(run_dir.parent)}, timeout=60)
-    (row,) = json.loads(ps.stdout)
+    assert ps.returncode == 0, ps.stderr
+    [row] = json.loads(ps.stdout)["runs"]
     assert [a["end"] for a in row["attempts"]] == ["failure", "succeeded"], row
 
 
