@@ -33,7 +33,7 @@ if rank == "0":  # steps 1-3 in cockpit.train's metrics form (time, step): the g
     os.makedirs(os.path.join(os.environ["COCKPIT_RUN_DIR"], "metrics"), exist_ok=True)
     with open(os.path.join(os.environ["COCKPIT_RUN_DIR"], "metrics", "rank-0.jsonl"), "a") as f:
         for step in (1, 2, 3):
-            f.write(json.dumps({"time": time.time(), "step": step}) + "\n")
+            f.write(json.dumps({"time": time.time(), "step": step}) + "\\n")
 if attempt < fail_attempts and rank == "0":
     if mode == "xid":
         print(open(xid).readline().rstrip("\\n"), flush=True)
@@ -143,3 +143,23 @@ def test_attempts_used_up_give_up(slurm_cluster, tmp_path):
     assert [a for a, _n, _r in starts] == [0, 1] and starts[0][1] != starts[1][1], starts
     assert status.note.startswith("gave up after 2 attempts: rank 0 had a GPU fault (Xid)"), status.note
     assert status.state == "failed" and [a.end for a in status.attempts] == ["failure", "failure"]
+
+
+def test_a_stall_is_relaunched_without_exclude_and_not_taken_for_a_stop(slurm_cluster, tmp_path):
+    # 2 nodes x 2 tasks of the demo; rank 3 hangs in the first attempt only: the watchdog finds the stall, cockpit
+    # cancels the job itself (not a stop someone asked for) and submits it again; a stall blames no node
+    from slurm.test_slurm_runs import SMALL
+    from slurm.test_slurm_runs import write_job as demo_job
+
+    args = [*SMALL[:2], "--steps-per-epoch", "60", *SMALL[4:], "--fail-rank", "3", "--fail-step", "5",
+            "--fail-mode", "hang", "--fail-attempts", "1"]
+    job = demo_job(tmp_path, "rec-stall", args=args)
+    job.write_text(job.read_text() + "stall_after: 8\nrecover:\n  attempts: 1\n  on: [stall]\n")
+    r, run_dir = run(slurm_cluster, tmp_path, job)
+    assert r.returncode == 0, explain(r, run_dir)
+    status = read_status(run_dir)
+    a0, a1 = status.attempts
+    assert a0.end == "stall" and a0.culprit_rank == 3 and a1.end == "succeeded" and status.state == "succeeded"
+    assert "--exclude" not in a0.decision and "sbatch --parsable /" in a0.decision, a0.decision
+    (node,) = status.nodes
+    assert node.slurm.excluded is None and len(node.slurm.earlier_jobs) == 1 and not status.stop_requested
