@@ -42,6 +42,8 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _RESUMED = re.compile(r"\[cockpit\] resumed from .* step=(\d+)")
 # argparse's usage error, python's missing script: both exit 2
 _USAGE = re.compile(r"^(usage: |\S+: error: )|can't open file ")
+# python's own report of a script it could not compile: no "Traceback" line above it, so exception_place finds none
+_COMPILE = re.compile(r"^(SyntaxError|IndentationError|TabError): ")
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     place = exception_place(lines)
     bad = place is not None and place.split(" at ", 1)[0].rsplit(".", 1)[-1] in BAD_INPUT
     bad = bad or (ff is not None and ff.status == 2 and any(_USAGE.search(line) for line in lines[-5:]))
+    bad = bad or (place is None and any(_COMPILE.match(line) for line in lines[-5:]))
     return Outcome("failure", rank, host, words + (f" at {place.split(' at ', 1)[1]}" if place else ""), remedy,
                    place, bad, fix_env, fix_unset, ff.time if ff is not None else None)
 

@@ -127,3 +127,23 @@ def test_a_fix_goes_into_the_node_script_after_the_jobs_env_and_before_the_launc
     assert text.index("export COCKPIT_HOST=") < text.index("unset NCCL_SOCKET_IFNAME") < \
         text.index("export NCCL_SHM_DISABLE='1 2'") < text.index("\nexec ")
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_a_script_python_cannot_compile_is_not_retried(tmp_path):
+    # the rank log of a real Slurm attempt (tests/slurm/test_slurm_recover.py's script, broken once): python
+    # prints no "Traceback" line for a file it cannot compile, only the place and the error
+    from cockpit.launch.recovery import failure_outcome
+    from cockpit.run.records import FirstFailure
+    from cockpit.run.store import RunStatus
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.n1.log").write_text(
+        '  File "/tmp/node_fault.py", line 10\n'
+        '    f.write(json.dumps({"time": time.time(), "step": step}) + "\n'
+        "                                                              ^\n"
+        "SyntaxError: unterminated string literal (detected at line 10)\n")
+    status = RunStatus(run_id="r", name="r", launcher="slurm", job_file="j", hosts=["n1"], world_size=1)
+    status.first_failure = FirstFailure(0, "n1", 1, 1.0, "exit code 1")
+    now = failure_outcome(tmp_path, status)
+    assert now.bad_input and now.cause.startswith("rank 0 raised SyntaxError"), now
+    assert decide(POLICY, [], now, 0).words.startswith("not retried: the script cannot run as given")
