@@ -36,7 +36,7 @@ if rank == "0":  # steps 1-3 in cockpit.train's metrics form (time, step): the g
             f.write(json.dumps({"time": time.time(), "step": step}) + "\\n")
 if attempt < fail_attempts and rank == "0":
     if mode == "xid":
-        print(open(xid).readline().rstrip("\\n"), flush=True)
+        print(next(line for line in open(xid) if "NVRM: Xid" in line).rstrip("\\n"), flush=True)
         sys.exit(1)
     exec("\\n" * attempt + "raise RuntimeError('boom')")
 print(f"[node_fault] done on {node}", flush=True)
