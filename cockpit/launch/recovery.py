@@ -152,7 +152,10 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     if rank is None or rank not in logs:
         words = ff.description if ff is not None else "the launcher failed before any rank reported an exit"
         return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None)
-    path = logs[rank][1]
+    # the failing rank's log on its own host: a relaunch on another node (Slurm --exclude) writes a second log
+    # for the same rank, and rank_files keeps one of them at random
+    own = layout.rank_file(run_dir, rank, host, "log") if host else None
+    path = own if own is not None and own.is_file() else logs[rank][1]
     lines = section(path)
     found = _root_cause(str(path), lines, host, rank)
     words, remedy, fix_env, fix_unset = found or (f"rank {rank} was {ff.description}" if ff else "?", "unknown",

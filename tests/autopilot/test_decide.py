@@ -147,3 +147,19 @@ def test_a_script_python_cannot_compile_is_not_retried(tmp_path):
     now = failure_outcome(tmp_path, status)
     assert now.bad_input and now.cause.startswith("rank 0 raised SyntaxError"), now
     assert decide(POLICY, [], now, 0).words.startswith("not retried: the script cannot run as given")
+
+
+def test_the_cause_is_read_from_the_failing_rank_log_on_its_own_host(tmp_path):
+    # a relaunch on another node (Slurm --exclude) leaves two logs for rank 0: the cause is in the failing host's
+    from cockpit.launch.recovery import failure_outcome
+    from cockpit.run.records import FirstFailure
+    from cockpit.run.store import RunStatus
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.n1.log").write_text("x\n[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 2 starts\n")
+    xid = "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, Ch 00000008"
+    (tmp_path / "logs" / "rank-0.n2.log").write_text(f"{xid}\n")
+    status = RunStatus(run_id="r", name="r", launcher="slurm", job_file="j", hosts=["n2"], world_size=1)
+    status.first_failure = FirstFailure(0, "n2", 1, 1.0, "exit code 1")
+    now = failure_outcome(tmp_path, status)
+    assert (now.host, now.remedy, now.cause) == ("n2", "hardware", "rank 0 had a GPU fault (Xid)"), now
