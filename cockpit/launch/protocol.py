@@ -171,6 +171,15 @@ class Launcher(Protocol):
         """One failed trial laid out again in ``tdir`` (made, with its hook): its own scripts written from the
         old trial's with ``rename``; the new sweep's record of it."""
 
+    def replacement(self, run_dir: Path, status: RunStatus, leave_out: tuple[str, ...]) -> str | None:
+        """Why the run's next attempt cannot run without the nodes ``leave_out`` (recover:'s node policy), in
+        words that follow "node N is to blame and"; None where it can (Slurm: sbatch --test-only --exclude)."""
+
+    def relaunch(self, run_dir: Path, status: RunStatus, attempt: int, leave_out: tuple[str, ...]) -> str | None:
+        """Make attempt ``attempt`` (>= 1) of the run ready for ``start``, without ``leave_out``; what was done
+        (the command, for the run's note), None where ``start`` alone starts it again (local). Updates
+        ``status`` (Slurm: the node record's new job id). Raises the launcher's error when it cannot."""
+
     def can_requeue(self, status: RunStatus) -> bool:
         """Whether ``requeue`` can act on this run from here (the TUI offers it only then)."""
 

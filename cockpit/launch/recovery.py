@@ -42,6 +42,8 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _RESUMED = re.compile(r"\[cockpit\] resumed from .* step=(\d+)")
 # argparse's usage error, python's missing script: both exit 2
 _USAGE = re.compile(r"^(usage: |\S+: error: )|can't open file ")
+# python's own report of a script it could not compile: no "Traceback" line above it, so exception_place finds none
+_COMPILE = re.compile(r"^(SyntaxError|IndentationError|TabError): ")
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,14 @@ class Decision:
     words: str  # what the run's note and the attempt's record say
     env: tuple[tuple[str, str], ...] = ()  # a fix to apply to the next attempt's environment
     unset: tuple[str, ...] = ()
+    leave_out: tuple[str, ...] = ()  # nodes the next attempt runs without (the launcher's own way: Slurm --exclude)
 
 
-def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1) -> Decision:
+def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1,
+           leave_out: tuple[str, ...] = (), blocked: str | None = None) -> Decision:
     """Whether attempt ``attempt`` (0-based), which ended as ``now``, is followed by another; ``earlier``: how the
-    attempts before it ended. Pure."""
+    attempts before it ended. ``leave_out``: the nodes a launcher that replaces nodes (Slurm) would run the next
+    attempt without, as ``blame`` says; ``blocked``: why it cannot (no other node fits the job). Pure."""
     if now.end not in policy.on:
         return Decision(False, f"not retried: recover.on does not list {now.end}")
     if now.bad_input:
@@ -104,7 +109,10 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
         return Decision(False, f"not retried: a configuration error, which a setting fixes, not a retry: "
                                f"{now.cause} (cockpit diagnose RUN --fix; recover.apply_fixes: true relaunches "
                                "with the fix the diagnosis offers)")
-    if now.remedy == "hardware" and host_count <= 1:
+    if now.remedy == "hardware" and leave_out and blocked and attempt + 1 <= policy.attempts:
+        return Decision(False, f"not retried: node {now.host} is to blame and {blocked}: {now.cause} (fix node "
+                               f"{now.host}, or return it to service, then run the job again)")
+    if now.remedy == "hardware" and host_count <= 1 and not leave_out:
         return Decision(False, f"not retried: node {now.host or '?'} is to blame and the run has no other: "
                                f"{now.cause} (fix the node, then run the job again)")
     if now.place is not None:
@@ -114,8 +122,15 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
                                    f"{attempt} ({now.place}), a retry would raise it again: {now.cause}")
     if attempt + 1 > policy.attempts:
         return Decision(False, f"gave up after {attempt + 1} attempts: {now.cause}")
-    return Decision(True, f"relaunched as attempt {attempt + 1} of {policy.attempts + 1} after a {now.end}: "
-                          f"{now.cause}")
+    without = f" without node {', '.join(leave_out)}" if leave_out else ""
+    return Decision(True, f"relaunched as attempt {attempt + 1} of {policy.attempts + 1}{without} after a "
+                          f"{now.end}: {now.cause}", leave_out=leave_out)
+
+
+def blame(now: Outcome) -> tuple[str, ...]:
+    """The node the diagnosis blames for ``now``: its culprit's host when the cause is the hardware's (a GPU
+    Xid, an ECC error, a GPU off the bus, NODE_FAIL); () when the cause is not a node's or the host is unknown."""
+    return (now.host,) if now.remedy == "hardware" and now.host else ()
 
 
 def section(path: Path) -> list[str]:
@@ -137,7 +152,10 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     if rank is None or rank not in logs:
         words = ff.description if ff is not None else "the launcher failed before any rank reported an exit"
         return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None)
-    path = logs[rank][1]
+    # the failing rank's log on its own host: a relaunch on another node (Slurm --exclude) writes a second log
+    # for the same rank, and rank_files keeps one of them at random
+    own = layout.rank_file(run_dir, rank, host, "log") if host else None
+    path = own if own is not None and own.is_file() else logs[rank][1]
     lines = section(path)
     found = _root_cause(str(path), lines, host, rank)
     words, remedy, fix_env, fix_unset = found or (f"rank {rank} was {ff.description}" if ff else "?", "unknown",
@@ -145,6 +163,7 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     place = exception_place(lines)
     bad = place is not None and place.split(" at ", 1)[0].rsplit(".", 1)[-1] in BAD_INPUT
     bad = bad or (ff is not None and ff.status == 2 and any(_USAGE.search(line) for line in lines[-5:]))
+    bad = bad or (place is None and any(_COMPILE.match(line) for line in lines[-5:]))
     return Outcome("failure", rank, host, words + (f" at {place.split(' at ', 1)[1]}" if place else ""), remedy,
                    place, bad, fix_env, fix_unset, ff.time if ff is not None else None)
 

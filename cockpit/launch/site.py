@@ -60,6 +60,12 @@ class NoScheduler:
     def can_requeue(self, status: RunStatus) -> bool:
         return False
 
+    def replacement(self, run_dir: Path, status: RunStatus, leave_out: tuple[str, ...]) -> str | None:
+        return f"a {self.name} run has no other node to use in its place"
+
+    def relaunch(self, run_dir: Path, status: RunStatus, attempt: int, leave_out: tuple[str, ...]) -> str | None:
+        return None  # start() runs the node scripts again
+
 
 class PreflightFailed(LaunchError):
     """A preflight check failed: the launch is refused with the lines `cockpit doctor JOB` prints for the

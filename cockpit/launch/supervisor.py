@@ -243,7 +243,10 @@ class Supervisor:
         outcome = (recovery.stall_outcome(self.stalled) if self.stalled is not None
                    else recovery.failure_outcome(self.run_dir, s))
         attempt = len(s.attempts) - 1
-        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts))
+        leave_out = recovery.blame(outcome)
+        blocked = (self.launcher.replacement(self.run_dir, s, leave_out)
+                   if leave_out and attempt + 1 <= self.policy.attempts else None)
+        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked)
         self.outcomes.append(outcome)
         recovery.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
         s.note = self.decision.words
@@ -253,10 +256,31 @@ class Supervisor:
         if self.decision.env or self.decision.unset:
             recovery.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
         recovery.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
+        if not self._relaunch(attempt + 1):
+            return False
         s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()
         self.save()
+        return True
+
+    def _relaunch(self, attempt: int) -> bool:
+        """The launcher's part of a relaunch (Slurm: sbatch again, without the blamed node); False, with the
+        reason in the note and the attempt's record, where it could not."""
+        assert self.decision is not None
+        try:
+            done = self.launcher.relaunch(self.run_dir, self.status, attempt, self.decision.leave_out)
+        except (LaunchError, OSError) as exc:
+            words = f"not retried: attempt {attempt} could not be started: {exc}"
+            self.decision = recovery.Decision(False, words)
+            self.status.note = words
+            if self.status.attempts:
+                self.status.attempts[-1] = replace(self.status.attempts[-1], decision=words)
+            return False
+        if done:
+            self.decision = replace(self.decision, words=f"{self.decision.words} ({done})")
+            self.status.note = self.decision.words
+            self.status.attempts[-1] = replace(self.status.attempts[-1], decision=self.decision.words)
         return True
 
     def finish(self) -> int:

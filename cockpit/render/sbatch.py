@@ -19,6 +19,7 @@ the current attempt's; the rank logs are appended to across attempts.
 
 from __future__ import annotations
 
+from cockpit import contract
 from cockpit.render.env import contract_env, device_env, program_words, spawns
 from cockpit.render.rankwrap import wrapper
 from cockpit.render.shell import command, export, quote
@@ -163,6 +164,8 @@ def sbatch_script(spec: JobSpec, facts: Site) -> str:
     env = [*device_env(spec), ("PYTHONUNBUFFERED", "1")]
     env += [(k, v) for k, v in contract_env(spec, facts, "slurm") if k != "COCKPIT_HOST"] + list(spec.env)
     lines += [export(k, v) for k, v in env]
+    if spec.recover.enabled:  # 0 at the first submission; a relaunch (recover:) submits with the next number
+        lines.append(f'export {contract.ATTEMPT}="${{{contract.ATTEMPT}:-0}}"')
     if spec.runner == "spawn":
         nprocs = spawns(spec)
         lines += [export(k, str(v)) for k, v in (("COCKPIT_SPAWNS", nprocs), ("NNODES", spec.num_nodes), (

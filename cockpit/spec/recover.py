@@ -6,6 +6,9 @@
       apply_fixes: false   # true: a cause a configuration fix explains is retried with that fix
       spare_nodes: []      # ssh jobs: nodes to use in place of one the diagnosis blames
 
+On Slurm a relaunch is the batch script submitted again, with --exclude of the node the diagnosis blamed
+(cockpit.launch.slurm.relaunch).
+
 A stop a person asked for never starts an attempt. The block's frozen value and its reader, which checks it
 through a Checker (positioned problems, usable defaults), as cockpit.spec.sections does for slurm: and sweep:.
 """
@@ -52,9 +55,9 @@ def recover_section(check: Checker, raw: object, launcher: str, hosts: tuple[str
     spec = RecoverSpec(attempts=attempts, on=_triggers(check, raw), apply_fixes=check.boolean(raw, (*p, "apply_fixes"),
                                                                                                False),
                        spare_nodes=_spares(check, raw, launcher, hosts))
-    if spec.enabled and launcher != "local":
-        check.problem((*p, "attempts"), f"a {launcher} job cannot relaunch itself yet: recover: runs local jobs "
-                      "only", "drop recover: (Slurm jobs: slurm.requeue: true resumes after a time limit)")
+    if spec.enabled and launcher not in ("local", "slurm"):
+        check.problem((*p, "attempts"), f"a {launcher} job cannot relaunch itself yet: recover: runs local and "
+                      "Slurm jobs only", "drop recover:")
     return spec
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.launch.recovery import Outcome, Policy, decide, exception_place, section
+from cockpit.launch.recovery import Outcome, Policy, blame, decide, exception_place, section
 from cockpit.run.attempts import Attempt, goodput, lost_seconds, restart_latencies
 
 POLICY = Policy(attempts=3, on=("failure", "stall"))
@@ -42,6 +42,22 @@ def test_used_up_attempts_give_up_with_the_count():
 def test_what_a_retry_cannot_fix_ends_the_run_at_once(outcome, words):
     d = decide(Policy(attempts=3, on=("failure",)), [], outcome, 0)
     assert not d.retry and d.words.startswith(words), d.words
+
+
+XID = Outcome("failure", 0, "n1", "rank 0 had a GPU fault (Xid)", "hardware")
+
+
+def test_a_node_blamed_by_the_diagnosis_is_left_out_where_the_launcher_has_another():
+    assert blame(XID) == ("n1",) and blame(raised()) == () and blame(Outcome("failure", 0, None, "x", "hardware")) == ()
+    d = decide(POLICY, [], XID, 0, 1, blame(XID), None)
+    assert d.retry and d.leave_out == ("n1",)
+    assert d.words == "relaunched as attempt 1 of 4 without node n1 after a failure: rank 0 had a GPU fault (Xid)"
+    none = decide(POLICY, [], XID, 0, 1, ("n1",), "Slurm has no other node for the job without n1 (sbatch ...)")
+    assert not none.retry and none.words.startswith("not retried: node n1 is to blame and Slurm has no other node")
+    assert "(fix node n1, or return it to service, then run the job again)" in none.words
+    last = decide(Policy(attempts=1, on=("failure",)), [XID], XID, 1, 1, ("n1",), None)
+    assert (last.retry, last.words) == (False, "gave up after 2 attempts: rank 0 had a GPU fault (Xid)")
+    assert not decide(POLICY, [], raised(), 0).leave_out  # a cause in the code leaves no node out
 
 
 def test_a_configuration_cause_with_a_fix_is_relaunched_with_it_only_when_asked():
@@ -111,3 +127,39 @@ def test_a_fix_goes_into_the_node_script_after_the_jobs_env_and_before_the_launc
     assert text.index("export COCKPIT_HOST=") < text.index("unset NCCL_SOCKET_IFNAME") < \
         text.index("export NCCL_SHM_DISABLE='1 2'") < text.index("\nexec ")
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_a_script_python_cannot_compile_is_not_retried(tmp_path):
+    # the rank log of a real Slurm attempt (tests/slurm/test_slurm_recover.py's script, broken once): python
+    # prints no "Traceback" line for a file it cannot compile, only the place and the error
+    from cockpit.launch.recovery import failure_outcome
+    from cockpit.run.records import FirstFailure
+    from cockpit.run.store import RunStatus
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.n1.log").write_text(
+        '  File "/tmp/node_fault.py", line 10\n'
+        '    f.write(json.dumps({"time": time.time(), "step": step}) + "\n'
+        "                                                              ^\n"
+        "SyntaxError: unterminated string literal (detected at line 10)\n")
+    status = RunStatus(run_id="r", name="r", launcher="slurm", job_file="j", hosts=["n1"], world_size=1)
+    status.first_failure = FirstFailure(0, "n1", 1, 1.0, "exit code 1")
+    now = failure_outcome(tmp_path, status)
+    assert now.bad_input and now.cause.startswith("rank 0 raised SyntaxError"), now
+    assert decide(POLICY, [], now, 0).words.startswith("not retried: the script cannot run as given")
+
+
+def test_the_cause_is_read_from_the_failing_rank_log_on_its_own_host(tmp_path):
+    # a relaunch on another node (Slurm --exclude) leaves two logs for rank 0: the cause is in the failing host's
+    from cockpit.launch.recovery import failure_outcome
+    from cockpit.run.records import FirstFailure
+    from cockpit.run.store import RunStatus
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.n1.log").write_text("x\n[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 2 starts\n")
+    xid = "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, Ch 00000008"
+    (tmp_path / "logs" / "rank-0.n2.log").write_text(f"{xid}\n")
+    status = RunStatus(run_id="r", name="r", launcher="slurm", job_file="j", hosts=["n2"], world_size=1)
+    status.first_failure = FirstFailure(0, "n2", 1, 1.0, "exit code 1")
+    now = failure_outcome(tmp_path, status)
+    assert (now.host, now.remedy, now.cause) == ("n2", "hardware", "rank 0 had a GPU fault (Xid)"), now

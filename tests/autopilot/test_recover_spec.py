@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
+from helpers import require_tool
 
 from cockpit.spec.model import SpecError, parse_spec
 from cockpit.spec.recover import RecoverSpec
@@ -39,13 +42,29 @@ def test_on_is_a_key_not_yaml_true():
         ("recover:\n  attemps: 1\n", "job.yaml:4:3: recover.attemps:", "did you mean 'attempts'?"),
     ("recover: 3\n", "job.yaml:3:1: recover:", "expected a mapping"),
     ("recover:\n  attempts: 1\n  spare_nodes: [n9]\n", "job.yaml:5:3: recover.spare_nodes:", "ssh job"),
-    ("launcher: slurm\nrecover:\n  attempts: 1\n", "job.yaml:5:3: recover.attempts:", "local jobs only"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n", "job.yaml:6:3: recover.attempts:",
+     "local and Slurm jobs only"),
     ("sweep: {grid: {lr: [1, 2]}}\nrecover:\n  attempts: 1\n", "job.yaml:5:3: recover.attempts:",
      "a sweep's trials cannot relaunch"),
 ])
 def test_bad_values_are_refused_where_they_are(block, where, words):
     [line] = errors(BASE + block)
     assert line.startswith(where) and words in line and "(hint: " in line, line
+
+
+def test_a_slurm_job_may_recover_and_its_script_keeps_the_attempt_number():
+    from cockpit.launch import dry_run_facts
+    from cockpit.render import render
+
+    spec = parse_spec(BASE + "launcher: slurm\nrecover:\n  attempts: 2\n", "job.yaml")
+    assert spec.recover.attempts == 2
+    script = render(spec, dry_run_facts(spec, "job.yaml"), "sbatch")
+    assert 'export COCKPIT_ATTEMPT="${COCKPIT_ATTEMPT:-0}"' in script.splitlines()
+    plain = render(parse_spec(BASE + "launcher: slurm\n", "job.yaml"), dry_run_facts(spec, "job.yaml"), "sbatch")
+    assert "COCKPIT_ATTEMPT" not in plain
+    r = subprocess.run([require_tool("shellcheck"), "-s", "bash", "-"], input=script, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
 
 
 def test_a_bad_apply_fixes_is_refused_at_its_line():

@@ -171,6 +171,23 @@ class SlurmLauncher:
 
         return rerun_trial(old_tdir, tdir, trial)
 
+    def replacement(self, run_dir: Path, status: RunStatus, leave_out: tuple[str, ...]) -> str | None:
+        from cockpit.launch.slurm import relaunch
+
+        try:
+            return relaunch.replacement(run_dir, status, leave_out)
+        except SlurmError as exc:
+            return str(exc)
+
+    def relaunch(self, run_dir: Path, status: RunStatus, attempt: int, leave_out: tuple[str, ...]) -> str | None:
+        """sbatch the run's script again into its directory, with --exclude of every node blamed so far."""
+        from cockpit.launch.slurm import relaunch
+
+        try:
+            return relaunch.resubmit(run_dir, status, attempt, leave_out)
+        except SlurmError as exc:
+            raise LaunchError(str(exc)) from None
+
     def can_requeue(self, status: RunStatus) -> bool:
         """Where Slurm's clients (scancel, scontrol) are installed."""
         return clients_installed()
@@ -217,7 +234,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
     status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
                        hosts=[], world_size=None if trials else spec.world_size,
-                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after)
+                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
+                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
     for i, args in enumerate(trials):
         tdir = layout.trial_dir(run_dir, i)
         (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)

@@ -282,8 +282,11 @@ class SlurmBook:
             node = self.nodes[0]
             s.hosts = _hosts(node.view) or s.hosts
             s.note = node.note or _pending_note(node)
-            if node.view is not None and node.view.slurm_state == "CANCELLED" and not s.stop_requested:
-                s.stop_requested = True  # cancelled outside cockpit: the run ends "stopped", as Slurm says
+            # cancelled outside cockpit: the run ends "stopped", as Slurm says. cockpit's own scancel without a
+            # stop asked for is a stalled attempt ended for recover: (cockpit.launch.supervisor._stall)
+            if node.view is not None and node.view.slurm_state == "CANCELLED" and not (s.stop_requested
+                                                                                       or self.cancel_wanted):
+                s.stop_requested = True
         s.nodes = [n.describe() for n in self.nodes]
         write_status(self.run_dir, s)
 

@@ -31,6 +31,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from cockpit.plot.source import RunSeries
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
+from cockpit.tui.models import attempt_line
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
@@ -98,6 +99,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         yield NavBar("runs", id="nav")
         yield Static(self.run_dir.name, id="run-title", markup=False)
         yield Static("", id="run-forecast", markup=False)
+        yield Static("", id="run-attempts", markup=False)
         with Horizontal(id="run-body"):
             with Vertical(id="run-side"):
                 yield RankTable(id="ranks")
@@ -200,6 +202,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             self.status = d.status
             self._update_ranks()
             self.read_forecast()
+            self._show_attempts()
             self.refresh_bindings()
             if findings_changed:
                 self._show_findings()
@@ -272,6 +275,15 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         title = self.query_one("#run-title", Static)
         if str(title.content) != text:  # one line, fixed size: repaint it alone, no layout (this runs per batch)
             title.update(text, layout=False)
+
+    def _show_attempts(self) -> None:
+        """The timeline of the run's attempts (recover:), shown once it has more than one."""
+        s = self.status
+        text = attempt_line.timeline(s.attempts, s.goodput, self.capp.ctx.clock(), self.size.width - 2) if s else ""
+        panel = self.query_one("#run-attempts", Static)
+        panel.set_class(bool(text), "-shown")
+        if str(panel.content) != text:
+            panel.update(text)
 
     # --- metrics ----------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="metrics", exit_on_error=False)

@@ -1,0 +1,64 @@
+"""The run view's timeline of a run's attempts (the job's ``recover:``), as text: pure, no textual, no IO.
+
+One bar across the width, each attempt's share of the wall time drawn in its own number, the time between
+attempts (noticing the end, tearing down, starting again) as dots, and how each ended at its right edge
+(x: failure, s: stall, ■: stopped, ✓: succeeded, ▶: still running); then one line per attempt that says when,
+how it ended, where it failed, the step it reached, and the run's goodput. Why text and not a chart widget:
+the line must read the same in a screenshot, a log of the TUI test, and on a 80-column terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cockpit.run.attempts import Attempt
+
+ENDS = {"failure": "x", "stall": "s", "stopped": "■", "succeeded": "✓", None: "▶"}
+GAP = "·"
+
+
+def bar(attempts: Sequence[Attempt], now: float, width: int) -> str:
+    """The attempts across ``width`` cells, from the first attempt's start to the last one's end (or ``now``)."""
+    if not attempts or width < 2 * len(attempts):
+        return ""
+    begin = attempts[0].started
+    end = max(now if attempts[-1].ended is None else attempts[-1].ended, begin + 1e-6)
+    scale = width / (end - begin)
+    cells = [GAP] * width
+    for a in attempts:
+        lo = min(int((a.started - begin) * scale), width - 1)
+        hi = min(max(int(((a.ended if a.ended is not None else now) - begin) * scale), lo + 1), width)
+        mark = str(a.attempt % 10)
+        for i in range(lo, hi):
+            cells[i] = mark
+        cells[hi - 1] = ENDS.get(a.end, "?")
+    return "".join(cells)
+
+
+def rows(attempts: Sequence[Attempt], now: float) -> list[str]:
+    """One line per attempt: its number, start (seconds into the run), length, end and culprit, step reached."""
+    if not attempts:
+        return []
+    begin = attempts[0].started
+    out = []
+    for a in attempts:
+        took = (a.ended if a.ended is not None else now) - a.started
+        end = a.end or "running"
+        who = f" rank {a.culprit_rank} on {a.culprit_host}" if a.culprit_rank is not None else ""
+        step = f", step {a.step}" if a.step is not None else ""
+        resumed = f" (resumed from {a.resumed_from})" if a.resumed_from is not None else ""
+        lost = f", lost {a.lost_s:.0f} s" if a.lost_s else ""
+        cause = f": {a.cause}" if a.cause and a.end in ("failure", "stall") else ""
+        out.append(f"#{a.attempt} +{a.started - begin:.0f} s, {took:.0f} s, {end}{who}{step}{resumed}{lost}{cause}")
+    return out
+
+
+def timeline(attempts: Sequence[Attempt], goodput: float | None, now: float, width: int) -> str:
+    """The whole panel: the bar with the goodput, then the rows; "" for a run of one attempt (nothing to show)."""
+    if len(attempts) < 2:
+        return ""
+    head = f"attempts {len(attempts)}"
+    if goodput is not None:
+        head += f" · goodput {goodput:.0%}"
+    line = bar(attempts, now, max(width - len(head) - 1, 2 * len(attempts)))
+    return "\n".join([f"{head} {line}", *(r[:width] for r in rows(attempts, now))])

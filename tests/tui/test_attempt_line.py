@@ -1,0 +1,33 @@
+"""The run view's timeline of attempts (cockpit.tui.models.attempt_line), pure: the bar's shares and end marks,
+the rows, the goodput, and nothing at all for a run of one attempt."""
+
+from __future__ import annotations
+
+from cockpit.run.attempts import Attempt
+from cockpit.tui.models.attempt_line import bar, rows, timeline
+
+HEALED = [Attempt(0, 100.0, ended=140.0, failed=139.0, end="failure", culprit_rank=1, culprit_host="n1",
+                  cause="rank 1 had a GPU fault (Xid)", step=30, lost_s=12.4),
+          Attempt(1, 150.0, ended=200.0, end="succeeded", step=80, resumed_from=20)]
+
+
+def test_the_bar_gives_each_attempt_its_share_and_its_end():
+    # 100 s over 20 cells: attempt 0 is 40 s (8 cells, x at its end), the 10 s restart 2 dots, attempt 1 10 cells
+    assert bar(HEALED, 200.0, 20) == "0000000x··111111111✓"
+    running = [HEALED[0], Attempt(1, 150.0)]
+    assert bar(running, 160.0, 12) == "0000000x··1▶"  # the last one runs: drawn up to now (60 s, 5 s a cell)
+    assert bar(HEALED, 200.0, 3) == ""  # too narrow for one cell each
+
+
+def test_the_rows_say_when_how_where_and_how_far():
+    assert rows(HEALED, 200.0) == [
+        "#0 +0 s, 40 s, failure rank 1 on n1, step 30, lost 12 s: rank 1 had a GPU fault (Xid)",
+        "#1 +50 s, 50 s, succeeded, step 80 (resumed from 20)"]
+
+
+def test_the_panel_is_empty_for_one_attempt_and_has_the_goodput():
+    assert timeline(HEALED[:1], 0.5, 200.0, 80) == ""
+    text = timeline(HEALED, 0.62, 200.0, 60)
+    head, first, second = text.split("\n")
+    assert head.startswith("attempts 2 · goodput 62% 0") and head.endswith("✓") and len(head) == 60
+    assert first.startswith("#0 +0 s, 40 s, failure") and len(first) <= 60 and second.startswith("#1 +50 s")
