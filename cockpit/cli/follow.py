@@ -218,7 +218,6 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
 
     painter = Painter(use_color())
     out = Output()
-    quiet = bool(args.quiet)  # -q: no lines, no notes of log lines; hangs and errors, a clean end in one line
     fold = line_fold(run_dir, args, painter.prefix, out.write)  # identical lines of many ranks: once
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
@@ -248,7 +247,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
                      for source, n in batch.dropped.items()]
             out.write("".join(text))
             behind.note(batch.behind_bytes)
-        for line in () if quiet else batch.lines:
+        for line in batch.lines:
             live.feed(line.source, line.text)
 
     behind = Behind()
@@ -257,7 +256,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         if pending:
             ask_stop()
         live.stopping = live.stopping or status.stop_requested
-        hang.on_status(status)  # a stall, a straggler, a stopped rank: said as found, -q or not (a run goes on)
+        hang.on_status(status)
         return sup.check(status)
 
     def on_interrupt() -> None:
@@ -293,7 +292,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         if task is not None:  # always: main runs as a task
             following.append(task)
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
-        if banner and not quiet:  # once Ctrl-C means what it should
+        if banner:  # once Ctrl-C means what it should
             notice(banner)
         if held is not None and (count := held()):
             on_held(count)
@@ -324,16 +323,10 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
             out.write(fold.flush())
     if status is None:
         return 1
-    report = summary(run_dir, status, painter)
-    out.write((report.split("\n", 1)[0] if quiet and _clean(status) else report) + "\n")
+    out.write(summary(run_dir, status, painter) + "\n")
     if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
         out.write(found + "\n")
     return 130 if stopping else (status.exit_code or 0)
-
-
-def _clean(status: RunStatus) -> bool:
-    """Succeeded with nothing to tell (-q prints its summary's first line only): no restart, no stall on the way."""
-    return status.state == "succeeded" and len(status.attempts) <= 1 and not status.findings and not status.history
 
 
 def _stop(run_dir: Path, grace: float) -> None:

@@ -91,10 +91,8 @@ def _timeout(text: str) -> float:
 def _add_follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, action="append", help="only this global rank (repeatable)")
     p.add_argument("--host", action="append", help="only this host (repeatable)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no log lines and no notes of them (stalls, "
-                   "stragglers and stopped ranks are still said as found): the summary's first line (all of it, "
-                   "with the diagnosis, when the run failed, was restarted or stalled) and errors; the exit code "
-                   "is the job's all the same")
+    p.add_argument("--quiet", "-q", action="store_true", help="no log lines: the notes (a failure, a stall), "
+                   "the summary and the diagnosis only; the exit code is the job's all the same")
     p.add_argument("--no-fold", action="store_true", help="each rank's line with its own [host:rank], also where "
                    "many ranks wrote the same (a run of 9 ranks or more shows those once, as [ranks 0-4095])")
     p.add_argument("--runs-dir", help="where runs live (default: $COCKPIT_RUNS_DIR or "

@@ -110,8 +110,7 @@ def cmd_run(args, spec, job_path: str) -> int:
             raise CommandError(f"{run_dir.name}: {exc}") from None
         if args.detach:
             return _detached(run_dir, pid, guard.take())
-        if not args.quiet:
-            notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
+        notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
         return follow(run_dir, args, skip_existing=False, owner=True, held=guard.take)
 
 
