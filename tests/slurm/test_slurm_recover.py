@@ -126,8 +126,9 @@ def test_a_cause_not_blamed_on_a_node_relaunches_without_exclude(slurm_cluster, 
 def test_a_blamed_node_with_no_other_for_the_job_stops_and_is_named(slurm_cluster, tmp_path):
     # two nodes asked for, the cluster has two: without the blamed one the job cannot run
     r, run_dir = run(slurm_cluster, tmp_path, write_job(tmp_path, "rec-nonode", "xid", 3, 2, nodes=2))
-    assert r.returncode == 1, explain(r, run_dir)
     status = read_status(run_dir)
+    # the job's code as Slurm gives it: 1, or 143 where srun's SIGTERM reached rank 1 before it had ended (CI saw both)
+    assert r.returncode != 0 and r.returncode == status.exit_code, explain(r, run_dir)
     bad = status.attempts[0].culprit_host
     assert bad in ("n1", "n2") and len(status.attempts) == 1
     assert status.note.startswith(f"not retried: node {bad} is to blame and Slurm has no other node"), status.note
