@@ -95,12 +95,21 @@ DRY_NEEDS_NONE_OF = ("asyncio", "subprocess", "cockpit.run.store", "cockpit.run.
                      "cockpit.fleet.records")
 
 
-@pytest.mark.parametrize(("argv", "also_not"), [(["validate", "jobs/demo.yaml"], ("cockpit.render",)),
-                                                (["render", "jobs/demo.yaml"], ("cockpit.preflight",))])
-def test_validate_and_render_of_a_local_job_load_no_run_store_or_process_tools(argv, also_not):
+# A Slurm job's validate and render also load none of the Slurm queries, scancel or the Slurm run side.
+SLURM_DRY_NEEDS_NONE_OF = ("cockpit.launch.slurm.job", "cockpit.launch.slurm.preflight", "cockpit.slurm.query",
+                           "cockpit.slurm.scancel", "cockpit.slurm.command")
+
+
+@pytest.mark.parametrize(("argv", "also_not"), [
+    (["validate", "jobs/demo.yaml"], ("cockpit.render",)),
+    (["render", "jobs/demo.yaml"], ("cockpit.preflight",)),
+    (["validate", "jobs/slurm.yaml"], ("cockpit.render", *SLURM_DRY_NEEDS_NONE_OF)),
+    (["render", "jobs/slurm.yaml"], ("cockpit.preflight", *SLURM_DRY_NEEDS_NONE_OF))])
+def test_validate_and_render_of_a_job_load_no_run_store_or_process_tools(argv, also_not):
     code = PROBE.format(argv=argv, heavy=DRY_NEEDS_NONE_OF + also_not)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     loaded = json.loads(r.stderr.rsplit("LOADED=", 1)[1])
     assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
-    # and did its work: validate said ok, render wrote the node script
-    assert ("jobs/demo.yaml: ok" in r.stdout) if argv[0] == "validate" else ("torchrun" in r.stdout), r.stdout
+    # and did its work: validate said ok, render wrote the node script (torchrun) or the batch script (sbatch)
+    wrote = "#SBATCH" if "slurm" in argv[1] else "torchrun"
+    assert (f"{argv[1]}: ok" in r.stdout) if argv[0] == "validate" else (wrote in r.stdout), r.stdout

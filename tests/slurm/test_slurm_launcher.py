@@ -13,7 +13,7 @@ import yaml
 
 from cockpit.launch import LaunchError
 from cockpit.launch.slurm import attempts as slurm_attempts
-from cockpit.launch.slurm import launcher as slurm
+from cockpit.launch.slurm import job as slurm
 from cockpit.run.store import read_status
 from cockpit.slurm.query import JobView
 from cockpit.spec.model import load_spec

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import yaml
 
-from cockpit.launch.slurm import launcher as slurm
+from cockpit.launch.slurm import job as slurm
 from cockpit.launch.slurm.unit import GIVE_UP_AFTER_STOP, MISSES_BEFORE_LOST, make_slurm_nodes
 from cockpit.run.store import read_status
 from cockpit.spec.model import load_spec

@@ -246,7 +246,7 @@ def test_sweep_runs_as_one_array_with_a_directory_per_trial(slurm_cluster, tmp_p
 def test_requeue_on_demand_checkpoints_through_the_same_usr1_path(slurm_cluster, tmp_path, runs, monkeypatch):
     """The TUI's requeue (cockpit.launch.slurm.launcher.requeue) on a job that can checkpoint: USR1 to its batch shell,
     the ranks checkpoint and the job requeues itself, as before a time limit; only no limit is near."""
-    from cockpit.launch.slurm import launcher as slurm
+    from cockpit.launch.slurm import job as slurm
 
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     job = write_job(tmp_path, "requeue-now", script=HERE / "requeue_train.py", args=["--steps", "600"], nodes=1,

@@ -19,46 +19,24 @@ is honoured throughout.
 
 from __future__ import annotations
 
-import functools
-import shutil
-import subprocess
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
-from cockpit.launch.site import DEFAULT_MASTER_PORT, LaunchError, facts_for, interpreter, job_files
-from cockpit.launch.slurm.preflight import install_nodecheck
-from cockpit.launch.slurm.submission import parse_job_id, submit_env
-from cockpit.launch.supervision import supervisor_alive
-from cockpit.render import render
-from cockpit.render.sbatch import BATCH_HOST
-from cockpit.run import layout
-from cockpit.run.records import NodeRecord, SlurmJob, Trial
-from cockpit.run.store import (
-    RunStatus,
-    create_run_dir,
-    install_hook,
-    is_sweep,
-    new_run_id,
-    read_status,
-    write_private,
-    write_status,
-)
-from cockpit.run.trust import own_run
-from cockpit.slurm.command import RunCommand, SlurmError, run_command
-from cockpit.slurm.query import JobView, query_jobs
-from cockpit.slurm.scancel import cancel
-from cockpit.spec.model import JobSpec
+from cockpit.launch.site import LaunchError, interpreter, job_files
 
+# The run side (making, submitting, requeueing, reconciling a run: cockpit.launch.slurm.job, with the run store,
+# the renderers and the Slurm queries) is imported where it is used: `cockpit validate` and `render` ask this
+# launcher only for its checks and facts.
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
-
-SCRIPT = Path(layout.SBATCH_SCRIPT)
+    from cockpit.run.records import NodeRecord, Trial
+    from cockpit.run.store import RunStatus
+    from cockpit.slurm.query import JobView
+    from cockpit.spec.model import JobSpec
 
 
 class SlurmLauncher:
@@ -78,11 +56,16 @@ class SlurmLauncher:
 
     def render_facts(self, spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                      extra_args: tuple[str, ...] = ()) -> Site:
+        from cockpit.launch.slurm.submission import render_facts
+
         return render_facts(spec, job_path, run_dir, run_id, master_port, extra_args)
 
     def preflight(self, spec: JobSpec, job_path: str, options: PreflightOptions) -> Preflight:
         """What `cockpit run` checks before sbatch (cockpit.preflight.slurm, over sinfo's nodes). Slurm picks
         the nodes at run time: `doctor --job JOB` (with a nodelist) or --cluster probes them."""
+        import subprocess
+
+        from cockpit.launch.protocol import Preflight
         from cockpit.launch.slurm import facts as slurm_facts
         from cockpit.preflight.slurm import slurm_checks
 
@@ -100,10 +83,14 @@ class SlurmLauncher:
             from cockpit.launch.slurm import facts
 
             facts.check(spec, job_path)
+        from cockpit.launch.slurm.job import prepare
+
         return prepare(spec, job_path, runs_dir, extra_args)
 
     def schedule(self, run_dir: Path) -> None:
         """sbatch here, not in the supervisor: its refusal reaches the user at once."""
+        from cockpit.launch.slurm.job import submit
+
         submit(run_dir)
 
     def start(self, status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
@@ -112,14 +99,22 @@ class SlurmLauncher:
         return make_slurm_nodes(status, run_dir)
 
     def watched(self, status: RunStatus) -> bool:
+        from cockpit.run.store import is_sweep
+
         return not is_sweep(status)  # a sweep's array tasks are runs of their own
 
     def summarize(self, status: RunStatus, nodes: list) -> str | None:
         """A job the preflight stopped: its note (bad node, reason, hint) is the whole story, no rank ran."""
+        from cockpit.run.store import is_sweep
+
         stopped = [n for n in nodes if getattr(n, "preflight_failed", False)]
         return stopped[0].note if stopped and not is_sweep(status) else None
 
     def stop(self, run_dir: Path, status: RunStatus, grace: float, by: str, warn: Warn) -> str:
+        from cockpit.launch.slurm.job import job_ids
+        from cockpit.slurm.command import SlurmError
+        from cockpit.slurm.scancel import cancel
+
         try:
             cancel(job_ids(status))
         except SlurmError as exc:
@@ -128,6 +123,9 @@ class SlurmLauncher:
 
     def survey(self, statuses: Iterable[RunStatus], warn: Warn) -> dict[str, JobView]:
         """Slurm's view of every unfinished Slurm run, in one batched query (see ``job_views``)."""
+        from cockpit.launch.slurm.job import job_views
+        from cockpit.slurm.command import SlurmError
+
         statuses = list(statuses)
         if not any(s.launcher == "slurm" and not s.final for s in statuses):
             return {}
@@ -138,6 +136,8 @@ class SlurmLauncher:
             return {}
 
     def recover(self, run_dir: Path, status: RunStatus, survey: object, warn: Warn) -> RunStatus:
+        from cockpit.launch.slurm.job import reconcile
+
         views = survey if isinstance(survey, dict) else {}  # survey(): Slurm's view by job id, or {}
         return reconcile(run_dir, status, views)
 
@@ -152,6 +152,8 @@ class SlurmLauncher:
 
     def time_limits(self, spec: JobSpec | None) -> TimeLimits:
         """slurm.time per attempt; Slurm ends the job at it even where it is not written in the job."""
+        from cockpit.launch.protocol import TimeLimits
+
         return TimeLimits(spec.slurm.time if spec else None, True, bool(spec and spec.slurm.requeue))
 
     def attempt_start(self, run_dir: Path) -> float | None:
@@ -173,6 +175,7 @@ class SlurmLauncher:
 
     def replacement(self, run_dir: Path, status: RunStatus, leave_out: tuple[str, ...]) -> str | None:
         from cockpit.launch.slurm import relaunch
+        from cockpit.slurm.command import SlurmError
 
         try:
             return relaunch.replacement(run_dir, status, leave_out)
@@ -182,6 +185,7 @@ class SlurmLauncher:
     def relaunch(self, run_dir: Path, status: RunStatus, attempt: int, leave_out: tuple[str, ...]) -> str | None:
         """sbatch the run's script again into its directory, with --exclude of every node blamed so far."""
         from cockpit.launch.slurm import relaunch
+        from cockpit.slurm.command import SlurmError
 
         try:
             return relaunch.resubmit(run_dir, status, attempt, leave_out)
@@ -190,9 +194,13 @@ class SlurmLauncher:
 
     def can_requeue(self, status: RunStatus) -> bool:
         """Where Slurm's clients (scancel, scontrol) are installed."""
+        from cockpit.launch.slurm.job import clients_installed
+
         return clients_installed()
 
     def requeue(self, run_dir: Path) -> str:
+        from cockpit.launch.slurm.job import requeue
+
         return requeue(run_dir)
 
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
@@ -201,6 +209,7 @@ class SlurmLauncher:
         ignored by default, so the wrappers and anything without the hook are unharmed); the run directory is
         on the shared filesystem, so the answers are read in place."""
         from cockpit.hang import gather
+        from cockpit.launch.slurm.job import job_ids
         from cockpit.slurm import scancel
 
         def by_slurm(_targets: set[int]) -> None:
@@ -210,151 +219,3 @@ class SlurmLauncher:
 
         return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm)
 
-
-def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                 extra_args: tuple[str, ...] = ()) -> Site:
-    """Slurm names the nodes at run time (node0, node1, ... stand for them); python3 on the nodes unless the job
-    names one."""
-    return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
-                     master_addr=spec.hosts[0] if spec.hosts else "",
-                     node_names=tuple(f"node{i}" for i in range(spec.num_nodes)))
-
-
-def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
-    """Create the run directory with the job copy, the batch script and a `starting` status (not submitted)."""
-    run_id = new_run_id(spec.name)
-    run_dir = create_run_dir(runs_dir, run_id)
-    write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
-    facts = render_facts(spec, job_path, str(run_dir.resolve()), run_id, spec.master_port or DEFAULT_MASTER_PORT,
-                      extra_args)
-    write_private(run_dir / SCRIPT, render(spec, facts, "sbatch"))
-    if spec.slurm.preflight:
-        install_nodecheck(run_dir)
-    trials = spec.sweep.trials() if spec.sweep else []
-    # A sweep's own directory has no ranks (its trials do): no world size, so no "missing ranks" either.
-    status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
-                       hosts=[], world_size=None if trials else spec.world_size,
-                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
-                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
-    for i, args in enumerate(trials):
-        tdir = layout.trial_dir(run_dir, i)
-        (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
-        tdir.chmod(0o700)
-        install_hook(tdir)
-        if spec.slurm.preflight:
-            install_nodecheck(tdir)
-        status.nodes.append(NodeRecord(layout.trial_name(i), i, run_dir=str(tdir), trial=Trial(i, tuple(args)),
-                                       slurm=SlurmJob(None), null_keys=frozenset({"job_id"})))
-        write_status(tdir, RunStatus(run_id=f"{run_id}.trial-{i}", name=spec.name, launcher="slurm",
-                                     job_file=status.job_file, hosts=[], world_size=spec.world_size,
-                                     note=f"trial {i} of {len(trials)}: {' '.join(args)}"))
-    if not trials:
-        status.nodes.append(NodeRecord(BATCH_HOST, 0, slurm=SlurmJob(None), null_keys=frozenset({"job_id"})))
-    write_status(run_dir, status)
-    return run_dir
-
-
-def submit(run_dir: Path, sbatch: str = "sbatch") -> str:
-    """Submit the run's batch script; record and return the job id. On refusal the run is marked failed
-    with sbatch's message and LaunchError carries it."""
-    status = read_status(run_dir)
-    if status is None:
-        raise LaunchError(f"{run_dir}: no readable status.json")
-    argv = [sbatch, "--parsable", str((run_dir / SCRIPT).resolve())]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=run_dir, env=submit_env())
-    except FileNotFoundError:
-        _refused(run_dir, status, "sbatch is not installed here")
-        raise LaunchError("sbatch is not installed here (hint: run cockpit on a login node of the cluster, "
-                          "or `cockpit render JOB` to see the script)") from None
-    except subprocess.TimeoutExpired:
-        _refused(run_dir, status, "sbatch gave no answer within 120 s")
-        raise LaunchError("sbatch gave no answer within 120 s (hint: `scontrol ping`; the job may have "
-                          "been queued anyway: check squeue)") from None
-    if r.returncode != 0:
-        message = (r.stderr or r.stdout).strip().replace("\n", "; ")
-        _refused(run_dir, status, f"sbatch refused the job: {message}")
-        raise LaunchError(f"sbatch refused the job: {message} (hint: the script is {run_dir / SCRIPT}; "
-                          "check partition, account, gres and time against `sinfo`)")
-    job_id = parse_job_id(r.stdout)
-    status.nodes = [_submitted(node, job_id) for node in status.nodes]
-    status.note = f"submitted as Slurm job {job_id}"
-    write_status(run_dir, status)
-    return job_id
-
-
-def _submitted(node: NodeRecord, job_id: str) -> NodeRecord:
-    """The node with sbatch's job id: an array task's own id, "<array>_<task>", for a sweep's trial."""
-    job = node.slurm or SlurmJob(None)
-    if node.trial is not None:
-        return replace(node, slurm=replace(job, job_id=f"{job_id}_{node.trial.index}", array_job_id=job_id))
-    return replace(node, slurm=replace(job, job_id=job_id))
-
-
-def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
-    status.state, status.exit_code, status.note = "failed", 1, why
-    write_status(run_dir, status)
-
-
-def job_ids(status: RunStatus) -> list[str]:
-    """The Slurm job (or array task) ids of a run, from its status.json."""
-    return [n.slurm.job_id for n in status.nodes if n.slurm is not None and n.slurm.job_id]
-
-
-@functools.cache
-def clients_installed() -> bool:
-    """scancel and scontrol are on PATH (looked for once: the TUI asks at every redraw of its keys)."""
-    return shutil.which("scancel") is not None and shutil.which("scontrol") is not None
-
-
-def requeue(run_dir: Path, runner: RunCommand = run_command) -> str:
-    """Requeue a Slurm run now (the TUI's requeue); returns the command that did it. A job written with
-    ``slurm.requeue: true`` traps USR1 in its batch shell: it gets USR1 exactly as before its time limit, so
-    the ranks checkpoint, the job requeues itself and resumes where it stopped. Any other job is requeued by
-    ``scontrol requeue`` (it starts over, from its last checkpoint if the script keeps one). Raises SlurmError;
-    safeio.Untrusted for a run of another user (whose status.json names the job ids)."""
-    own_run(run_dir, "requeue", "requeue")
-    status = read_status(run_dir)
-    if status is None:  # no readable status.json: no job ids to requeue
-        raise SlurmError(f"run {run_dir.name}: no readable status.json in {run_dir}: nothing to requeue")
-    ids = job_ids(status)
-    if not ids or status.final:
-        raise SlurmError(f"run {status.run_id} is {status.state}: nothing to requeue")
-    script = run_dir / SCRIPT
-    text = script.read_text(encoding="utf-8") if script.exists() else ""
-    if "#SBATCH --requeue" in text and "trap forward_usr1 USR1" in text:
-        argv = ["scancel", "--batch", "--signal=USR1", *ids]
-    else:
-        argv = ["scontrol", "requeue", *ids]
-    r = runner(argv)
-    if r.returncode != 0:
-        raise SlurmError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}")
-    return " ".join(argv)
-
-
-def job_views(statuses: Iterable[RunStatus], runner: RunCommand = run_command) -> dict[str, JobView]:
-    """Slurm's view of every unfinished Slurm run among ``statuses``, in ONE squeue call (plus accounting or
-    the job-completion file for jobs that left the queue): what `cockpit ps` needs for many runs at once.
-    Keyed by job id (array tasks as "<array>_<task>"). Raises SlurmError when squeue fails."""
-    ids = [j for s in statuses if s.launcher == "slurm" and not s.final for j in job_ids(s)]
-    return query_jobs(ids, runner) if ids else {}
-
-
-def reconcile(run_dir: Path, status: RunStatus, views: dict[str, JobView]) -> RunStatus:
-    """Fix the state of a Slurm run whose supervisor died, from ``views`` (see ``job_views``); written back
-    once the job is over. A run with a live supervisor, or one Slurm says nothing about, is left alone."""
-    mine = [views[j] for j in job_ids(status) if j in views]
-    if status.final or supervisor_alive(status) or not mine:
-        return status
-    if not all(v.final for v in mine):
-        status.state = "running" if any(v.state == "running" for v in mine) else "starting"
-        status.note = "the supervisor is gone; Slurm still has the job (cockpit stop cancels it)"
-        return status
-    states = {v.state for v in mine}
-    status.state = "stopped" if states == {"stopped"} else ("succeeded" if states == {"succeeded"} else "failed")
-    status.exit_code = next((v.exit_status or 1 for v in mine if v.state != "succeeded"), 0)
-    status.ended = status.ended or time.time()
-    status.note = ("the supervisor died; state from Slurm: "
-                   + ", ".join(f"job {v.job_id} {v.slurm_state}" for v in mine))
-    write_status(run_dir, status)
-    return status
