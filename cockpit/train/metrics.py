@@ -2,15 +2,18 @@
 
 Each rank appends to ``<run_dir>/metrics/rank-<RANK>.jsonl`` one object per record::
 
-    {"step": 120, "epoch": 1, "loss": 0.0421, "samples_per_s": 5012.3, "time": 1732350000.12, "rank": 0}
+    {"step": 120, "epoch": 1, "loss": 0.0421, "samples_per_s": 5012.3, "time": 1732350000.12, "rank": 0,
+     "cpu_s": 41.203}
 
 ``step`` counts optimizer steps from the start of the run (a resumed run continues the count), ``loss`` is
-this rank's loss of that step, ``samples_per_s`` is this rank's throughput since its previous record, and
-``time`` is Unix time. ``total_steps``, when the runtime knows it (epochs x batches per epoch, or what the
-script set as ``rt.total_steps``), is the step count the run will end at: cockpit's forecast reads it. It is
-absent otherwise, and readers ignore keys they do not know. The file is opened line-buffered and flushed
-per record, so a reader never sees half a line of a live run. After a resume the steps between the
-checkpoint and the crash appear twice; readers keep the last record of each step.
+this rank's loss of that step, ``samples_per_s`` is this rank's throughput since its previous record,
+``time`` is Unix time, and ``cpu_s`` the rank process's CPU seconds so far (all its threads:
+``time.process_time()``): what the steps cost, whatever else shares the machine. ``total_steps``, when the
+runtime knows it (epochs x batches per epoch, or what the script set as ``rt.total_steps``), is the step count
+the run will end at: cockpit's forecast reads it. It is absent otherwise, and readers ignore keys they do not
+know. The file is opened line-buffered and flushed per record, so a reader never sees half a line of a live
+run. After a resume the steps between the checkpoint and the crash appear twice; readers keep the last record
+of each step.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ class MetricsWriter:
         """Append one record and return it."""
         line = {
             "step": step, "epoch": epoch, "loss": loss, "samples_per_s": round(samples_per_s, 3),
-            "time": time.time(), "rank": self.rank,
+            "time": time.time(), "rank": self.rank, "cpu_s": round(time.process_time(), 4),
         }
         if total_steps is not None:
             line["total_steps"] = total_steps

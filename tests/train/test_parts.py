@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -130,9 +131,24 @@ def test_metrics_lines_are_json_with_the_contract_keys(tmp_path: Path) -> None:
     writer.close()
     writer.close()
     line = json.loads(path.read_text())
-    assert set(line) == {"step", "epoch", "loss", "samples_per_s", "time", "rank"} and line["rank"] == 1
+    assert set(line) == {"step", "epoch", "loss", "samples_per_s", "time", "rank", "cpu_s"} and line["rank"] == 1
     assert progress_line(step=3, epoch=1, loss=0.25, samples_per_s=12.0) == (
         "[cockpit] step=3 epoch=1 loss=0.250000 samples/s=12.0")
+
+
+def test_metrics_cpu_seconds_count_the_work_between_records(tmp_path: Path) -> None:
+    """cpu_s is the process's CPU time: it grows by what the rank computed, not by time spent waiting."""
+    writer = MetricsWriter(tmp_path / "rank-0.jsonl", rank=0)
+    first = writer.write(step=1, epoch=0, loss=1.0, samples_per_s=1.0)
+    time.sleep(0.3)  # waiting costs no CPU
+    waited = writer.write(step=2, epoch=0, loss=1.0, samples_per_s=1.0)
+    spin_until = time.process_time() + 0.3
+    while time.process_time() < spin_until:
+        pass
+    worked = writer.write(step=3, epoch=0, loss=1.0, samples_per_s=1.0)
+    writer.close()
+    assert waited["cpu_s"] - first["cpu_s"] < 0.15
+    assert worked["cpu_s"] - waited["cpu_s"] >= 0.29
 
 
 def test_stop_request_remembers_the_first_signal() -> None:
