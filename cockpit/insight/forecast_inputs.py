@@ -6,6 +6,8 @@ Where each input comes from:
 
 * steps and their times, the last loss, ``total_steps``: rank 0's metrics (``metrics/rank-0.jsonl``, the last
   64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
+  A run without that file: rank 0's points from the other sources of cockpit.plot.sources (its framework's
+  files, its printed progress lines), read as the charts read them, at most ``OTHER_POLLS`` chunks a file.
 * ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
   trial belongs to).
 * the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 TAIL_BYTES = 65536
+OTHER_POLLS = 4  # x cockpit.plot.sources.CHUNK (4 MiB) of a log: a forecast's read stays bounded
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,22 @@ def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
             loss = float(rec["loss"])
         if isinstance(rec.get("total_steps"), int):
             total = rec["total_steps"]
-    return MetricsTail(tuple(points), loss, total)
+    return MetricsTail(tuple(points), loss, total) if points else _other_sources(run_dir, rank)
+
+
+def _other_sources(run_dir: Path, rank: int) -> MetricsTail:
+    """A rank's points from what its framework or its prints left (no metrics file of cockpit's)."""
+    from cockpit.plot.series import METRICS
+    from cockpit.plot.source import RunSeries
+
+    reader = RunSeries(run_dir)
+    reader.poll_all(max_polls=OTHER_POLLS)
+    found = reader.series([rank]) if reader.source() == METRICS else []
+    if not found:
+        return MetricsTail()
+    series = found[0]
+    losses = [v for v in series.loss if v is not None]
+    return MetricsTail(tuple(zip(series.times, series.counts, strict=True)), losses[-1] if losses else None)
 
 
 def job_spec(run_dir: Path) -> JobSpec | None:
