@@ -7,7 +7,7 @@ Where each input comes from:
 * steps and their times, the last loss, ``total_steps``: rank 0's metrics (``metrics/rank-0.jsonl``, the last
   64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
   A run without that file: rank 0's points from the other sources of cockpit.plot.sources (its framework's
-  files, its printed progress lines), read as the charts read them, at most ``OTHER_POLLS`` chunks a file.
+  files, its printed progress lines: the last MiB of its log), read as the charts read them.
 * ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
   trial belongs to).
 * the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 TAIL_BYTES = 65536
-OTHER_POLLS = 4  # x cockpit.plot.sources.CHUNK (4 MiB) of a log: a forecast's read stays bounded
 
 
 @dataclass(frozen=True)
@@ -73,18 +72,22 @@ def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
 
 
 def _other_sources(run_dir: Path, rank: int) -> MetricsTail:
-    """A rank's points from what its framework or its prints left (no metrics file of cockpit's)."""
-    from cockpit.plot.series import METRICS
-    from cockpit.plot.source import RunSeries
+    """A rank's points from what its framework or its prints left (no metrics file of cockpit's), in the
+    precedence of cockpit.plot.sources.ORDER; its prints from the last TAIL bytes of its log."""
+    from cockpit.plot.framework_files import framework_sources
+    from cockpit.plot.sources import printed_tail
 
-    reader = RunSeries(run_dir)
-    reader.poll_all(max_polls=OTHER_POLLS)
-    found = reader.series([rank]) if reader.source() == METRICS else []
-    if not found:
+    points = []
+    for source in framework_sources(run_dir) if rank == 0 else ():
+        points = source.poll(()).get(rank, ([], True))[0]
+        if points:
+            break
+    points = points or printed_tail(run_dir, rank)
+    if not points:
         return MetricsTail()
-    series = found[0]
-    losses = [v for v in series.loss if v is not None]
-    return MetricsTail(tuple(zip(series.times, series.counts, strict=True)), losses[-1] if losses else None)
+    last = {step: (time, loss) for step, time, loss in points}  # a step printed twice: its last line
+    losses = [loss for _, loss in last.values() if loss is not None]
+    return MetricsTail(tuple((time, step) for step, (time, _) in sorted(last.items())), losses[-1] if losses else None)
 
 
 def job_spec(run_dir: Path) -> JobSpec | None:

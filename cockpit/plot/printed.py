@@ -49,7 +49,7 @@ class Reading:
 def read_line(line: str) -> Reading | None:
     """The reading of one printed line, or None when it is not a progress line (see the module's docstring)."""
     text = line.strip()
-    if not text or len(text) > MAX_LINE or _BAR.search(text):
+    if not text or len(text) > MAX_LINE or ("%|" in text and _BAR.search(text)):
         return None
     values = _dict_values(text) if text.startswith("{") and text.endswith("}") else _pair_values(text)
     if not values or any(k in values for k in _SUMMARY_KEYS):

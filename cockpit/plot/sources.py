@@ -18,6 +18,7 @@ So a live view places a line within a poll interval, and a finished run read in 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +35,8 @@ WHERE = {METRICS: "metrics/rank-R.jsonl", TRAINER_STATE: "trainer_state.json in 
          LIGHTNING_CSV: "Lightning's metrics.csv in the workdir", PRINTED: "printed progress lines in the rank's log"}
 CHUNK = 4 << 20  # bytes of one log read per poll: a poll's time is bounded however far behind it is
 MAX_LINE = 1 << 16  # a longer line without its newline is dropped up to it (memory stays bounded)
+TAIL = 1 << 20  # printed_tail: the bytes of a log's end read for a forecast
+_LOSS = re.compile(rb"loss", re.IGNORECASE)
 
 
 class MetricSource(Protocol):
@@ -48,10 +51,12 @@ class MetricSource(Protocol):
 class _Log:
     """One rank's log, read on from an offset; ``anchor`` is (time, offset) of the last read's end."""
 
-    def __init__(self, path: Path, started: float | None):
-        self.path, self.offset, self.partial, self.skipping = path, 0, b"", False
+    def __init__(self, path: Path, started: float | None, start_at: int = 0):
+        """``start_at`` > 0: read from there (a tail), the line cut there dropped; lines without a step of their
+        own are left out then, as their count is not known."""
+        self.path, self.offset, self.partial, self.skipping = path, start_at, b"", start_at > 0
         self.anchor: tuple[float, int] | None = None if started is None else (started, 0)
-        self.counted = 0  # lines with a loss and no step of their own: their step is this count
+        self.counted: int | None = 0 if start_at == 0 else None  # the step of a line without one: its count
 
     def read(self) -> list[tuple[bytes, float]]:
         """The whole lines appended since the last read, each with its interpolated time."""
@@ -91,13 +96,15 @@ class _Log:
     def points(self) -> list[Point]:
         out: list[Point] = []
         for raw, time in self.read():
+            if not _LOSS.search(raw):  # most lines: no loss, no need to decode and parse them
+                continue
             for segment in raw.split(b"\r"):  # a progress bar's frames: each read on its own
                 reading = read_line(segment.decode("utf-8", "replace"))
-                if reading is None:
-                    continue
-                if reading.step is None:
-                    self.counted += 1
-                out.append((self.counted if reading.step is None else reading.step, time, reading.loss))
+                step = None if reading is None else reading.step
+                if reading is not None and step is None and self.counted is not None:
+                    self.counted = step = self.counted + 1
+                if reading is not None and step is not None:
+                    out.append((step, time, reading.loss))
         return out
 
 
@@ -123,6 +130,21 @@ class PrintedLines:
             if points:
                 out[rank] = (points, False)
         return out
+
+
+def printed_tail(run_dir: Path, rank: int, tail: int = TAIL) -> list[Point]:
+    """A rank's printed points from the last ``tail`` bytes of its log (a forecast's read, bounded however long
+    the log): all of them when the log is no longer, else those whose line names its step."""
+    found = layout.rank_files(run_dir, "log").get(rank)
+    if found is None:
+        return []
+    path = found[1]
+    pid = layout.rank_files(run_dir, "pid").get(rank)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return []
+    return _Log(path, _mtime(pid[1]) if pid else None, max(0, size - tail)).points()
 
 
 def _mtime(path: Path) -> float | None:

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+from cockpit.insight.forecast_inputs import read_metrics
 from cockpit.plot.printed import read_line
 from cockpit.plot.source import RunSeries
+from cockpit.plot.sources import printed_tail
 
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -146,3 +148,15 @@ def test_cockpits_own_metrics_win_over_printed_lines_even_when_they_come_later(t
     log(tmp_path, 0, "step 9 loss=0.1\n")  # rank 0's prints are no longer read
     assert not reader.poll()
     assert reader.series()[0].counts == (0, 1, 2)
+
+
+def test_a_forecast_reads_the_end_of_a_long_log_only(tmp_path):
+    """Bounded however long the log: the last ``tail`` bytes, the lines in it that name their step (a counted
+    line's count is not known from a tail); all lines of a log no longer than the tail."""
+    log(tmp_path, 0, "".join(f"step {i} loss={1 / i:.5f}\n{{'loss': 0.5}}\n" for i in range(1, 2001)))
+    points = printed_tail(tmp_path, 0, tail=1000)
+    assert [p[0] for p in points] == list(range(2001 - len(points), 2001)) and 20 < len(points) < 50
+    assert read_metrics(tmp_path).step == 2000
+    log(tmp_path, 1, "{'loss': 0.5}\n{'loss': 0.4}\nloss=0.3\n")
+    assert [(p[0], p[2]) for p in printed_tail(tmp_path, 1, tail=1000)] == [(1, 0.5), (2, 0.4), (3, 0.3)]
+    assert read_metrics(tmp_path, 1).step == 3 and read_metrics(tmp_path, 1).last_loss == 0.3
