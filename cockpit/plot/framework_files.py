@@ -3,11 +3,11 @@ changing the script: Hugging Face Trainer's ``trainer_state.json`` (its ``log_hi
 the end, in ``output_dir/checkpoint-N/`` at each save) and Lightning's CSVLogger ``.../version_N/metrics.csv``
 (``lightning_logs/`` under the workdir by default). Both are written by rank 0, so their points are rank 0's.
 
-Which file: found by a bounded walk of the workdir (depth 4, at most 256 entries a folder, hidden folders
-skipped), the one modified last among those modified while the run went (from its start, until a minute past
-its end): a workdir many runs share keeps an earlier run's file, which is not this run's. The walk is done
-again at most every ``RESCAN`` seconds; the file found is checked at each poll and read again whole (capped
-at ``MAX_BYTES``) when it changed.
+Which file: found by a bounded walk of the workdir (depth 4, at most 256 entries a folder and 4096 in all,
+hidden folders skipped), the one modified last among those modified while the run went (from its start, until
+a minute past its end): a workdir many runs share keeps an earlier run's file, which is not this run's. The
+walk is done again at most every ``RESCAN`` seconds; the file found is checked at each poll and read again whole
+(capped at ``MAX_BYTES``) when it changed.
 
 Neither file records when a step was logged: a step's time is interpolated between the run's start (step 0) and
 each read's (modification time, last step), so a finished run read once shows its mean rate.
@@ -31,7 +31,7 @@ from cockpit.plot.sources import LIGHTNING_CSV, TRAINER_STATE, Point, Polled
 
 MAX_BYTES = 32 << 20
 RESCAN = 5.0
-DEPTH, PER_DIR = 4, 256
+DEPTH, PER_DIR, MAX_ENTRIES = 4, 256, 4096
 SLACK = 60.0  # seconds: a file written this long after the run ended is another run's
 _VERSION = re.compile(r"^version_\d+$")
 
@@ -55,17 +55,20 @@ def run_workdir(run_dir: Path) -> Path | None:
     return None
 
 
-def _walk(root: Path, depth: int = DEPTH) -> Iterator[Path]:
+def _walk(root: Path, depth: int = DEPTH, budget: list[int] | None = None) -> Iterator[Path]:
+    """The files under ``root``, depth first, at most PER_DIR entries a folder and MAX_ENTRIES in all."""
+    budget = [MAX_ENTRIES] if budget is None else budget
     try:
         with os.scandir(root) as it:
-            entries = [e for _, e in zip(range(PER_DIR), it, strict=False)]
+            entries = [e for _, e in zip(range(min(PER_DIR, budget[0])), it, strict=False)]
     except OSError:
         return
+    budget[0] -= len(entries)
     for e in entries:
         if e.is_file(follow_symlinks=False):
             yield Path(e.path)
-        elif depth > 1 and e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
-            yield from _walk(Path(e.path), depth - 1)
+        elif depth > 1 and budget[0] > 0 and e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
+            yield from _walk(Path(e.path), depth - 1, budget)
 
 
 def trainer_state_file(path: Path) -> bool:

@@ -84,3 +84,19 @@ def test_what_is_not_a_trainer_state_gives_no_points(data):
 @pytest.mark.parametrize("data", [b"", b"epoch,step,acc\n0,1,0.5\n", b"epoch,train_loss\n0,0.5\n", b"\xff\xfe,,\n"])
 def test_a_csv_without_a_step_and_a_loss_column_gives_no_points(data):
     assert lightning_csv_points(data) == []
+
+
+def test_the_workdir_walk_is_bounded(tmp_path):
+    from cockpit.plot import framework_files as ff
+
+    for d in range(3):
+        folder = tmp_path / f"d{d}"
+        folder.mkdir()
+        for i in range(ff.PER_DIR + 50):
+            (folder / f"f{i}").touch()
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "trainer_state.json").touch()
+    found = list(ff._walk(tmp_path))
+    assert len(found) == 3 * ff.PER_DIR and all(p.parent.name.startswith("d") for p in found)
+    # the budget counts every entry seen (the root's 4 folders too), over the whole walk
+    assert len(list(ff._walk(tmp_path, budget=[ff.PER_DIR + 10]))) == ff.PER_DIR + 10 - 4
