@@ -65,6 +65,7 @@ class _Log:
                 st = os.fstat(f.fileno())
                 if st.st_size < self.offset:  # replaced: read again from its start
                     self.offset, self.partial, self.skipping, self.counted = 0, b"", False, 0
+                    self.anchor = None if self.anchor is None else (self.anchor[0], 0)
                 f.seek(self.offset)
                 data = f.read(CHUNK)
         except OSError:

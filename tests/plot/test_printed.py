@@ -160,3 +160,16 @@ def test_a_forecast_reads_the_end_of_a_long_log_only(tmp_path):
     log(tmp_path, 1, "{'loss': 0.5}\n{'loss': 0.4}\nloss=0.3\n")
     assert [(p[0], p[2]) for p in printed_tail(tmp_path, 1, tail=1000)] == [(1, 0.5), (2, 0.4), (3, 0.3)]
     assert read_metrics(tmp_path, 1).step == 3 and read_metrics(tmp_path, 1).last_loss == 0.3
+
+
+def test_a_log_replaced_by_a_shorter_one_is_read_again_from_its_start(tmp_path):
+    path = log(tmp_path, 0, "".join(f"step {i} loss=1.0\n" for i in range(1, 30)))
+    os.utime(path, (1_700_000_100, 1_700_000_100))
+    reader = RunSeries(tmp_path)
+    reader.poll_all()
+    log(tmp_path, 0, "step 1 loss=0.5\nstep 2 loss=0.25\n", mode="w")
+    os.utime(path, (1_700_000_200, 1_700_000_200))
+    assert reader.poll()
+    [zero] = reader.series()
+    assert zero.loss[:2] == (0.5, 0.25) and zero.times[1] == pytest.approx(1_700_000_200)
+    assert all(t <= 1_700_000_200 for t in zero.times)
