@@ -125,6 +125,7 @@ class FrameworkFile:
         self._file: Path | None = None
         self._seen: tuple[Path, int, int] | None = None  # (path, mtime_ns, size) last read
         self._anchors: dict[int, float] = {}  # step -> time: the run's start, and each read's last step
+        self._ended: tuple[float, float] | None = None  # the window of a run that ended: it moves no more
 
     def poll(self, skip: Collection[int]) -> Polled:
         if 0 in skip:
@@ -140,16 +141,22 @@ class FrameworkFile:
         return self._read(self._file)
 
     def _window(self) -> tuple[float, float] | None:
+        """The times a file of this run may have been written at; read from status.json until the run ended."""
         from cockpit.run.store import read_status
 
+        if self._ended is not None:
+            return self._ended
         status = read_status(self.run_dir)
         start = None if status is None else (status.started or status.created)
-        if start is None:
+        if status is None or start is None:
             return None
         if self._workdir is None:
             self._workdir = run_workdir(self.run_dir)
         self._anchors.setdefault(0, start)
-        return start - 1.0, (status.ended + SLACK if status and status.ended else float("inf"))
+        window = start - 1.0, (status.ended + SLACK if status.ended else float("inf"))
+        if status.final and status.ended:
+            self._ended = window
+        return window
 
     def _find(self, window: tuple[float, float]) -> Path | None:
         best: tuple[float, Path] | None = None
