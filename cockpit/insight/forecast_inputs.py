@@ -6,6 +6,8 @@ Where each input comes from:
 
 * steps and their times, the last loss, ``total_steps``: rank 0's metrics (``metrics/rank-0.jsonl``, the last
   64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
+  A run without that file: rank 0's points from the other sources of cockpit.plot.sources (its framework's
+  files, its printed progress lines: the last MiB of its log), read as the charts read them.
 * ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
   trial belongs to).
 * the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
@@ -66,7 +68,26 @@ def read_metrics(run_dir: Path, rank: int = 0) -> MetricsTail:
             loss = float(rec["loss"])
         if isinstance(rec.get("total_steps"), int):
             total = rec["total_steps"]
-    return MetricsTail(tuple(points), loss, total)
+    return MetricsTail(tuple(points), loss, total) if points else _other_sources(run_dir, rank)
+
+
+def _other_sources(run_dir: Path, rank: int) -> MetricsTail:
+    """A rank's points from what its framework or its prints left (no metrics file of cockpit's), in the
+    precedence of cockpit.plot.sources.ORDER; its prints from the last TAIL bytes of its log."""
+    from cockpit.plot.framework_files import framework_sources
+    from cockpit.plot.sources import printed_tail
+
+    points = []
+    for source in framework_sources(run_dir) if rank == 0 else ():
+        points = source.poll(()).get(rank, ([], True))[0]
+        if points:
+            break
+    points = points or printed_tail(run_dir, rank)
+    if not points:
+        return MetricsTail()
+    last = {step: (time, loss) for step, time, loss in points}  # a step printed twice: its last line
+    losses = [loss for _, loss in last.values() if loss is not None]
+    return MetricsTail(tuple((time, step) for step, (time, _) in sorted(last.items())), losses[-1] if losses else None)
 
 
 def job_spec(run_dir: Path) -> JobSpec | None:

@@ -1,7 +1,8 @@
 """A run's chart data from its files, read as they grow: ``metrics/rank-R.jsonl`` (cockpit.train's records, or
-any script's ``{"step", "time", "loss"}`` lines) and the rank hook's ``logs/rank-R.HOST.beat`` (once a second:
-collectives called, seconds waited inside them): the wait-share chart's data, and the rate's for a run whose
-ranks write no metrics.
+any script's ``{"step", "time", "loss"}`` lines); for a rank with none, what its framework or its prints left
+(cockpit.plot.sources: the first source in ORDER with points for a rank wins); and the rank hook's
+``logs/rank-R.HOST.beat`` (once a second: collectives called, seconds waited inside them): the wait-share
+chart's data, and the rate's for a run whose ranks write no metrics.
 
 Incremental: each poll reads only the bytes added since the last one (at most ``CHUNK`` per file per poll, so
 a poll's time is bounded however far behind it is) and keeps a partial last line for the next poll. A file
@@ -18,6 +19,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from cockpit.fs import safeio
+from cockpit.plot import sources
+from cockpit.plot.framework_files import framework_sources
 from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
 from cockpit.run import layout
 
@@ -71,7 +74,10 @@ class RunSeries:
     def __init__(self, run_dir: Path, keep: int = 500):
         self.run_dir, self.keep = Path(run_dir), keep
         self._files: dict[tuple[str, int], _File] = {}
+        # (origin, rank): origin is BEATS or one of sources.ORDER (METRICS: cockpit's own file)
         self._tracks: dict[tuple[str, int], Track] = {}
+        self._others: list[sources.MetricSource] = [*framework_sources(self.run_dir),
+                                                    sources.PrintedLines(self.run_dir)]
         self.version = 0
         # built at ``version``: the series lists asked for (by source and ranks), and the span (once asked)
         self._lists: dict[tuple[str | None, frozenset[int] | None], list[RankSeries]] = {}
@@ -84,6 +90,11 @@ class RunSeries:
             new |= self._read(METRICS, rank, path)
         for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "beat").items()):
             new |= self._read(BEATS, rank, path)
+        for source in self._others:
+            won = {rank for origin, rank in self._tracks if origin != BEATS and _before(origin, source.name)}
+            for rank, (points, replace) in source.poll(won).items():
+                self._add(source.name, rank, points, replace)
+                new = True
         if new:
             self.version += 1
             self._lists, self._span = {}, None
@@ -119,14 +130,30 @@ class RunSeries:
             added = True
         return added
 
+    def _add(self, origin: str, rank: int, points: list[sources.Point], replace: bool) -> None:
+        track = self._tracks.get((origin, rank))
+        if track is None or replace:
+            track = self._tracks[(origin, rank)] = Track(rank, METRICS, self.keep)
+        for point in points:
+            track.add(*point)
+
+    def origins(self) -> dict[int, str]:
+        """rank -> where its metric points come from (one of cockpit.plot.sources.ORDER): the first source in
+        that order with points for the rank."""
+        out: dict[int, str] = {}
+        for origin, rank in sorted(self._tracks, key=lambda k: _order(k[0])):
+            if origin != BEATS:
+                out.setdefault(rank, origin)
+        return out
+
     def skipped(self) -> list[tuple[Path, str]]:
         """The files not read at the last poll, and why (a FIFO, a device, a symlink where a record file was)."""
         return [(f.path, f.error) for f in self._files.values() if f.error is not None]
 
     def source(self) -> str | None:
         """Where the points come from: METRICS when any rank wrote metrics, else BEATS, else None."""
-        sources = {src for src, _ in self._tracks}
-        return METRICS if METRICS in sources else (BEATS if sources else None)
+        origins = {src for src, _ in self._tracks}
+        return METRICS if origins - {BEATS} else (BEATS if origins else None)
 
     def series(self, ranks: Collection[int] | None = None) -> list[RankSeries]:
         """Every rank's series (only ``ranks``'s when given), by rank, from the run's metrics (its beats when it
@@ -141,16 +168,23 @@ class RunSeries:
         key = (source, None if ranks is None else frozenset(ranks))
         found = self._lists.get(key)
         if found is None:
-            found = self._lists[key] = [t.series() for (src, rank), t in sorted(self._tracks.items(),
-                                                                                 key=lambda kv: kv[0][1])
-                                        if src == source and (ranks is None or rank in ranks)]
+            chosen = self._chosen(source)
+            found = self._lists[key] = [chosen[rank].series() for rank in sorted(chosen)
+                                        if ranks is None or rank in ranks]
         return list(found)  # a copy: the caller may change its list, never ours
+
+    def _chosen(self, source: str | None) -> dict[int, Track]:
+        """rank -> its track of ``source``'s kind (METRICS: the winning origin's)."""
+        if source == BEATS:
+            return {rank: t for (origin, rank), t in self._tracks.items() if origin == BEATS}
+        return {rank: self._tracks[(origin, rank)] for rank, origin in self.origins().items()}
 
     def span(self) -> tuple[float, float] | None:
         """The first and last time of any point, metrics and beats together: one time axis for the run's
         charts (the hook beats from interpreter start, the metrics from the first step)."""
         if self._span is None:
-            times = [t for track in self._tracks.values() for t in track.times()]
+            kept = [*self._chosen(METRICS).values(), *self._chosen(BEATS).values()]
+            times = [t for track in kept for t in track.times()]
             self._span = ((min(times), max(times)) if times else None,)
         return self._span[0]
 
@@ -161,8 +195,16 @@ class RunSeries:
 
     def ranks(self) -> list[int]:
         """The ranks with points, from the run's one source (cheap: no series is built)."""
-        source = self.source()
-        return sorted(rank for src, rank in self._tracks if src == source)
+        return sorted(self._chosen(self.source()))
+
+
+def _order(origin: str) -> int:
+    return sources.ORDER.index(origin) if origin in sources.ORDER else len(sources.ORDER)
+
+
+def _before(origin: str, other: str) -> bool:
+    """Whether ``origin``'s points win over ``other``'s for the same rank."""
+    return _order(origin) < _order(other)
 
 
 def _metrics_point(raw: bytes) -> tuple[int, float, float | None] | None:
