@@ -33,7 +33,7 @@ _HEAD = index.header(_FORECAST_FIELDS)
 _CREATED = summary.ROW_FIELDS.index("created")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (slots: thousands of them in a listing)
 class Listed:
     """One run of a listing."""
 
