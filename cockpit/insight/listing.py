@@ -57,28 +57,36 @@ def list_listed(runs_dir: Path, *, rows: bool = True) -> list[Listed]:
     another user's)."""
     entries = index.read(runs_dir, _HEAD)
     kept = entries or {}
-    lines: list[bytes] = []  # the index as it should be: a line per summarised run
-    changed, used = entries is None, 0
+    fresh: list[str] = []  # the runs whose entries are fresh
+    made: list[bytes] = []  # the entries made now
+    changed = entries is None
     found = []
     for d in run_dirs(runs_dir):
-        line = kept.get(d.name)
+        line = kept.pop(d.name, None)  # (popped: thousands of lines are not held until the listing ends)
         listed = None if line is None else _indexed(d, line, rows)
-        if listed is not None and line is not None:
-            used += 1
-            lines.append(line)
+        if listed is not None:
+            fresh.append(d.name)
         else:
             listed, new = _listed(d)
             if new is not None:
-                lines.append(new)
+                made.append(new)
             changed = changed or new is not None or line is not None
             if listed is not None and not rows and listed.summarised:
                 listed = replace(listed, status=None)
         if listed is not None:
             found.append(listed)
-    if changed or used != len(kept):
-        with contextlib.suppress(OSError, Untrusted):  # a cache: one not written is made by the next listing
-            index.write(runs_dir, _HEAD, lines)
+    if changed or kept:  # (kept: the entries of runs that are gone)
+        _rewrite(runs_dir, fresh, made)
     return sorted(found, key=lambda item: item.created)
+
+
+def _rewrite(runs_dir: Path, fresh: list[str], made: list[bytes]) -> None:
+    """The index again: the ``fresh`` runs' entries as the index has them now (read again, not held through the
+    listing; one a listing at the same time dropped is made by the next listing), and the ones ``made`` now."""
+    now = index.read(runs_dir, _HEAD) or {}
+    kept = [line for name in fresh if (line := now.get(name)) is not None]
+    with contextlib.suppress(OSError, Untrusted):  # a cache: one not written is made by the next listing
+        index.write(runs_dir, _HEAD, [*kept, *made])
 
 
 def _indexed(run_dir: Path, line: bytes, rows: bool) -> Listed | None:
