@@ -5,6 +5,8 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     status.json                  the run's state (cockpit.run.store.RunStatus), written atomically
     summary.json                 a finished run's ps row and forecast, written with its final status.json and
                                  rebuilt from it when missing or stale (cockpit.run.summary)
+    ../.index                    in the runs directory: every finished run's summary in one file, for ps
+                                 (cockpit.run.index)
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
     preflight.json               ssh runs: the checks and facts the launch was decided on
     rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
@@ -39,6 +41,7 @@ from pathlib import Path
 JOB = "job.yaml"
 STATUS = "status.json"
 SUMMARY = "summary.json"  # a finished run's ps row and forecast, beside status.json (cockpit.run.summary)
+INDEX = ".index"  # in a runs directory: its finished runs' summaries in one file (cockpit.run.index)
 STOP = "stop.json"
 PREFLIGHT = "preflight.json"
 RERUN = "rerun.json"

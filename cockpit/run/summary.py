@@ -60,6 +60,7 @@ class Summary:
     status: RunStatus  # only its ROW_FIELDS are those of the run's status; the rest are defaults
     status_stamp: Stamp  # the identity of the status.json it was made from
     forecast: dict | None = None  # Forecast.to_dict() of the run as its metrics are now; None: not made yet
+    metrics: Stamp | None = None  # with a forecast: the identity of the metrics file it was made from
 
 
 def summarises(status: RunStatus) -> bool:
@@ -71,16 +72,17 @@ def summarises(status: RunStatus) -> bool:
 
 def of_status(status: RunStatus, status_stamp: Stamp) -> Summary:
     """The summary of ``status`` (``summarises``), read from the status.json of identity ``status_stamp``."""
-    return Summary(RunStatus.from_dict(_row(status)), status_stamp)
+    return Summary(RunStatus.from_dict(row_dict(status)), status_stamp)
 
 
-def _row(status: RunStatus) -> dict[str, object]:
+def row_dict(status: RunStatus) -> dict[str, object]:
+    """The fields of ``status`` a ps row shows (ROW_FIELDS), as status.json has them."""
     return {k: v for k, v in status.to_dict().items() if k in _IN_ROW}
 
 
 def text(kept: Summary, metrics: Stamp | None = None) -> str:
     """summary.json's text; ``metrics``: the identity of the metrics file the forecast was made from."""
-    return json.dumps({"version": SUMMARY_VERSION, "status": list(kept.status_stamp), "row": _row(kept.status),
+    return json.dumps({"version": SUMMARY_VERSION, "status": list(kept.status_stamp), "row": row_dict(kept.status),
                        "forecast": kept.forecast, "metrics": None if metrics is None else list(metrics)},
                       sort_keys=True) + "\n"
 
@@ -118,12 +120,13 @@ def read(run_dir: str | Path, status_stamp: Stamp) -> Summary | None:
     row, forecast = data.get("row"), data.get("forecast")
     if not isinstance(row, dict):  # (its depth: each field's type is checked, and only a row is printed of it)
         return None
+    metrics = None
     if forecast is not None:
         metrics = metrics_stamp(run_dir)
         if not isinstance(forecast, dict) or data.get("metrics") != (None if metrics is None else list(metrics)):
-            forecast = None  # the metrics changed since: made again
+            forecast = metrics = None  # the metrics changed since: made again
     try:
         status = RunStatus.from_dict({k: v for k, v in row.items() if k in _IN_ROW})
     except StatusError:  # written by hand or by another cockpit: no summary, made again
         return None
-    return Summary(status, status_stamp, forecast)
+    return Summary(status, status_stamp, forecast, metrics)
