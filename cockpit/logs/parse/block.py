@@ -3,9 +3,10 @@ parsed, while nothing is open that they could add to (most of a rank log).
 
 Two walks, the same events (and a third where lines repeat: ``repeat``): ``feed_gated`` looks every line's
 template up in the stdlib gate (``gate``); ``feed_marked`` goes from marked line to marked line where
-hyperscan marked the block (``scan``), decoding the lines between only where it must. Before the next line
-that matters, the skipped lines that still shape the held record (a hard wrap) are replayed (``_catch_up``),
-each at most once.
+hyperscan marked the block (``scan``), decoding the lines between only where it must, and stepping over a
+run of NCCL channel lines that can only repeat reported facts (``runs``) in one regex match. Before the next
+line that matters, the skipped lines that still shape the held record (a hard wrap) are replayed
+(``_catch_up``), each at most once.
 
 Functions over the parser (``parser.LineParser``, which calls them from ``feed_block``), not methods: the
 walk is half of the parser's code and none of its state. Pure and stdlib-only. No IO.

@@ -16,7 +16,8 @@ hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the l
 
 ``Event`` is in ``event``, torchelastic's failure table in ``table``, an open Python traceback in
 ``trace``, the kind vocabulary in ``kinds``, what is recognised in ``rules`` (failures),
-``ends`` (a process's end no rule names) and ``nccl`` (NCCL's facts), prefixes
+``ends`` (a process's end no rule names) and ``nccl`` (NCCL's facts), runs of channel lines that repeat
+reported facts (stepped over by the block walk) in ``runs``, prefixes
 and timestamps in ``prefix``, what a hard wrap looks like in ``wrap``, the cheap test in
 ``gate`` (and ``scan``, the one module that uses a library, optional: hyperscan). No IO.
 """
