@@ -35,7 +35,14 @@ def capped_blocks(chunks: Iterable[bytes], cap: int = LINE_CAP) -> Iterator[byte
     half = cap // 2
     cut = _Cutter(half)
     for chunk in chunks:
-        # the common case, every line within half the cap (one that may outgrow it goes the slow way), in C
+        if not cut.active and _lines_within(chunk, half):  # the common case: a few memchr calls a chunk
+            first = chunk.find(b"\n")
+            if cut.run + (first if first >= 0 else len(chunk)) <= half:
+                end = chunk.rfind(b"\n")
+                cut.run = cut.run + len(chunk) if end < 0 else len(chunk) - end - 1
+                yield chunk
+                continue
+        # every line within half the cap (one that may outgrow it goes the slow way), measured line by line
         lengths = list(map(len, chunk.split(b"\n")))
         if not cut.active and cut.run + lengths[0] <= half and max(lengths) <= half:
             cut.run = cut.run + lengths[0] if len(lengths) == 1 else lengths[-1]
@@ -44,6 +51,14 @@ def capped_blocks(chunks: Iterable[bytes], cap: int = LINE_CAP) -> Iterator[byte
             yield cut.feed(chunk)
     if last := cut.finish():
         yield last
+
+
+def _lines_within(chunk: bytes, most: int) -> bool:
+    """True only if no line (run without \\n) of ``chunk`` is longer than ``most`` bytes; False: maybe one is.
+    Such a run would hold a whole aligned window of ``(most + 1) // 2`` bytes without a newline, so a newline
+    in every window rules it out: one memchr a window instead of a bytes object a line (``split``)."""
+    step = max(1, (most + 1) // 2)
+    return all(chunk.find(b"\n", at, at + step) >= 0 for at in range(0, len(chunk), step))
 
 
 class _Cutter:

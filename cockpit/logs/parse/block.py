@@ -3,9 +3,10 @@ parsed, while nothing is open that they could add to (most of a rank log).
 
 Two walks, the same events (and a third where lines repeat: ``repeat``): ``feed_gated`` looks every line's
 template up in the stdlib gate (``gate``); ``feed_marked`` goes from marked line to marked line where
-hyperscan marked the block (``scan``), decoding the lines between only where it must. Before the next line
-that matters, the skipped lines that still shape the held record (a hard wrap) are replayed (``_catch_up``),
-each at most once.
+hyperscan marked the block (``scan``), decoding the lines between only where it must, and stepping over a
+run of NCCL channel lines that can only repeat reported facts (``runs``) in one regex match. Before the next
+line that matters, the skipped lines that still shape the held record (a hard wrap) are replayed
+(``_catch_up``), each at most once.
 
 Functions over the parser (``parser.LineParser``, which calls them from ``feed_block``), not methods: the
 walk is half of the parser's code and none of its state. Pure and stdlib-only. No IO.
@@ -13,12 +14,14 @@ walk is half of the parser's code and none of its state. Pure and stdlib-only. N
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Protocol
 
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
 from cockpit.logs.parse.memo import Memo, Sink
 from cockpit.logs.parse.prefix import strip_ansi
+from cockpit.logs.parse.runs import channel_run
 from cockpit.logs.parse.scan import MARK_SHIFT
 from cockpit.logs.parse.table import FailureTable
 from cockpit.logs.parse.trace import Traceback
@@ -38,12 +41,16 @@ class Records(Protocol):
     _memo: Memo
     _fresh: list[Event | None] | None
     _sink: Sink | None
+    _seen: set[tuple[object, ...]]
+    _held_more: list[str] | None
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
 
     def _physical(self, text: str, host: str | None, rank: int | None, trigger: bool) -> list[Event]: ...
 
     def _reshape(self, text: str, host: str | None, rank: int | None) -> list[Event]: ...
+
+    def _hold(self, text: str, host: str | None, rank: int | None, trigger: bool) -> None: ...
 
 
 def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None) -> list[Event]:
@@ -153,6 +160,15 @@ def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | Non
         if found:
             out += found
         pos = end + 1
+        if not special and " via " in text and (run := channel_run(parser, block, pos, text)) is not None:
+            pos, lines, last = run  # lines that give nothing: hold the last, as feeding them all would
+            index += lines
+            parser._lineno = first + index
+            if len(last) >= WRAP_MIN:
+                parser._hold(last, host, rank, True)
+            else:
+                parser._held = None
+            k = bisect_right(marks, (pos - 1) << MARK_SHIFT | 7, k)
     parser._lineno = first + index
     return out
 

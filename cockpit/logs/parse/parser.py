@@ -16,7 +16,8 @@ hyperscan is installed). ``parse_blocks`` / ``LineParser.feed_block`` take the l
 
 ``Event`` is in ``event``, torchelastic's failure table in ``table``, an open Python traceback in
 ``trace``, the kind vocabulary in ``kinds``, what is recognised in ``rules`` (failures),
-``ends`` (a process's end no rule names) and ``nccl`` (NCCL's facts), prefixes
+``ends`` (a process's end no rule names) and ``nccl`` (NCCL's facts), runs of channel lines that repeat
+reported facts (stepped over by the block walk) in ``runs``, prefixes
 and timestamps in ``prefix``, what a hard wrap looks like in ``wrap``, the cheap test in
 ``gate`` (and ``scan``, the one module that uses a library, optional: hyperscan). No IO.
 """
@@ -40,6 +41,7 @@ from cockpit.logs.parse.memo import Memo, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse.repeat import feed_repeated
 from cockpit.logs.parse.rules import classify
+from cockpit.logs.parse.runs import channel_key as channel_key_of
 from cockpit.logs.parse.scan import scanner
 from cockpit.logs.parse.table import FailureTable
 from cockpit.logs.parse.trace import Traceback
@@ -209,8 +211,7 @@ class LineParser:
                 return events
         channel_key = None
         if " via " in text:  # channel lines differ only in the channel number: skip repeats before parsing
-            start = max(text.find("Channel "), text.find("Ring "))
-            channel_key = (text[:start], text[text.find(" : ", start):]) if start >= 0 else None
+            channel_key = channel_key_of(text)
             if channel_key in self._seen:
                 return []
         hits = classify(text)
