@@ -23,9 +23,10 @@ from cockpit.hang.transport import NodeTransport, TcpSocket
 # RTO min 200 ms). Measured: healthy and throttled sockets never passed backoff 1 (3 runs); the dead link's
 # neighbours crossed 3 at 1.5 s (idle machine) / 2.3-2.5 s (loaded) after the fault and 5 by 10 s.
 STUCK_BACKOFF = 3
-# slow: smoothed RTT >= 20 ms and >= 10x the median of the job's other sockets that moved data, over >= 2
+# slow: smoothed RTT >= 20 ms and >= 10x the lower quartile of the job's other sockets that moved data, over >= 2
 # samples. Measured under load: throttled (tbf 1 Mbit/s) sockets p50 146-334 ms, single samples down to 27 ms;
-# every other socket p50 <= 4.3 ms, single samples up to 8 ms.
+# every other socket p50 <= 4.3 ms, single samples up to 8 ms. The lower quartile, not the median: with 3 nodes
+# in a ring, the slow node's connections are 4 of the 6 that carry data, so the median is one of them.
 SLOW_RTT_MS = 20.0
 SLOW_FACTOR = 10.0
 SLOW_SAMPLES = 2
@@ -147,7 +148,7 @@ def _rtts(gathers: Sequence[Sequence[NodeTransport]]) -> dict[tuple[str, str, st
 
 def _job_median(rtts: Mapping[tuple[str, str, str], list[float]],
                 gathers: Sequence[Sequence[NodeTransport]]) -> dict[tuple[str, str, str], float]:
-    """Per socket with >= SLOW_SAMPLES samples: the lower median RTT of the job's other sockets that moved
+    """Per socket with >= SLOW_SAMPLES samples: the lower quartile RTT of the job's other sockets that moved
     data between the first and the last gather (none when only one gather)."""
     if len(gathers) < SLOW_SAMPLES:
         return {}
@@ -159,7 +160,7 @@ def _job_median(rtts: Mapping[tuple[str, str, str], list[float]],
     for key in mid:
         others = [mid[k] for k in moved if k != key and k in mid]
         if others:
-            out[key] = statistics.median_low(others)
+            out[key] = sorted(others)[(len(others) - 1) // 4]
     return out
 
 
@@ -249,9 +250,12 @@ def local_faults(host: str, node: NodeTransport | None, base: NodeTransport | No
 
 
 def _iface(host: str, by_host: Mapping[str, NodeTransport], job_iface: Mapping[str, str]) -> str | None:
-    """The job's interface on ``host``: its script's, else the one interface it shows down."""
+    """The job's interface on ``host``: its script's, else the one interface it shows down, else the one
+    interface its ranks' connections use (the agent lists those only: cockpit.hang.transport_raw)."""
     if host in job_iface:
         return job_iface[host]
     node = by_host.get(host)
     down = [i.name for i in node.ifaces if i.operstate == "down" or i.carrier is False] if node else []
-    return down[0] if len(down) == 1 else None
+    if len(down) == 1:
+        return down[0]
+    return node.ifaces[0].name if node is not None and not down and len(node.ifaces) == 1 else None

@@ -210,6 +210,10 @@ class SlurmLauncher:
 
         return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm)
 
+    def links(self, run_dir: Path, status: RunStatus) -> None:
+        """Not read: the ranks' sockets are on the job's nodes, where no agent of cockpit's runs."""
+        return None
+
 
 def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
                  extra_args: tuple[str, ...] = ()) -> Site:
