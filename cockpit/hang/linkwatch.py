@@ -94,6 +94,8 @@ class LinkWatch:
         self.slow_since: float | None = None  # when the signs began, this time
         self.found: tuple[LinkFinding, Pair, float] | None = None  # the slow link, its pair, the slow signs' start
         self.errors: list[str] = []
+        self.pairs = self.gathers = 0
+        self.gather_s: float | None = None  # how long the last gather took
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -115,9 +117,15 @@ class LinkWatch:
         busy = self._thread is not None and self._thread.is_alive()
         if not busy and due(now, now_signs, self.last_pair, self.last_signs):
             self.last_pair, self.last_signs = now, now_signs
+            self.pairs += 1
             self._thread = threading.Thread(target=self._pair, args=(self.slow_since or now,), daemon=True,
                                             name="cockpit-linkwatch")
             self._thread.start()
+
+    def said(self) -> dict:
+        """What status.json's ``watch`` says of the watch: its cost so far and its last errors."""
+        return {"pairs": self.pairs, "gathers": self.gathers, "gather_s": self.gather_s,
+                "signs": sorted(self.last_signs), "errors": list(self.errors)}
 
     def current(self) -> tuple[LinkFinding, Pair, float] | None:
         with self._lock:
@@ -138,11 +146,15 @@ class LinkWatch:
             self.found = None if found is None else (found, pair, since)
 
     def _gather(self) -> TransportGather | None:
+        began = time.monotonic()
         try:
             return self.links()
         except Exception as exc:  # noqa: BLE001 - a failed gather is said in status, the watch goes on
             self.errors = [*self.errors[-4:], f"{type(exc).__name__}: {exc}"]
             return None
+        finally:
+            self.gathers += 1
+            self.gather_s = round(time.monotonic() - began, 2)
 
 
 def send_rates(pair: Pair) -> dict[tuple[str, str, str], float]:

@@ -141,8 +141,11 @@ class Watchdog:
         else:
             self.start_evidence = None
         threshold = None if verdict.threshold is None else round(verdict.threshold, 1)
-        return {"phase": verdict.phase, "threshold_s": threshold, "rule": verdict.rule,
-                "longest_gap_s": round(verdict.longest_gap, 1), "starting": starting, "starting_s": elapsed}
+        out: Watch = {"phase": verdict.phase, "threshold_s": threshold, "rule": verdict.rule,
+                      "longest_gap_s": round(verdict.longest_gap, 1), "starting": starting, "starting_s": elapsed}
+        if self.linkwatch is not None:
+            out["links"] = self.linkwatch.said()
+        return out
 
     def _stale(self, wall: float) -> bool:
         """A rank gave no stack when the start was last asked (it was still starting its interpreter): ask
