@@ -120,7 +120,8 @@ def test_deadlink_slow_watch_gathers_a_pair_and_holds_the_finding():
     watch.look(ranks(FOUR, wait=0.9), False, running=True)
     wait_for(lambda: watch.current() is not None, 30, "the pair's finding")
     assert links.calls == 2 and watch.current()[0].node == "n2"
-    assert {k: watch.said()[k] for k in ("pairs", "gathers", "signs")} == {"pairs": 1, "gathers": 2, "signs": ["waiting"]}
+    said = watch.said()
+    assert (said["pairs"], said["gathers"], said["signs"]) == (1, 2, ["waiting"]), said
     now[0] += 1.0
     watch.look(ranks(FOUR, wait=0.9), False, running=True)
     assert links.calls == 2  # the same sign, within PAIR_EVERY_S: no new pair
