@@ -12,6 +12,7 @@ no link finding (a rank hung in its own code leaves nothing queued).
 
 from __future__ import annotations
 
+import ipaddress
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def link_finding(nodes: Sequence[NodeTransport], addr_to_node: Mapping[str, str]
     job uses, where known; ``baseline``: the same gather at job start (counters become deltas)."""
     addrs = {**addr_to_node, **{a: n.host for n in nodes for a in n.addresses}}
     rtts = _rtts([*earlier, nodes])
-    median = _job_median(rtts, [*earlier, nodes])
+    median = _job_median(rtts, [*earlier, nodes], addrs)
     table = tuple(_rows(nodes, addrs, rtts, median))
     stuck = _edges([r for r in table if r.kind == "stuck"])
     if stuck:
@@ -146,15 +147,17 @@ def _rtts(gathers: Sequence[Sequence[NodeTransport]]) -> dict[tuple[str, str, st
     return out
 
 
-def _job_median(rtts: Mapping[tuple[str, str, str], list[float]],
-                gathers: Sequence[Sequence[NodeTransport]]) -> dict[tuple[str, str, str], float]:
-    """Per socket with >= SLOW_SAMPLES samples: the lower quartile RTT of the job's other sockets that moved
-    data between the first and the last gather (none when only one gather)."""
+def _job_median(rtts: Mapping[tuple[str, str, str], list[float]], gathers: Sequence[Sequence[NodeTransport]],
+                addrs: Mapping[str, str]) -> dict[tuple[str, str, str], float]:
+    """Per socket with >= SLOW_SAMPLES samples: the lower quartile RTT of the job's other sockets to other
+    nodes that moved data between the first and the last gather (none when only one gather). Sockets within a
+    node do not count: their RTT is loopback's, no link's."""
     if len(gathers) < SLOW_SAMPLES:
         return {}
     first = {_key(n.host, s): s for n in gathers[0] for s in n.sockets}
     moved = {_key(n.host, s) for n in gathers[-1] for s in n.sockets
-             if _key(n.host, s) in first and _grew(first[_key(n.host, s)], s)}
+             if _key(n.host, s) in first and _grew(first[_key(n.host, s)], s)
+             and _node_of(s.peer.host, n.host, addrs) != n.host}
     mid = {k: statistics.median(v) for k, v in rtts.items() if len(v) >= SLOW_SAMPLES}
     out = {}
     for key in mid:
@@ -162,6 +165,16 @@ def _job_median(rtts: Mapping[tuple[str, str, str], list[float]],
         if others:
             out[key] = sorted(others)[(len(others) - 1) // 4]
     return out
+
+
+def _node_of(peer: str, host: str, addrs: Mapping[str, str]) -> str:
+    """The node a peer address belongs to: ``host`` itself for a loopback address (no link in between)."""
+    if peer in addrs:
+        return addrs[peer]
+    try:
+        return host if ipaddress.ip_address(peer).is_loopback else peer
+    except ValueError:
+        return peer
 
 
 def _grew(a: TcpSocket, b: TcpSocket) -> bool:
@@ -177,7 +190,7 @@ def _rows(nodes: Sequence[NodeTransport], addrs: Mapping[str, str], rtts: Mappin
             for s in r.sockets:
                 if s.state != "ESTAB":
                     continue
-                peer_node = addrs.get(s.peer.host, s.peer.host)
+                peer_node = _node_of(s.peer.host, n.host, addrs)
                 if peer_node == n.host:
                     continue  # within the node: no link in between
                 key = _key(n.host, s)

@@ -32,14 +32,17 @@ def ranks(hosts: dict[int, str], wait: float = 0.9, rate: float | None = 1.0) ->
 FOUR = {0: "n0", 1: "n1", 2: "n2", 3: "n3"}
 
 
-def ring3(rtt_b: float, sent: int, t: float) -> tuple[NodeTransport, ...]:
-    """Three nodes a, b, c, one rank each, a socket per ordered pair; the ones with b at an end have ``rtt_b``."""
+def ring3(rtt_b: float, sent: int, t: float, rtt: float = 0.2, loopback: bool = False) -> tuple[NodeTransport, ...]:
+    """Three nodes a, b, c, one rank each, a socket per ordered pair; the ones with b at an end have ``rtt_b``,
+    the others ``rtt``; with ``loopback``, each rank also has a busy socket to its own node (127.0.0.1)."""
     addr = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
     out = []
     for rank, host in enumerate(addr):
         socks = tuple(TcpSocket(Endpoint(addr[host], 40000 + i), Endpoint(addr[peer], 50000 + rank), "ESTAB", 0, 0,
-                                srtt_ms=rtt_b if "b" in (host, peer) else 0.2, bytes_acked=sent, retransmits=3)
+                                srtt_ms=rtt_b if "b" in (host, peer) else rtt, bytes_acked=sent, retransmits=3)
                       for i, peer in enumerate(p for p in addr if p != host))
+        socks += (TcpSocket(Endpoint("127.0.0.1", 41000), Endpoint("127.0.0.1", 29500), "ESTAB", 0, 0, srtt_ms=0.03,
+                            bytes_acked=sent),) if loopback else ()
         out.append(NodeTransport(host, t, (RankTransport(rank, 100 + rank, socks),), addresses=(addr[host],)))
     return tuple(out)
 
@@ -55,6 +58,13 @@ def test_deadlink_slow_link_in_a_three_node_ring_names_the_node_whose_connection
 
 def test_deadlink_slow_link_healthy_three_node_ring_is_no_finding():
     assert link_finding(ring3(0.3, 2_000_000, 3.0), {}, earlier=[ring3(0.3, 1_000_000, 0.0)]) is None
+
+
+def test_deadlink_slow_link_baseline_is_other_nodes_not_loopback():
+    """22 ms against 2.5 ms between other nodes is under 10x: not slow, however fast the sockets within a node."""
+    later, first = ring3(22.0, 2_000_000, 3.0, 2.5, True), ring3(22.0, 1_000_000, 0.0, 2.5, True)
+    assert link_finding(later, {}, earlier=[first]) is None
+    assert link_finding(ring3(30.0, 2_000_000, 3.0, 2.5, True), {}, earlier=[first]).node == "b"  # 12x
 
 
 def test_deadlink_slow_signs_suspect_slowed_waiting():
