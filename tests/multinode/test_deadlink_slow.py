@@ -2,7 +2,8 @@
 healthy for a while (no link finding, whatever the slow-link watch gathered), then node2's link is throttled
 (`tc qdisc add dev <its veth> root tbf rate 1mbit burst 32kbit latency 400ms`: this kernel has tbf, no netem).
 The run goes on, slowly: the straggler finding must say that node2's rank waits on the network and name node2's
-link (eth0), from the RTT of its connections against the others' (cockpit.hang.linkwatch)."""
+link (eth0), from the RTT of its connections against the others' (cockpit.hang.linkwatch). Run idle and
+with two busy loops."""
 
 from __future__ import annotations
 
@@ -32,7 +33,17 @@ def _network(run_dir):
     return next((f for f in read_status(run_dir).findings if f.kind == "straggler" and f.link), None)
 
 
-def test_deadlink_slow_link_on_node2_is_the_straggler_finding_naming_its_link(lab):
+@pytest.fixture(params=[0, 2], ids=["idle", "busy"])
+def burners(request):
+    """0, or 2 busy loops (both cores of the lab's machine taken) for the whole scenario."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(request.param)]
+    yield len(procs)
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_deadlink_slow_link_on_node2_is_the_straggler_finding_naming_its_link(lab, burners):
     runs = lab.runs()
     job = lab.job("slowlink", NODES, on_stall="report", node_env="{node3: {GLOO_SOCKET_IFNAME: ens5}}")
     job.write_text(job.read_text().replace(f"python: {sys.executable}", f"python: {_python(lab)}"))
@@ -78,6 +89,6 @@ def test_deadlink_slow_link_on_node2_is_the_straggler_finding_naming_its_link(la
     assert all(r["srtt_ms"] >= 20 for r in slow), slow
     took = found.found - fault
     cost = (status.watch or {}).get("links")
-    print(f"deadlink slow: tbf on node2 -> straggler finding naming node2's link in {took:.1f} s "
+    print(f"deadlink slow ({burners} busy loops): tbf on node2 -> the finding naming node2's link in {took:.1f} s "
           f"(slow signs from {found.began - fault:+.1f} s); healthy {HEALTHY_S:.0f} s: {before}; at the finding: "
           f"{cost}; {found.text}")
