@@ -7,6 +7,7 @@ with two busy loops."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -68,6 +69,7 @@ def test_deadlink_slow_link_on_node2_is_the_straggler_finding_naming_its_link(la
         _tbf(lab, "node2", "del")
         shaped = False
         status = read_status(run_dir)
+        diagnosed = lab.cockpit(runs, "diagnose", run_dir.name, "--json", timeout=120)
         stop = lab.cockpit(runs, "stop", run_dir.name, "--grace", "5", timeout=120)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -83,6 +85,8 @@ def test_deadlink_slow_link_on_node2_is_the_straggler_finding_naming_its_link(la
     assert found.text.startswith(f"{who} (node2)'s wait is network: its connections run at "), found.text
     assert "node2's link (eth0) is slow (its connections to node1, node3)" in found.text, found.text
     assert "--exclude node2" in found.hint and "tc qdisc show dev eth0" in found.hint
+    links = json.loads(diagnosed.stdout).get("links") or []  # diagnose --json: the per-connection table
+    assert any(x["node"] == "node2" and x["kind"] == "slow_link" and x["table"] for x in links), diagnosed.stdout[-2000:]
     assert "STRAGGLER: " in err and "(node2)'s wait is network" in err, err[-3000:]
     slow = [r for r in link["table"] if r["kind"] == "slow"]
     assert slow and all("node2" in (r["observer"], r["peer_node"]) for r in slow), slow
