@@ -5,6 +5,10 @@ recorded 4-namespace lab snapshots (tests/fixtures/deadlink/tcp: throttle = tbf 
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 
@@ -17,6 +21,7 @@ from cockpit.hang.linkwatch import PAIR_EVERY_S, PAIR_MIN_GAP_S, LinkWatch, Pair
 from cockpit.hang.slowwords import network_finding
 from cockpit.hang.transport import Endpoint, NodeTransport, RankTransport, TcpSocket, TransportGather
 from cockpit.hang.transport_raw import node_transport
+from cockpit.launch.ssh.shell import agent_source
 from cockpit.run.progress import RankProgress
 
 
@@ -158,3 +163,43 @@ def test_deadlink_slow_watch_survives_a_failing_gather():
     watch.look(ranks(FOUR, wait=0.9), False, running=True)
     wait_for(lambda: watch.errors, 30, "the error")
     assert watch.current() is None and "connection refused" in watch.errors[0]
+
+
+HOLDER = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.sendall(b"x" * 1000)
+print("connected", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_deadlink_slow_agent_links_reads_running_ranks_sockets_and_leaves_them_alone(tmp_path):
+    """The agent's `links` (as shipped to nodes: one `python -c` program): a running rank's sockets, none of an
+    exited one's, and nothing written to the ranks' files (no stacks request, no marker)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    rank = subprocess.Popen([sys.executable, "-c", HOLDER, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert rank.stdout.readline().strip() == "connected"
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        (logs / "rank-0.hostA.pid").write_text(f"{rank.pid}\n")
+        (logs / "rank-1.hostA.pid").write_text(f"{rank.pid}\n")
+        (logs / "rank-1.hostA.exit").write_text("0 1.0\n")
+        before = sorted(p.name for p in logs.iterdir())
+        args = {"run_dir": str(tmp_path), "host": "hostA"}
+        out = subprocess.run([sys.executable, "-c", agent_source(), "links", json.dumps(args)], capture_output=True,
+                             text=True, timeout=60)
+        [line] = [json.loads(x) for x in out.stdout.splitlines()]
+        node = node_transport(line["transport"], "hostA")
+        assert [r.rank for r in node.ranks] == [0]
+        [s] = [s for s in node.sockets if s.peer.port == port]
+        assert (s.state, s.peer.host, node.ranks[0].pid) == ("ESTAB", "127.0.0.1", rank.pid)
+        assert sorted(p.name for p in logs.iterdir()) == before  # no dump.req, no .stacks marker
+        assert rank.poll() is None
+    finally:
+        rank.stdin.close()
+        rank.wait(10)
+        srv.close()
