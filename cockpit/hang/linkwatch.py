@@ -2,7 +2,8 @@
 over two samples, cockpit.hang.linkfind) and, where one node's link is slow, say that the ranks' wait is network.
 
 When. A gather is asked for while the run shows a slow sign (``signs``): the straggler rule suspects a rank
-(a candidate, before it is confirmed), the run's step rate fell to at most SLOWED of the best it had, or the
+(a candidate, before it is confirmed), the run's step rate fell to at most SLOWED of the best it had (or to
+less than two steps a window), or the
 ranks spend at least WAITING of their time in collectives. A sign that was not there at the last pair starts a
 pair at once (at most every PAIR_MIN_GAP_S); while a sign holds, a pair is made every PAIR_EVERY_S. Nothing is
 gathered while no sign shows, while the run starts or while it is stalled (the stall has its own gather).
@@ -44,8 +45,9 @@ Links = Callable[[], "TransportGather | None"]
 def signs(ranks: Mapping[int, RankProgress], best_rate: float | None, suspect: bool) -> frozenset[Sign]:
     """The run's slow signs now. ``best_rate``: the best median step rate seen so far (None: none yet)."""
     out = {"suspect"} if suspect else set()
-    rates = [r.rate for r in ranks.values() if r.rate is not None and r.state != "exited"]
-    rate = statistics.median(rates) if rates else None
+    running = [r for r in ranks.values() if r.state != "exited"]
+    rates = [r.rate for r in running if r.rate is not None]
+    rate = statistics.median(rates) if rates else 0.0 if running else None  # no rate: under 2 steps a window
     if rate is not None and best_rate and rate <= SLOWED * best_rate:
         out.add("slowed")
     waits = [r.wait for r in ranks.values() if r.wait is not None and r.state != "exited"]

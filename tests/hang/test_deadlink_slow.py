@@ -76,6 +76,8 @@ def test_deadlink_slow_signs_suspect_slowed_waiting():
     assert signs(ranks(FOUR, wait=0.1, rate=10.0), 10.0, False) == frozenset()
     assert signs(ranks(FOUR, wait=0.1, rate=10.0), 10.0, True) == {"suspect"}
     assert signs(ranks(FOUR, wait=0.1, rate=4.0), 10.0, False) == {"slowed"}  # half the best rate or less
+    assert signs(ranks(FOUR, wait=0.1, rate=None), 10.0, False) == {"slowed"}  # not 2 steps in a window
+    assert signs(ranks(FOUR, wait=0.1, rate=None), None, False) == frozenset()  # no rate yet: nothing to compare
     assert signs(ranks(FOUR, wait=0.6, rate=10.0), 10.0, False) == {"waiting"}
     exited = {r: replace(p, state="exited") for r, p in ranks(FOUR, wait=0.9, rate=0.1).items()}
     assert signs(exited, 10.0, False) == frozenset()  # the ranks that ended say nothing of the run's speed
