@@ -3,10 +3,10 @@ over two samples, cockpit.hang.linkfind) and, where one node's link is slow, say
 
 When. A gather is asked for while the run shows a slow sign (``signs``): the straggler rule suspects a rank
 (a candidate, before it is confirmed), the run's step rate fell to at most SLOWED of the best it had (or to
-less than two steps a window), or the
-ranks spend at least WAITING of their time in collectives. A sign that was not there at the last pair starts a
-pair at once (at most every PAIR_MIN_GAP_S); while a sign holds, a pair is made every PAIR_EVERY_S. Nothing is
-gathered while no sign shows, while the run starts or while it is stalled (the stall has its own gather).
+less than two steps a window), or the ranks spend at least WAITING of their time in collectives. A sign that
+was not there at the last pair starts a pair at once (at most every PAIR_MIN_GAP_S); while a sign holds, a
+pair is made every PAIR_EVERY_S. Nothing is gathered while no sign shows, while the run starts or while it is
+stalled (the stall has its own gather).
 
 Cost, bounded: a pair is two gathers PAIR_GAP_S apart, run in a thread of its own so the watchdog's looks go
 on; at most one pair per PAIR_MIN_GAP_S, one per PAIR_EVERY_S in steady state. One gather is, per node, one
