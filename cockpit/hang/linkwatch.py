@@ -1,15 +1,16 @@
 """The slow-link watch: while a run is slow, gather the kernel's view of its connections (twice: RTT is judged
 over two samples, cockpit.hang.linkfind) and, where one node's link is slow, say that the ranks' wait is network.
 
-When. A gather is asked for while the run shows a slow sign (``signs``): the straggler rule suspects a rank
-(a candidate, before it is confirmed), the run's step rate fell to at most SLOWED of the best it had (or to
-less than two steps a window), or the ranks spend at least WAITING of their time in collectives. A sign that
-was not there at the last pair starts a pair at once (at most every PAIR_MIN_GAP_S); while a sign holds, a
-pair is made every PAIR_EVERY_S. Nothing is gathered while no sign shows, while the run starts or while it is
-stalled (the stall has its own gather).
+When. A gather is asked for while the run shows a slow sign (``signs``): the straggler rule suspects a rank (a
+candidate, before it is confirmed), the run's step rate fell to at most SLOWED of the best it had (or to less
+than two steps a window), or the ranks spend at least WAITING of their time in collectives. A sign that was not
+there at the last pair starts a pair at once (at most every PAIR_MIN_GAP_S); while the same signs hold, a pair
+is made after PAIR_EVERY_S, then twice as long after each pair that found nothing, up to PAIR_EVERY_MAX_S (a
+healthy gloo run on CPUs waits most of its time: it shows a sign all along). Nothing is gathered while no sign
+shows, while the run starts or while it is stalled (the stall has its own gather).
 
 Cost, bounded: a pair is two gathers PAIR_GAP_S apart, run in a thread of its own so the watchdog's looks go
-on; at most one pair per PAIR_MIN_GAP_S, one per PAIR_EVERY_S in steady state. One gather is, per node, one
+on; at most one pair per PAIR_MIN_GAP_S, and in steady state one per PAIR_EVERY_MAX_S. One gather is, per node, one
 SSH command (the agent reads /proc and runs `ss` once: cockpit.launch.ssh.links), and on a local run a read of
 the ranks' /proc entries and one `ss` here. Measured cost is in README.md (slow link).
 
@@ -36,7 +37,8 @@ SLOWED = 0.5  # the median rank's step rate at most half the best it had over a 
 WAITING = 0.5  # the median rank waits at least half its time in collectives
 PAIR_GAP_S = 3.0  # between the two gathers of a pair: RTT over two samples, bytes acked between them
 PAIR_MIN_GAP_S = 15.0  # a new sign starts a pair at once, but not more often than this
-PAIR_EVERY_S = 60.0  # while a sign holds
+PAIR_EVERY_S = 60.0  # while a sign holds: the first wait, doubled after each pair that found nothing
+PAIR_EVERY_MAX_S = 960.0
 CLEAR_S = 30.0  # no sign this long: the run is not slow any more, a link finding it had goes
 Sign = str  # "suspect" | "slowed" | "waiting"
 Links = Callable[[], "TransportGather | None"]
@@ -56,14 +58,15 @@ def signs(ranks: Mapping[int, RankProgress], best_rate: float | None, suspect: b
     return frozenset(out)
 
 
-def due(now: float, now_signs: frozenset[Sign], last_pair: float | None, last_signs: frozenset[Sign]) -> bool:
+def due(now: float, now_signs: frozenset[Sign], last_pair: float | None, last_signs: frozenset[Sign],
+        every: float = PAIR_EVERY_S) -> bool:
     """Whether a pair of gathers starts now (see the module docstring)."""
     if not now_signs:
         return False
     if last_pair is None:
         return True
     since = now - last_pair
-    return since >= PAIR_EVERY_S or (bool(now_signs - last_signs) and since >= PAIR_MIN_GAP_S)
+    return since >= every or (bool(now_signs - last_signs) and since >= PAIR_MIN_GAP_S)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class LinkWatch:
         self.found: tuple[LinkFinding, Pair, float] | None = None  # the slow link, its pair, the slow signs' start
         self.errors: list[str] = []
         self.pairs = self.gathers = 0
+        self.every = PAIR_EVERY_S  # the wait for the next pair while the signs stay the same
         self.gather_s: float | None = None  # how long the last gather took
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -117,7 +121,9 @@ class LinkWatch:
             with self._lock:
                 self.found = None
         busy = self._thread is not None and self._thread.is_alive()
-        if not busy and due(now, now_signs, self.last_pair, self.last_signs):
+        if not busy and due(now, now_signs, self.last_pair, self.last_signs, self.every):
+            again = self.last_pair is not None and not (now_signs - self.last_signs) and self.current() is None
+            self.every = min(PAIR_EVERY_MAX_S, 2 * self.every) if again else PAIR_EVERY_S
             self.last_pair, self.last_signs = now, now_signs
             self.pairs += 1
             self._thread = threading.Thread(target=self._pair, args=(self.slow_since or now,), daemon=True,
@@ -126,7 +132,7 @@ class LinkWatch:
 
     def said(self) -> dict:
         """What status.json's ``watch`` says of the watch: its cost so far and its last errors."""
-        return {"pairs": self.pairs, "gathers": self.gathers, "gather_s": self.gather_s,
+        return {"pairs": self.pairs, "gathers": self.gathers, "gather_s": self.gather_s, "every_s": self.every,
                 "signs": sorted(self.last_signs), "errors": list(self.errors)}
 
     def current(self) -> tuple[LinkFinding, Pair, float] | None:

@@ -205,3 +205,23 @@ def test_deadlink_slow_agent_links_reads_running_ranks_sockets_and_leaves_them_a
         rank.stdin.close()
         rank.wait(10)
         srv.close()
+
+
+def test_deadlink_slow_watch_backs_off_while_the_same_signs_find_nothing():
+    """A healthy gloo run on CPUs waits most of its time (a sign all along): pairs after 60, 120, 240 ... s,
+    capped; a new sign makes a pair at once and starts over."""
+    links = Gathers(gather("healthy", "before", 0.0), gather("healthy", "t10s", 10.0))
+    now = [0.0]
+    watch = LinkWatch(links, clock=lambda: now[0], gap=0.0)
+    began = []
+    for t in range(0, 4000, 5):
+        now[0] = float(t)
+        pairs = watch.pairs
+        watch.look(ranks(FOUR, wait=0.9, rate=10.0), False, running=True)
+        if watch.pairs > pairs:
+            began.append(t)
+            wait_for(lambda: not watch._thread.is_alive(), 30, "the pair")
+    assert began == [0, 60, 180, 420, 900, 1860, 2820, 3780], began  # doubling up to PAIR_EVERY_MAX_S (960)
+    now[0] += 20.0
+    watch.look(ranks(FOUR, wait=0.9, rate=1.0), False, running=True)  # slowed: a new sign
+    assert watch.pairs == len(began) + 1 and watch.said()["every_s"] == linkwatch.PAIR_EVERY_S
