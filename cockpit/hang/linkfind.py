@@ -12,6 +12,7 @@ no link finding (a rank hung in its own code leaves nothing queued).
 
 from __future__ import annotations
 
+import ipaddress
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,9 +24,10 @@ from cockpit.hang.transport import NodeTransport, TcpSocket
 # RTO min 200 ms). Measured: healthy and throttled sockets never passed backoff 1 (3 runs); the dead link's
 # neighbours crossed 3 at 1.5 s (idle machine) / 2.3-2.5 s (loaded) after the fault and 5 by 10 s.
 STUCK_BACKOFF = 3
-# slow: smoothed RTT >= 20 ms and >= 10x the median of the job's other sockets that moved data, over >= 2
+# slow: smoothed RTT >= 20 ms and >= 10x the lower quartile of the job's other sockets that moved data, over >= 2
 # samples. Measured under load: throttled (tbf 1 Mbit/s) sockets p50 146-334 ms, single samples down to 27 ms;
-# every other socket p50 <= 4.3 ms, single samples up to 8 ms.
+# every other socket p50 <= 4.3 ms, single samples up to 8 ms. The lower quartile, not the median: with 3 nodes
+# in a ring, the slow node's connections are 4 of the 6 that carry data, so the median is one of them.
 SLOW_RTT_MS = 20.0
 SLOW_FACTOR = 10.0
 SLOW_SAMPLES = 2
@@ -107,7 +109,7 @@ def link_finding(nodes: Sequence[NodeTransport], addr_to_node: Mapping[str, str]
     job uses, where known; ``baseline``: the same gather at job start (counters become deltas)."""
     addrs = {**addr_to_node, **{a: n.host for n in nodes for a in n.addresses}}
     rtts = _rtts([*earlier, nodes])
-    median = _job_median(rtts, [*earlier, nodes])
+    median = _job_median(rtts, [*earlier, nodes], addrs)
     table = tuple(_rows(nodes, addrs, rtts, median))
     stuck = _edges([r for r in table if r.kind == "stuck"])
     if stuck:
@@ -145,22 +147,34 @@ def _rtts(gathers: Sequence[Sequence[NodeTransport]]) -> dict[tuple[str, str, st
     return out
 
 
-def _job_median(rtts: Mapping[tuple[str, str, str], list[float]],
-                gathers: Sequence[Sequence[NodeTransport]]) -> dict[tuple[str, str, str], float]:
-    """Per socket with >= SLOW_SAMPLES samples: the lower median RTT of the job's other sockets that moved
-    data between the first and the last gather (none when only one gather)."""
+def _job_median(rtts: Mapping[tuple[str, str, str], list[float]], gathers: Sequence[Sequence[NodeTransport]],
+                addrs: Mapping[str, str]) -> dict[tuple[str, str, str], float]:
+    """Per socket with >= SLOW_SAMPLES samples: the lower quartile RTT of the job's other sockets to other
+    nodes that moved data between the first and the last gather (none when only one gather). Sockets within a
+    node do not count: their RTT is loopback's, no link's."""
     if len(gathers) < SLOW_SAMPLES:
         return {}
     first = {_key(n.host, s): s for n in gathers[0] for s in n.sockets}
     moved = {_key(n.host, s) for n in gathers[-1] for s in n.sockets
-             if _key(n.host, s) in first and _grew(first[_key(n.host, s)], s)}
+             if _key(n.host, s) in first and _grew(first[_key(n.host, s)], s)
+             and _node_of(s.peer.host, n.host, addrs) != n.host}
     mid = {k: statistics.median(v) for k, v in rtts.items() if len(v) >= SLOW_SAMPLES}
     out = {}
     for key in mid:
         others = [mid[k] for k in moved if k != key and k in mid]
         if others:
-            out[key] = statistics.median_low(others)
+            out[key] = sorted(others)[(len(others) - 1) // 4]
     return out
+
+
+def _node_of(peer: str, host: str, addrs: Mapping[str, str]) -> str:
+    """The node a peer address belongs to: ``host`` itself for a loopback address (no link in between)."""
+    if peer in addrs:
+        return addrs[peer]
+    try:
+        return host if ipaddress.ip_address(peer).is_loopback else peer
+    except ValueError:
+        return peer
 
 
 def _grew(a: TcpSocket, b: TcpSocket) -> bool:
@@ -176,7 +190,7 @@ def _rows(nodes: Sequence[NodeTransport], addrs: Mapping[str, str], rtts: Mappin
             for s in r.sockets:
                 if s.state != "ESTAB":
                     continue
-                peer_node = addrs.get(s.peer.host, s.peer.host)
+                peer_node = _node_of(s.peer.host, n.host, addrs)
                 if peer_node == n.host:
                     continue  # within the node: no link in between
                 key = _key(n.host, s)
@@ -249,9 +263,12 @@ def local_faults(host: str, node: NodeTransport | None, base: NodeTransport | No
 
 
 def _iface(host: str, by_host: Mapping[str, NodeTransport], job_iface: Mapping[str, str]) -> str | None:
-    """The job's interface on ``host``: its script's, else the one interface it shows down."""
+    """The job's interface on ``host``: its script's, else the one interface it shows down, else the one
+    interface its ranks' connections use (the agent lists those only: cockpit.hang.transport_raw)."""
     if host in job_iface:
         return job_iface[host]
     node = by_host.get(host)
     down = [i.name for i in node.ifaces if i.operstate == "down" or i.carrier is False] if node else []
-    return down[0] if len(down) == 1 else None
+    if len(down) == 1:
+        return down[0]
+    return node.ifaces[0].name if node is not None and not down and len(node.ifaces) == 1 else None

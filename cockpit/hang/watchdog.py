@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cockpit.hang import finding, gather
 from cockpit.hang.evidence import Evidence
+from cockpit.hang.linkwatch import Links, LinkWatch
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
 from cockpit.run import layout
 from cockpit.run.findings import LiveFinding
@@ -34,11 +35,12 @@ Collect = Callable[[Path, RunStatus, set[int]], dict[int, Evidence]]
 
 class Watchdog:
     def __init__(self, run_dir: Path, status: RunStatus, collect: Collect, runs_here: bool, grace: float = 10.0,
-                 on_stall: Callable[[dict], bool] | None = None):
+                 on_stall: Callable[[dict], bool] | None = None, links: Links | None = None):
         """``collect(run_dir, status, ranks)``: the ranks' stacks as the run's launcher gets them; ``runs_here``:
         its ranks run on this machine (their process states are read too); ``on_stall(finding)``: told of each
         stall once its evidence is gathered, True when it ends the attempt itself (the job's recover:), so that
-        on_stall: stop does not stop the run."""
+        on_stall: stop does not stop the run. ``links()``: the ranks' connections as the run's launcher reads
+        them without disturbing them, for the slow-link watch (cockpit.hang.linkwatch)."""
         self.run_dir, self.status, self.grace = run_dir, status, grace
         self.runs_here = runs_here
         start_after = status.start_after if status.start_after is not None else START_AFTER
@@ -50,6 +52,7 @@ class Watchdog:
         self.start_asked = 0.0
         self.pg_backend = _pg_backend(run_dir)
         self.on_stall = on_stall
+        self.linkwatch = LinkWatch(links) if links is not None else None
 
     def tick(self) -> bool:
         """One look when due; True when status changed (the caller writes it). Sets stop_requested when the
@@ -79,12 +82,31 @@ class Watchdog:
                 _flag(verdict, c.rank, "culprit" if c.state != "stopped" else "stopped")
             for v in f.victims:
                 _flag(verdict, v.rank, "waiting")
-        if verdict.straggler is not None and not verdict.stalled:
-            findings.append(LiveFinding.from_dict(finding.straggler_finding(verdict.straggler)))
+        findings += self._stragglers(verdict)
         progress = {str(r): rec for r, rec in verdict.ranks.items()}
         changed = (findings, progress, watch, history) != (s.findings, s.progress, s.watch, s.history)
         s.findings, s.progress, s.watch, s.history = findings, progress, watch, history
         return changed
+
+    def _stragglers(self, verdict: Verdict) -> list[LiveFinding]:
+        """The straggler rule's finding, and a slow link's (a straggler whose wait is network), each rank of it
+        flagged; one whose node the slow link names is the link's finding (the network explains it)."""
+        if self.linkwatch is not None:
+            running = verdict.phase == "running" and not verdict.stalled
+            self.linkwatch.look(verdict.ranks, self.monitor.rule.candidate is not None, running)
+        net = self.linkwatch.current() if self.linkwatch is not None and not verdict.stalled else None
+        out = []
+        rule = verdict.straggler if not verdict.stalled else None
+        if rule is not None and (net is None or net[0].node != rule.host):
+            out.append(LiveFinding.from_dict(finding.straggler_finding(rule)))
+        if net is not None:
+            from cockpit.hang.slowwords import network_finding
+
+            found = network_finding(net[0], net[1], net[2], verdict.ranks, self.status.run_id)
+            out.append(LiveFinding.from_dict(found))
+            for rank in found["link"]["ranks"]:
+                _flag(verdict, rank, "straggler")
+        return out
 
     def _found(self, verdict: Verdict, wall: float) -> LiveFinding:
         """A new episode: every live rank's stacks, the finding, and with on_stall: stop the stop."""
@@ -119,8 +141,11 @@ class Watchdog:
         else:
             self.start_evidence = None
         threshold = None if verdict.threshold is None else round(verdict.threshold, 1)
-        return {"phase": verdict.phase, "threshold_s": threshold, "rule": verdict.rule,
-                "longest_gap_s": round(verdict.longest_gap, 1), "starting": starting, "starting_s": elapsed}
+        out: Watch = {"phase": verdict.phase, "threshold_s": threshold, "rule": verdict.rule,
+                      "longest_gap_s": round(verdict.longest_gap, 1), "starting": starting, "starting_s": elapsed}
+        if self.linkwatch is not None:
+            out["links"] = self.linkwatch.said()
+        return out
 
     def _stale(self, wall: float) -> bool:
         """A rank gave no stack when the start was last asked (it was still starting its interpreter): ask

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.hang.transport import TransportGather
     from cockpit.preflight.checks import Check
     from cockpit.remote import SSHOptions
     from cockpit.render.site import Site
@@ -191,3 +192,7 @@ class Launcher(Protocol):
                timeout: float = 5.0) -> dict[int, Evidence]:
         """Every running rank's (or ``ranks``') stack and Flight Recorder state, asked with SIGURG the way its
         ranks can be reached (cockpit.hang.gather); what answered within ``timeout``. The run goes on."""
+
+    def links(self, run_dir: Path, status: RunStatus) -> TransportGather | None:
+        """The kernel's view of the running ranks' connections (cockpit.hang.transport), read without disturbing
+        them, for the slow-link watch (cockpit.hang.linkwatch); None where this launcher cannot read them."""

@@ -147,7 +147,7 @@ class Supervisor:
             from cockpit.hang.watchdog import Watchdog
 
             self.watchdog = Watchdog(self.run_dir, s, self.launcher.stacks, self.launcher.runs_here, grace=self.grace,
-                                     on_stall=self._stall)
+                                     on_stall=self._stall, links=lambda: self.launcher.links(self.run_dir, s))
 
     def _stall(self, found: dict) -> bool:
         """The watchdog found a stall (its evidence gathered): with recover.on: stall, end the attempt now and

@@ -19,6 +19,9 @@ cockpit import, cockpit.node.ifaces (stdlib only too), is inlined into the sourc
                  after the marker, its last beat and a digest of its Flight Recorder dump. First, when asked
                  ("transport": true), one {"transport": ...} line: the ranks' TCP sockets, the node's
                  interfaces and IB ports as raw text (cockpit.node.linkread), read before the ranks answer.
+    links JSON   that {"transport": ...} line alone, for the running (not exited) ranks of a run on this
+                 node: no signal, no marker, the ranks are not disturbed (the slow-link watch, while the
+                 run trains: cockpit.hang.linkwatch).
 """
 
 from __future__ import annotations
@@ -233,6 +236,26 @@ def stacks(args: dict) -> int:
     return 0
 
 
+def links(args: dict) -> int:
+    """The transport record of this node's running ranks of a run (rank -> pid from their .pid files)."""
+    logs, host = os.path.join(args["run_dir"], "logs"), args["host"]
+    pids = {}
+    for name in sorted(os.listdir(logs)):
+        if not (name.startswith("rank-") and name.endswith(f".{host}.pid")) or os.path.exists(
+                os.path.join(logs, name[:-4] + ".exit")):
+            continue
+        try:
+            with open(os.path.join(logs, name)) as f:
+                pids[int(name.split(".")[0][5:])] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # being written, or a name that is not a rank's
+    try:
+        emit({"transport": link_read(host, pids, interfaces())})
+    except Exception as exc:  # noqa: BLE001 - said, not raised: the watch goes on without this node
+        emit({"transport_error": f"{type(exc).__name__}: {exc}"})
+    return 0
+
+
 def _answer(base: str, offset: int, request: str) -> dict:
     out: dict = {"text": "", "beat": None, "fr": None, "workers": None}
     try:
@@ -269,6 +292,8 @@ def main(argv: list[str]) -> int:
         return listen(args)
     if command == "stacks":
         return stacks(args)
+    if command == "links":
+        return links(args)
     if command == "watch":
         try:
             return watch(args)

@@ -45,6 +45,7 @@ class Watch(TypedDict, total=False):
     longest_gap_s: float
     starting: str | None  # where a slow start is
     starting_s: float | None  # for how long it has been starting
+    links: dict  # the slow-link watch: its pairs of transport gathers so far (cockpit.hang.linkwatch.LinkWatch.said)
 
 @dataclass
 class RunStatus:

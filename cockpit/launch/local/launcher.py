@@ -20,6 +20,7 @@ from cockpit.run import layout
 # made, followed or stopped: `cockpit validate` and `render` ask this launcher only for its checks and facts.
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.hang.transport import TransportGather
     from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
@@ -135,6 +136,15 @@ class LocalLauncher(NoScheduler):
         return gather.collect(run_dir, status, ranks, timeout,
                               signal_ranks=lambda targets: signal_by_pid(run_dir, status, targets, signal.SIGURG),
                               rank_pids=lambda targets: rank_pids(run_dir, status, targets))
+
+    def links(self, run_dir: Path, status: RunStatus) -> TransportGather | None:
+        """The ranks run here: their sockets are read here, as the node agent reads them on an ssh run's nodes
+        (all on one host: no connection crosses a link, so none can be slow, but the table is there)."""
+        from cockpit.hang import gather
+        from cockpit.run.store import rank_files
+
+        pids = rank_pids(run_dir, status, set(rank_files(run_dir, "pid")))
+        return gather.local_link(run_dir, pids) if pids else None
 
 
 def rank_pids(run_dir: Path, status: RunStatus, ranks: set[int]) -> dict[int, int]:

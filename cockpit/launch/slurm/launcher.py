@@ -219,3 +219,6 @@ class SlurmLauncher:
 
         return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm)
 
+    def links(self, run_dir: Path, status: RunStatus) -> None:
+        """Not read: the ranks' sockets are on the job's nodes, where no agent of cockpit's runs."""
+        return None

@@ -38,6 +38,7 @@ from cockpit.spec.model import JobSpec
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.hang.transport import TransportGather
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
 
@@ -151,6 +152,12 @@ class SSHLauncher(NoScheduler):
         from cockpit.launch.ssh import stacks
 
         return stacks.collect(run_dir, status, ranks, timeout)
+
+    def links(self, run_dir: Path, status: RunStatus) -> TransportGather | None:
+        """The node agent's `links` on every node at once (cockpit.launch.ssh.links): no signal to the ranks."""
+        from cockpit.launch.ssh import links
+
+        return links.collect(run_dir, status)
 
 
 def render_interfaces(nodes: list[NodeReport]) -> str:
