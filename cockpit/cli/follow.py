@@ -367,10 +367,11 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         LIVE.clear()
     if status is None:
         return 1
-    out.write(summary(run_dir, status, painter) + "\n")
+    code = 130 if stopping else (status.exit_code or 0)
+    out.write(summary(run_dir, status, painter, exit_code=code) + "\n")  # the code this command exits with
     if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
         out.write(found + "\n")
-    return 130 if stopping else (status.exit_code or 0)
+    return code
 
 
 def _stop(run_dir: Path, grace: float) -> None:
