@@ -142,6 +142,7 @@ def test_one_ctrl_c_on_run_reports_and_a_second_within_a_second_stops(tmp_path):
     status = read_status(run_dir)
     assert rc == 130 and "stopping the run (SIGTERM to the ranks" in run.err, run.err
     assert status.state == "stopped" and f"== demo ({status.run_id}): stopped in" in out
+    assert f"): stopped in {out.split('): stopped in ', 1)[1].split(',', 1)[0]}, exit code 130 ==" in out, out
     assert "first failure" not in out and "worker_failed" not in run.err, out + run.err
     assert procs.run_pids(status.run_id) == []
 

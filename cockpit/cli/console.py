@@ -53,15 +53,16 @@ def last_lines(path: Path, n: int) -> list[str]:
         return []
 
 
-def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20) -> str:
+def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, exit_code: int | None = None) -> str:
     """The end-of-run report: per-rank exit and duration; on failure the first failing rank and its
-    last lines."""
+    last lines. ``exit_code``: the one the command printing it exits with (`run` stopped by its own Ctrl-C:
+    130), where it is not the run's own."""
     state_code = {"succeeded": "32", "failed": "31", "stopped": "33", "lost": "31"}.get(status.state, "0")
     took = duration((status.ended or time.time()) - (status.started or status.created))
-    out = [painter.paint(f"== {status.name} ({status.run_id}): {status.state} in {took}, "
-                         f"exit code {status.exit_code} ==", state_code)]
     start = status.started or status.created
     stopped = status.stop_requested and status.state == "stopped"
+    out = [painter.paint(f"== {status.name} ({status.run_id}): {status.state} in {took}, "
+                         f"exit code {status.exit_code if exit_code is None else exit_code} ==", state_code)]
     missing = [r for r in range(status.world_size or 0) if str(r) not in status.ranks]
     if status.ranks or (stopped and missing):
         rows: list[tuple[int, str, str, float | None]] = []

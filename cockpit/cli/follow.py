@@ -36,7 +36,14 @@ STARTING_S = 30.0  # a supervisor not recorded after this long is taken for dead
 LOOK_EVERY = 5.0  # seconds between looks at the supervisor of a run whose launcher this version does not know
 
 
+LIVE: list = []
+"""The live line of the run being followed (cockpit.cli.liveline), while there is one: a notice takes it away
+first (stderr and stdout share the screen), and the follower draws it again."""
+
+
 def notice(text: str) -> None:
+    for bar in LIVE:
+        bar.hide()
     # Nobody reads stderr any more: the run goes on, and the exit code stays the job's.
     with contextlib.suppress(BrokenPipeError, ValueError):
         print(f"cockpit: {text}", file=sys.stderr, flush=True)
@@ -173,6 +180,28 @@ class SupervisorWatch:
         return reconcile_runs([(self.run_dir, status)], notice)[0][1]
 
 
+def live_line(args, out: Output, painter: Painter):
+    """The live line for progress bars (cockpit.cli.liveline), or None: stdout is no terminal (or TERM=dumb), or
+    -q shows no rank lines."""
+    if getattr(args, "quiet", False) or not out.stream.isatty() or os.environ.get("TERM") == "dumb":
+        return None
+    from cockpit.cli.liveline import LiveLine
+
+    return LiveLine(out.write, painter.prefix)
+
+
+def shown(lines: list, drawing: frozenset = frozenset()) -> list:
+    """The lines as the terminal shows them: each by the frame it ends on (a progress bar's "\\r" updates
+    would send the cursor back over the prefix). A piece of a bar line cut before its end (64 KiB of frames) of a
+    source whose bar the live line still draws (``drawing``) is left to it: it shows that state already."""
+    from cockpit.logs.filetail import last_frame
+
+    if not any("\r" in line.text for line in lines):
+        return lines
+    return [line._replace(text=last_frame(line.text)) for line in lines
+            if not (line.cut and line.source in drawing and "\r" in line.text)]
+
+
 def run_report(status: RunStatus | None) -> str:
     """One line on where a run is: its state and each rank's last step, or how it ended."""
     if status is None:
@@ -218,7 +247,10 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
 
     painter = Painter(use_color())
     out = Output()
-    fold = line_fold(run_dir, args, painter.prefix, out.write)  # identical lines of many ranks: once
+    bars = live_line(args, out, painter)  # progress bars drawn live on a terminal (cockpit.cli.liveline)
+    write = bars.write if bars else out.write
+    LIVE[:] = [bars] if bars else []
+    fold = line_fold(run_dir, args, painter.prefix, write)  # identical lines of many ranks: once
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
     presses: list[float] = []  # when the last lone Ctrl-C was answered
     stopping: list[float] = []
@@ -241,14 +273,19 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         # The lines first, in one write; the parser after: it must not delay what the user is waiting for.
         if not (args.quiet or out.closed):
             prefix = painter.prefix
-            text = [fold.feed(batch.lines)] if fold else [f"{prefix(line.source)} {line.text}\n"
-                                                          for line in batch.lines]
+            lines = shown(batch.lines, bars.drawing(batch.frames) if bars else frozenset())
+            text = [fold.feed(lines)] if fold else [f"{prefix(line.source)} {line.text}\n" for line in lines]
             text += [f"{prefix(source)} ... {n} lines not shown (the log file has them all)\n"
                      for source, n in batch.dropped.items()]
-            out.write("".join(text))
+            if bars:
+                bars.write("".join(text), batch.frames)
+            else:
+                out.write("".join(text))
             behind.note(batch.behind_bytes)
         for line in batch.lines:
             live.feed(line.source, line.text)
+        if bars:
+            bars.show()  # where a notice took it away
 
     behind = Behind()
 
@@ -257,7 +294,10 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
             ask_stop()
         live.stopping = live.stopping or status.stop_requested
         hang.on_status(status)
-        return sup.check(status)
+        status = sup.check(status)
+        if bars:
+            bars.show()
+        return status
 
     def on_interrupt() -> None:
         if not owner or stopping:  # an exception raised here would only be logged by the loop: cancel instead
@@ -298,7 +338,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
             on_held(count)
         try:
             return await follow_run(run_dir, on_batch, include=selector(args), skip_existing=skip_existing,
-                                    last_lines=last_lines, on_status=on_status, lossless=True)
+                                    last_lines=last_lines, on_status=on_status, lossless=True,
+                                    frames=bars is not None)
         except asyncio.CancelledError:
             if detached:
                 raise Detach from None
@@ -320,13 +361,17 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         return 130
     finally:
         if fold:  # the lines still held for the other ranks' copies (cockpit.cli.linefold)
-            out.write(fold.flush())
+            write(fold.flush())
+        if bars:
+            bars.hide()
+        LIVE.clear()
     if status is None:
         return 1
-    out.write(summary(run_dir, status, painter) + "\n")
+    code = 130 if stopping else (status.exit_code or 0)
+    out.write(summary(run_dir, status, painter, exit_code=code) + "\n")  # the code this command exits with
     if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
         out.write(found + "\n")
-    return 130 if stopping else (status.exit_code or 0)
+    return code
 
 
 def _stop(run_dir: Path, grace: float) -> None:

@@ -25,26 +25,34 @@ def jobs_table(jobs: list[UserJob], owned: dict[str, str]) -> str:
 
 
 def ps_all(rows, as_json: bool) -> int:
-    """Print the runs and the jobs; 1 when Slurm did not answer (the runs are printed all the same)."""
+    """Print the runs and the jobs; 1 when Slurm did not answer (the runs are printed all the same, and nothing
+    is said of jobs it could not list). A machine with no Slurm client has no Slurm jobs: its runs, a note, 0."""
     from cockpit.cli.console import ps_table
     from cockpit.cli.follow import notice
     from cockpit.cli.jobs import user_jobs
     from cockpit.slurm.arrays import run_jobs
-    from cockpit.slurm.command import SlurmError
+    from cockpit.slurm.command import SlurmError, SlurmMissing
 
     owned = run_jobs(rows)
+    missing = False
     try:
         jobs, error = user_jobs(), None
     except SlurmError as exc:
-        jobs, error = [], str(exc)
+        jobs, error, missing = [], str(exc), isinstance(exc, SlurmMissing)
     if as_json:
         print(json.dumps({"runs": [{**s.to_dict(), "run_dir": str(d)} for d, s in rows],
                           "jobs": [{**j.to_dict(), "run": owner(j, owned)}
                                    for j in jobs], "error": error}, indent=2))
     else:
         if rows:
-            print(ps_table(rows) + "\n")
-        print(jobs_table(jobs, owned) if jobs else "no Slurm jobs of yours in the queue or its recent history")
+            print(ps_table(rows) + ("\n" if error is None else ""))
+        if error is None:
+            print(jobs_table(jobs, owned) if jobs else "no Slurm jobs of yours in the queue or its recent history")
+    if missing:
+        said = "only cockpit's runs are listed" if rows else "no Slurm jobs, and no cockpit runs"
+        notice(f"{error.split(' (hint')[0]}: {said} (hint: on a login node of the cluster, cockpit ps --all "
+               "lists your Slurm jobs too)")
+        return 0
     if error:
         notice(f"your Slurm jobs are not listed: {error}")
         return 1

@@ -25,8 +25,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     bad = 0
     for path in args.jobs:
         spec, problems = read_job(path)
-        if spec is not None and (found := here_problems(spec, path)):
-            spec, problems = None, [p.format(path) for p in found]
+        found = here_problems(spec, path) if spec is not None else []
+        if any(not p.warning for p in found):
+            spec, problems = None, [p.format(path) for p in found if not p.warning]
         if spec is None:
             bad += 1
             for line in problems:
@@ -35,7 +36,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         trials = spec.sweep.count() if spec.sweep else 1
         extra = f" ({trials} trials)" if trials > 1 else ""
         print(f"{path}: ok{extra}", flush=True)
-        for warning in spec.warnings:  # valid, so still ok and exit 0; like a linter's warnings
+        for warning in (*spec.warnings, *found):  # valid, so still ok and exit 0; like a linter's warnings
             print(warning.format(path), file=sys.stderr, flush=True)
     return EXIT_USAGE if bad else EXIT_OK
 

@@ -277,13 +277,16 @@ def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tu
 
 
 def _exception_of(report, path: Path) -> str | None:
-    """The last line of the first Python exception in ``path`` as the report parsed it, in its own words."""
+    """The last line of the first Python exception in ``path`` as the report parsed it, in its own words (one a
+    kind names, such as no_gpu's "RuntimeError: Distributed package doesn't have NCCL built in", included)."""
     from cockpit.logs.diagnose.cause import exception_words
-    from cockpit.logs.parse.kinds import PYTHON_EXCEPTION
+    from cockpit.logs.parse.ends import is_exception_line
+    from cockpit.logs.parse.kinds import NO_GPU, PYTHON_EXCEPTION
 
     for f in report.files:
         if Path(f.path) == path:
-            e = next((e for e in f.events if e.kind == PYTHON_EXCEPTION), None)
+            e = next((e for e in f.events if e.kind == PYTHON_EXCEPTION
+                      or (e.kind == NO_GPU and is_exception_line(e.text))), None)
             if e is not None:
                 return exception_words(e.text)
     return None

@@ -20,6 +20,7 @@ from cockpit.fs.paths import default_runs_dir, job_workdir
 if TYPE_CHECKING:  # each imported where it is used: `cockpit validate` renders nothing, `render` checks nothing
     from cockpit.launch.protocol import TimeLimits
     from cockpit.preflight.local import LocalFacts
+    from cockpit.preflight.script import ScriptScan
     from cockpit.render.site import Site
     from cockpit.run.records import NodeRecord, Trial
     from cockpit.run.store import RunStatus
@@ -124,8 +125,36 @@ def job_files(spec: JobSpec, job_path: str, python: str) -> LocalFacts:
     from cockpit.preflight.local import LocalFacts
 
     workdir = job_workdir(job_path, spec.workdir)
-    script = spec.script is not None and _is_file(Path(workdir) / os.path.expanduser(spec.script))
-    return LocalFacts(workdir, _is_dir(Path(workdir)), script, python, port=spec.master_port)
+    path = Path(workdir) / os.path.expanduser(spec.script) if spec.script is not None else None
+    if path is None or not _is_file(path):
+        return LocalFacts(workdir, _is_dir(Path(workdir)), False, python, port=spec.master_port)
+    return LocalFacts(workdir, _is_dir(Path(workdir)), True, python, port=spec.master_port, script_path=str(path),
+                      script_scan=_scan(path))
+
+
+SCRIPT_READ_MAX = 4 << 20
+"""Bytes of a script read for its scan (cockpit.preflight.script): a longer one is not scanned."""
+
+
+def _scan(path: Path) -> ScriptScan | None:
+    """The script's scan (imports, spawn calls), or None where it cannot be read or is longer than
+    ``SCRIPT_READ_MAX``. Opened non-blocking and read only if it is a regular file: a FIFO never blocks."""
+    import stat
+
+    from cockpit.preflight.script import scan
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(SCRIPT_READ_MAX + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
+            return None
+    if data is None or len(data) > SCRIPT_READ_MAX:
+        return None
+    return scan(data.decode("utf-8", "replace"), str(path))
 
 
 def _is_file(path: Path) -> bool:

@@ -43,6 +43,18 @@ class Line(NamedTuple):
     cut: bool = False
 
 
+def last_frame(text: str) -> str:
+    """What a line drawn with "\\r" updates (a progress bar: tqdm, Lightning's bar) shows at its end: the text after
+    its last "\\r" that is not blank (trailing blanks, the padding over a longer frame, dropped); the text itself
+    when it holds no "\\r"."""
+    if "\r" not in text:
+        return text
+    for frame in reversed(text.split("\r")):
+        if frame.strip():
+            return frame.rstrip()
+    return ""
+
+
 def _cut_point(buf: bytes, cap: int) -> int:
     """Where to cut an over-long line (len(buf) > cap): after its last "\\r" before cap, else at a UTF-8
     character boundary at or just below cap, so pieces decode cleanly."""
@@ -78,6 +90,7 @@ class FileFollower:
         self._ident: tuple[int, int] | None = None
         self._pos = 0  # file offset up to which bytes were read (the pending tail included)
         self._pending = b""  # an unterminated line, never longer than max_line_bytes
+        self._bar = False  # the pending line continues one cut after a "\r": a progress bar still drawn
         self._behind = False  # the last poll left bytes unread (max_read_bytes reached)
         self._detached = False  # the last poll read a file the path no longer names (rotated away, deleted)
         # from_start=False: remember where the file ends NOW, so lines written before the first poll count.
@@ -103,6 +116,16 @@ class FileFollower:
         """True when the file read is no longer the one at the path (deleted, or rotated while unread bytes
         remained): its growth shows in no event about the path, so it is polled until the follower moves on."""
         return self._detached
+
+    @property
+    def frame(self) -> str | None:
+        """The latest frame of a progress bar being drawn: ``last_frame`` of the unterminated line read so far,
+        where it holds a "\\r" (None otherwise, and once its newline came). Bytes of a character not complete yet
+        are left out."""
+        pending = self._pending
+        if not pending or (b"\r" not in pending and not self._bar):
+            return None
+        return last_frame(pending.decode("utf-8", "ignore")) or None
 
     @property
     def offset(self) -> int:
@@ -152,6 +175,7 @@ class FileFollower:
                             time.time(), True))
             self.seq += 1
             self._pending = b""
+        self._bar = False
 
     def close(self) -> None:
         """Close the file (a later poll opens the path again, from its start)."""
@@ -259,6 +283,7 @@ class FileFollower:
         self._pos += len(data)
         end = buf.rfind(b"\n")
         if end >= 0:
+            self._bar = False
             if not self._split_ascii(buf[:end], start, now, out):
                 self._split_any(buf[:end], start, now, out)
             start += end + 1
@@ -301,6 +326,7 @@ class FileFollower:
         """Cut buf into pieces of at most max_line_bytes; return the rest (<= cap) when last_cut is True."""
         while len(buf) > self._cap:
             c = _cut_point(buf, self._cap)
+            self._bar = last_cut and buf[c - 1:c] == b"\r"
             out.append(Line(self.source, buf[:c].decode("utf-8", "replace"), self.seq, start, now, True))
             self.seq += 1
             start += c

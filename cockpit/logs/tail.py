@@ -53,6 +53,10 @@ class Batch:
     dropped: dict[Hashable, int] = field(default_factory=dict)
     behind_bytes: int = 0
     """lossless Tailers: bytes left unread in the files because the consumer is behind (0: keeping up)."""
+    frames: dict[Hashable, str | None] = field(default_factory=dict)
+    """Tailers with ``frames``: a source's progress bar as it is drawn now (FileFollower.frame: the latest "\\r"
+    frame of its line not ended yet), for the sources whose frame changed since the previous batch; None: its
+    bar line ended (its Line is in ``lines``) or holds no "\\r" any more."""
 
     def by_source(self) -> dict[Hashable, list[Line]]:
         """The lines grouped by source, in delivery order."""
@@ -83,12 +87,13 @@ class SourceState:
 class _Entry:
     """One followed source: its follower and its bounded buffer of undelivered lines."""
 
-    __slots__ = ("follower", "buffer", "dropped")
+    __slots__ = ("follower", "buffer", "dropped", "frame")
 
     def __init__(self, follower: FileFollower, maxlen: int | None) -> None:
         self.follower = follower
         self.buffer: collections.deque[Line] = collections.deque(maxlen=maxlen)
         self.dropped = 0
+        self.frame: str | None = None  # the progress-bar frame last delivered (Batch.frames)
 
 
 class Tailer:
@@ -103,7 +108,9 @@ class Tailer:
     def __init__(self, *, poll_interval: float = 0.01, idle_poll_interval: float = 0.25,
                  batch_window: float = 0.025, max_buffered_lines_per_source: int = 10_000,
                  max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024, lossless: bool = False,
-                 notify: bool = True, full_poll_interval: float = 5.0) -> None:
+                 notify: bool = True, full_poll_interval: float = 5.0, frames: bool = False) -> None:
+        """``frames``: also deliver each source's progress bar while it is drawn (Batch.frames), for a live view
+        that shows a line before its newline."""
         if not (0 < poll_interval <= idle_poll_interval <= full_poll_interval and batch_window >= 0
                 and max_buffered_lines_per_source >= 1):
             raise ValueError("need 0 < poll_interval <= idle_poll_interval <= full_poll_interval, batch_window >= 0, "
@@ -118,6 +125,8 @@ class Tailer:
         self._entries: dict[Hashable, _Entry] = {}
         self._pending_lines = 0
         self._pending_dropped: dict[Hashable, int] = {}
+        self._frames = frames
+        self._pending_frames: dict[Hashable, str | None] = {}
         self._first_pending = 0.0
         self._ready = asyncio.Event()  # lines are waiting, or polling has ended
         self._wake = asyncio.Event()  # poll now: a source was added, or stop() was called
@@ -152,6 +161,7 @@ class Tailer:
             entry.follower.close()
             self._pending_lines -= len(entry.buffer)
             self._pending_dropped.pop(source, None)
+            self._pending_frames.pop(source, None)
 
     def state(self, source: Hashable) -> SourceState | None:
         """A snapshot of source, or None if it is not followed."""
@@ -196,7 +206,7 @@ class Tailer:
         if self._task is None and not self._finished:
             self._task = loop.create_task(self._run())
         while True:
-            if self._pending_lines or self._pending_dropped:
+            if self._pending_lines or self._pending_dropped or self._pending_frames:
                 wait = self._first_pending + self._window - loop.time()
                 if wait <= 0 or self._finished:
                     return self._drain()
@@ -220,8 +230,8 @@ class Tailer:
             behind = sum(e.follower.unread for e in self._entries.values())
             self._gated = False
             self._wake.set()
-        batch = Batch(lines, self._pending_dropped, behind)
-        self._pending_lines, self._pending_dropped = 0, {}
+        batch = Batch(lines, self._pending_dropped, behind, self._pending_frames)
+        self._pending_lines, self._pending_dropped, self._pending_frames = 0, {}, {}
         return batch
 
     async def _run(self) -> None:
@@ -279,7 +289,7 @@ class Tailer:
     def _poll_all(self, *, final: bool, only: set[Hashable] | None = None) -> int:
         """Poll the followers (``only`` these, or all) into their buffers (final: to the end of the file,
         partials flushed)."""
-        total, was_empty = 0, not (self._pending_lines or self._pending_dropped)
+        total, was_empty = 0, not (self._pending_lines or self._pending_dropped or self._pending_frames)
         sources = self._entries if only is None else [s for s in only if s in self._entries]
         for source in sources:
             entry = self._entries[source]
@@ -297,6 +307,9 @@ class Tailer:
             elif follower.behind or follower.detached:
                 self._due.again(source)
             total += self._push(source, entry, lines)
+            if self._frames and follower.frame != entry.frame:
+                entry.frame = self._pending_frames[source] = follower.frame
+                total += 1  # a frame is news: deliver it, and poll on quickly while the bar moves
         if total:
             if was_empty:
                 self._first_pending = asyncio.get_running_loop().time()

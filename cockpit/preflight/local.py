@@ -17,6 +17,7 @@ from cockpit.preflight.checks import FAIL, OK, Check, JobFacts, gpus, versions
 
 if TYPE_CHECKING:
     from cockpit.fleet.records import NodeReport
+    from cockpit.preflight.script import ScriptScan
     from cockpit.spec.model import JobSpec
 
 HOST = "localhost"
@@ -38,6 +39,9 @@ class LocalFacts:
     module_error: str | None = None  # why the job's python could not be asked
     interfaces: tuple[str, ...] | None = None  # this machine's network interface names; None: not listed
     inherited: tuple[tuple[str, str], ...] = ()  # *_SOCKET_IFNAME of the launching shell (the ranks inherit it)
+    script_path: str | None = None  # the script found (workdir/script); None: a module: job, or no such file
+    script_scan: ScriptScan | None = None  # what its source says (imports, spawn calls); None: not read
+    missing: tuple[str, ...] | None = None  # the packages it imports that the job's python cannot find; None: not asked
 
 
 def file_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
@@ -51,7 +55,27 @@ def file_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
     if not facts.script_exists:
         return [Check("script", FAIL, f"{spec.script} is missing in {facts.workdir}", (HOST,),
                       "fix script: (relative to workdir:), or create the script")]
-    return [Check("script", OK, f"{spec.script} in {facts.workdir}")]
+    return [Check("script", OK, f"{spec.script} in {facts.workdir}"), *_spawn_checks(spec, facts)]
+
+
+def _spawn_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
+    """A script that calls torch.multiprocessing.spawn under the default runner (cockpit.preflight.script)."""
+    if facts.script_scan is None or facts.script_scan.spawns is None:
+        return []
+    from cockpit.preflight.script import spawn_check
+    from cockpit.spec.runner import SPAWN
+
+    found = spawn_check(str(spec.script), facts.script_scan, spec.runner, SPAWN)
+    return [found] if found is not None else []
+
+
+def import_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
+    """The packages the script imports that the job's python cannot find, once it was asked (``missing``)."""
+    if facts.missing is None or facts.script_scan is None:
+        return []
+    from cockpit.preflight.script import import_checks as checks_of
+
+    return checks_of(str(spec.script), facts.script_scan, facts.missing, facts.python, HOST)
 
 
 def _module_check(module: str, facts: LocalFacts) -> Check:
@@ -103,7 +127,7 @@ def local_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
         return checks + [Check("python", FAIL, f"{facts.python}: {node.reason}", (HOST,),
                                node.hint or "set python: in the job to an interpreter with torch")]
     jf = JobFacts(nodes=[node])
-    checks += gpus(spec, jf) + versions(spec, jf)
+    checks += gpus(spec, jf) + versions(spec, jf) + import_checks(spec, facts)
     free = dict(node.ports or ()).get(str(facts.port)) if facts.port is not None else None
     if free is False:
         checks.append(Check("master port", FAIL, f"port {facts.port} is in use on this machine", (HOST,),

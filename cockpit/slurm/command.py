@@ -14,12 +14,16 @@ class SlurmError(RuntimeError):
     """A Slurm command failed or is missing; the message has the command, its error and a hint."""
 
 
+class SlurmMissing(SlurmError):
+    """No Slurm client on this machine at all (the command is not on PATH): not a cluster that failed to answer."""
+
+
 def run_command(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
     """Run a Slurm client command (it finds its cluster through an inherited SLURM_CONF, if any)."""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        raise SlurmError(f"{argv[0]} is not installed here (hint: run cockpit on a login node of the cluster)")\
+        raise SlurmMissing(f"{argv[0]} is not installed here (hint: run cockpit on a login node of the cluster)")\
             from None
     except subprocess.TimeoutExpired:
         raise SlurmError(f"`{' '.join(argv)}` gave no answer within {timeout:g} s "

@@ -295,7 +295,7 @@ def test_unrecognised_nccl_warn_is_kept_as_info():
 
 def test_every_kind_is_in_the_vocabulary():
     vocabulary = set(FAILURE_KINDS) | set(INFO_KINDS)
-    assert len(FAILURE_KINDS) == 31 and not set(FAILURE_KINDS) & set(INFO_KINDS)
+    assert len(FAILURE_KINDS) == 32 and not set(FAILURE_KINDS) & set(INFO_KINDS)
     for path in CORPUS.glob("*.log"):
         assert {e.kind for e in parse_lines(path.read_text(errors="replace").split("\n"))} <= vocabulary
 

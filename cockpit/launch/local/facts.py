@@ -70,6 +70,44 @@ def here(spec: JobSpec, facts: LocalFacts, environ=None, inherit: bool = True, t
     return replace(facts, module_found=r.returncode == 0)
 
 
+# Which of the script's packages the job's python cannot find, as `python script.py` would look (the script's own
+# directory first, then the job's environment): top-level names by importlib.util.find_spec, which imports nothing.
+# The standard library counts as found. Prints the missing names as JSON.
+FIND_IMPORTS = """import importlib.util, json, sys
+sys.path[0] = sys.argv[1]
+std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+def found(name):
+    try:
+        return name in std or importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+print(json.dumps([n for n in sys.argv[2:] if not found(n)]))
+"""
+
+
+def imports(spec: JobSpec, facts: LocalFacts, environ=None, timeout: float = 30.0, run=None) -> LocalFacts:
+    """``facts`` with the packages the script imports that the job's python cannot find (``missing``), asked in
+    one process of that python with the job's env: over ``environ`` (default this process's). Unchanged where
+    there is no scanned script or the python could not answer (the probe's check says why)."""
+    scan = facts.script_scan
+    if scan is None or facts.script_path is None or not scan.imports:
+        return facts
+    import subprocess
+
+    run = run or subprocess.run
+    environ = os.environ if environ is None else environ
+    argv = [facts.python, "-c", FIND_IMPORTS, str(Path(facts.script_path).parent), *(i.name for i in scan.imports)]
+    try:
+        r = run(argv, capture_output=True, text=True, timeout=timeout, cwd=facts.workdir,
+                env={**environ, **spec.env_dict}, stdin=subprocess.DEVNULL)
+        missing = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return facts
+    if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
+        return facts
+    return replace(facts, missing=tuple(missing))
+
+
 def probe(facts: LocalFacts, timeout: float = 30.0, run=None) -> LocalFacts:
     """``facts`` with this machine's report as the job's python gives it. ``run``: subprocess.run's shape
     (default: subprocess.run)."""
@@ -113,7 +151,7 @@ def check(spec: JobSpec, job_path: str) -> list:
     facts = here(spec, files(spec, job_path))
     checks = preflight_local.file_checks(spec, facts) + preflight_local.interface_checks(spec, facts)
     if not preflight.failed(checks):
-        checks = preflight_local.local_checks(spec, probe(facts))
+        checks = preflight_local.local_checks(spec, imports(spec, probe(facts)))
     if preflight.failed(checks):
         raise PreflightFailed(job_path, checks)
     return checks

@@ -76,6 +76,7 @@ class LocalLauncher(NoScheduler):
         from cockpit.preflight.local import local_checks
 
         facts = local_facts.probe(local_facts.here(spec, local_facts.files(spec, job_path)), options.timeout)
+        facts = local_facts.imports(spec, facts, timeout=options.timeout)
         return Preflight(local_checks(spec, facts), {"nodes": [facts.node.to_dict()] if facts.node else []})
 
     def here_checks(self, spec: JobSpec, job_path: str) -> list[Check]:

@@ -116,6 +116,12 @@ KIND_ADVICE: dict[str, tuple[Severity, str, str]] = {
                             "No crash, but collectives run many times slower: make the plugin load (aws-ofi-nccl "
                             "on LD_LIBRARY_PATH or NCCL_NET_PLUGIN, libfabric with the efa provider: "
                             "fi_info -p efa), and check that the instance has EFA devices."),
+    "no_gpu": ("error", "The script asks for a GPU (CUDA or NCCL) and torch sees none",
+               "A script written for GPUs, run where there is no GPU (a CPU job: gpus: none or 0) or with a CPU "
+               "build of torch. Run it on GPU nodes (gpus: N in the job file, torch built with CUDA), or make it "
+               "follow the job: init_process_group(os.environ[\"COCKPIT_PG_BACKEND\"]) (gloo on a CPU run; "
+               "pg_backend: gloo in the job file pins it) and device \"cuda\" only where "
+               "torch.cuda.is_available()."),
     "stop_requested": ("info", "A stop was requested (signal to the launcher, Ctrl-C or scancel)",
                        "Not a failure of the job itself: the workers' SIGTERM exits follow from it. If nobody "
                        "asked for it, look for scancel, a time limit or preemption in the scheduler's records."),

@@ -62,7 +62,7 @@ _REMEDY = {
     "nccl_system_error": "configuration", "nccl_internal_error": "configuration",
     "nccl_version_mismatch": "configuration", "gpu_xid": "hardware", "gpu_ecc": "hardware", "gpu_lost": "hardware",
     "nccl_cuda_error": "hardware", "slurm_node_fail": "hardware", "slurm_time_limit": "outside",
-    "slurm_preempted": "outside",
+    "slurm_preempted": "outside", "no_gpu": "configuration",
 }
 _WORDS = {
     COLLECTIVE_MISMATCH: "called a collective its peers did not match", CUDA_OOM: "ran out of GPU memory",
@@ -76,6 +76,7 @@ _WORDS = {
     "nccl_internal_error": "hit an NCCL internal error", "nccl_cuda_error": "hit a CUDA error inside NCCL",
     "nccl_version_mismatch": "ran another NCCL version than its peers", "slurm_node_fail": "lost its node",
     "slurm_time_limit": "hit the Slurm time limit", "slurm_preempted": "was preempted by Slurm",
+    "no_gpu": "asked for a GPU (CUDA or NCCL) where torch sees none",
 }
 _GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)")
 _RANK_PREFIX = re.compile(r"^\[[^\]]{0,40}\]:? ?")

@@ -54,6 +54,8 @@ _PRIORITY = {
     # trust: the new kinds; an exception is a cause, a store read that timed out a consequence.
     "uncaught_exception": 9, "process_died": 9, "launch_failed": 9, "gpu_lost": 7, "host_oom": 9,
     "net_plugin_fallback": 4, "store_timeout": 20,
+    # habits: a GPU script on a CPU run, a cause (every rank raises it on its own)
+    "no_gpu": 9,
 }
 _PORT = re.compile(r"[:\s](\d{2,5})\)?[^\n\d]{0,12}?\(?(?:errno:? 98|Address already in use)")
 

@@ -39,13 +39,15 @@ GPU_LOST = "gpu_lost"  # a GPU gone from the bus or unusable, with no Xid line (
 STORE_TIMEOUT = "store_timeout"  # a c10d store get/wait that timed out (a waiter: the key's writer never came)
 NET_PLUGIN_FALLBACK = "net_plugin_fallback"  # an OFI/EFA net plugin failed, then NCCL used sockets: slow, no error
 HOST_OOM = "host_oom"  # host memory exhausted: the kernel's OOM killer, the CPU allocator, MemoryError
+# habits (issue 33): a script written for GPUs run where torch sees none (a CPU job, a CPU build of torch).
+NO_GPU = "no_gpu"  # CUDA or NCCL asked for with no GPU: "doesn't have NCCL built in", "No CUDA GPUs are available"
 FAILURE_KINDS = (
     COLLECTIVE_TIMEOUT, NCCL_SYSTEM_ERROR, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_CUDA_ERROR,
     NCCL_REMOTE_ERROR, NETWORK_CONNECT_ERROR, CUDA_OOM, RENDEZVOUS_ERROR, PORT_IN_USE, GLOO_ERROR,
     DDP_UNUSED_PARAMETERS, COLLECTIVE_MISMATCH, WORKER_FAILED, SLURM_TIME_LIMIT, SLURM_CANCELLED,
     SLURM_TASK_EXIT, SHM_EXHAUSTED, NCCL_VERSION_MISMATCH, IB_ERROR, GPU_XID, GPU_ECC, SLURM_OOM_KILL,
     SLURM_NODE_FAIL, SLURM_PREEMPTED, TEARDOWN_ABORT, STOP_REQUESTED, GPU_LOST, STORE_TIMEOUT, NET_PLUGIN_FALLBACK,
-    HOST_OOM,
+    HOST_OOM, NO_GPU,
 )
 
 # Informational kinds: facts about the job, not failures.

@@ -36,6 +36,7 @@ from cockpit.logs.parse.kinds import (
     NCCL_VERSION_MISMATCH,
     NCCL_WARN,
     NETWORK_CONNECT_ERROR,
+    NO_GPU,
     PORT_IN_USE,
     PYTHON_EXCEPTION,
     RENDEZVOUS_ERROR,
@@ -160,6 +161,17 @@ _RULES: tuple[_Rule, ...] = (
           r"ProcessGroupGloo[^\n]{0,300}?(?: failed|Error|timed out)|(?:Read|Write) error \[[^\]\n]{1,80}\]|"
           r"Connection closed by peer \[",
           unless=("distributed collective mismatch", "op.preamble.", "Socket Timeout")),
+    # A script written for GPUs where torch sees none, in torch's own words: distributed_c10d.py ("Distributed
+    # package doesn't have NCCL built in", a CPU build), torch/cuda/__init__.py ("Torch not compiled with CUDA
+    # enabled"), the accelerator API ("Cannot access accelerator device when none is available."), c10/cuda
+    # ("No CUDA GPUs are available", "Found no NVIDIA driver on your system"), ProcessGroupNCCL.cpp
+    # ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!"); and a CPU build's torch.cuda.set_device,
+    # which raises "module 'torch._C' has no attribute '_cuda_setDevice'" (torch 2.13.0+cpu).
+    _rule(NO_GPU, ("NCCL built in", "compiled with CUDA", "accelerator device", "No CUDA GPUs", "supported with GPUs",
+                   "NVIDIA driver", "'_cuda_"),
+          r"doesn't have NCCL built in|Torch not compiled with CUDA enabled|Cannot access accelerator device when "
+          r"none is available|No CUDA GPUs are available|ProcessGroupNCCL is only supported with GPUs|Found no "
+          r"NVIDIA driver on your system|'torch\._C' has no attribute '_cuda_\w+'"),
     _rule(DDP_UNUSED_PARAMETERS, ("finished reduction", "receive grad"),
           r"Expected to have finished reduction in the prior iteration|did not receive grad"),
     _rule(NCCL_VERSION_MISMATCH, ("ismatch",), r"Mismatched NCCL version|NCCL version mismatch"),
