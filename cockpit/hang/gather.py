@@ -33,7 +33,7 @@ TAIL_BYTES = 4096
 ANSWER_BYTES = 16 << 20  # one rank's stacks and Flight Recorder dump: far less
 
 
-def last_json_line(path: Path) -> dict | None:
+def last_json_line(path: str | os.PathLike[str]) -> dict | None:
     """The last complete JSON line of a file (metrics, beats), reading only its tail."""
     try:
         lines = safeio.tail_bytes(path, TAIL_BYTES)[0].splitlines()  # a regular file only, never a link
@@ -61,7 +61,7 @@ def proc_state(pid: int) -> Literal["running", "stopped", "exited"] | None:
     return "exited" if state in (b"Z", b"X") else "running"
 
 
-def read_pid(path: Path) -> int | None:
+def read_pid(path: str | os.PathLike[str]) -> int | None:
     try:
         return int(safeio.read_bytes(path, 64).split()[0])
     except (OSError, ValueError, IndexError):
@@ -78,15 +78,17 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
     # a relaunched run (recover:) appends to the same logs and metrics: what came before this attempt is no progress
     since = status.attempts[-1].started if status.attempts else None
     out = []
+    root = os.fspath(run_dir)  # text paths: a Path per file costs more than its read, 4,096 ranks a second
     for rank, (host, path) in sorted(logs.items()):
+        text = os.fspath(path)
         try:
-            st = path.stat()
+            st = os.stat(text)
             size, mtime = st.st_size, st.st_mtime
         except OSError:
             size, mtime = None, None
         if since is not None and mtime is not None and mtime < since:
             size, mtime = None, None  # the log as an earlier attempt left it: not this attempt's first output
-        metrics = last_json_line(layout.metrics_file(run_dir, rank))
+        metrics = last_json_line(f"{root}/{layout.metrics_name(rank)}")
         step = metrics.get("step") if metrics else None
         when = metrics.get("time") if metrics else None
         if since is not None and isinstance(when, (int, float)) and when < since:
@@ -99,9 +101,8 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
             if pid and pid not in states:
                 states[pid] = proc_state(pid)
             state = states[pid] if pid else None
-        base = path.with_suffix("")
-        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state,
-                              last_json_line(base.with_name(base.name + ".beat"))))
+        beat = last_json_line(text[:-len(".log")] + ".beat")
+        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state, beat))
     return out
 
 
