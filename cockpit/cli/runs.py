@@ -271,7 +271,7 @@ def cmd_stacks(args) -> int:
     """Every rank's Python stack (all threads), the ranks with the same stack folded into one class (with
     --rank or --all, each rank's own too); the run goes on untouched."""
     from cockpit.hang import finding
-    from cockpit.hang.classes import classes_json
+    from cockpit.hang.classes import classes_json, parse_stacks
     from cockpit.hang.words import rank_list
 
     run_dir = find(args)
@@ -295,14 +295,15 @@ def cmd_stacks(args) -> int:
 
     shown = (lambda text: text) if args.raw else without_hook  # the hook's frames: only with --raw
     if args.json:
+        stacks = parse_stacks(evidence)  # each dump parsed once (4,096 of them: seconds otherwise)
         print(json.dumps({"run": status.run_id, "ranks": [
-            {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": e.stack.collective,
-             "where": e.stack.user_frame.where() if e.stack.user_frame else None,
+            {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": stacks[r].collective,
+             "where": stacks[r].user_frame.where() if stacks[r].user_frame else None,
              "flight_recorder": asdict(e.flight) if e.flight else None, "stack": shown(e.text),
              "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": shown(w.text),
                           "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}
                          for w in e.workers]}
-            for _, e in sorted(evidence.items())], "classes": classes_json(evidence),
+            for r, e in sorted(evidence.items())], "classes": classes_json(evidence, stacks),
             **_connections(evidence)}, indent=2))
     else:
         print(finding.stacks_report(evidence, every=bool(args.rank) or args.all, raw=args.raw), end="")

@@ -117,8 +117,8 @@ def class_lines(c: StackClass) -> list[str]:
     return [title, who]
 
 
-def classes_json(evidence: dict[int, Evidence]) -> list[dict]:
-    """``fold(evidence)`` at the JSON edge (`cockpit stacks --json`'s "classes")."""
+def classes_json(evidence: dict[int, Evidence], stacks: dict[int, RankStack] | None = None) -> list[dict]:
+    """``fold(evidence, stacks)`` at the JSON edge (`cockpit stacks --json`'s "classes")."""
     return [{"count": c.count, "ranks": list(c.ranks), "ranges": rank_list(list(c.ranks)), "hosts": list(c.hosts),
              "what": c.what, "where": c.where, "collective": c.collective, "example": c.example,
-             "enqueued": list(c.enqueued) if c.enqueued else None} for c in fold(evidence)]
+             "enqueued": list(c.enqueued) if c.enqueued else None} for c in fold(evidence, stacks)]

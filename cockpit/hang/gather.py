@@ -33,7 +33,7 @@ TAIL_BYTES = 4096
 ANSWER_BYTES = 16 << 20  # one rank's stacks and Flight Recorder dump: far less
 
 
-def last_json_line(path: Path) -> dict | None:
+def last_json_line(path: str | os.PathLike[str]) -> dict | None:
     """The last complete JSON line of a file (metrics, beats), reading only its tail."""
     try:
         lines = safeio.tail_bytes(path, TAIL_BYTES)[0].splitlines()  # a regular file only, never a link
@@ -61,7 +61,7 @@ def proc_state(pid: int) -> Literal["running", "stopped", "exited"] | None:
     return "exited" if state in (b"Z", b"X") else "running"
 
 
-def read_pid(path: Path) -> int | None:
+def read_pid(path: str | os.PathLike[str]) -> int | None:
     try:
         return int(safeio.read_bytes(path, 64).split()[0])
     except (OSError, ValueError, IndexError):
@@ -71,21 +71,24 @@ def read_pid(path: Path) -> int | None:
 def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSample]:
     """One look at every rank that has a log, for cockpit.hang.progress. ``runs_here``: the ranks run on this
     machine (their launcher's ``runs_here``), so their pids' process states are read too."""
-    logs = rank_files(run_dir, "log")
-    exits = rank_exits(run_dir)
-    pids = rank_files(run_dir, "pid")
+    files = layout.rank_file_kinds(run_dir, ("log", "exit", "pid"))  # one listing of logs/
+    logs, pids = files["log"], files["pid"]
+    exits = rank_exits(run_dir, files["exit"])
+    states: dict[int, Literal["running", "stopped", "exited"] | None] = {}  # by pid: a process of many ranks
     # a relaunched run (recover:) appends to the same logs and metrics: what came before this attempt is no progress
     since = status.attempts[-1].started if status.attempts else None
     out = []
+    root = os.fspath(run_dir)  # text paths: a Path per file costs more than its read, 4,096 ranks a second
     for rank, (host, path) in sorted(logs.items()):
+        text = os.fspath(path)
         try:
-            st = path.stat()
+            st = os.stat(text)
             size, mtime = st.st_size, st.st_mtime
         except OSError:
             size, mtime = None, None
         if since is not None and mtime is not None and mtime < since:
             size, mtime = None, None  # the log as an earlier attempt left it: not this attempt's first output
-        metrics = last_json_line(layout.metrics_file(run_dir, rank))
+        metrics = last_json_line(f"{root}/{layout.metrics_name(rank)}")
         step = metrics.get("step") if metrics else None
         when = metrics.get("time") if metrics else None
         if since is not None and isinstance(when, (int, float)) and when < since:
@@ -95,10 +98,11 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
             state = "exited"
         elif runs_here and rank in pids:
             pid = read_pid(pids[rank][1])
-            state = proc_state(pid) if pid else None
-        base = path.with_suffix("")
-        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state,
-                              last_json_line(base.with_name(base.name + ".beat"))))
+            if pid and pid not in states:
+                states[pid] = proc_state(pid)
+            state = states[pid] if pid else None
+        beat = last_json_line(text[:-len(".log")] + ".beat")
+        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state, beat))
     return out
 
 
@@ -108,7 +112,11 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
     within ``timeout``. ``signal_ranks(targets)`` delivers SIGURG to the ranks asked that have not exited
     (the run's launcher knows how); ``rank_pids(targets)``: where they run here, rank -> pid (checked to be
-    the run's), whose sockets are then read."""
+    the run's), whose sockets are then read.
+
+    One fan-out, one wait: every rank is marked and signalled at once, then only the ranks that have not
+    answered yet are looked at again (``wait_answers``), so 4,096 ranks cost one read of each answer and a
+    beat read per round of the ones still pending, not 4,096 full reads per round."""
     request = new_request()
     logs = run_dir / layout.LOGS
     targets = {r: hp for r, hp in rank_files(run_dir, "log").items() if ranks is None or r in ranks}
@@ -123,35 +131,60 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
             offsets[rank] = os.fstat(f.fileno()).st_size
     safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
     signal_ranks(set(targets))
-    link = local_link(run_dir, rank_pids(set(targets))) if rank_pids is not None and targets else None
-    deadline = time.monotonic() + timeout
+    hosts = {r: host for r, (host, _) in targets.items()}
+    link = local_link(run_dir, rank_pids(set(targets)), hosts) if rank_pids is not None and targets else None
+    asked = {r: (host, offsets[r]) for r, (host, _) in targets.items()}
+    answered = wait_answers(logs, asked, request, time.monotonic() + timeout)
+    return {r: replace(e, link=link) for r, e in answered.items()} if link is not None else answered
+
+
+def wait_answers(logs: Path, asked: dict[int, tuple[str, int]], request: str, deadline: float,
+                 every: float = 0.1) -> dict[int, Evidence]:
+    """Each asked rank's answer (rank -> (host, offset of its marker)), once it has given it or at
+    ``deadline``. A rank has answered when its beat carries ``request`` (the hook's beat thread writes it once
+    it has dumped the Flight Recorder; the SIGURG dump came before) and its dump is there; until then only its
+    beat's tail is read each round, and an answered rank is read once, whole, and not again."""
     answered: dict[int, Evidence] = {}
+    pending = dict(asked)
     while True:
-        for rank, (host, _) in targets.items():
-            answered[rank] = _answer(logs, rank, host, offsets[rank], request)
-        done = all(e.text and (e.beat or {}).get("req") == request for e in answered.values())
-        if done or time.monotonic() >= deadline:
-            return {r: replace(e, link=link) for r, e in answered.items()} if link is not None else answered
-        time.sleep(0.1)
+        for rank, (host, offset) in list(pending.items()):
+            beat = last_json_line(Path(f"{layout.rank_base(logs.parent, rank, host)}.beat"))
+            if (beat or {}).get("req") != request:
+                continue
+            answer = _answer(logs, rank, host, offset, request, beat)
+            if answer.text:
+                answered[rank] = answer
+                del pending[rank]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(every)
+    for rank, (host, offset) in pending.items():  # what the late ones gave by the deadline
+        answered[rank] = _answer(logs, rank, host, offset, request)
+    return dict(sorted(answered.items()))
 
 
-def local_link(run_dir: Path, pids: dict[int, int]) -> TransportGather:
+def local_link(run_dir: Path, pids: dict[int, int], hosts: dict[int, str] | None = None) -> TransportGather:
     """The transport evidence of ranks running on this machine (rank -> pid), as one node: the host name
-    their rank files carry; a record that cannot be read is said in ``errors``."""
+    their rank files carry (``hosts``, rank -> host, when the caller has them); a record that cannot be read
+    is said in ``errors``."""
     from cockpit.hang.transport_parse import TransportParseError
     from cockpit.hang.transport_raw import node_transport, silent
     from cockpit.node.ifaces import interfaces
     from cockpit.node.linkread import link_read
 
-    hosts = {h for r, (h, _p) in rank_files(run_dir, "log").items() if r in pids}
-    host = min(hosts) if hosts else "localhost"  # a local run's ranks share one host name
+    if hosts is None:
+        hosts = {r: h for r, (h, _p) in rank_files(run_dir, "log").items()}
+    named = {h for r, h in hosts.items() if r in pids}
+    host = min(named) if named else "localhost"  # a local run's ranks share one host name
     try:
         return TransportGather((node_transport(link_read(host, pids, interfaces()), host),))
     except TransportParseError as exc:
         return TransportGather((silent(host),), errors=(str(exc),))
 
 
-def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evidence:
+def _answer(logs: Path, rank: int, host: str, offset: int, request: str,
+            beat: dict | None = None) -> Evidence:
+    """What a rank wrote after its marker; ``beat``: its last beat, when the caller has just read it."""
     base = layout.rank_base(logs.parent, rank, host)
     try:
         with safeio.open_regular(f"{base}.stacks") as f:
@@ -159,7 +192,7 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str) -> Evid
             text = last_dump(f.read(ANSWER_BYTES).decode("utf-8", "replace"))
     except OSError:
         text = ""
-    beat = last_json_line(Path(f"{base}.beat"))
+    beat = beat if beat is not None else last_json_line(Path(f"{base}.beat"))
     flight = None
     workers: tuple[WorkerStack, ...] = ()
     if beat and beat.get("req") == request:

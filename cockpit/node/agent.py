@@ -225,10 +225,13 @@ def stacks(args: dict) -> int:
         except Exception as exc:  # noqa: BLE001 - the stacks still count: say why there is no transport
             emit({"transport_error": f"{type(exc).__name__}: {exc}"})
     deadline = time.monotonic() + float(args.get("timeout", 5.0))
-    while True:
-        answers = {rank: _answer(base, offset, request) for rank, (base, offset) in targets.items()}
-        if time.monotonic() >= deadline or all(a["text"] and (a["beat"] or {}).get("req") == request
-                                                for a in answers.values()):
+    answers, pending = {}, dict(targets)
+    while pending:  # an answered rank is read once; the node's hundreds of ranks are not all read each round
+        for rank, (base, offset) in list(pending.items()):
+            answers[rank] = _answer(base, offset, request)
+            if answers[rank]["text"] and (answers[rank]["beat"] or {}).get("req") == request:
+                del pending[rank]
+        if not pending or time.monotonic() >= deadline:
             break
         time.sleep(0.1)
     for rank, answer in sorted(answers.items()):

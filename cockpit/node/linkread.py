@@ -47,6 +47,19 @@ def link_inodes(pid: int) -> tuple[str, set[str]]:
     return "\n".join(lines) + "\n", inodes
 
 
+def link_tables(pid: int, tables: dict) -> tuple[str | None, str | None]:
+    """The pid's /proc/net/tcp and tcp6: its network namespace's tables, read once per namespace (``tables``,
+    namespace -> both), since the kernel writes them afresh at each read and every process of a namespace
+    sees the same ones (a node's ranks: one read, not one per rank)."""
+    try:
+        space = os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        space = f"pid {pid}"  # its namespace cannot be told: its own read
+    if space not in tables:
+        tables[space] = (link_file(f"/proc/{pid}/net/tcp"), link_file(f"/proc/{pid}/net/tcp6"))
+    return tables[space]
+
+
 def link_rows(text: str | None, inodes: set[str]) -> str | None:
     """/proc/net/tcp's header and the rows of ``inodes`` only."""
     if text is None:
@@ -120,12 +133,14 @@ def link_ib() -> dict:
 
 def link_read(host: str, pids: dict[int, int], ifaces: list[dict] | None) -> dict:
     """The raw transport record of this node's ranks (rank -> pid); see cockpit.hang.transport_raw."""
-    ranks, every = [], set()
+    ranks, every, read, tables = [], set(), {}, {}
     for rank, pid in sorted(pids.items()):
-        fd, inodes = link_inodes(pid)
-        every |= inodes
-        ranks.append({"rank": rank, "pid": pid, "fd": fd, "tcp": link_rows(link_file(f"/proc/{pid}/net/tcp"), inodes),
-                      "tcp6": link_rows(link_file(f"/proc/{pid}/net/tcp6"), inodes)})
+        if pid not in read:  # a process standing for several ranks is read once
+            fd, inodes = link_inodes(pid)
+            every |= inodes
+            tcp, tcp6 = link_tables(pid, tables)
+            read[pid] = {"fd": fd, "tcp": link_rows(tcp, inodes), "tcp6": link_rows(tcp6, inodes)}
+        ranks.append({"rank": rank, "pid": pid, **read[pid]})
     iface = link_ifaces(ifaces)
     addresses = sorted({a for i in iface.values() for a in i["addresses"]})
     return {"host": host, "time": time.time(), "addresses": addresses, "ranks": ranks,

@@ -35,6 +35,7 @@ itself.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -121,14 +122,23 @@ def parse_rank_file(name: str) -> tuple[int, str, str] | None:
 
 def rank_files(run_dir: Path, kind: str) -> dict[int, tuple[str, Path]]:
     """rank -> (host, path) for logs/rank-<R>.<host>.<kind>."""
-    out: dict[int, tuple[str, Path]] = {}
+    return rank_file_kinds(run_dir, (kind,))[kind]
+
+
+def rank_file_kinds(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, dict[int, tuple[str, Path]]]:
+    """``rank_files`` of each of ``kinds``, from one listing of logs/ (4,096 ranks leave some 20,000 files
+    there: the watchdog reads three kinds every second)."""
+    out: dict[str, dict[int, tuple[str, Path]]] = {kind: {} for kind in kinds}
     logs = run_dir / LOGS
-    if not logs.is_dir():
+    try:
+        names = os.listdir(logs)  # names, not Paths: a Path per file costs more than the listing
+    except OSError:  # none yet, or not a directory
         return out
-    for path in logs.iterdir():
-        parsed = parse_rank_file(path.name)
-        if parsed and parsed[2] == kind:
-            out[parsed[0]] = (parsed[1], path)
+    tails = tuple(f".{kind}" for kind in kinds)
+    for name in names:
+        parsed = parse_rank_file(name) if name.endswith(tails) else None
+        if parsed and parsed[2] in out:
+            out[parsed[2]][parsed[0]] = (parsed[1], logs / name)
     return out
 
 

@@ -260,12 +260,15 @@ def measure(args: argparse.Namespace) -> dict:
         sim.wait_up(600)
         figures["watched_after_s"] = round(time.perf_counter() - began, 1)
         time.sleep(3)  # past the start's burst
-        figures["steady"] = steady(sim, args.steady)
-        figures["ps"] = ps(sim)
-        figures["stacks"] = stacks(sim)
-        figures["logs_follow"] = follow(sim, args.window)
-        figures["tui"] = tui(sim, args.keys)
-        figures["stall"] = stalls(sim, args.stalls, args.stall_after)
+        for name, take in (("steady", lambda: steady(sim, args.steady)), ("ps", lambda: ps(sim)),
+                           ("stacks", lambda: stacks(sim)), ("logs_follow", lambda: follow(sim, args.window)),
+                           ("tui", lambda: tui(sim, args.keys)),
+                           ("stall", lambda: stalls(sim, args.stalls, args.stall_after))):
+            figures[name] = take()
+            # each figure as it comes, on stderr: a later stage that fails (at 4,096 ranks, after minutes)
+            # leaves the ones before it
+            print(f"bench_scale: {name}: {json.dumps(figures[name])} (load {os.getloadavg()[0]:.2f})",
+                  file=sys.stderr, flush=True)
         figures["stall"]["ref_8_ranks_s"] = figures["stall"]["s"] if ref is None else ref
         figures["supervisor_peak_rss_mb"] = round(rss_mb(sim.supervisor)[1], 1)
         sim.end()

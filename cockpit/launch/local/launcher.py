@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,15 +128,21 @@ class LocalLauncher(NoScheduler):
 
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
-        """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid); the answers are read in place, and
-        the ranks' sockets with them (they run here)."""
+        """SIGURG to the pids the rank wrapper wrote (logs/rank-R.HOST.pid), each process once; the answers are
+        read in place, and the ranks' sockets with them (they run here). The pids are looked up once, for the
+        signal and the sockets both."""
         import signal
 
         from cockpit.hang import gather
 
-        return gather.collect(run_dir, status, ranks, timeout,
-                              signal_ranks=lambda targets: signal_by_pid(run_dir, status, targets, signal.SIGURG),
-                              rank_pids=lambda targets: rank_pids(run_dir, status, targets))
+        found: dict[int, int] = {}
+
+        def signal_ranks(targets: set[int]) -> None:
+            found.update(rank_pids(run_dir, status, targets))
+            signal_pids(found.values(), signal.SIGURG)
+
+        return gather.collect(run_dir, status, ranks, timeout, signal_ranks=signal_ranks,
+                              rank_pids=lambda targets: {r: p for r, p in found.items() if r in targets})
 
     def links(self, run_dir: Path, status: RunStatus) -> TransportGather | None:
         """The ranks run here: their sockets are read here, as the node agent reads them on an ssh run's nodes
@@ -150,22 +156,31 @@ class LocalLauncher(NoScheduler):
 
 def rank_pids(run_dir: Path, status: RunStatus, ranks: set[int]) -> dict[int, int]:
     """Rank -> the pid its wrapper wrote, for each of ``ranks`` whose pid is a process of this run's
-    (COCKPIT_RUN_ID in its environment): a pid file names a process, which may since be another's."""
+    (COCKPIT_RUN_ID in its environment): a pid file names a process, which may since be another's. A pid
+    that several ranks name (a process standing for many ranks) is checked once."""
     from cockpit.hang.gather import read_pid
     from cockpit.launch import procs
     from cockpit.run.store import rank_files
 
-    out = {}
+    out: dict[int, int] = {}
+    checked: dict[int, bool] = {}
     for rank, (_host, path) in rank_files(run_dir, "pid").items():
-        pid = read_pid(path)
-        if rank in ranks and pid is not None and procs.has_run_id(pid, status.run_id):
+        pid = read_pid(path) if rank in ranks else None
+        if pid is not None and pid not in checked:
+            checked[pid] = procs.has_run_id(pid, status.run_id)
+        if pid is not None and checked[pid]:
             out[rank] = pid
     return out
 
 
 def signal_by_pid(run_dir: Path, status: RunStatus, ranks: set[int], signum: int) -> None:
     """``signum`` to each of ``ranks`` by the pid its wrapper wrote, where it is still this run's."""
-    for pid in rank_pids(run_dir, status, ranks).values():
+    signal_pids(rank_pids(run_dir, status, ranks).values(), signum)
+
+
+def signal_pids(pids: Iterable[int], signum: int) -> None:
+    """``signum`` to each process once, however many ranks it stands for."""
+    for pid in sorted(set(pids)):
         try:
             os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
