@@ -72,9 +72,15 @@ def content_of(text: Text, paint: Paint) -> Content:
     """``text`` as textual's Content (as Content.from_rich_text makes it in the app: the app's ANSI theme
     maps the ANSI colours), without reading the running app, so that any thread may call it."""
     get_style, theme = paint.console.get_style, paint.ansi_theme
+    # one textual Style per distinct rich style, not one per span: a heat map has a span per cell but a
+    # handful of styles (each textual Style also carries caches of its own)
+    made: dict = {}
 
     def style(s) -> Style:
-        return Style.from_rich_style(get_style(s) if isinstance(s, str) else s, theme)
+        out = made.get(s)
+        if out is None:
+            out = made[s] = Style.from_rich_style(get_style(s) if isinstance(s, str) else s, theme)
+        return out
 
     content = Content(text.plain, [Span(start, end, style(s)) for start, end, s in text.spans])
     if not text.style:
