@@ -7,8 +7,9 @@ The charts are cockpit.plot's values (what `cockpit plot RUN --metric ...` draws
 from cockpit.plot.source.RunSeries (or cockpit.insight.sweep_series for a sweep), polled once a second while the
 screen is shown, each poll bounded. The series are kept between polls and a poll reads only the bytes appended;
 when a poll brings points the worker builds every chart of the current view (and draws the line charts' plotext
-pictures), so that a key only shows what is ready: no file read, no series sorted, no band computed, no plotext
-on the UI thread. A poll that brings nothing builds nothing. The GPU chart is drawn from the app's fleet history
+pictures and turns them into textual strips, cockpit.tui.widgets.ready_strips), so that a key only swaps in what
+is ready: no file read, no series sorted, no band computed, no plotext, no Text-to-strips conversion on the UI
+thread. A poll that brings nothing builds nothing. The GPU chart is drawn from the app's fleet history
 on the UI thread (small, in memory)."""
 
 from __future__ import annotations
