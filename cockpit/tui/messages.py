@@ -104,6 +104,7 @@ class ChartsRead(Message):
         self.metric, self.pick, self.chart, self.ids, self.gpus, self.sweep = metric, pick, chart, ids, gpus, sweep
         self.local = local  # the run's ranks are all on this machine (the local launcher)
         self.drawn: tuple | None = None  # the chart's picture drawn by the worker (widgets chart_plot, heat_map)
+        self.ready = None  # that picture as strips, prepared by the worker (widgets.ready_strips.Ready)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ChartsRead)

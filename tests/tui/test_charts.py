@@ -336,3 +336,27 @@ async def test_the_run_view_under_the_charts_applies_no_lines_until_it_shows_aga
         assert len(log.lines) == shown
         await pilot.press("escape")
         await until(pilot, lambda: any("behind the charts" in line for line in log.lines), what="the held line")
+
+
+async def test_the_strips_the_worker_prepared_are_what_textual_renders_itself(ctx):
+    """A key swaps in strips a worker prepared (widgets.ready_strips): for a line chart and both heat maps they
+    are textual's own rendering of the same picture in that widget, line for line."""
+    from textual.content import Content
+    from textual.visual import Visual
+
+    from cockpit.tui.widgets.chart_plot import ChartPlot
+
+    run_dir = make_charts_run(ctx.runs_dir)
+    async with CockpitApp(ctx).run_test(size=(120, 36)) as pilot:
+        screen = await open_charts(pilot, run_dir)
+        await until(pilot, lambda: pictured(screen), what="the line charts' pictures drawn")
+        for metric, widget in (("rate", screen.query_one("#chart-a", ChartPlot)), ("heat", screen.query_one(HeatMap)),
+                               ("wait", screen.query_one(HeatMap))):
+            await show(pilot, metric)
+            await until(pilot, lambda w=widget: w._fits() is not None, what=f"the {metric} chart's strips in use")
+            ready, (width, height) = widget._fits(), widget.size
+            picture = screen._ready[(metric, screen._view())].drawn[1]
+            own = Visual.to_strips(widget, Content.from_rich_text(picture, console=pilot.app.console), width, height,
+                                   widget.visual_style)
+            assert [widget.render_line(y) for y in range(len(own))] == own, metric
+            assert own and list(ready.strips[:height]) == own, metric

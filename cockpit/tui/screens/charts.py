@@ -7,8 +7,9 @@ The charts are cockpit.plot's values (what `cockpit plot RUN --metric ...` draws
 from cockpit.plot.source.RunSeries (or cockpit.insight.sweep_series for a sweep), polled once a second while the
 screen is shown, each poll bounded. The series are kept between polls and a poll reads only the bytes appended;
 when a poll brings points the worker builds every chart of the current view (and draws the line charts' plotext
-pictures), so that a key only shows what is ready: no file read, no series sorted, no band computed, no plotext
-on the UI thread. A poll that brings nothing builds nothing. The GPU chart is drawn from the app's fleet history
+pictures and turns them into textual strips, cockpit.tui.widgets.ready_strips), so that a key only swaps in what
+is ready: no file read, no series sorted, no band computed, no plotext, no Text-to-strips conversion on the UI
+thread. A poll that brings nothing builds nothing. The GPU chart is drawn from the app's fleet history
 on the UI thread (small, in memory)."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.chart_plot import ChartPlot, prerender
 from cockpit.tui.widgets.heat_map import HeatMap, HeatStyles, heat_text
 from cockpit.tui.widgets.navbar import NavBar
+from cockpit.tui.widgets.ready_strips import Paint, Ready, prepare
 
 if TYPE_CHECKING:
     from cockpit.insight.sweep_series import SweepSeries
@@ -48,10 +50,13 @@ REST_EVERY = 4
 @dataclass(frozen=True)
 class Looks:
     """What the worker draws the pictures for: chart-a's size and plotext theme (None: not known yet), the
-    heat map's styles."""
+    heat map's styles; and what it turns them into strips for (widgets.ready_strips): chart-a's paint (None
+    with ``plot``) and the heat map's."""
 
     plot: tuple[int, int, str] | None
     heat: HeatStyles
+    plot_paint: Paint | None = None
+    heat_paint: Paint | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class ChartsScreen(CockpitScreen):
         self.builds = 0  # charts built so far (each a chart of one metric for one view)
         self.polls = 0  # reads of the run's files so far
         self._ready_looks: Looks | None = None  # what _ready's pictures are drawn for
+        self._heat_seen: int | None = None  # the heat map's content width, as last shown
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -112,8 +118,14 @@ class ChartsScreen(CockpitScreen):
     def on_mount(self) -> None:
         self.query_one(NavBar).info = self.run_dir.name
         self._show_title()
-        self.poll()
+        self.call_after_refresh(self._first_poll)
         self.set_interval(1.0, self.poll)
+
+    def _first_poll(self) -> None:
+        """The first read once the screen is laid out: chart-a's size is known (it shows alone until a chart
+        says otherwise), so that the very first pictures are drawn, and turned into strips, for it."""
+        self._note_solo()
+        self.poll()
 
     def on_resize(self) -> None:
         self.shown = None
@@ -130,9 +142,17 @@ class ChartsScreen(CockpitScreen):
     def _looks(self) -> Looks:
         """What the pictures are drawn for: a line chart's size and theme (chart-a alone, as last seen; None
         before it was), the heat map's styles."""
-        plot = self.query_one("#chart-a", ChartPlot)
-        return Looks(None if self._solo is None else (*self._solo, plot.theme_name()),
-                     self.query_one(HeatMap).styles_now())
+        plot, heat = self.query_one("#chart-a", ChartPlot), self.query_one(HeatMap)
+        return Looks(None if self._solo is None else (*self._solo, plot.theme_name()), heat.styles_now(),
+                     None if self._solo is None else plot.ready_paint(self._solo[0]),
+                     heat.ready_paint(self._heat_width()))
+
+    def _heat_width(self) -> int:
+        """The heat map's content width when shown: as last seen, or before that, the body's less its padding
+        (app.tcss: 0 1)."""
+        if self._heat_seen is not None:
+            return self._heat_seen
+        return max(0, self.query_one("#charts-body").size.width - 2)
 
     # --- keys ---------------------------------------------------------------------------------------------------
     def action_next_metric(self) -> None:
@@ -238,17 +258,20 @@ class ChartsScreen(CockpitScreen):
     def _copy(read: ChartsRead) -> ChartsRead:
         """The same read as a new message (a message is posted once)."""
         out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
-        out.drawn = read.drawn
+        out.drawn, out.ready = read.drawn, read.ready
         return out
 
     @staticmethod
     def _redrawn(read: ChartsRead, looks: Looks) -> ChartsRead:
         """``read`` with its chart's picture drawn for ``looks`` (a new message: the old one may be in use)."""
         out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
+        paint = None
         if looks.plot is not None and isinstance(read.chart, LineChart) and read.chart.lines:
-            out.drawn = prerender(read.chart, *looks.plot)
+            out.drawn, paint = prerender(read.chart, *looks.plot), looks.plot_paint
         elif isinstance(read.chart, HeatChart):
-            out.drawn = (looks.heat, heat_text(read.chart, looks.heat))
+            out.drawn, paint = (looks.heat, heat_text(read.chart, looks.heat)), looks.heat_paint
+        if out.drawn is not None and paint is not None and paint.width:
+            out.ready = prepare(out.drawn[1], paint)
         return out
 
     def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
@@ -320,7 +343,18 @@ class ChartsScreen(CockpitScreen):
         if key == self.shown:
             return  # nothing new: no repaint (a finished run polls the same points every second)
         self.shown = key
-        self._draw(charts, message.drawn)
+        self._draw(charts, message.drawn, message.ready)
+
+    def _set_layout(self, heat: bool, empty: bool, two: bool) -> None:
+        """The screen's classes that pick the widgets shown (app.tcss), the styles then updated for the body
+        only: those classes' rules select nothing else, and restyling the whole screen (footer keys and all)
+        on a key cost ~10 ms of the UI thread."""
+        before = set(self.classes)
+        self.set_class(heat, "-heat", update=False)
+        self.set_class(empty, "-empty", update=False)
+        self.set_class(two, "-two", update=False)
+        if set(self.classes) != before:
+            self.app.update_styles(self.query_one("#charts-body"))
 
     def _gpu_charts(self, message: ChartsRead) -> tuple[LineChart, ...]:
         title = self.run_dir.name
@@ -337,29 +371,34 @@ class ChartsScreen(CockpitScreen):
         return (chartsview.gpu_chart(util, chosen, title, "utilisation", width),
                 chartsview.gpu_chart(mem, chosen, title, "memory", width))
 
-    def _draw(self, charts: tuple, drawn: tuple | None = None) -> None:
+    def _draw(self, charts: tuple, drawn: tuple | None = None, ready: Ready | None = None) -> None:
         first = charts[0]
         heat = isinstance(first, HeatChart)
         empty = not heat and not first.lines
-        self.set_class(heat, "-heat")
-        self.set_class(empty, "-empty")
-        self.set_class(len(charts) > 1 and not empty, "-two")
+        self._set_layout(heat, empty, len(charts) > 1 and not empty)
         note = self.query_one("#charts-note", Static)
         text = f"{first.title}\n{first.note}" if empty else ""
         if str(note.content) != text:  # an update lays the screen out again: not on every chart drawn
             note.update(text)
         if heat:
-            self.query_one(HeatMap).show(first, drawn)
+            self.query_one(HeatMap).show(first, drawn, ready)
+            self.call_after_refresh(self._note_heat)
             return
         if empty:
             return
         for plot, chart in zip(self.query(ChartPlot), charts, strict=False):
-            plot.show(chart, drawn if len(charts) == 1 else None)
+            plot.show(chart, *((drawn, ready) if len(charts) == 1 else (None, None)))
         if len(charts) == 1:
             self.call_after_refresh(self._note_solo)
 
     def _note_solo(self) -> None:
         """chart-a's size alone: what the worker draws the next line charts for."""
         size = self.query_one("#chart-a", ChartPlot).size
-        if size.width and size.height and not self.has_class("-two") and not self.has_class("-heat"):
+        if size.width and size.height and not any(self.has_class(c) for c in ("-two", "-heat", "-empty")):
             self._solo = (size.width, size.height)
+
+    def _note_heat(self) -> None:
+        """The heat map's content width shown: what the worker prepares its strips for."""
+        size = self.query_one(HeatMap).size
+        if size.width and size.height and self.has_class("-heat"):
+            self._heat_seen = size.width

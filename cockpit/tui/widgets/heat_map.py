@@ -1,7 +1,8 @@
 """The rank x time heat maps (cockpit.plot.chart.HeatChart) as shaded cells: the same rows, characters and
 legend as `cockpit plot --metric heat|wait` (cockpit.plot.text), coloured by the component classes below, whose
 colours come from the theme through app.tcss: a rate per level (stalled, slow ... full speed); a wait share in
-one colour, with the rank the others wait for pointed at."""
+one colour, with the rank the others wait for pointed at. A worker may hand it the map already turned into
+strips (cockpit.tui.widgets.ready_strips): then showing it is a swap, no conversion on the UI thread."""
 
 from __future__ import annotations
 
@@ -14,21 +15,27 @@ from textual.widgets import Static
 from cockpit.plot.chart import HeatChart
 from cockpit.plot.series import WAIT
 from cockpit.plot.text import heat_axis, heat_legend, heat_rows, row_label
+from cockpit.tui.widgets.ready_strips import Ready, ReadyStrips
 
 _GLYPH_LEVEL = {"·": 1, "░": 2, "▒": 3, "▓": 4, "█": 5}
 LEVELS = ("heat-map--stalled", "heat-map--slowest", "heat-map--slow", "heat-map--near", "heat-map--full")
 
 
-class HeatMap(Static):
+class HeatMap(ReadyStrips, Static):
     """Level 0 (no data) is blank; 1 stalled; 2..5 from slowest to full speed (see cockpit.plot.text)."""
 
     COMPONENT_CLASSES = {*LEVELS, "heat-map--axis", "heat-map--wait", "heat-map--flagged"}
 
-    def show(self, chart: HeatChart, drawn: tuple[HeatStyles, Text] | None = None) -> None:
+    def show(self, chart: HeatChart, drawn: tuple[HeatStyles, Text] | None = None, ready: Ready | None = None) -> None:
         """Draw ``chart``; ``drawn``: its text from ``heat_text`` (e.g. built by a worker), used when it was
-        built with the styles this widget has now."""
+        built with the styles this widget has now; ``ready``: that text as textual's Content and strips."""
         styles = self.styles_now()
-        self.update(drawn[1] if drawn is not None and drawn[0] == styles else heat_text(chart, styles))
+        if drawn is not None and drawn[0] == styles:
+            self._ready = ready
+            self.update(drawn[1] if ready is None else ready.content)
+            return
+        self._ready = None
+        self.update(heat_text(chart, styles))
 
     def styles_now(self) -> HeatStyles:
         """The styles of the levels, the axis, a wait share and the flagged row, from the theme (UI thread)."""
