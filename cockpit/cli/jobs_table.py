@@ -48,7 +48,7 @@ def ps_all(rows, as_json: bool) -> int:
             print(ps_table(rows) + ("\n" if error is None else ""))
         if error is None:
             print(jobs_table(jobs, owned) if jobs else "no Slurm jobs of yours in the queue or its recent history")
-    if missing:
+    if missing and error is not None:
         said = "only cockpit's runs are listed" if rows else "no Slurm jobs, and no cockpit runs"
         notice(f"{error.split(' (hint')[0]}: {said} (hint: on a login node of the cluster, cockpit ps --all "
                "lists your Slurm jobs too)")

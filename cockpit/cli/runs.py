@@ -298,7 +298,7 @@ def cmd_stacks(args) -> int:
         stacks = parse_stacks(evidence)  # each dump parsed once (4,096 of them: seconds otherwise)
         print(json.dumps({"run": status.run_id, "ranks": [
             {"rank": e.rank, "host": e.host, "answered": bool(e.text), "collective": stacks[r].collective,
-             "where": stacks[r].user_frame.where() if stacks[r].user_frame else None,
+             "where": frame.where() if (frame := stacks[r].user_frame) else None,
              "flight_recorder": asdict(e.flight) if e.flight else None, "stack": shown(e.text),
              "workers": [{"pid": w.pid, "state": w.state, "wchan": w.wchan, "stack": shown(w.text),
                           "where": w.stack.worker_frame.where() if w.stack.worker_frame else None}

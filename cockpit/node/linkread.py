@@ -133,7 +133,10 @@ def link_ib() -> dict:
 
 def link_read(host: str, pids: dict[int, int], ifaces: list[dict] | None) -> dict:
     """The raw transport record of this node's ranks (rank -> pid); see cockpit.hang.transport_raw."""
-    ranks, every, read, tables = [], set(), {}, {}
+    ranks: list[dict] = []
+    every: set[str] = set()
+    read: dict[int, dict] = {}
+    tables: dict[str, tuple[str | None, str | None]] = {}
     for rank, pid in sorted(pids.items()):
         if pid not in read:  # a process standing for several ranks is read once
             fd, inodes = link_inodes(pid)

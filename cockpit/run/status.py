@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, fields
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from cockpit.run.attempts import Attempt, attempts_from_list
 from cockpit.run.findings import LiveFinding, findings_from_list
@@ -45,7 +45,7 @@ class Watch(TypedDict, total=False):
     longest_gap_s: float
     starting: str | None  # where a slow start is
     starting_s: float | None  # for how long it has been starting
-    links: dict  # the slow-link watch: its pairs of transport gathers so far (cockpit.hang.linkwatch.LinkWatch.said)
+    links: dict[str, Any]  # the slow-link watch: its transport gathers so far (cockpit.hang.linkwatch.LinkWatch.said)
 
 @dataclass
 class RunStatus:
