@@ -78,6 +78,7 @@ class Outcome:
     fix_env: tuple[tuple[str, str], ...] = ()  # the configuration fix the diagnosis offers (variables)
     fix_unset: tuple[str, ...] = ()
     at: float | None = None  # wall time of the failure (its exit record) or of the stall's finding
+    node: str | None = None  # the node the evidence blames itself (lost, or its link dead)
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,12 @@ class Decision:
 
 
 def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1,
-           leave_out: tuple[str, ...] = (), blocked: str | None = None) -> Decision:
+           leave_out: tuple[str, ...] = (), blocked: str | None = None,
+           instead: str = "return it to service") -> Decision:
     """Whether attempt ``attempt`` (0-based), which ended as ``now``, is followed by another; ``earlier``: how the
-    attempts before it ended. ``leave_out``: the nodes a launcher that replaces nodes (Slurm) would run the next
-    attempt without, as ``blame`` says; ``blocked``: why it cannot (no other node fits the job). Pure."""
+    attempts before it ended. ``leave_out``: the nodes a launcher that replaces nodes (Slurm, ssh) would run the
+    next attempt without, as ``blame`` says; ``blocked``: why it cannot (no other node fits the job, no spare is
+    left); ``instead``: what else a person can do than fix the node (the launcher's ``replacement_hint``). Pure."""
     if now.end not in policy.on:
         return Decision(False, f"not retried: recover.on does not list {now.end}")
     if now.bad_input:
@@ -109,9 +112,10 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
         return Decision(False, f"not retried: a configuration error, which a setting fixes, not a retry: "
                                f"{now.cause} (cockpit diagnose RUN --fix; recover.apply_fixes: true relaunches "
                                "with the fix the diagnosis offers)")
-    if now.remedy == "hardware" and leave_out and blocked and attempt + 1 <= policy.attempts:
-        return Decision(False, f"not retried: node {now.host} is to blame and {blocked}: {now.cause} (fix node "
-                               f"{now.host}, or return it to service, then run the job again)")
+    if leave_out and blocked and attempt + 1 <= policy.attempts:
+        node = ", ".join(leave_out)
+        return Decision(False, f"not retried: node {node} is to blame and {blocked}: {now.cause} (fix node "
+                               f"{node}, or {instead}, then run the job again)")
     if now.remedy == "hardware" and host_count <= 1 and not leave_out:
         return Decision(False, f"not retried: node {now.host or '?'} is to blame and the run has no other: "
                                f"{now.cause} (fix the node, then run the job again)")
@@ -128,8 +132,11 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
 
 
 def blame(now: Outcome) -> tuple[str, ...]:
-    """The node the diagnosis blames for ``now``: its culprit's host when the cause is the hardware's (a GPU
-    Xid, an ECC error, a GPU off the bus, NODE_FAIL); () when the cause is not a node's or the host is unknown."""
+    """The node the diagnosis blames for ``now``: the node the evidence names itself (``node``: lost, or its link
+    dead), else its culprit's host when the cause is the hardware's (a GPU Xid, an ECC error, a GPU off the bus,
+    NODE_FAIL); () when the cause is not a node's or the host is unknown."""
+    if now.node:
+        return (now.node,)
     return (now.host,) if now.remedy == "hardware" and now.host else ()
 
 
@@ -151,7 +158,8 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     logs = rank_files(run_dir, "log")
     if rank is None or rank not in logs:
         words = ff.description if ff is not None else "the launcher failed before any rank reported an exit"
-        return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None)
+        return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None,
+                       node=lost_node(status))
     # the failing rank's log on its own host: a relaunch on another node (Slurm --exclude) writes a second log
     # for the same rank, and rank_files keeps one of them at random
     own = layout.rank_file(run_dir, rank, host, "log") if host else None
@@ -166,6 +174,16 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     bad = bad or (place is None and any(_COMPILE.match(line) for line in lines[-5:]))
     return Outcome("failure", rank, host, words + (f" at {place.split(' at ', 1)[1]}" if place else ""), remedy,
                    place, bad, fix_env, fix_unset, ff.time if ff is not None else None)
+
+
+def lost_node(status: RunStatus) -> str | None:
+    """The node whose own end was the first failure and which cockpit lost (ssh: unreachable when its script was
+    to start, or its launch shell vanished without an exit record: a reboot, a crash): the node, not the job."""
+    ff = status.first_failure
+    if ff is None or not ff.agent or ff.rank is not None:
+        return None
+    lost = any(n.host == ff.host and n.state == "lost" for n in status.nodes)
+    return ff.host if lost else None
 
 
 def _root_cause(path: str, lines: list[str], host: str | None, rank: int):
@@ -212,7 +230,17 @@ def stall_outcome(found: dict) -> Outcome:
     stacks = f" (stacks: {found['stacks']})" if found.get("stacks") else ""
     at = found.get("found")
     return Outcome("stall", rank if isinstance(rank, int) else None, host if isinstance(host, str) else None,
-                   f"stalled: {found.get('text', '?')}{stacks}", at=at if isinstance(at, (int, float)) else None)
+                   f"stalled: {found.get('text', '?')}{stacks}", at=at if isinstance(at, (int, float)) else None,
+                   node=link_node(found.get("link")))
+
+
+def link_node(link: object) -> str | None:
+    """The node a stall's link finding (cockpit.hang.linkwords.link_dict) blames: its link is dead (its peers'
+    sockets toward it are stuck) or it did not answer at all; None where no single node is to blame."""
+    if not isinstance(link, dict) or link.get("kind") not in ("dead_link", "unreachable"):
+        return None
+    node = link.get("node")
+    return node if isinstance(node, str) and node else None
 
 
 def resumed_from(run_dir: Path) -> int | None:

@@ -246,7 +246,8 @@ class Supervisor:
         leave_out = recovery.blame(outcome)
         blocked = (self.launcher.replacement(self.run_dir, s, leave_out)
                    if leave_out and attempt + 1 <= self.policy.attempts else None)
-        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked)
+        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked,
+                                        self.launcher.replacement_hint)
         self.outcomes.append(outcome)
         recovery.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
         s.note = self.decision.words

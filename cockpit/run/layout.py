@@ -117,7 +117,8 @@ def parse_rank_file(name: str) -> tuple[int, str, str] | None:
 
 
 def rank_files(run_dir: Path, kind: str) -> dict[int, tuple[str, Path]]:
-    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>."""
+    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>. A rank with files from two hosts (a relaunch put it
+    on another node: Slurm --exclude, an ssh spare) maps to the one written last, the current attempt's."""
     out: dict[int, tuple[str, Path]] = {}
     logs = run_dir / LOGS
     if not logs.is_dir():
@@ -125,8 +126,17 @@ def rank_files(run_dir: Path, kind: str) -> dict[int, tuple[str, Path]]:
     for path in logs.iterdir():
         parsed = parse_rank_file(path.name)
         if parsed and parsed[2] == kind:
+            if parsed[0] in out and _mtime(path) < _mtime(out[parsed[0]][1]):
+                continue
             out[parsed[0]] = (parsed[1], path)
     return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
 
 
 def exit_records(run_dir: Path) -> list[Path]:

@@ -7,7 +7,8 @@
       spare_nodes: []      # ssh jobs: nodes to use in place of one the diagnosis blames
 
 On Slurm a relaunch is the batch script submitted again, with --exclude of the node the diagnosis blamed
-(cockpit.launch.slurm.relaunch).
+(cockpit.launch.slurm.relaunch); on ssh the blamed node's place (its node rank) goes to the first spare left
+(cockpit.launch.ssh.spare).
 
 A stop a person asked for never starts an attempt. The block's frozen value and its reader, which checks it
 through a Checker (positioned problems, usable defaults), as cockpit.spec.sections does for slurm: and sweep:.
@@ -55,9 +56,6 @@ def recover_section(check: Checker, raw: object, launcher: str, hosts: tuple[str
     spec = RecoverSpec(attempts=attempts, on=_triggers(check, raw), apply_fixes=check.boolean(raw, (*p, "apply_fixes"),
                                                                                                False),
                        spare_nodes=_spares(check, raw, launcher, hosts))
-    if spec.enabled and launcher not in ("local", "slurm"):
-        check.problem((*p, "attempts"), f"a {launcher} job cannot relaunch itself yet: recover: runs local and "
-                      "Slurm jobs only", "drop recover:")
     return spec
 
 

@@ -42,8 +42,10 @@ def test_on_is_a_key_not_yaml_true():
         ("recover:\n  attemps: 1\n", "job.yaml:4:3: recover.attemps:", "did you mean 'attempts'?"),
     ("recover: 3\n", "job.yaml:3:1: recover:", "expected a mapping"),
     ("recover:\n  attempts: 1\n  spare_nodes: [n9]\n", "job.yaml:5:3: recover.spare_nodes:", "ssh job"),
-    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n", "job.yaml:6:3: recover.attempts:",
-     "local and Slurm jobs only"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c, b]\n",
+     "job.yaml:7:20: recover.spare_nodes[1]:", "b is one of the job's nodes already"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c, c]\n",
+     "job.yaml:7:20: recover.spare_nodes[1]:", "c is listed twice"),
     ("sweep: {grid: {lr: [1, 2]}}\nrecover:\n  attempts: 1\n", "job.yaml:5:3: recover.attempts:",
      "a sweep's trials cannot relaunch"),
 ])

@@ -97,7 +97,8 @@ class SSHUnit:
     async def start(self) -> None:
         local = layout.node_script(self.run.run_dir, self.node_rank)
         text = None if self.plan.shared else local.read_text(encoding="utf-8")
-        script = start_script(self.plan.run_dir, self.host, self.node_rank, text)
+        attempt = max(len(self.run.status.attempts) - 1, 0)  # the supervisor appended this attempt's record
+        script = start_script(self.plan.run_dir, self.host, self.node_rank, text, attempt)
         try:
             result = await self.run.remote(self.host).run(["sh", "-s"], self.run.plan.timing.start_timeout,
                                                           input=script)  # on stdin: never in anyone's `ps`
