@@ -29,6 +29,7 @@ from pathlib import Path
 
 from cockpit import contract
 from cockpit.fs import safeio
+from cockpit.launch import memblame
 from cockpit.run import layout
 from cockpit.run.attempts import goodput, lost_seconds
 from cockpit.run.store import RunStatus, rank_files
@@ -78,7 +79,8 @@ class Outcome:
     fix_env: tuple[tuple[str, str], ...] = ()  # the configuration fix the diagnosis offers (variables)
     fix_unset: tuple[str, ...] = ()
     at: float | None = None  # wall time of the failure (its exit record) or of the stall's finding
-    node: str | None = None  # the node the evidence blames itself (lost, or its link dead)
+    node: str | None = None  # the node the evidence blames itself (lost, its link dead, its memory taken)
+    oom: str | None = None  # the kernel's OOM killer ended the rank: "node" (its node's fault) or "job" (memblame)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,15 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
         return Decision(False, f"not retried: a configuration error, which a setting fixes, not a retry: "
                                f"{now.cause} (cockpit diagnose RUN --fix; recover.apply_fixes: true relaunches "
                                "with the fix the diagnosis offers)")
+    if now.oom == "job":
+        return Decision(False, f"not retried: {now.cause}: the job's own ranks fill the node's memory, so any node "
+                               "of its size runs out the same way (fewer ranks per node, smaller batches, fewer "
+                               "DataLoader workers, or nodes with more memory)")
+    other = next((o for o in earlier if o.oom == "node" and o.node != now.node), None)
+    if now.oom == "node" and other is not None:
+        return Decision(False, f"not retried: the kernel's OOM killer ended ranks on {other.node} and then on "
+                               f"{now.node}: the job's memory, not a node's, it seems: {now.cause} (fewer ranks "
+                               "per node or smaller batches; cockpit diagnose RUN)")
     if leave_out and blocked and attempt + 1 <= policy.attempts:
         node = ", ".join(leave_out)
         return Decision(False, f"not retried: node {node} is to blame and {blocked}: {now.cause} (fix node "
@@ -134,7 +145,7 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
 def blame(now: Outcome) -> tuple[str, ...]:
     """The node the diagnosis blames for ``now``: the node the evidence names itself (``node``: lost, or its link
     dead), else its culprit's host when the cause is the hardware's (a GPU Xid, an ECC error, a GPU off the bus,
-    NODE_FAIL); () when the cause is not a node's or the host is unknown."""
+    NODE_FAIL, the kernel's OOM killer there); () when the cause is not a node's or the host is unknown."""
     if now.node:
         return (now.node,)
     return (now.host,) if now.remedy == "hardware" and now.host else ()
@@ -172,6 +183,10 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     bad = place is not None and place.split(" at ", 1)[0].rsplit(".", 1)[-1] in BAD_INPUT
     bad = bad or (ff is not None and ff.status == 2 and any(_USAGE.search(line) for line in lines[-5:]))
     bad = bad or (place is None and any(_COMPILE.match(line) for line in lines[-5:]))
+    oom = memblame.oom_verdict(run_dir, rank, host) if ff is not None and host and ff.signal == 9 else None
+    if oom is not None:  # the beats show it: stronger than a "Killed" in the log
+        return Outcome("failure", rank, host, oom.words(rank), "resources", at=ff.time if ff else None,
+                       node=host if oom.blame == "node" else None, oom=oom.blame)
     return Outcome("failure", rank, host, words + (f" at {place.split(' at ', 1)[1]}" if place else ""), remedy,
                    place, bad, fix_env, fix_unset, ff.time if ff is not None else None)
 
