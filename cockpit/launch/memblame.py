@@ -1,7 +1,8 @@
 """Whether a rank that died of SIGKILL was ended by the kernel's OOM killer (host memory), and if so whether its
 node or the job is to blame (recover:'s node policy, cockpit.launch.recovery). The evidence is the beats of the
 ranks on that node (cockpit.node.rankhook: each second a rank's resident memory, the node's memory and the
-node's count of OOM kills, /proc/vmstat oom_kill):
+node's count of OOM kills, /proc/vmstat oom_kill; the memory is what the ranks may use: the node's, or their
+cgroup's limit where lower, as under Slurm's --mem or in a container):
 
 - the OOM killer: a beat of another rank on the same node, written after the killed rank's last beat, has a
   higher OOM-kill count than that last beat. Without one (one rank per node, every rank of the node gone at
@@ -39,14 +40,14 @@ class OomVerdict:
     blame: Literal["node", "job"]
     host: str
     held_kib: int  # the job's ranks on the node, at their last beats
-    total_kib: int  # the node's memory
+    total_kib: int  # the memory they may use there: the node's, or their cgroup's limit
     ranks: int  # the job's ranks on the node
 
     def words(self, rank: int) -> str:
         share = self.held_kib / self.total_kib
         return (f"rank {rank} was killed by the kernel's OOM killer on {self.host} (host memory): the job's "
-                f"{self.ranks} rank(s) there held {_gib(self.held_kib)} of its {_gib(self.total_kib)} GiB "
-                f"({share:.0%})")
+                f"{self.ranks} rank(s) there held {_gib(self.held_kib)} of the {_gib(self.total_kib)} GiB they may "
+                f"use ({share:.0%})")
 
 
 def judge(beats: dict[int, dict], killed: int, host: str) -> OomVerdict | None:

@@ -85,6 +85,37 @@ def _proc_kib(path: str, key: str):
     return None
 
 
+def _mem_limit_kib():
+    """The node's memory in KiB, or its cgroup's limit where lower (a Slurm job's --mem, a container): what
+    the kernel's OOM killer acts on. The lowest limit on the cgroup's path, cgroup v2 or v1's memory controller."""
+    best = _proc_kib("/proc/meminfo", "MemTotal:")
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, name = "/sys/fs/cgroup", "memory.max"
+        elif "memory" in parts[1].split(","):
+            base, name = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+        else:
+            continue
+        steps = [s for s in parts[2].split("/") if s]
+        for i in range(len(steps), -1, -1):  # a job's limit sits on an ancestor of its step's cgroup
+            try:
+                with open(os.path.join(base, *steps[:i], name), encoding="utf-8") as f:
+                    limit = int(f.read().strip()) // 1024
+            except (OSError, ValueError):  # "max": no limit here
+                continue
+            if best is None or limit < best:
+                best = limit
+    return best
+
+
 def _rss_kib():
     """This process's resident memory in KiB (/proc/self/statm: pages); None where it cannot be read."""
     try:
@@ -112,7 +143,7 @@ class _Hook:
         self.replaced = False  # the script replaced the SIGURG handler
         self.fatal = False  # faulthandler's fatal-signal dump goes to the stacks file (enabled by the hook)
         self.status: int | None = None  # a spawned rank's own exit status, once its function returned
-        self.mem_total = _proc_kib("/proc/meminfo", "MemTotal:")  # the node's memory, KiB (None: not Linux)
+        self.mem_total = _mem_limit_kib()  # the memory the rank may use, KiB (None: not Linux)
 
     def _record_exit(self) -> None:
         import time

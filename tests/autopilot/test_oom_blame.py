@@ -27,7 +27,7 @@ def test_the_node_is_blamed_when_the_job_held_little_of_its_memory():
     v = memblame.judge({0: beat(10.0, 3, 6), 1: beat(11.0, 4, 6)}, 0, "n1")
     assert v is not None and (v.blame, v.held_kib, v.ranks) == ("node", 12 * GIB, 2)
     assert v.words(0) == ("rank 0 was killed by the kernel's OOM killer on n1 (host memory): the job's 2 rank(s) "
-                          "there held 12.0 of its 64.0 GiB (19%)")
+                          "there held 12.0 of the 64.0 GiB they may use (19%)")
 
 
 def test_the_job_is_blamed_when_its_ranks_filled_the_node():
@@ -85,7 +85,8 @@ def test_the_hook_reads_this_machines_memory_and_oom_count():
                                                   Path(__file__).parents[2] / "cockpit" / "node" / "rankhook.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
-    rss, total = hook._rss_kib(), hook._proc_kib("/proc/meminfo", "MemTotal:")
+    rss, total, limit = hook._rss_kib(), hook._proc_kib("/proc/meminfo", "MemTotal:"), hook._mem_limit_kib()
     assert isinstance(rss, int) and isinstance(total, int) and 0 < rss < total
+    assert isinstance(limit, int) and rss < limit <= total  # a cgroup's limit where it is lower
     assert isinstance(hook._proc_kib("/proc/vmstat", "oom_kill "), int)
     assert hook._proc_kib("/proc/vmstat", "no_such_counter ") is None
