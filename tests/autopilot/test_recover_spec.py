@@ -24,7 +24,7 @@ def test_off_by_default_and_on_both_triggers_when_given():
     spec = parse_spec(BASE + "recover:\n  attempts: 3\n")
     assert (spec.recover.attempts, spec.recover.on, spec.recover.apply_fixes) == (3, ("failure", "stall"), False)
     assert spec.recover.to_dict() == {"attempts": 3, "on": ["failure", "stall"], "apply_fixes": False,
-                                      "spare_nodes": []}
+                                      "spare_nodes": [], "min_nodes": None}
 
 
 def test_on_is_a_key_not_yaml_true():
@@ -46,6 +46,15 @@ def test_on_is_a_key_not_yaml_true():
      "job.yaml:7:20: recover.spare_nodes[1]:", "b is one of the job's nodes already"),
     ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c, c]\n",
      "job.yaml:7:20: recover.spare_nodes[1]:", "c is listed twice"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: 3\n",
+     "job.yaml:7:3: recover.min_nodes:", "from 1 to 2 (the job's nodes), got 3"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: 0\n",
+     "job.yaml:7:3: recover.min_nodes:", "from 1 to 2 (the job's nodes), got 0"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: one\n",
+     "job.yaml:7:3: recover.min_nodes:", "got 'one'"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: true\n",
+     "job.yaml:7:3: recover.min_nodes:", "got True"),
+    ("recover:\n  attempts: 1\n  min_nodes: 1\n", "job.yaml:5:3: recover.min_nodes:", "this job is local"),
     ("sweep: {grid: {lr: [1, 2]}}\nrecover:\n  attempts: 1\n", "job.yaml:5:3: recover.attempts:",
      "a sweep's trials cannot relaunch"),
 ])

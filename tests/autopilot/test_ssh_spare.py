@@ -83,10 +83,10 @@ def test_the_spare_takes_the_blamed_masters_node_rank_and_the_master_moves_with_
     spec = replace(spec, hosts=("s1", "n2"))
     facts = JobFacts(nodes=[], master_addr="10.0.0.9", master_port=29777, addresses={"s1": "10.0.0.9"},
                      node_checks={"s1": {"shared": True}, "n2": {"shared": True}})
-    new = spare._new_plan(tmp_path, plan, spec, facts, swap, ("n1",))
+    new = spare._new_plan(tmp_path, plan, spec, facts, swap, (), ("n1",))
     assert [(n.host, n.node_rank, n.address) for n in new.nodes] == [("s1", 0, "10.0.0.9"), ("n2", 1, "10.0.0.2")]
     assert (new.master_addr, new.master_port, new.left_out) == ("10.0.0.9", 29777, ("n1",))
-    spare._write_scripts(tmp_path, s, spec, new)
+    spare._write_scripts(tmp_path, s, spec, new, 2)
     node0, node1 = (layout.node_script(tmp_path, r).read_text() for r in (0, 1))
     assert "--node-rank=0" in node0 and "COCKPIT_HOST=s1" in node0 and "--master-addr=10.0.0.9" in node0
     assert "--node-rank=1" in node1 and "--master-addr=10.0.0.9" in node1 and "--master-port=29777" in node1
@@ -100,11 +100,30 @@ def test_a_blamed_worker_keeps_the_master_and_a_plan_without_the_new_keys_still_
     spec = replace(spare.job_spec(tmp_path, s, plan), hosts=("n1", "s1"))
     facts = JobFacts(nodes=[], master_addr="10.0.0.1", master_port=29501, addresses={},
                      node_checks={"n1": {"shared": True}, "s1": {"shared": False, "runs_dir": "/r"}})
-    new = spare._new_plan(tmp_path, plan, spec, facts, {"n2": "s1"}, ("n2",))
+    new = spare._new_plan(tmp_path, plan, spec, facts, {"n2": "s1"}, (), ("n2",))
     assert new.master_addr == plan.master_addr and new.nodes[1] == NodePlan("s1", 1, f"/r/{tmp_path.name}", False)
     old = plan.to_json().replace('"extra_args"', '"x_extra"').replace('"left_out"', '"x_left"')
     (tmp_path / "commands" / "ssh.json").write_text(old.replace('"shell_env"', '"x_shell"'))
     assert read_plan(tmp_path).left_out == () and read_plan(tmp_path).extra_args == ()
+
+
+def test_with_min_nodes_a_blamed_node_without_a_spare_is_dropped_and_the_rest_numbered_on(tmp_path):
+    s = _status(tmp_path)
+    s.recover = {"attempts": 2, "on": ["failure", "stall"], "spare_nodes": [], "min_nodes": 1}
+    plan = _write_plan(tmp_path, ("n1", "n2"))
+    assert spare.replacement(tmp_path, s, ("n1",)) is None  # one node may go on
+    s.recover["min_nodes"] = 2
+    assert spare.replacement(tmp_path, s, ("n1",)) == ("no spare node is left (spare_nodes: []), and the run may "
+                                                        "not go on with fewer than 2 nodes (recover.min_nodes: 2)")
+    spec = replace(spare.job_spec(tmp_path, s, plan), hosts=("n2",), num_nodes=1)
+    facts = JobFacts(nodes=[], master_addr="127.0.0.1", master_port=29600, addresses={},
+                     node_checks={"n2": {"shared": True}})
+    new = spare._new_plan(tmp_path, plan, spec, facts, {}, ("n1",), ("n1",))
+    assert [(n.host, n.node_rank) for n in new.nodes] == [("n2", 0)] and new.master_addr == "127.0.0.1"
+    spare._write_scripts(tmp_path, s, spec, new, 2)
+    script = layout.node_script(tmp_path, 0).read_text()
+    assert "--nnodes=1 " in script and "--node-rank=0 " in script and "COCKPIT_HOST=n2" in script
+    assert not layout.node_script(tmp_path, 1).exists()  # no node rank 1 any more
 
 
 def test_keep_fixes_moves_nothing_when_there_is_no_fix():
