@@ -93,6 +93,7 @@ class Supervisor:
         self.stalled: dict | None = None  # the stall finding that ended this attempt (recover.on: stall)
         self.outcomes: list[recovery.Outcome] = []  # how the earlier attempts ended
         self.decision: recovery.Decision | None = None  # the last attempt's, once it ended
+        self.left_out: frozenset[str] = frozenset()  # nodes recover: left out: their late exit records do not count
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -200,7 +201,7 @@ class Supervisor:
         return sum(node.kill() for node in self.nodes)
 
     def _record_exits(self, now: float) -> bool:
-        exits = rank_exits(self.run_dir)
+        exits = rank_exits(self.run_dir, self.left_out)
         if len(exits) == len(self.status.ranks):
             return False
         if len(exits) < len(self.status.ranks):  # a new attempt (Slurm requeue) moved the old records away
@@ -259,6 +260,7 @@ class Supervisor:
         recovery.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
         if not self._relaunch(attempt + 1):
             return False
+        self.left_out |= frozenset(self.decision.leave_out)
         s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()

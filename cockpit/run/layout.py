@@ -116,16 +116,17 @@ def parse_rank_file(name: str) -> tuple[int, str, str] | None:
     return (int(m.group(1)), m.group(2), m.group(3)) if m else None
 
 
-def rank_files(run_dir: Path, kind: str) -> dict[int, tuple[str, Path]]:
-    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>. A rank with files from two hosts (a relaunch put it
-    on another node: Slurm --exclude, an ssh spare) maps to the one written last, the current attempt's."""
+def rank_files(run_dir: Path, kind: str, skip: frozenset[str] = frozenset()) -> dict[int, tuple[str, Path]]:
+    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>, hosts in ``skip`` left out. A rank with files from
+    two hosts (a relaunch put it on another node: Slurm --exclude, an ssh spare) maps to the one written last,
+    the current attempt's."""
     out: dict[int, tuple[str, Path]] = {}
     logs = run_dir / LOGS
     if not logs.is_dir():
         return out
     for path in logs.iterdir():
         parsed = parse_rank_file(path.name)
-        if parsed and parsed[2] == kind:
+        if parsed and parsed[2] == kind and parsed[1] not in skip:
             if parsed[0] in out and _mtime(path) < _mtime(out[parsed[0]][1]):
                 continue
             out[parsed[0]] = (parsed[1], path)

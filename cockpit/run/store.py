@@ -269,9 +269,11 @@ def resolve_run(runs_dir: Path, ref: str) -> Path:
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs: {names} (hint: give more of the id)")
 
 
-def rank_exits(run_dir: Path) -> dict[int, RankExit]:
+def rank_exits(run_dir: Path, skip: frozenset[str] = frozenset()) -> dict[int, RankExit]:
+    """Each rank's exit record; ``skip``: hosts an earlier attempt left out (recover:), whose cut-off ranks may
+    still write one when their own timeouts end them, long after the run moved on without them."""
     out = {}
-    for rank, (host, path) in rank_files(run_dir, "exit").items():
+    for rank, (host, path) in rank_files(run_dir, "exit", skip).items():
         try:
             status_text, when = safeio.read_bytes(path, SMALL_FILE_BYTES).decode().split()[:2]
             out[rank] = RankExit(rank, host, int(status_text), float(when))

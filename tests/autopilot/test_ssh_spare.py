@@ -144,3 +144,20 @@ def _write_plan(run_dir: Path, hosts: tuple[str, ...], left_out: tuple[str, ...]
                    shell_env=(("NCCL_DEBUG", "INFO"),), left_out=left_out)
     (run_dir / "commands" / "ssh.json").write_text(plan.to_json())
     return plan
+
+
+def test_a_rank_on_two_hosts_reads_as_the_newest_and_a_left_out_hosts_late_exit_is_not_counted(tmp_path):
+    import os
+
+    from cockpit.run.store import rank_exits
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank-0.n1.exit").write_text("137 100.0\n")
+    (logs / "rank-0.s1.exit").write_text("0 200.0\n")
+    os.utime(logs / "rank-0.n1.exit", (1000, 1000))
+    os.utime(logs / "rank-0.s1.exit", (2000, 2000))
+    assert layout.rank_files(tmp_path, "exit")[0][0] == "s1"
+    os.utime(logs / "rank-0.n1.exit", (3000, 3000))  # the cut-off node's rank ended late, after the relaunch
+    assert rank_exits(tmp_path)[0].host == "n1"
+    assert rank_exits(tmp_path, frozenset({"n1"}))[0].host == "s1"  # the supervisor leaves it out

@@ -274,7 +274,7 @@ class SSHRun:
 
     async def _look(self) -> None:
         """One round: notice failures, start the sweeps that are due, finish when all is over."""
-        if first_failure(rank_exits(self.run_dir)) is not None:
+        if first_failure(rank_exits(self.run_dir, frozenset(self.plan.left_out))) is not None:
             self._failure()
         now = time.monotonic()
         everyone_done = all(n.done for n in self.nodes)
