@@ -97,3 +97,12 @@ def test_a_trigger_the_job_turns_off_is_a_warning():
     said = [w.format("job.yaml") for w in spec.warnings]
     assert any("recover.on: stall_after: 0 turns the stall watch off" in w for w in said), said
     assert any("max_restarts: torchrun restarts the ranks itself" in w for w in said), said
+
+
+def test_a_spare_may_have_its_own_node_env_and_a_stranger_may_not():
+    base = "launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c]\n"
+    spec = parse_spec(BASE + base + "node_env: {c: {GLOO_SOCKET_IFNAME: ens5}}\n", "job.yaml")
+    assert spec.env_for("c")["GLOO_SOCKET_IFNAME"] == "ens5"
+    [line] = errors(BASE + base + "node_env: {d: {X: '1'}}\n")
+    assert line.startswith("job.yaml:8:") and "'d' is not one of the job's nodes" in line, line
+
