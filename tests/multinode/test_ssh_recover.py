@@ -59,7 +59,8 @@ def _attempt_of(run_id: str, pid: int) -> str | None:
 def _drop_master_once_trained(lab, runs, proc):
     """(the run directory, the last step rank 0 logged), once rank 0 logged step 20 with a checkpoint written;
     then node1's link goes down."""
-    run_dir = wait_for(lambda: proc.poll() is None and list_runs(runs) and list_runs(runs)[0][0], 90,
+    # the preflight asks both nodes over SSH first: under load (2 cores, busy loops) that took over 90 s here
+    run_dir = wait_for(lambda: proc.poll() is not None or (list_runs(runs) and list_runs(runs)[0][0]), 300,
                        "the run directory")
     try:
         wait_for(lambda: proc.poll() is not None or ("step=20 " in read(f"{run_dir}/logs/rank-0.node1.log")
