@@ -109,6 +109,7 @@ class Launcher(Protocol):
     job_sections: frozenset[str]  # the job-file sections it reads of its own: "slurm", "node_env"
     nodes_are_torchruns: bool  # each of status.json's nodes is a torchrun it started (Slurm's: the batch job)
     has_sweeps: bool  # its runs may be sweeps, whose failed trials `cockpit sweep rerun` runs again
+    replacement_hint: str  # recover:'s node policy: what a person may do instead of fixing a blamed node
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The job as this launcher runs it from this shell: the ssh launcher adds the shell's NCCL_*/GLOO_*

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from cockpit import contract
 from cockpit.fs import safeio
+from cockpit.launch import memblame
 from cockpit.run import layout
 from cockpit.run.attempts import goodput, lost_seconds
 from cockpit.run.store import RunStatus, rank_files
@@ -78,6 +79,8 @@ class Outcome:
     fix_env: tuple[tuple[str, str], ...] = ()  # the configuration fix the diagnosis offers (variables)
     fix_unset: tuple[str, ...] = ()
     at: float | None = None  # wall time of the failure (its exit record) or of the stall's finding
+    node: str | None = None  # the node the evidence blames itself (lost, its link dead, its memory taken)
+    oom: str | None = None  # the kernel's OOM killer ended the rank: "node" (its node's fault) or "job" (memblame)
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,12 @@ class Decision:
 
 
 def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, host_count: int = 1,
-           leave_out: tuple[str, ...] = (), blocked: str | None = None) -> Decision:
+           leave_out: tuple[str, ...] = (), blocked: str | None = None,
+           instead: str = "return it to service") -> Decision:
     """Whether attempt ``attempt`` (0-based), which ended as ``now``, is followed by another; ``earlier``: how the
-    attempts before it ended. ``leave_out``: the nodes a launcher that replaces nodes (Slurm) would run the next
-    attempt without, as ``blame`` says; ``blocked``: why it cannot (no other node fits the job). Pure."""
+    attempts before it ended. ``leave_out``: the nodes a launcher that replaces nodes (Slurm, ssh) would run the
+    next attempt without, as ``blame`` says; ``blocked``: why it cannot (no other node fits the job, no spare is
+    left); ``instead``: what else a person can do than fix the node (the launcher's ``replacement_hint``). Pure."""
     if now.end not in policy.on:
         return Decision(False, f"not retried: recover.on does not list {now.end}")
     if now.bad_input:
@@ -109,9 +114,19 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
         return Decision(False, f"not retried: a configuration error, which a setting fixes, not a retry: "
                                f"{now.cause} (cockpit diagnose RUN --fix; recover.apply_fixes: true relaunches "
                                "with the fix the diagnosis offers)")
-    if now.remedy == "hardware" and leave_out and blocked and attempt + 1 <= policy.attempts:
-        return Decision(False, f"not retried: node {now.host} is to blame and {blocked}: {now.cause} (fix node "
-                               f"{now.host}, or return it to service, then run the job again)")
+    if now.oom == "job":
+        return Decision(False, f"not retried: {now.cause}: the job's own ranks fill the node's memory, so any node "
+                               "of its size runs out the same way (fewer ranks per node, smaller batches, fewer "
+                               "DataLoader workers, or nodes with more memory)")
+    other = next((o for o in earlier if o.oom == "node" and o.node != now.node), None)
+    if now.oom == "node" and other is not None:
+        return Decision(False, f"not retried: the kernel's OOM killer ended ranks on {other.node} and then on "
+                               f"{now.node}: the job's memory, not a node's, it seems: {now.cause} (fewer ranks "
+                               "per node or smaller batches; cockpit diagnose RUN)")
+    if leave_out and blocked and attempt + 1 <= policy.attempts:
+        node = ", ".join(leave_out)
+        return Decision(False, f"not retried: node {node} is to blame and {blocked}: {now.cause} (fix node "
+                               f"{node}, or {instead}, then run the job again)")
     if now.remedy == "hardware" and host_count <= 1 and not leave_out:
         return Decision(False, f"not retried: node {now.host or '?'} is to blame and the run has no other: "
                                f"{now.cause} (fix the node, then run the job again)")
@@ -128,8 +143,11 @@ def decide(policy: Policy, earlier: list[Outcome], now: Outcome, attempt: int, h
 
 
 def blame(now: Outcome) -> tuple[str, ...]:
-    """The node the diagnosis blames for ``now``: its culprit's host when the cause is the hardware's (a GPU
-    Xid, an ECC error, a GPU off the bus, NODE_FAIL); () when the cause is not a node's or the host is unknown."""
+    """The node the diagnosis blames for ``now``: the node the evidence names itself (``node``: lost, or its link
+    dead), else its culprit's host when the cause is the hardware's (a GPU Xid, an ECC error, a GPU off the bus,
+    NODE_FAIL, the kernel's OOM killer there); () when the cause is not a node's or the host is unknown."""
+    if now.node:
+        return (now.node,)
     return (now.host,) if now.remedy == "hardware" and now.host else ()
 
 
@@ -151,7 +169,8 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     logs = rank_files(run_dir, "log")
     if rank is None or rank not in logs:
         words = ff.description if ff is not None else "the launcher failed before any rank reported an exit"
-        return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None)
+        return Outcome("failure", rank, host, words, at=ff.time if ff is not None else None,
+                       node=lost_node(status))
     # the failing rank's log on its own host: a relaunch on another node (Slurm --exclude) writes a second log
     # for the same rank, and rank_files keeps one of them at random
     own = layout.rank_file(run_dir, rank, host, "log") if host else None
@@ -164,8 +183,22 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     bad = place is not None and place.split(" at ", 1)[0].rsplit(".", 1)[-1] in BAD_INPUT
     bad = bad or (ff is not None and ff.status == 2 and any(_USAGE.search(line) for line in lines[-5:]))
     bad = bad or (place is None and any(_COMPILE.match(line) for line in lines[-5:]))
+    oom = memblame.oom_verdict(run_dir, rank, host) if ff is not None and host and ff.signal == 9 else None
+    if oom is not None:  # the beats show it: stronger than a "Killed" in the log
+        return Outcome("failure", rank, host, oom.words(rank), "resources", at=ff.time if ff else None,
+                       node=host if oom.blame == "node" else None, oom=oom.blame)
     return Outcome("failure", rank, host, words + (f" at {place.split(' at ', 1)[1]}" if place else ""), remedy,
                    place, bad, fix_env, fix_unset, ff.time if ff is not None else None)
+
+
+def lost_node(status: RunStatus) -> str | None:
+    """The node whose own end was the first failure and which cockpit lost (ssh: unreachable when its script was
+    to start, or its launch shell vanished without an exit record: a reboot, a crash): the node, not the job."""
+    ff = status.first_failure
+    if ff is None or not ff.agent or ff.rank is not None:
+        return None
+    lost = any(n.host == ff.host and n.state == "lost" for n in status.nodes)
+    return ff.host if lost else None
 
 
 def _root_cause(path: str, lines: list[str], host: str | None, rank: int):
@@ -212,7 +245,17 @@ def stall_outcome(found: dict) -> Outcome:
     stacks = f" (stacks: {found['stacks']})" if found.get("stacks") else ""
     at = found.get("found")
     return Outcome("stall", rank if isinstance(rank, int) else None, host if isinstance(host, str) else None,
-                   f"stalled: {found.get('text', '?')}{stacks}", at=at if isinstance(at, (int, float)) else None)
+                   f"stalled: {found.get('text', '?')}{stacks}", at=at if isinstance(at, (int, float)) else None,
+                   node=link_node(found.get("link")))
+
+
+def link_node(link: object) -> str | None:
+    """The node a stall's link finding (cockpit.hang.linkwords.link_dict) blames: its link is dead (its peers'
+    sockets toward it are stuck) or it did not answer at all; None where no single node is to blame."""
+    if not isinstance(link, dict) or link.get("kind") not in ("dead_link", "unreachable"):
+        return None
+    node = link.get("node")
+    return node if isinstance(node, str) and node else None
 
 
 def resumed_from(run_dir: Path) -> int | None:

@@ -38,6 +38,7 @@ class NoScheduler:
     there is no time limit, no restarted attempt, no sweep of its own and no requeue (cockpit.launch.protocol)."""
 
     name: str
+    replacement_hint = "return it to service"
 
     def hosts(self, spec: JobSpec) -> list[str]:
         """The nodes the job file lists (this machine, for a local job)."""

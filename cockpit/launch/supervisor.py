@@ -93,6 +93,7 @@ class Supervisor:
         self.stalled: dict | None = None  # the stall finding that ended this attempt (recover.on: stall)
         self.outcomes: list[recovery.Outcome] = []  # how the earlier attempts ended
         self.decision: recovery.Decision | None = None  # the last attempt's, once it ended
+        self.left_out: frozenset[str] = frozenset()  # nodes recover: left out: their late exit records do not count
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -200,7 +201,7 @@ class Supervisor:
         return sum(node.kill() for node in self.nodes)
 
     def _record_exits(self, now: float) -> bool:
-        exits = rank_exits(self.run_dir)
+        exits = rank_exits(self.run_dir, skip=self.left_out)
         if len(exits) == len(self.status.ranks):
             return False
         if len(exits) < len(self.status.ranks):  # a new attempt (Slurm requeue) moved the old records away
@@ -246,7 +247,8 @@ class Supervisor:
         leave_out = recovery.blame(outcome)
         blocked = (self.launcher.replacement(self.run_dir, s, leave_out)
                    if leave_out and attempt + 1 <= self.policy.attempts else None)
-        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked)
+        self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked,
+                                        self.launcher.replacement_hint)
         self.outcomes.append(outcome)
         recovery.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
         s.note = self.decision.words
@@ -258,6 +260,7 @@ class Supervisor:
         recovery.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
         if not self._relaunch(attempt + 1):
             return False
+        self.left_out |= frozenset(self.decision.leave_out)
         s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()

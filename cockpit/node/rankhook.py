@@ -13,7 +13,10 @@ What it does, and what it costs until asked (one daemon thread that wakes once a
 - Once torch is imported, the torch.distributed collectives (and backward under DDP, where DDP's
   all-reduces happen) are timed: how often and how long this rank waited in them, and which one it is in
   right now. Every second a line goes to ``logs/rank-R.HOST.beat``: the straggler and stall evidence. A
-  beat that stops coming means the process is stopped or frozen.
+  beat that stops coming means the process is stopped or frozen. It also carries the rank's resident memory,
+  the node's memory and the node's count of OOM kills (/proc/self/statm, /proc/meminfo, /proc/vmstat: two
+  small reads a second): whether the kernel's OOM killer ended a rank, and whose memory filled the node
+  (cockpit.launch.memblame).
 - A dump request (``logs/dump.req`` holding a number) makes it write torch's Flight Recorder trace
   (``logs/rank-R.HOST.fr.json``): which collectives this rank enqueued and completed, by sequence number.
   gloo does not dump on a timeout by itself; NCCL's watchdog is told to (TORCH_NCCL_DUMP_ON_TIMEOUT). It
@@ -70,6 +73,58 @@ def _chain() -> None:
         sys.stderr.write(f"Error in sitecustomize (chained by cockpit's hook): {exc!r}\n")
 
 
+def _proc_kib(path: str, key: str):
+    """The number after ``key`` in a /proc table (meminfo's KiB, vmstat's counts); None where there is none."""
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(key.encode()):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _mem_limit_kib():
+    """The node's memory in KiB, or its cgroup's limit where lower (a Slurm job's --mem, a container): what
+    the kernel's OOM killer acts on. The lowest limit on the cgroup's path, cgroup v2 or v1's memory controller."""
+    best = _proc_kib("/proc/meminfo", "MemTotal:")
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, name = "/sys/fs/cgroup", "memory.max"
+        elif "memory" in parts[1].split(","):
+            base, name = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+        else:
+            continue
+        steps = [s for s in parts[2].split("/") if s]
+        for i in range(len(steps), -1, -1):  # a job's limit sits on an ancestor of its step's cgroup
+            try:
+                with open(os.path.join(base, *steps[:i], name), encoding="utf-8") as f:
+                    limit = int(f.read().strip()) // 1024
+            except (OSError, ValueError):  # "max": no limit here
+                continue
+            if best is None or limit < best:
+                best = limit
+    return best
+
+
+def _rss_kib():
+    """This process's resident memory in KiB (/proc/self/statm: pages); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class _Hook:
     def __init__(self, base: str):
         self.base = base  # <run>/logs/rank-R.HOST
@@ -88,6 +143,7 @@ class _Hook:
         self.replaced = False  # the script replaced the SIGURG handler
         self.fatal = False  # faulthandler's fatal-signal dump goes to the stacks file (enabled by the hook)
         self.status: int | None = None  # a spawned rank's own exit status, once its function returned
+        self.mem_total = _mem_limit_kib()  # the memory the rank may use, KiB (None: not Linux)
 
     def _record_exit(self) -> None:
         import time
@@ -237,7 +293,8 @@ class _Hook:
         current, since = self.current, self.since
         record = {"t": round(now, 3), "pid": self.pid, "sync": round(self.sync_seconds, 4), "n": self.sync_calls,
                   "in": current, "since": round(since, 3) if current else None, "ddp": self.ddp, "last": self.last,
-                  "req": self.handled, "urg": "replaced" if self.replaced else "hook"}
+                  "req": self.handled, "urg": "replaced" if self.replaced else "hook", "rss": _rss_kib(),
+                  "memt": self.mem_total, "oomk": _proc_kib("/proc/vmstat", "oom_kill ")}
         path = self.base + ".beat"
         try:
             roll = os.path.getsize(path) > BEAT_ROLL_BYTES

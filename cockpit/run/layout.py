@@ -120,12 +120,15 @@ def parse_rank_file(name: str) -> tuple[int, str, str] | None:
     return (int(m.group(1)), m.group(2), m.group(3)) if m else None
 
 
-def rank_files(run_dir: Path, kind: str) -> dict[int, tuple[str, Path]]:
-    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>."""
-    return rank_file_kinds(run_dir, (kind,))[kind]
+def rank_files(run_dir: Path, kind: str, skip: frozenset[str] = frozenset()) -> dict[int, tuple[str, Path]]:
+    """rank -> (host, path) for logs/rank-<R>.<host>.<kind>, hosts in ``skip`` left out. A rank with files from
+    two hosts (a relaunch put it on another node: Slurm --exclude, an ssh spare) maps to the one written last,
+    the current attempt's."""
+    return rank_file_kinds(run_dir, (kind,), skip)[kind]
 
 
-def rank_file_kinds(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, dict[int, tuple[str, Path]]]:
+def rank_file_kinds(run_dir: Path, kinds: tuple[str, ...],
+                    skip: frozenset[str] = frozenset()) -> dict[str, dict[int, tuple[str, Path]]]:
     """``rank_files`` of each of ``kinds``, from one listing of logs/ (4,096 ranks leave some 20,000 files
     there: the watchdog reads three kinds every second)."""
     out: dict[str, dict[int, tuple[str, Path]]] = {kind: {} for kind in kinds}
@@ -137,9 +140,19 @@ def rank_file_kinds(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, dict[int
     tails = tuple(f".{kind}" for kind in kinds)
     for name in names:
         parsed = parse_rank_file(name) if name.endswith(tails) else None
-        if parsed and parsed[2] in out:
-            out[parsed[2]][parsed[0]] = (parsed[1], logs / name)
+        if parsed and parsed[2] in out and parsed[1] not in skip:
+            found = out[parsed[2]]
+            if parsed[0] in found and _mtime(logs / name) < _mtime(found[parsed[0]][1]):
+                continue  # an earlier attempt's file of this rank, on another host
+            found[parsed[0]] = (parsed[1], logs / name)
     return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
 
 
 def exit_records(run_dir: Path) -> list[Path]:

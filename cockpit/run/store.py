@@ -269,10 +269,13 @@ def resolve_run(runs_dir: Path, ref: str) -> Path:
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs: {names} (hint: give more of the id)")
 
 
-def rank_exits(run_dir: Path, files: dict[int, tuple[str, Path]] | None = None) -> dict[int, RankExit]:
-    """rank -> how it ended, from its exit record; ``files``: ``rank_files(run_dir, "exit")`` when listed already."""
+def rank_exits(run_dir: Path, files: dict[int, tuple[str, Path]] | None = None,
+               skip: frozenset[str] = frozenset()) -> dict[int, RankExit]:
+    """rank -> how it ended, from its exit record; ``files``: ``rank_files(run_dir, "exit", skip)`` when listed
+    already; ``skip``: hosts an earlier attempt left out (recover:), whose cut-off ranks may still write one when
+    their own timeouts end them, long after the run moved on without them."""
     out = {}
-    for rank, (host, path) in (rank_files(run_dir, "exit") if files is None else files).items():
+    for rank, (host, path) in (rank_files(run_dir, "exit", skip) if files is None else files).items():
         try:
             status_text, when = safeio.read_bytes(path, SMALL_FILE_BYTES).decode().split()[:2]
             out[rank] = RankExit(rank, host, int(status_text), float(when))

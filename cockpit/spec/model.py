@@ -16,7 +16,7 @@ from cockpit import contract
 from cockpit.spec import jobfile, yamlpos
 from cockpit.spec.argv import check_exec_limits
 from cockpit.spec.fields import MAX_PROCS, MAX_SEED, Checker
-from cockpit.spec.nodes import gpus, node_env, nodes
+from cockpit.spec.nodes import gpus, node_env, nodes, spare_names
 from cockpit.spec.recover import RecoverSpec, recover_section
 from cockpit.spec.runner import RUNNERS, TORCHRUN, check_runner
 from cockpit.spec.sections import SlurmSpec, SweepSpec, slurm_section, sweep_section
@@ -193,7 +193,7 @@ def _build(check: Checker, data: object, filename: str) -> JobSpec | None:
         precision=check.choice(data, ("precision",), PRECISIONS, "fp32"),
         seed=check.integer(data, ("seed",), 0, minimum=0, maximum=MAX_SEED),
         env=check.env(data, ("env",)),
-        node_env=node_env(check, data, launcher, hosts),
+        node_env=node_env(check, data, launcher, hosts, spare_names(data)),
         secret_env=check.env_names(data, ("secret_env",)),
         master_port=check.int_or_auto(data, ("master_port",), minimum=1024, maximum=65535),
         rdzv=check.choice(data, ("rdzv",), ("static", "c10d"), "static"),

@@ -8,10 +8,18 @@ from cockpit.spec.formats import hostlist_count
 from cockpit.spec.yamlpos import KeyPath, YamlMap
 
 
-def node_env(check: Checker, data: YamlMap, launcher: str,
-             hosts: tuple[str, ...]) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+def spare_names(data: YamlMap) -> tuple[str, ...]:
+    """The names in recover.spare_nodes as written (checked by cockpit.spec.recover), for node_env: a spare
+    may need its own values too (its NIC named differently)."""
+    recover = data.get("recover")
+    spares = recover.get("spare_nodes") if isinstance(recover, dict) else None
+    return tuple(str(h) for h in spares if isinstance(h, str)) if isinstance(spares, list) else ()
+
+
+def node_env(check: Checker, data: YamlMap, launcher: str, hosts: tuple[str, ...],
+             spares: tuple[str, ...] = ()) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     """node_env: {host: {NAME: value}}: per-node values over env: (ssh only: its hosts are known up front),
-    e.g. GLOO_SOCKET_IFNAME where the nodes name the shared NIC differently."""
+    e.g. GLOO_SOCKET_IFNAME where the nodes name the shared NIC differently; ``spares``' too (recover:)."""
     raw = data.get("node_env")
     if raw is None:
         return ()
@@ -26,7 +34,7 @@ def node_env(check: Checker, data: YamlMap, launcher: str,
         return ()
     out: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     for host in raw:
-        if str(host) not in hosts:
+        if str(host) not in hosts and str(host) not in spares:
             check.problem((*path, host), f"{host!r} is not one of the job's nodes",
                           f"nodes: [{', '.join(hosts)}]")
             continue

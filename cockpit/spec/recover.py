@@ -5,9 +5,11 @@
       on: [failure, stall] # what starts one: a rank that failed, a stall the watchdog found
       apply_fixes: false   # true: a cause a configuration fix explains is retried with that fix
       spare_nodes: []      # ssh jobs: nodes to use in place of one the diagnosis blames
+      min_nodes: 2         # ssh jobs: with no spare left, go on without the blamed node down to this many nodes
 
 On Slurm a relaunch is the batch script submitted again, with --exclude of the node the diagnosis blamed
-(cockpit.launch.slurm.relaunch).
+(cockpit.launch.slurm.relaunch); on ssh the blamed node's place (its node rank) goes to the first spare left
+(cockpit.launch.ssh.spare).
 
 A stop a person asked for never starts an attempt. The block's frozen value and its reader, which checks it
 through a Checker (positioned problems, usable defaults), as cockpit.spec.sections does for slurm: and sweep:.
@@ -24,7 +26,7 @@ from cockpit.spec.yamlpos import YamlMap
 Trigger = Literal["failure", "stall"]
 TRIGGERS: tuple[Trigger, ...] = ("failure", "stall")
 MAX_ATTEMPTS = 100  # a run that failed 100 times wants a person, not a 101st try
-_KEYS = ("attempts", "on", "apply_fixes", "spare_nodes")
+_KEYS = ("attempts", "on", "apply_fixes", "spare_nodes", "min_nodes")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class RecoverSpec:
     on: tuple[Trigger, ...] = TRIGGERS  # each at most once, in file order
     apply_fixes: bool = False
     spare_nodes: tuple[str, ...] = ()
+    min_nodes: int | None = None  # None: never fewer nodes than the job names
 
     @property
     def enabled(self) -> bool:
@@ -43,7 +46,7 @@ class RecoverSpec:
     def to_dict(self) -> dict[str, object]:
         """What status.json keeps of it (``recover``): the supervisor reads the policy there, not the YAML."""
         return {"attempts": self.attempts, "on": list(self.on), "apply_fixes": self.apply_fixes,
-                "spare_nodes": list(self.spare_nodes)}
+                "spare_nodes": list(self.spare_nodes), "min_nodes": self.min_nodes}
 
 
 def recover_section(check: Checker, raw: object, launcher: str, hosts: tuple[str, ...]) -> RecoverSpec:
@@ -52,13 +55,10 @@ def recover_section(check: Checker, raw: object, launcher: str, hosts: tuple[str
         return RecoverSpec()
     p = ("recover",)
     attempts = _attempts(check, raw)
-    spec = RecoverSpec(attempts=attempts, on=_triggers(check, raw), apply_fixes=check.boolean(raw, (*p, "apply_fixes"),
-                                                                                               False),
-                       spare_nodes=_spares(check, raw, launcher, hosts))
-    if spec.enabled and launcher not in ("local", "slurm"):
-        check.problem((*p, "attempts"), f"a {launcher} job cannot relaunch itself yet: recover: runs local and "
-                      "Slurm jobs only", "drop recover:")
-    return spec
+    return RecoverSpec(attempts=attempts, on=_triggers(check, raw),
+                       apply_fixes=check.boolean(raw, (*p, "apply_fixes"), False),
+                       spare_nodes=_spares(check, raw, launcher, hosts), min_nodes=_min_nodes(check, raw, launcher,
+                                                                                              hosts))
 
 
 def _attempts(check: Checker, raw: YamlMap) -> int:
@@ -108,3 +108,21 @@ def _spares(check: Checker, raw: YamlMap, launcher: str, hosts: tuple[str, ...])
         elif host in spares[:i]:
             check.problem((*path, i), f"{host} is listed twice", "list each spare once")
     return spares
+
+
+def _min_nodes(check: Checker, raw: YamlMap, launcher: str, hosts: tuple[str, ...]) -> int | None:
+    """The fewest nodes an ssh run's next attempt may run on once no spare is left (cockpit.launch.ssh.spare)."""
+    value, path = raw.get("min_nodes"), ("recover", "min_nodes")
+    if value is None:
+        return None
+    if launcher != "ssh":
+        hint = "Slurm leaves a blamed node out with --exclude and finds another" if launcher == "slurm" else \
+            "drop min_nodes:"
+        check.problem(path, f"fewer nodes is for an ssh job's next attempt; this job is {launcher}", hint)
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= len(hosts):
+        check.problem(path, f"expected a whole number from 1 to {len(hosts)} (the job's nodes), got {value!r}",
+                      f"min_nodes: {max(1, len(hosts) - 1)} (the fewest nodes an attempt may run on when no spare "
+                      "is left; the script must take a smaller world size)")
+        return None
+    return value

@@ -24,7 +24,7 @@ def test_off_by_default_and_on_both_triggers_when_given():
     spec = parse_spec(BASE + "recover:\n  attempts: 3\n")
     assert (spec.recover.attempts, spec.recover.on, spec.recover.apply_fixes) == (3, ("failure", "stall"), False)
     assert spec.recover.to_dict() == {"attempts": 3, "on": ["failure", "stall"], "apply_fixes": False,
-                                      "spare_nodes": []}
+                                      "spare_nodes": [], "min_nodes": None}
 
 
 def test_on_is_a_key_not_yaml_true():
@@ -42,8 +42,19 @@ def test_on_is_a_key_not_yaml_true():
         ("recover:\n  attemps: 1\n", "job.yaml:4:3: recover.attemps:", "did you mean 'attempts'?"),
     ("recover: 3\n", "job.yaml:3:1: recover:", "expected a mapping"),
     ("recover:\n  attempts: 1\n  spare_nodes: [n9]\n", "job.yaml:5:3: recover.spare_nodes:", "ssh job"),
-    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n", "job.yaml:6:3: recover.attempts:",
-     "local and Slurm jobs only"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c, b]\n",
+     "job.yaml:7:20: recover.spare_nodes[1]:", "b is one of the job's nodes already"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c, c]\n",
+     "job.yaml:7:20: recover.spare_nodes[1]:", "c is listed twice"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: 3\n",
+     "job.yaml:7:3: recover.min_nodes:", "from 1 to 2 (the job's nodes), got 3"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: 0\n",
+     "job.yaml:7:3: recover.min_nodes:", "from 1 to 2 (the job's nodes), got 0"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: one\n",
+     "job.yaml:7:3: recover.min_nodes:", "got 'one'"),
+    ("launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  min_nodes: true\n",
+     "job.yaml:7:3: recover.min_nodes:", "got True"),
+    ("recover:\n  attempts: 1\n  min_nodes: 1\n", "job.yaml:5:3: recover.min_nodes:", "this job is local"),
     ("sweep: {grid: {lr: [1, 2]}}\nrecover:\n  attempts: 1\n", "job.yaml:5:3: recover.attempts:",
      "a sweep's trials cannot relaunch"),
 ])
@@ -86,3 +97,12 @@ def test_a_trigger_the_job_turns_off_is_a_warning():
     said = [w.format("job.yaml") for w in spec.warnings]
     assert any("recover.on: stall_after: 0 turns the stall watch off" in w for w in said), said
     assert any("max_restarts: torchrun restarts the ranks itself" in w for w in said), said
+
+
+def test_a_spare_may_have_its_own_node_env_and_a_stranger_may_not():
+    base = "launcher: ssh\nnodes: [a, b]\nrecover:\n  attempts: 1\n  spare_nodes: [c]\n"
+    spec = parse_spec(BASE + base + "node_env: {c: {GLOO_SOCKET_IFNAME: ens5}}\n", "job.yaml")
+    assert spec.env_for("c")["GLOO_SOCKET_IFNAME"] == "ens5"
+    [line] = errors(BASE + base + "node_env: {d: {X: '1'}}\n")
+    assert line.startswith("job.yaml:8:") and "'d' is not one of the job's nodes" in line, line
+

@@ -39,8 +39,8 @@ def test_generated_shell_passes_shellcheck(tmp_path):
 
 def test_start_writes_the_script_runs_it_detached_and_records_its_end(tmp_path):
     run_dir = tmp_path / "run dir"  # a space: everything is quoted
-    script = "echo started; sleep 0.3; echo done; exit 3\n"
-    r = sh(start_script(str(run_dir), "node/1", 2, script))
+    script = "echo started $COCKPIT_ATTEMPT; sleep 0.3; echo done; exit 3\n"
+    r = sh(start_script(str(run_dir), "node/1", 2, script, attempt=4))  # recover:'s attempt crosses SSH here
     assert r.returncode == 0, r.stderr
     pid, ticks = parse_started(r.stdout)
     assert ticks == procs.start_time(pid)
@@ -48,7 +48,7 @@ def test_start_writes_the_script_runs_it_detached_and_records_its_end(tmp_path):
     exit_file = run_dir / "logs/agent.node_1.exit"
     status, when = wait_for(lambda: exit_file.exists() and exit_file.read_text().split()).copy()
     assert status == "3" and abs(float(when) - time.time()) < 10
-    assert (run_dir / "logs/agent.node_1.log").read_text() == "started\ndone\n"
+    assert (run_dir / "logs/agent.node_1.log").read_text() == "started 4\ndone\n"
 
 
 def test_stop_finds_the_runs_processes_by_environment_and_escalates(tmp_path):

@@ -49,6 +49,7 @@ class SlurmLauncher:
     job_sections = frozenset({"slurm"})
     nodes_are_torchruns = False
     has_sweeps = True  # a sweep is a job array
+    replacement_hint = "return it to service"
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """sbatch exports this shell to the job."""

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import shlex
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from cockpit.fleet.probes import Fleet
 from cockpit.fleet.records import Interface
+from cockpit.fs.paths import job_workdir
+from cockpit.launch.site import interpreter
 from cockpit.launch.ssh.shell import agent_command
 from cockpit.preflight import ifadvice
-from cockpit.preflight.checks import JobFacts, is_loopback
-from cockpit.remote import LocalRemote, RemoteError, RemotePool
+from cockpit.preflight.checks import JobFacts, is_loopback, job_checks
+from cockpit.remote import LocalRemote, RemoteError, RemotePool, SSHOptions
 from cockpit.remote.base import is_ip
 from cockpit.spec.model import JobSpec
 
@@ -140,3 +144,29 @@ def _agent_interfaces(node, answer: dict):
         return node
     return replace(node, interfaces=tuple(Interface.from_dict(i) for i in found),
                    interfaces_from="the node agent (ip -j addr or /sys/class/net)")
+
+
+def ask_nodes(spec: JobSpec, job_path: str, runs_dir: Path, options: SSHOptions, timeout: float):
+    """check_job with a marker file in ``runs_dir``: each node also says whether it sees it (shares it)."""
+    marker = runs_dir / f".cockpit-shared-{secrets.token_hex(8)}"
+    token = secrets.token_hex(16)
+    marker.write_text(token + "\n", encoding="utf-8")
+    marker.chmod(0o644)
+    try:
+        return check_job(spec, job_path, options, timeout, (str(marker.resolve()), token))
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def check_job(spec: JobSpec, job_path: str, options: SSHOptions, timeout: float = 20.0,
+              marker: tuple[str, str] | None = None, python: str | None = None):
+    """The preflight: (checks, facts) for ``spec`` on its nodes (`cockpit doctor JOB` prints them)."""
+    async def go():
+        pool = RemotePool(options)
+        try:
+            return await gather(spec, pool, python or interpreter(spec), timeout, marker,
+                                job_workdir(job_path, spec.workdir))
+        finally:
+            await pool.close()
+    facts = asyncio.run(go())
+    return job_checks(spec, facts), facts

@@ -15,23 +15,20 @@ A node that does not share the filesystem gets its run directory under its own r
 
 from __future__ import annotations
 
-import asyncio
 import json
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.fleet.records import NodeReport
-from cockpit.fs.paths import job_workdir
 from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, Warn
-from cockpit.launch.site import LaunchError, NoScheduler, PreflightFailed, facts_for, forward_shell_env, interpreter
-from cockpit.launch.ssh.facts import gather
-from cockpit.launch.ssh.plan import PLAN_FILE, NodePlan, SSHPlan, Timing, node_scripts
+from cockpit.launch.site import LaunchError, NoScheduler, PreflightFailed, forward_shell_env, interpreter
+from cockpit.launch.ssh.facts import ask_nodes, check_job
+from cockpit.launch.ssh.plan import PLAN_FILE, SSHPlan, Timing, node_scripts, plan_nodes, render_facts
 from cockpit.launch.supervision import reconcile, supervisor_alive
 from cockpit.preflight import checks as preflight
-from cockpit.remote import RemotePool, SSHOptions
+from cockpit.remote import SSHOptions
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, create_run_dir, new_run_id, write_atomic, write_private, write_status
 from cockpit.spec.model import JobSpec
@@ -66,6 +63,7 @@ class SSHLauncher(NoScheduler):
     job_sections = frozenset({"node_env"})
     nodes_are_torchruns = True
     has_sweeps = False
+    replacement_hint = "add a spare to recover.spare_nodes"
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The shell's NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* join env: (nothing crosses SSH by itself;
@@ -142,6 +140,21 @@ class SSHLauncher(NoScheduler):
             warn(f"{run_dir.name}: cannot ask its nodes: {exc}")
             return status
 
+    def replacement(self, run_dir: Path, status: RunStatus, leave_out: tuple[str, ...]) -> str | None:
+        """None while a spare (recover.spare_nodes) is left for each blamed node (cockpit.launch.ssh.spare)."""
+        from cockpit.launch.ssh import spare
+
+        return spare.replacement(run_dir, status, leave_out)
+
+    def relaunch(self, run_dir: Path, status: RunStatus, attempt: int, leave_out: tuple[str, ...]) -> str | None:
+        """A spare in place of each node of ``leave_out``, at its node rank; nothing to do without one."""
+        from cockpit.launch.ssh import spare
+
+        try:
+            return spare.relaunch(run_dir, status, leave_out)
+        except (OSError, ValueError, KeyError) as exc:
+            raise LaunchError(f"cannot put a spare in place of {', '.join(leave_out)}: {exc}") from None
+
     def requeue(self, run_dir: Path) -> str:
         raise LaunchError("an ssh run cannot be requeued (hint: cockpit run the job again)")
 
@@ -168,11 +181,6 @@ def render_interfaces(nodes: list[NodeReport]) -> str:
     return "interfaces:\n" + "\n".join(lines) if lines else ""
 
 
-def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
-                 extra_args: tuple[str, ...] = ()) -> Site:
-    """The job's hosts as its nodes, the first the master; python3 on the nodes unless the job names one."""
-    return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
-                     master_addr=spec.hosts[0] if spec.hosts else "", node_names=spec.hosts)
 
 
 def ssh_options(launch: SSHLaunch) -> SSHOptions:
@@ -191,60 +199,29 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
             launch: SSHLaunch | None = None) -> Path:
     """Ask the nodes, check, and write the run directory; raises LaunchError (PreflightFailed)."""
     launch = launch or SSHLaunch()
+    own = len(spec.env)
     spec = forward_shell_env(spec)  # NCCL_*/GLOO_*/... of this shell: checked by the preflight, exported on the nodes
+    shell_env = spec.env[:len(spec.env) - own]  # forward_shell_env puts the shell's before the job's own
     if spec.sweep is not None:
         raise LaunchError("sweeps run as Slurm job arrays (hint: drop sweep:, or launcher: slurm)")
     options = ssh_options(launch)
     runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    marker = runs_dir / f".cockpit-shared-{secrets.token_hex(8)}"
-    token = secrets.token_hex(16)
-    marker.write_text(token + "\n", encoding="utf-8")
-    marker.chmod(0o644)
-    try:
-        checks, facts = check_job(spec, job_path, options, launch.timeout, (str(marker.resolve()), token))
-    finally:
-        marker.unlink(missing_ok=True)
+    checks, facts = ask_nodes(spec, job_path, runs_dir, options, launch.timeout)
     if launch.preflight and preflight.failed(checks):
         raise PreflightFailed(job_path, checks)
     if facts.master_port is None or len(facts.node_checks) != spec.num_nodes:
         raise LaunchError("the nodes could not all be asked (hint: cockpit doctor " + job_path + ")")
-    return _write_run(spec, job_path, runs_dir, extra_args, launch, options, facts, checks)
+    return _write_run(spec, job_path, runs_dir, extra_args, launch, options, facts, checks, shell_env)
 
 
-def check_job(spec: JobSpec, job_path: str, options: SSHOptions, timeout: float = 20.0,
-              marker: tuple[str, str] | None = None, python: str | None = None):
-    """The preflight: (checks, facts) for ``spec`` on its nodes (`cockpit doctor JOB` prints them)."""
-    async def go():
-        pool = RemotePool(options)
-        try:
-            return await gather(spec, pool, python or interpreter(spec), timeout, marker,
-                                job_workdir(job_path, spec.workdir))
-        finally:
-            await pool.close()
-    facts = asyncio.run(go())
-    return preflight.job_checks(spec, facts), facts
 
 
-def plan_nodes(spec: JobSpec, run_dir: Path, facts: preflight.JobFacts, remote_runs_dir: str | None) -> tuple:
-    """Each node's run directory: this one where the node sees it, else one under the node's runs dir."""
-    out = []
-    for rank, host in enumerate(spec.hosts):
-        answer = facts.node_checks[host]
-        shared = bool(answer.get("shared"))
-        base = remote_runs_dir or answer.get("runs_dir")
-        if shared:
-            where = str(run_dir.resolve())
-        elif base:
-            where = f"{base.rstrip('/')}/{run_dir.name}"
-        else:
-            why = answer.get("agent_error") or "it did not say where its runs directory is"
-            raise LaunchError(f"cannot launch on {host}: the node agent could not run there ({why}) (hint: "
-                              f"cockpit doctor JOB; set python: to an interpreter that exists on {host})")
-        out.append(NodePlan(host, rank, where, shared, facts.addresses.get(host)))
-    return tuple(out)
 
 
-def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options, facts, checks) -> Path:
+
+
+def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options, facts, checks,
+               shell_env: tuple[tuple[str, str], ...] = ()) -> Path:
     run_id = new_run_id(spec.name)
     run_dir = create_run_dir(runs_dir, run_id)
     write_private(run_dir / "job.yaml", Path(job_path).read_text(encoding="utf-8"))
@@ -256,7 +233,7 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
         spec = replace(spec, procs_per_node=nproc)  # gpus: all -> the count the nodes reported
     plan = SSHPlan(run_id=run_id, python=interpreter(spec), master_addr=facts.master_addr or spec.hosts[0],
                    master_port=facts.master_port, nodes=plan_nodes(spec, run_dir, facts, launch.remote_runs_dir),
-                   nproc=nproc, ssh=options, timing=launch.timing)
+                   nproc=nproc, ssh=options, timing=launch.timing, extra_args=tuple(extra_args), shell_env=shell_env)
     base = render_facts(spec, job_path, str(run_dir.resolve()), run_id, plan.master_port, extra_args)
     for rank, text in node_scripts(spec, base, plan).items():
         write_private(layout.node_script(run_dir, rank), text)
@@ -267,7 +244,8 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
     status = RunStatus(run_id=run_id, name=spec.name, launcher="ssh", job_file=str(Path(job_path).resolve()),
                        hosts=list(spec.hosts), world_size=None if nproc is None else nproc * spec.num_nodes,
                        note=note,
-                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after)
+                       stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
+                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
     write_status(run_dir, status)
     return run_dir
 

@@ -9,14 +9,18 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cockpit.launch.site import LaunchError, facts_for, interpreter
 from cockpit.remote import SSHOptions
 from cockpit.render import default_kind, render
 from cockpit.render.site import Site
 from cockpit.run import layout
 from cockpit.run import store as runs
 from cockpit.spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from cockpit.preflight.checks import JobFacts
 
 PLAN_FILE = layout.SSH_PLAN
 
@@ -53,6 +57,10 @@ class SSHPlan:
     nproc: int | None  # ranks per node, None when "one per GPU" was not known
     ssh: SSHOptions = field(default_factory=SSHOptions)
     timing: Timing = field(default_factory=Timing)
+    # what rendering the node scripts again needs besides job.yaml (recover: puts a spare in a node's place):
+    extra_args: tuple[str, ...] = ()  # `cockpit run JOB -- ARGS`
+    shell_env: tuple[tuple[str, str], ...] = ()  # the launching shell's NCCL_*/GLOO_*/... (site.forward_shell_env)
+    left_out: tuple[str, ...] = ()  # nodes an earlier attempt ran on and recover: left out (blamed), in order
 
     def node(self, host: str) -> NodePlan:
         return next(n for n in self.nodes if n.host == host)
@@ -66,7 +74,10 @@ class SSHPlan:
         ssh: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["ssh"].items()}
         return cls(run_id=data["run_id"], python=data["python"], master_addr=data["master_addr"],
                    master_port=int(data["master_port"]), nodes=tuple(NodePlan(**n) for n in data["nodes"]),
-                   nproc=data["nproc"], ssh=SSHOptions(**ssh), timing=Timing(**data["timing"]))
+                   nproc=data["nproc"], ssh=SSHOptions(**ssh), timing=Timing(**data["timing"]),
+                   extra_args=tuple(data.get("extra_args", ())),
+                   shell_env=tuple((str(k), str(v)) for k, v in data.get("shell_env", ())),
+                   left_out=tuple(data.get("left_out", ())))
 
 
 def read_plan(run_dir: Path) -> SSHPlan:
@@ -107,3 +118,29 @@ def with_local_addr(script: str, address: str) -> str:
         raise ValueError("no --rdzv-conf segment in the rendered torchrun script")
     end = script.index("\n", at) + 1
     return script[:end] + f"  --local-addr={shlex.quote(address)} \\\n" + script[end:]
+
+
+def render_facts(spec: JobSpec, job_path: str, run_dir: str, run_id: str, master_port: int,
+                 extra_args: tuple[str, ...] = ()) -> Site:
+    """The job's hosts as its nodes, the first the master; python3 on the nodes unless the job names one."""
+    return facts_for(spec, job_path, run_dir, run_id, master_port, extra_args, python=interpreter(spec),
+                     master_addr=spec.hosts[0] if spec.hosts else "", node_names=spec.hosts)
+
+
+def plan_nodes(spec: JobSpec, run_dir: Path, facts: JobFacts, remote_runs_dir: str | None) -> tuple:
+    """Each node's run directory: this one where the node sees it, else one under the node's runs dir."""
+    out = []
+    for rank, host in enumerate(spec.hosts):
+        answer = facts.node_checks[host]
+        shared = bool(answer.get("shared"))
+        base = remote_runs_dir or answer.get("runs_dir")
+        if shared:
+            where = str(run_dir.resolve())
+        elif base:
+            where = f"{base.rstrip('/')}/{run_dir.name}"
+        else:
+            why = answer.get("agent_error") or "it did not say where its runs directory is"
+            raise LaunchError(f"cannot launch on {host}: the node agent could not run there ({why}) (hint: "
+                              f"cockpit doctor JOB; set python: to an interpreter that exists on {host})")
+        out.append(NodePlan(host, rank, where, shared, facts.addresses.get(host)))
+    return tuple(out)

@@ -31,9 +31,10 @@ def agent_exit_file(run_dir: str, host: str) -> str:
     return f"{run_dir}/{layout.LOGS}/{layout.agent_exit_name(log_safe(host))}"
 
 
-def start_script(run_dir: str, host: str, node_rank: int, script_text: str | None) -> str:
+def start_script(run_dir: str, host: str, node_rank: int, script_text: str | None, attempt: int = 0) -> str:
     """Make the run directory, write the node script (unless it is already there: ``script_text`` None,
-    a shared filesystem), start it detached, print "PID START_TICKS".
+    a shared filesystem), start it detached with COCKPIT_ATTEMPT=``attempt`` (recover:; nothing crosses SSH by
+    itself), print "PID START_TICKS".
 
     Run it as `sh -s` with this text on stdin (remote.run's ``input``), never in an argument list: the node
     script holds the job's env values (API keys), and any user's `ps` shows arguments. ``umask 077``: the
@@ -51,7 +52,8 @@ def start_script(run_dir: str, host: str, node_rank: int, script_text: str | Non
         for name, source in layout.HOOK_FILES:
             blob = base64.b64encode((Path(__file__).parents[2] / "node" / source).read_bytes()).decode()
             lines.append(f"printf '%s' {blob} | base64 -d > {layout.HOOK}/{name}")
-    launch = (f"bash {script}; s=$?; printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > {end}")
+    launch = (f"{contract.ATTEMPT}={int(attempt)} bash {script}; s=$?; "
+              f"printf '%s %s\\n' \"$s\" \"$(date +%s.%N)\" > {end}")
     lines += [f"rm -f {end}",
               f"setsid sh -c {q(launch)} > {log} 2>&1 < /dev/null &",
               "pid=$!",

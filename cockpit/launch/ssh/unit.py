@@ -97,7 +97,8 @@ class SSHUnit:
     async def start(self) -> None:
         local = layout.node_script(self.run.run_dir, self.node_rank)
         text = None if self.plan.shared else local.read_text(encoding="utf-8")
-        script = start_script(self.plan.run_dir, self.host, self.node_rank, text)
+        attempt = max(len(self.run.status.attempts) - 1, 0)  # the supervisor appended this attempt's record
+        script = start_script(self.plan.run_dir, self.host, self.node_rank, text, attempt)
         try:
             result = await self.run.remote(self.host).run(["sh", "-s"], self.run.plan.timing.start_timeout,
                                                           input=script)  # on stdin: never in anyone's `ps`
@@ -273,7 +274,7 @@ class SSHRun:
 
     async def _look(self) -> None:
         """One round: notice failures, start the sweeps that are due, finish when all is over."""
-        if first_failure(rank_exits(self.run_dir)) is not None:
+        if first_failure(rank_exits(self.run_dir, skip=frozenset(self.plan.left_out))) is not None:
             self._failure()
         now = time.monotonic()
         everyone_done = all(n.done for n in self.nodes)
