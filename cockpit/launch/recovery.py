@@ -259,10 +259,36 @@ def link_node(link: object) -> str | None:
 
 
 def resumed_from(run_dir: Path) -> int | None:
-    """The checkpoint step this attempt's rank 0 said it resumed from (cockpit.train), None: it did not say."""
-    log = rank_files(run_dir, "log").get(0)
-    found = [m for line in section(log[1]) if (m := _RESUMED.search(line))] if log else []
+    """The checkpoint step this attempt's rank 0 said it resumed from (cockpit.train), None: it did not say.
+    Read from rank 0's log written last: a relaunch on another node (Slurm --exclude, an ssh spare) leaves
+    rank 0 one log per host, and only the newest is this attempt's."""
+    log = _newest_log(run_dir, 0)
+    found = [m for line in section(log) if (m := _RESUMED.search(line))] if log else []
     return int(found[-1][1]) if found else None
+
+
+def _every_rank_log(run_dir: Path) -> list[Path]:
+    """Every rank's log on every host it ran on: a rank relaunched on another node has one per host, and each
+    must end its attempt at the marker, or a parser takes an earlier attempt's failure for this one's."""
+    try:
+        names = sorted((run_dir / layout.LOGS).iterdir())
+    except OSError:
+        return []
+    return [p for p in names if (parsed := layout.parse_rank_file(p.name)) and parsed[2] == "log"]
+
+
+def _newest_log(run_dir: Path, rank: int) -> Path | None:
+    """``rank``'s log modified last, among its logs on every host it ran on."""
+    newest: tuple[int, Path] | None = None
+    with contextlib.suppress(OSError):
+        for path in (run_dir / layout.LOGS).iterdir():
+            parsed = layout.parse_rank_file(path.name)
+            if parsed and parsed[0] == rank and parsed[2] == "log":
+                with contextlib.suppress(OSError):
+                    mtime = path.stat().st_mtime_ns
+                    if newest is None or mtime > newest[0]:
+                        newest = (mtime, path)
+    return newest[1] if newest else None
 
 
 def set_aside(run_dir: Path, attempt: int) -> int:
@@ -285,7 +311,7 @@ def mark(run_dir: Path, attempt: int, after: Outcome, relaunches: int) -> None:
     who = f" (rank {after.rank} on {after.host})" if after.rank is not None else ""
     line = (f"{MARK}{attempt} (COCKPIT_ATTEMPT={attempt}) of {relaunches + 1} starts: relaunched after a "
             f"{after.end} of attempt {attempt - 1}{who}\n").encode()
-    paths = [p for _r, (_h, p) in rank_files(run_dir, "log").items()] + [p for _h, p in layout.agent_logs(run_dir)]
+    paths = _every_rank_log(run_dir) + [p for _h, p in layout.agent_logs(run_dir)]
     for path in paths:
         with contextlib.suppress(OSError):
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)

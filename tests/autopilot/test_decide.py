@@ -163,3 +163,42 @@ def test_the_cause_is_read_from_the_failing_rank_log_on_its_own_host(tmp_path):
     status.first_failure = FirstFailure(0, "n2", 1, 1.0, "exit code 1")
     now = failure_outcome(tmp_path, status)
     assert (now.host, now.remedy, now.cause) == ("n2", "hardware", "rank 0 had a GPU fault (Xid)"), now
+
+
+def test_the_resume_step_is_read_from_rank_0s_log_of_this_attempt_when_it_moved_node(tmp_path):
+    # attempt 0 on n1 resumed from step 10, attempt 1 on n2 (the newer log) from step 20: the newer one counts,
+    # whichever order the directory lists them in
+    import os
+
+    from cockpit.launch.recovery import resumed_from
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for host, step, mtime in (("n2", 20, 2_000_000_000), ("n1", 10, 1_000_000_000), ("a", 5, 1_500_000_000)):
+        path = logs / f"rank-0.{host}.log"
+        path.write_text(f"[cockpit] resumed from checkpoint step={step}\n")
+        os.utime(path, (mtime, mtime))
+    (logs / "rank-1.n3.log").write_text("[cockpit] resumed from checkpoint step=99\n")
+    os.utime(logs / "rank-1.n3.log", (3_000_000_000, 3_000_000_000))
+    assert resumed_from(tmp_path) == 20
+    os.utime(logs / "rank-0.n1.log", (2_500_000_000, 2_500_000_000))
+    assert resumed_from(tmp_path) == 10
+    assert resumed_from(tmp_path / "nothing") is None
+
+
+def test_the_attempt_marker_goes_to_every_log_of_a_rank_on_every_host(tmp_path):
+    # rank 0 ran on n1 (attempt 0) and n2 (attempt 1): attempt 2's marker ends both, so neither earlier
+    # failure is read as attempt 2's
+    from cockpit.launch.recovery import MARK, Outcome, mark, section
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("rank-0.n1.log", "rank-0.n2.log", "rank-1.n2.log", "agent.n2.log"):
+        (logs / name).write_text("Traceback (most recent call last):\nRuntimeError: boom\n")
+    (logs / "rank-0.n1.exit").write_text("1\n")
+    mark(tmp_path, 2, Outcome(end="failure", rank=0, host="n2", cause="rank 0 raised"), relaunches=3)
+    for name in ("rank-0.n1.log", "rank-0.n2.log", "rank-1.n2.log", "agent.n2.log"):
+        text = (logs / name).read_text()
+        assert text.count(MARK) == 1 and text.endswith("of attempt 1 (rank 0 on n2)\n"), (name, text)
+        assert section(logs / name) == []  # nothing of attempt 2 yet: the earlier failure is behind the marker
+    assert (logs / "rank-0.n1.exit").read_text() == "1\n"
