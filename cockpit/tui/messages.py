@@ -5,6 +5,7 @@ latest state once instead of every intermediate one."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -13,6 +14,9 @@ from cockpit.logs.diagnose.model import Report
 from cockpit.plot.series import RankSeries
 from cockpit.run.store import RunStatus
 from cockpit.tui.models.form import Checked
+
+if TYPE_CHECKING:
+    from cockpit.tui.widgets.ready_strips import Ready
 
 
 class FleetUpdated(Message):
@@ -104,7 +108,7 @@ class ChartsRead(Message):
         self.metric, self.pick, self.chart, self.ids, self.gpus, self.sweep = metric, pick, chart, ids, gpus, sweep
         self.local = local  # the run's ranks are all on this machine (the local launcher)
         self.drawn: tuple | None = None  # the chart's picture drawn by the worker (widgets chart_plot, heat_map)
-        self.ready = None  # that picture as strips, prepared by the worker (widgets.ready_strips.Ready)
+        self.ready: Ready | None = None  # that picture as strips, prepared by the worker (widgets.ready_strips.Ready)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ChartsRead)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.terminal_theme import TerminalTheme
 from rich.text import Text
 from textual.content import Content, Span
 from textual.strip import Strip
@@ -39,7 +40,7 @@ class Paint:
     rules: tuple[tuple[str, object], ...]
     get_style: Callable
     console: Console
-    ansi_theme: object
+    ansi_theme: TerminalTheme | None
 
     @classmethod
     def of(cls, widget: Widget, width: int | None = None) -> Paint:
