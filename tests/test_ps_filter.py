@@ -18,7 +18,6 @@ from helpers import REPO, cockpit_env
 from cockpit.cli.ps_filter import since, states
 from cockpit.run.store import RunStatus, create_run_dir, write_status
 
-NOW = time.time()
 RUNS = [  # run id, job name, state, age in hours
     ("demo-1", "demo", "succeeded", 50),
     ("demo-2", "demo", "failed", 30),
@@ -30,10 +29,13 @@ RUNS = [  # run id, job name, state, age in hours
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    # ages from now, when the runs are made: not from when the module was imported (the suite's workers collect
+    # every test first; a 40-minute suite aged bert-4 from 1.5 h to over 2 h before --since 2h was asked)
+    now = time.time()
     runs_dir = tmp_path_factory.mktemp("ps") / "runs"
     for run_id, name, state, hours in RUNS:
         run_dir = create_run_dir(runs_dir, run_id)
-        created = NOW - hours * 3600
+        created = now - hours * 3600
         write_status(run_dir, RunStatus(run_id=run_id, name=name, launcher="local", job_file="/dev/null",
                                         hosts=["n0"], world_size=1, state=state, created=created, started=created,
                                         ended=created + 60, exit_code=0 if state == "succeeded" else 1))

@@ -160,4 +160,4 @@ def test_a_rank_on_two_hosts_reads_as_the_newest_and_a_left_out_hosts_late_exit_
     assert layout.rank_files(tmp_path, "exit")[0][0] == "s1"
     os.utime(logs / "rank-0.n1.exit", (3000, 3000))  # the cut-off node's rank ended late, after the relaunch
     assert rank_exits(tmp_path)[0].host == "n1"
-    assert rank_exits(tmp_path, frozenset({"n1"}))[0].host == "s1"  # the supervisor leaves it out
+    assert rank_exits(tmp_path, skip=frozenset({"n1"}))[0].host == "s1"  # the supervisor leaves it out
