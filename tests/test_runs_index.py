@@ -216,6 +216,9 @@ def test_listings_at_once_lose_no_run_and_a_lost_entry_comes_back(runs):
     assert [out for i, (out, _) in enumerate(outs) if i % 2] == [expected_json] * 3
     assert set(entries(runs)) == SUMMARISED  # one of them renamed last: a whole index, every line sound
     assert not list(runs.glob(f".{layout.INDEX}.*"))  # no temporary left behind
+    # the six made each run's summary.json at once, each replacing the others': an entry stamped with a summary
+    # another listing replaced after is stale (and read again, rightly); one quiet listing settles them all
+    assert cockpit("ps", "--json", runs_dir=runs).stdout == expected_json
     # a writer that had not seen a run (it renamed its index last): that run is read again and added back
     lines = index.read(runs, listing._HEAD)
     del lines["c-failed"]
