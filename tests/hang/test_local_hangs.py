@@ -157,9 +157,11 @@ def test_a_slow_rank_that_calls_all_reduce_itself_is_named_the_straggler(tmp_pat
                      "a straggler finding")[0].to_dict()
         print(f"straggler named after {time.monotonic() - began:.1f} s: {f['text']}")
         assert f["rank"] == 1 and f["host"] == read_status(run_dir).hosts[0]
-        # its 40 ms sleep is a floor under its compute time; the others wait for it, so less than it computes
-        # (the exact figures move with the machine's load: tests/bench/bench_hang.py measures them)
-        assert f["compute_ms"] >= 35 and 0 < f["others_wait_ms"] < f["compute_ms"], f
+        # its 40 ms sleep is a floor under its compute time, and the others wait for it. How long they wait is
+        # not bounded by its compute: their wait also holds the collective's own time and any time the
+        # straggler is off the CPU, which a loaded machine makes longer than 40 ms (47.5 ms of compute against
+        # 49.8 ms of waiting, seen at load 20). The exact figures: tests/bench/bench_hang.py.
+        assert f["compute_ms"] >= 35 and f["others_wait_ms"] > 0, f
         assert "straggler:1" in cockpit(tmp_path, "ps").stdout
         progress = read_status(run_dir).progress
         assert progress["1"].flag == "straggler" and progress["0"].wait > progress["1"].wait
