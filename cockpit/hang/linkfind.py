@@ -122,11 +122,13 @@ def link_finding(nodes: Sequence[NodeTransport], addr_to_node: Mapping[str, str]
 
 def _unreachable(nodes: Sequence[NodeTransport], table: tuple[ConnRow, ...],
                  job_iface: Mapping[str, str]) -> LinkFinding | None:
-    """One node alone did not answer while at least two others did: the node or its link (its neighbours'
-    sockets may have had nothing queued toward it when it went: they wait to receive). None otherwise."""
+    """One node alone did not answer while every other did: the node or its link (its neighbours' sockets may
+    have had nothing queued toward it when it went: they wait to receive). One other node that answered is
+    enough: it shows cockpit's own network works, and in a two-node job it is all there is (the silent node,
+    the slow one, owed the other data: nothing was queued toward it). None otherwise (two silent: no guess)."""
     silent = [n.host for n in nodes if not n.answered]
     answered = [n.host for n in nodes if n.answered]
-    if len(silent) != 1 or len(answered) < 2:
+    if len(silent) != 1 or not answered:
         return None
     x = silent[0]
     said = (f"{x} did not answer the gather while {', '.join(sorted(answered))} did",)

@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from cockpit.hang.evidence import Evidence
+from cockpit.hang.finding import hang_finding
+from cockpit.hang.transport import Endpoint, IfaceState, NodeTransport, RankTransport, TcpSocket, TransportGather
+from cockpit.hang.transport_raw import silent
 from cockpit.launch import recovery
 from cockpit.launch.recovery import Outcome, Policy, blame, decide, link_node, lost_node, stall_outcome
 from cockpit.launch.ssh import spare
@@ -34,6 +38,39 @@ def test_a_stall_whose_link_finding_names_a_node_blames_that_node_not_the_culpri
     assert blame(stall_outcome(stall("no_single_node", None))) == ()
     assert blame(stall_outcome({"text": "x", "culprits": []})) == ()
     assert link_node({"kind": "dead_link", "node": ""}) is None and link_node("dead_link") is None
+
+
+def _idle(local: str, peer: str) -> TcpSocket:
+    """A connection with nothing queued, no retransmit timer: its rank waits to receive."""
+    return TcpSocket(Endpoint(local.rsplit(":", 1)[0], int(local.rsplit(":", 1)[1])),
+                     Endpoint(peer.rsplit(":", 1)[0], int(peer.rsplit(":", 1)[1])), "ESTAB", 0, 0, srtt_ms=0.9)
+
+
+def test_deadlink_a_two_node_stall_blames_the_node_that_alone_did_not_answer_with_nothing_queued_toward_it():
+    """The lab's failing run (tests/multinode/test_ssh_recover.py, node1 the master and the slow rank, its link
+    down): node3's ranks had sent their part and waited to receive from node1, so none of node3's connections
+    to node1 had data queued (no stuck edge), and node1's SSH went down with its link. One node that answered
+    is enough to name the one that did not: node1 is blamed and the next attempt runs without it."""
+    node3 = NodeTransport("node3", 100.0, (
+        RankTransport(2, 4402, (_idle("10.233.31.13:52250", "10.233.31.11:36197"),
+                                _idle("10.233.31.13:50182", "10.233.31.11:40769"))),
+        RankTransport(3, 4403, (_idle("10.233.31.13:52234", "10.233.31.11:36197"),
+                                _idle("10.233.31.13:47072", "10.233.31.11:42783")))),
+        ifaces=(IfaceState("ens5", "up", True, 1),), addresses=("10.233.31.13",), source="ss")
+    gather = TransportGather((silent("node1"), node3), {"10.233.31.11": "node1", "10.233.31.13": "node3"},
+                             {"node1": "eth0", "node3": "ens5"}, waited_s=2.6)
+    evidence = {r: Evidence(r, "node3", "", None, {"in": "all_reduce", "since": 90.0}, link=gather) for r in (2, 3)}
+    found = hang_finding("stall", 12.0, {}, evidence, 105.0)
+    assert found["link"]["kind"] == "unreachable" and found["link"]["node"] == "node1", found.get("link")
+    assert "node1's link (eth0) or node1 itself is the likely fault: node1 did not answer the gather while node3 " \
+           "did" in found["text"]
+    now = stall_outcome({**found, "found": 105.0})
+    assert blame(now) == ("node1",)
+    d = decide(POLICY, [], now, 0, 2, blame(now), None)
+    assert d.retry and d.leave_out == ("node1",), d
+    # both silent: no node is singled out, nothing is blamed
+    both = TransportGather((silent("node1"), silent("node3")), gather.addr_to_node)
+    assert hang_finding("stall", 12.0, {}, {2: replace(evidence[2], link=both)}, 105.0).get("link") is None
 
 
 def test_a_node_cockpit_lost_is_blamed_and_a_torchrun_that_merely_failed_is_not(tmp_path):
