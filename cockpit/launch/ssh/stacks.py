@@ -13,14 +13,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.hang.evidence import Evidence, new_request, workers_of
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.remote.base import Remote
 from cockpit.run.store import RunStatus
+
+if TYPE_CHECKING:
+    from cockpit.hang.transport import TransportGather
+    from cockpit.launch.ssh.plan import NodePlan, SSHPlan
 
 GATHER_GRACE_S = 1.0  # the least wait after the last connected node answered
 GATHER_CONNECT_MAX_S = 10.0  # no SSH connection by then: silent, whatever the others do (SSH's default timeout)
@@ -41,22 +46,41 @@ def gather_over(elapsed: float, pending_reached: list[bool], last_answer: float 
 
 
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: float) -> dict[int, Evidence]:
-    from cockpit.launch.ssh.facts import node_python
     from cockpit.launch.ssh.plan import read_plan
-    from cockpit.launch.ssh.shell import agent_command
-    from cockpit.remote import RemoteError, RemotePool
     from cockpit.render.site import log_safe
 
     plan = read_plan(run_dir)
     request = new_request()
     args = {"request": request, "marker": marker(request, time.time()), "ranks": sorted(ranks or ()),
             "timeout": timeout, "transport": True}
+    every, waited = ask_every_node(plan, lambda n: ("stacks", {**args, "run_dir": n.run_dir, "host": log_safe(n.host)}),
+                                   timeout + 30)
+    out = {}
+    for answers in every:
+        for a in answers:
+            if "rank" not in a:
+                continue  # the node's transport line (below)
+            flight = parse_flight_record(a["fr"]) if a.get("fr") else None
+            out[int(a["rank"])] = Evidence(int(a["rank"]), a["host"], last_dump(a.get("text") or ""), flight,
+                                           a.get("beat"), workers_of(a.get("workers"), request))
+    link = transport_of(run_dir, plan, every, waited)
+    return {rank: replace(e, link=link) for rank, e in out.items()}
 
-    async def one(pool: RemotePool, node) -> list[dict]:
-        command = agent_command(node_python(pool, node.host, plan.python), "stacks",
-                                {**args, "run_dir": node.run_dir, "host": log_safe(node.host)})
+
+def ask_every_node(plan: SSHPlan, ask: Callable[[NodePlan], tuple[str, dict]],
+                   timeout: float) -> tuple[list[list[dict]], float]:
+    """The node agent's command ``ask(node)`` (its name and arguments) on every node of ``plan`` at once, each
+    given ``timeout`` s to answer, until wait_answers says the gather is over: each node's JSON lines, in the
+    plan's order ([] for a node that did not answer: unreachable, or given up on), and the seconds waited."""
+    from cockpit.launch.ssh.facts import node_python
+    from cockpit.launch.ssh.shell import agent_command
+    from cockpit.remote import RemoteError, RemotePool
+
+    async def one(pool: RemotePool, node: NodePlan) -> list[dict]:
+        name, args = ask(node)
+        command = agent_command(node_python(pool, node.host, plan.python), name, args)
         try:
-            result = await asyncio.wait_for(pool.get(node.host).run(command, timeout + 30), timeout + 35)
+            result = await asyncio.wait_for(pool.get(node.host).run(command, timeout), timeout + 5)
         except (RemoteError, asyncio.TimeoutError):
             return []  # an unreachable node answers nothing; its ranks show as silent
         return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -65,7 +89,7 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
         pool = RemotePool(plan.ssh)
         tasks = [asyncio.ensure_future(one(pool, n)) for n in plan.nodes]
         try:
-            waited = await _wait(tasks, [pool.get(n.host) for n in plan.nodes], timeout + 35)
+            waited = await wait_answers(tasks, [pool.get(n.host) for n in plan.nodes], timeout + 5)
             return [t.result() if t.done() and not t.cancelled() else [] for t in tasks], waited
         finally:
             for t in tasks:
@@ -73,24 +97,20 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
             await asyncio.gather(*tasks, return_exceptions=True)
             await pool.close()
 
-    out = {}
-    every, waited = asyncio.run(go())
-    for answers in every:
-        for a in answers:
-            if "rank" not in a:
-                continue  # the node's transport line (below)
-            flight = parse_flight_record(a["fr"]) if a.get("fr") else None
-            out[int(a["rank"])] = Evidence(int(a["rank"]), a["host"], last_dump(a.get("text") or ""), flight,
-                                           a.get("beat"), workers_of(a.get("workers"), request))
+    return asyncio.run(go())
+
+
+def transport_of(run_dir: Path, plan: SSHPlan, every: Sequence[Sequence[dict]], waited: float) -> TransportGather:
+    """The run's TransportGather from ask_every_node's answers (cockpit.hang.transportgather.gather_of)."""
     from cockpit.hang.transportgather import gather_of
+    from cockpit.render.site import log_safe
 
     names = [(log_safe(n.host), n.address) for n in plan.nodes]
-    scripts = {log_safe(n.host): _script(run_dir, n.node_rank) for n in plan.nodes}
-    link = replace(gather_of(names, every, scripts), waited_s=round(waited, 1))
-    return {rank: replace(e, link=link) for rank, e in out.items()}
+    scripts = {log_safe(n.host): node_script(run_dir, n.node_rank) for n in plan.nodes}
+    return replace(gather_of(names, every, scripts), waited_s=round(waited, 1))
 
 
-async def _wait(tasks: Sequence[asyncio.Future], remotes: Sequence[Remote], cap: float) -> float:
+async def wait_answers(tasks: Sequence[asyncio.Future], remotes: Sequence[Remote], cap: float) -> float:
     """Wait for the nodes' answers until gather_over (or ``cap``); the seconds waited."""
     loop = asyncio.get_running_loop()
     start, last = loop.time(), None
@@ -111,7 +131,7 @@ def _reached(remote: Remote) -> bool:
     return not isinstance(remote, SSHRemote) or remote.connected()
 
 
-def _script(run_dir: Path, node_rank: int) -> str:
+def node_script(run_dir: Path, node_rank: int) -> str:
     """The node's script (it names the job's interface), "" when unreadable."""
     from cockpit.run import layout
 
