@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
@@ -99,6 +99,14 @@ class Unit(Protocol):
     def kill(self) -> int:
         """SIGKILL what is left of processes it owns under a run id of its own (a local sweep's trial), at the
         end of a stop; how many needed it. 0 for a unit whose processes are the run's own (or not here)."""
+
+
+@runtime_checkable
+class GivesUp(Protocol):
+    """A unit whose node the teardown waits for while it cannot be reached (ssh: up to Timing.give_up)."""
+
+    def give_up(self, why: str) -> None:
+        """Stop waiting for its node now, the evidence blames it (``why``); told after ``terminate``."""
 
 
 class Launcher(Protocol):

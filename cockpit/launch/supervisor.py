@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from cockpit import contract
 from cockpit.fs.safeio import Untrusted
 from cockpit.launch import procs, recovery, registry
+from cockpit.launch.protocol import GivesUp
 from cockpit.launch.site import LaunchError
 from cockpit.run import layout
 from cockpit.run.attempts import Attempt
@@ -157,8 +158,11 @@ class Supervisor:
             return False
         self.stalled = found
         self.failed_at, self.fail_grace = time.monotonic(), min(self.grace, STALL_GRACE)
+        blamed = recovery.link_node(found.get("link"))  # cut off (its link dead, or silent): no use waiting for it
         for node in self.nodes:
             node.terminate()
+            if blamed is not None and node.describe().host == blamed and isinstance(node, GivesUp):
+                node.give_up(f"the stall's link finding blames it: {found['link'].get('text', '?')}")
         return True
 
     def step(self) -> bool:

@@ -198,3 +198,43 @@ def test_a_rank_on_two_hosts_reads_as_the_newest_and_a_left_out_hosts_late_exit_
     os.utime(logs / "rank-0.n1.exit", (3000, 3000))  # the cut-off node's rank ended late, after the relaunch
     assert rank_exits(tmp_path)[0].host == "n1"
     assert rank_exits(tmp_path, skip=frozenset({"n1"}))[0].host == "s1"  # the supervisor leaves it out
+
+
+def test_a_stopping_run_waits_for_an_unreachable_node_unless_the_stall_blames_it(tmp_path):
+    """The teardown of a stalled attempt waits up to Timing.give_up (60 s) for a node it cannot reach; the node
+    the stall's link finding blames is given up on at once (the next attempt runs without it), as the stop's
+    doing, not as a failure of the node's own."""
+    import asyncio
+
+    from cockpit.launch.protocol import GivesUp
+    from cockpit.launch.ssh.unit import SSHRun
+    from cockpit.remote import Unreachable
+
+    class Cut:
+        async def stream(self, command):
+            raise Unreachable("a", "no route to host")
+
+    plan = SSHPlan("r-1", "/opt/py", "10.0.0.1", 29500, (NodePlan("a", 0, str(tmp_path), True),), 1)
+    run = SSHRun(RunStatus("r-1", "t", "ssh", "/j.yaml", ["a"], 1), tmp_path, plan)
+    run.remote = lambda host: Cut()
+    run.agent = lambda command, host, args: "agent"
+    [node] = run.nodes
+    node.pid, run.stopping = 1, "stop"
+    assert isinstance(node, GivesUp)
+
+    async def go() -> None:
+        follow = asyncio.ensure_future(node.follow())
+        while node.unreachable_since is None:  # the first reconnect failed
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # a look later: still waiting (60 s to go)
+        assert not follow.done() and not node.done
+        node._give_up("blamed")
+        await asyncio.wait_for(follow, 5)
+
+    try:
+        asyncio.run(asyncio.wait_for(go(), 10))
+    finally:
+        run.loop.close()
+    assert (node.state, node.exit_code) == ("lost", 255)
+    assert "while stopping the run, given up on (blamed): its processes may still be running there" in node.note
+    assert run.node_failure is None

@@ -25,6 +25,7 @@ is gone is stopped or recovered by cockpit.launch.ssh.orphan.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import threading
@@ -70,6 +71,8 @@ class SSHUnit:
         self.drained = False
         self.offsets: dict[str, int] = {}
         self.unreachable_since: float | None = None
+        self.given_up: str | None = None  # why the teardown stops waiting for this node (GivesUp), once told
+        self._wake = asyncio.Event()  # ends the wait between reconnects early (give_up)
 
     # -- the supervisor's interface (main thread) ------------------------------------------------------------
     def poll(self) -> int | None:
@@ -88,6 +91,10 @@ class SSHUnit:
     def kill(self) -> int:
         """Its processes are on the node: the node's own teardown stops them."""
         return 0
+
+    def give_up(self, why: str) -> None:
+        """The stop waits no longer for this node while it cannot be reached (cockpit.launch.protocol.GivesUp)."""
+        self.run.loop.call_soon_threadsafe(self._give_up, why)
 
     # -- in the run's event loop ---------------------------------------------------------------------------------
     @property
@@ -120,16 +127,34 @@ class SSHUnit:
             except Exception as exc:  # noqa: BLE001 - a bug must not stop following: log it, retry
                 if not isinstance(exc, (RemoteError, ValueError, OSError)):
                     traceback.print_exc(file=sys.stderr)
-                now = time.monotonic()
-                self.unreachable_since = self.unreachable_since or now
+                self.unreachable_since = self.unreachable_since or time.monotonic()
                 self.note = f"following: {exc}"
                 self.run.changed()
-                if self.run.stopping and now - self.unreachable_since > self.run.plan.timing.give_up:
-                    self.end(255, time.time(), f"unreachable for {now - self.unreachable_since:.0f} s while "
-                             "stopping the run: its processes may still be running there", "lost")
+                if self._lost_while_stopping():
                     return
-                await asyncio.sleep(delay)
+                with contextlib.suppress(asyncio.TimeoutError):  # a pause between reconnects, or give_up
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                if self._lost_while_stopping():
+                    return
                 delay = min(delay * 2, 10.0)
+
+    def _give_up(self, why: str) -> None:
+        self.given_up = why
+        self._wake.set()
+
+    def _lost_while_stopping(self) -> bool:
+        """While the run stops: a node unreachable for Timing.give_up, or at once once given up on, ends as
+        lost (the stop's doing, not a failure of its own)."""
+        since = self.unreachable_since
+        if self.done or not self.run.stopping or since is None:
+            return self.done
+        waited = time.monotonic() - since
+        if self.given_up is None and waited <= self.run.plan.timing.give_up:
+            return False
+        why = f" ({self.given_up})" if self.given_up else ""
+        self.end(255, time.time(), f"unreachable for {waited:.0f} s while stopping the run, given up on{why}: its "
+                 "processes may still be running there", "lost", failure=False)
+        return True
 
     async def drain(self) -> None:
         """After the last sweep: copy what the node wrote since it ended (its orphaned ranks' last lines and
@@ -172,9 +197,10 @@ class SSHUnit:
             self.note = None
             self.run.changed()
 
-    def end(self, code: int, when: float, note: str, state: str) -> None:
+    def end(self, code: int, when: float, note: str, state: str, failure: bool = True) -> None:
+        """``failure`` False: the run's teardown ended it (a node given up on), not a failure of its own."""
         self.exit_code, self.ended, self.note, self.state = code, when, note, state
-        if code != 0:
+        if code != 0 and failure:
             self.run.node_failed(self, code, when, note)
         self.run.changed()
 
