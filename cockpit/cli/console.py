@@ -95,6 +95,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, 
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
             out += [f"  | {line}" for line in last_lines(log[1], tail)]
+    out += restart_lines(status, painter)
     for f in status.findings:  # cockpit.hang: stalled, stopped or straggling ranks
         out.append(painter.paint(f"{f.kind}: {f.text}", "1;31" if f.severity == "error" else "1;33"))
         out.append(f"  hint: {f.hint}")
@@ -110,6 +111,16 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, 
         out.append(f"note: {status.note}")
     out.append(f"run directory: {run_dir}")
     return "\n".join(out)
+
+
+def restart_lines(status: RunStatus, painter: Painter) -> list[str]:
+    """torchrun's own restarts (max_restarts): each with the failure it followed (cockpit.run.restarts)."""
+    from cockpit.run.restarts import restart_words
+
+    start = status.started or status.created
+    most = status.max_restarts or len(status.restarts)
+    return [painter.paint(f"restart: {restart_words(r, k, most)}, {duration(r.time - start)} after start", "1;33")
+            for k, r in enumerate(status.restarts, 1)]
 
 
 def _exit_rows(rows: list[tuple[int, str, str, float | None]]) -> list[str]:
