@@ -241,10 +241,12 @@ def attempts_lines(s: RunStatus) -> list[str]:
     out = [f"attempts: {len(s.attempts)}" + (f", goodput {s.goodput:.0%} (the share of the wall time that trained "
                                                  "steps that were kept)" if s.goodput is not None else "")]
     latencies = [None, *restart_latencies(s.attempts)]
-    for a, latency in zip(s.attempts, latencies, strict=True):
+    ends = [None, *(a.end for a in s.attempts[:-1])]
+    for a, latency, before in zip(s.attempts, latencies, ends, strict=True):
         span = f"{duration(max(a.started - start, 0.0))}..{duration((a.ended or time.time()) - start)}"
         steps = f"steps {a.resumed_from or 0}..{a.step}" if a.step is not None else "no step"
-        again = f", first step {latency:.1f} s after the failure" if latency is not None else ""
+        after = {"stopped": "the stop", "stall": "the stall"}.get(before or "", "the failure")
+        again = f", first step {latency:.1f} s after {after}" if latency is not None else ""
         who = f" (rank {a.culprit_rank} on {a.culprit_host})" if a.culprit_rank is not None else ""
         out.append(f"  {a.attempt}: {span}, {steps}{again}: {a.end or 'running'}{who}")
     lost: dict[str, float] = {}
@@ -252,7 +254,8 @@ def attempts_lines(s: RunStatus) -> list[str]:
         if a.lost_s is not None and a.end is not None:
             lost[a.end] = lost.get(a.end, 0.0) + a.lost_s
     if lost:
-        out.append("  lost: " + ", ".join(f"{duration(v)} to {k}s" for k, v in sorted(lost.items()))
+        plural = {"stopped": "stops", "succeeded": "successes"}
+        out.append("  lost: " + ", ".join(f"{duration(v)} to {plural.get(k, k + 's')}" for k, v in sorted(lost.items()))
                    + " (steps made again, detection, teardown, restart)")
     return out
 

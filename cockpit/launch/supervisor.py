@@ -128,8 +128,9 @@ class Supervisor:
     def start(self) -> None:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
+        resumed = bool(s.attempts) and s.started is not None  # `cockpit run --resume`: the run keeps its start
         self._start_attempt()
-        s.state, s.started = "running", time.time()
+        s.state, s.started = "running", s.started if resumed else time.time()
         self.save()
         try:
             with open(self.run_dir / RESERVE, "wb") as f:
@@ -144,7 +145,7 @@ class Supervisor:
         s = self.status
         attempt = len(s.attempts)
         os.environ[contract.ATTEMPT] = str(attempt)
-        if self.policy is not None:
+        if self.policy is not None or s.attempts:  # recover:, or a run resumed by `cockpit run --resume`
             s.attempts.append(Attempt(attempt, time.time()))
         self.nodes = self.launcher.start(s, self.run_dir, self.grace)
         s.nodes = [node.describe() for node in self.nodes]
@@ -284,7 +285,7 @@ class Supervisor:
         if not self._relaunch(attempt + 1):
             return False
         self.left_out |= frozenset(self.decision.leave_out)
-        s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
+        s.first_failure, s.ranks, s.findings, s.progress, s.watch, s.restarts = None, {}, [], {}, None, []
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()
         self.save()
@@ -338,7 +339,7 @@ class Supervisor:
         if s.state == "failed" and (disk := disk_trouble(self.run_dir)):
             s.note = _join(s.note, disk)
         s.ended = time.time()
-        if self.policy is not None:
+        if s.attempts:
             recovery.end_attempt(self.run_dir, s, "stopped" if s.state == "stopped" else "succeeded"
                                  if s.state == "succeeded" else "failure")
             recovery.account(self.run_dir, s)

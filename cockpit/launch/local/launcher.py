@@ -124,7 +124,8 @@ class LocalLauncher(NoScheduler):
         return reconcile(run_dir, status)
 
     def requeue(self, run_dir: Path) -> str:
-        raise LaunchError("a local run cannot be requeued (hint: cockpit run the job again)")
+        raise LaunchError(f"a local run cannot be requeued (hint: cockpit run --resume {run_dir.name} continues it "
+                          "from its last checkpoint)")
 
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
