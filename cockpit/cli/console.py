@@ -57,7 +57,8 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, 
     """The end-of-run report: per-rank exit and duration; on failure the first failing rank and its
     last lines. ``exit_code``: the one the command printing it exits with (`run` stopped by its own Ctrl-C:
     130), where it is not the run's own."""
-    state_code = {"succeeded": "32", "failed": "31", "stopped": "33", "lost": "31"}.get(status.state, "0")
+    state_code = {"succeeded": "32", "failed": "31", "stopped": "33", "lost": "31", "unsubmitted": "33"}.get(
+        status.state, "0")
     took = duration((status.ended or time.time()) - (status.started or status.created))
     start = status.started or status.created
     stopped = status.stop_requested and status.state == "stopped"
@@ -268,7 +269,7 @@ def _frozen(status: RunStatus) -> tuple[int, str] | None:
 
 def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast] | None = None) -> str:
     """The ps table; ``stored``: the forecasts of finished runs, by run directory (cockpit.insight.listing)."""
-    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'ATTEMPTS':>8} {'AGE':>9}  "
+    out = [f"{'RUN':<38} {'STATE':<11} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'ATTEMPTS':>8} {'AGE':>9}  "
            f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
     now = time.time()
     stored = stored or {}
@@ -279,7 +280,7 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
 
             nodes = hosts_text(list(s.hosts))
         frozen = None if s.final else _frozen(s)
-        out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
+        out.append(f"{s.run_id:<38} {s.state:<11} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {attempts_cell(s):>8} "
                    f"{duration(now - s.created):>9}  "
                    f"{_forecast_cells(run_dir, s, now, stored.get(run_dir))}  {health(s, frozen)}")
@@ -290,7 +291,7 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
                 where = (f"job {job}" if job else  # Slurm array task
                          f"GPUs {','.join(map(str, t.gpus))}" if t.gpus else
                          f"slot {t.slot}" if t.slot is not None else "job -")  # local sweep
-                out.append(f"  trial {t.index:<30} {node.state or '?':<10} {where:<16} {' '.join(t.args)}")
+                out.append(f"  trial {t.index:<30} {node.state or '?':<11} {where:<16} {' '.join(t.args)}")
         if s.note and not s.final:
             out.append(f"  note: {s.note}")
         if (who := owner(run_dir)) is not None:

@@ -96,6 +96,9 @@ def cmd_run(args, spec, job_path: str) -> int:
         try:
             run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
                                      trust_new_hosts=args.trust_new_hosts)
+        except launch.Ended as exc:  # ended while sbatch waited: the run is recorded as not submitted
+            notice(f"{job_path}: {exc}")
+            return exc.exit_code
         except launch.LaunchError as exc:
             raise CommandError(f"{job_path}: {exc}") from None
         except KeyboardInterrupt:

@@ -20,9 +20,11 @@ from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordE
 
 # A run's state; "unreadable" is cockpit.run.store.UNREADABLE, what list_runs says of a status.json it cannot
 # read (never written). status.json's value is not checked against these: a newer cockpit may write another.
-RunState = Literal["starting", "running", "succeeded", "failed", "stopped", "lost", "unreadable"]
-FinalState = Literal["succeeded", "failed", "stopped", "lost"]
-FINAL_STATES: tuple[FinalState, ...] = ("succeeded", "failed", "stopped", "lost")
+# "unsubmitted": a scheduler's run that never reached it (sbatch refused it, or cockpit was ended while sbatch
+# waited): nothing ran, so it is no failure of the job's.
+RunState = Literal["starting", "running", "succeeded", "failed", "stopped", "lost", "unsubmitted", "unreadable"]
+FinalState = Literal["succeeded", "failed", "stopped", "lost", "unsubmitted"]
+FINAL_STATES: tuple[FinalState, ...] = ("succeeded", "failed", "stopped", "lost", "unsubmitted")
 STATES: tuple[RunState, ...] = ("starting", "running", *FINAL_STATES)
 
 
