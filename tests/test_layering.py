@@ -29,11 +29,12 @@ LAYERS = {
     "adapter": ("cockpit.remote", "cockpit.nvml", "cockpit.nvml_replay", "cockpit.node", "cockpit.slurm",
                 "cockpit.launch.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.run.trust"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.run.store", "cockpit.run.watch", "cockpit.run.handle",
+                "cockpit.run.restarts",
                 "cockpit.hang", "cockpit.plot.source", "cockpit.plot.sources", "cockpit.plot.framework_files"),
     # what cockpit concludes about a run: above every service it reads, below the two faces that show it
     "insight": ("cockpit.insight.diagnosis", "cockpit.insight.cause", "cockpit.insight.fixes",
                 "cockpit.insight.proposals", "cockpit.insight.forecast_inputs", "cockpit.insight.sweep_table",
-                "cockpit.insight.sweep_series", "cockpit.insight.listing"),
+                "cockpit.insight.sweep_series", "cockpit.insight.listing", "cockpit.insight.restarted"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }

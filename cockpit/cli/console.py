@@ -57,7 +57,8 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, 
     """The end-of-run report: per-rank exit and duration; on failure the first failing rank and its
     last lines. ``exit_code``: the one the command printing it exits with (`run` stopped by its own Ctrl-C:
     130), where it is not the run's own."""
-    state_code = {"succeeded": "32", "failed": "31", "stopped": "33", "lost": "31"}.get(status.state, "0")
+    state_code = {"succeeded": "32", "failed": "31", "stopped": "33", "lost": "31", "unsubmitted": "33"}.get(
+        status.state, "0")
     took = duration((status.ended or time.time()) - (status.started or status.created))
     start = status.started or status.created
     stopped = status.stop_requested and status.state == "stopped"
@@ -95,6 +96,7 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, 
         if log:
             out.append(f"last {tail} lines of {log[1]}:")
             out += [f"  | {line}" for line in last_lines(log[1], tail)]
+    out += restart_lines(status, painter)
     for f in status.findings:  # cockpit.hang: stalled, stopped or straggling ranks
         out.append(painter.paint(f"{f.kind}: {f.text}", "1;31" if f.severity == "error" else "1;33"))
         out.append(f"  hint: {f.hint}")
@@ -110,6 +112,16 @@ def summary(run_dir: Path, status: RunStatus, painter: Painter, tail: int = 20, 
         out.append(f"note: {status.note}")
     out.append(f"run directory: {run_dir}")
     return "\n".join(out)
+
+
+def restart_lines(status: RunStatus, painter: Painter) -> list[str]:
+    """torchrun's own restarts (max_restarts): each with the failure it followed (cockpit.run.restarts)."""
+    from cockpit.run.restarts import restart_words
+
+    start = status.started or status.created
+    most = status.max_restarts or len(status.restarts)
+    return [painter.paint(f"restart: {restart_words(r, k, most)}, {duration(r.time - start)} after start", "1;33")
+            for k, r in enumerate(status.restarts, 1)]
 
 
 def _exit_rows(rows: list[tuple[int, str, str, float | None]]) -> list[str]:
@@ -230,10 +242,12 @@ def attempts_lines(s: RunStatus) -> list[str]:
     out = [f"attempts: {len(s.attempts)}" + (f", goodput {s.goodput:.0%} (the share of the wall time that trained "
                                                  "steps that were kept)" if s.goodput is not None else "")]
     latencies = [None, *restart_latencies(s.attempts)]
-    for a, latency in zip(s.attempts, latencies, strict=True):
+    ends = [None, *(a.end for a in s.attempts[:-1])]
+    for a, latency, before in zip(s.attempts, latencies, ends, strict=True):
         span = f"{duration(max(a.started - start, 0.0))}..{duration((a.ended or time.time()) - start)}"
         steps = f"steps {a.resumed_from or 0}..{a.step}" if a.step is not None else "no step"
-        again = f", first step {latency:.1f} s after the failure" if latency is not None else ""
+        after = {"stopped": "the stop", "stall": "the stall"}.get(before or "", "the failure")
+        again = f", first step {latency:.1f} s after {after}" if latency is not None else ""
         who = f" (rank {a.culprit_rank} on {a.culprit_host})" if a.culprit_rank is not None else ""
         out.append(f"  {a.attempt}: {span}, {steps}{again}: {a.end or 'running'}{who}")
     lost: dict[str, float] = {}
@@ -241,7 +255,8 @@ def attempts_lines(s: RunStatus) -> list[str]:
         if a.lost_s is not None and a.end is not None:
             lost[a.end] = lost.get(a.end, 0.0) + a.lost_s
     if lost:
-        out.append("  lost: " + ", ".join(f"{duration(v)} to {k}s" for k, v in sorted(lost.items()))
+        plural = {"stopped": "stops", "succeeded": "successes"}
+        out.append("  lost: " + ", ".join(f"{duration(v)} to {plural.get(k, k + 's')}" for k, v in sorted(lost.items()))
                    + " (steps made again, detection, teardown, restart)")
     return out
 
@@ -254,7 +269,7 @@ def _frozen(status: RunStatus) -> tuple[int, str] | None:
 
 def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast] | None = None) -> str:
     """The ps table; ``stored``: the forecasts of finished runs, by run directory (cockpit.insight.listing)."""
-    out = [f"{'RUN':<38} {'STATE':<10} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'ATTEMPTS':>8} {'AGE':>9}  "
+    out = [f"{'RUN':<38} {'STATE':<11} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'ATTEMPTS':>8} {'AGE':>9}  "
            f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
     now = time.time()
     stored = stored or {}
@@ -265,7 +280,7 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
 
             nodes = hosts_text(list(s.hosts))
         frozen = None if s.final else _frozen(s)
-        out.append(f"{s.run_id:<38} {s.state:<10} {s.launcher:<8} {nodes[:20]:<20} "
+        out.append(f"{s.run_id:<38} {s.state:<11} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {attempts_cell(s):>8} "
                    f"{duration(now - s.created):>9}  "
                    f"{_forecast_cells(run_dir, s, now, stored.get(run_dir))}  {health(s, frozen)}")
@@ -276,7 +291,7 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
                 where = (f"job {job}" if job else  # Slurm array task
                          f"GPUs {','.join(map(str, t.gpus))}" if t.gpus else
                          f"slot {t.slot}" if t.slot is not None else "job -")  # local sweep
-                out.append(f"  trial {t.index:<30} {node.state or '?':<10} {where:<16} {' '.join(t.args)}")
+                out.append(f"  trial {t.index:<30} {node.state or '?':<11} {where:<16} {' '.join(t.args)}")
         if s.note and not s.final:
             out.append(f"  note: {s.note}")
         if (who := owner(run_dir)) is not None:

@@ -62,7 +62,12 @@ def _runs(name: str):
         from cockpit.cli import runs as cli_runs
 
         try:
+            if name == "run" and args.resume is not None:
+                return cli_runs.cmd_resume(args)
             if name == "run":
+                if args.job is None:
+                    raise UsageError("run: a JOB.yaml to launch, or --resume RUN to continue a stopped run "
+                                     "(hint: cockpit run jobs/demo.yaml)")
                 return cli_runs.cmd_run(args, load_job(args.job), args.job)
             return getattr(cli_runs, f"cmd_{name}")(args)
         except cli_runs.CommandError as exc:
@@ -102,8 +107,11 @@ def _add_follow_options(p: argparse.ArgumentParser) -> None:
 
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="launch a job, stream every rank's log, exit with the job's code")
-    p.add_argument("job", metavar="JOB.yaml")
+    p.add_argument("job", metavar="JOB.yaml", nargs="?")
     p.epilog = "Arguments after -- are appended to the script's, e.g. -- --fail-rank 1 --fail-step 5"
+    p.add_argument("--resume", metavar="RUN", help="continue a stopped (or failed) local run in its own directory: "
+                   "its next attempt, from its last checkpoint (cockpit.train), with the job and arguments it was "
+                   "started with")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
     p.add_argument("--no-preflight", action="store_true", help="launch even when a preflight check fails (local: "
                    "skip the checks; ssh: the nodes must still answer; cockpit doctor JOB.yaml shows them)")

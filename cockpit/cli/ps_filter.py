@@ -24,10 +24,10 @@ from cockpit.run.store import UNREADABLE
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "active": ("starting", "running"),  # what squeue lists by default; docker ps without -a
-    "ended": ("succeeded", "failed", "stopped", "lost"),
+    "ended": ("succeeded", "failed", "stopped", "lost", "unsubmitted"),
     # the words squeue and docker use for the same states
     "pending": ("starting",), "completed": ("succeeded",), "cancelled": ("stopped",), "canceled": ("stopped",),
-    "exited": ("succeeded", "failed", "stopped", "lost"),
+    "exited": ("succeeded", "failed", "stopped", "lost", "unsubmitted"),
 }
 KNOWN = (*STATES, UNREADABLE)
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

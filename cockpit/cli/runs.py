@@ -96,6 +96,9 @@ def cmd_run(args, spec, job_path: str) -> int:
         try:
             run_dir = launch.prepare(spec, job_path, runs_dir_of(args), extra, preflight=not args.no_preflight,
                                      trust_new_hosts=args.trust_new_hosts)
+        except launch.Ended as exc:  # ended while sbatch waited: the run is recorded as not submitted
+            notice(f"{job_path}: {exc}")
+            return exc.exit_code
         except launch.LaunchError as exc:
             raise CommandError(f"{job_path}: {exc}") from None
         except KeyboardInterrupt:
@@ -112,6 +115,35 @@ def cmd_run(args, spec, job_path: str) -> int:
             return _detached(run_dir, pid, guard.take())
         notice(f"run {run_dir.name} started (supervisor pid {pid}); run directory {run_dir}")
         return follow(run_dir, args, skip_existing=False, owner=True, held=guard.take)
+
+
+def cmd_resume(args) -> int:
+    """`run --resume RUN`: the next attempt of a stopped local run, in its own directory (cockpit.launch.resume),
+    started and followed as `cockpit run` does a new one."""
+    from cockpit.launch import resume
+    from cockpit.launch.supervision import reconcile
+
+    if args.job is not None or args.script_args:
+        raise CommandError("run --resume RUN takes no job file and no arguments after --: the run goes on with "
+                           f"those it was started with (hint: cockpit run --resume {args.resume})")
+    try:
+        run_dir = resolve_run(runs_dir_of(args), args.resume)
+    except RunNotFound as exc:
+        raise CommandError(str(exc)) from None
+    own_run(run_dir, "run --resume", "resume")
+    status = reconcile(run_dir, status_of(run_dir))  # a supervisor that died: its run is worked out first
+    if (why := resume.refusal(status, resume.facts(run_dir, status))) is not None:
+        raise CommandError(why)
+    status = resume.prepare(run_dir, status)
+    attempt = len(status.attempts)
+    try:
+        pid = launch.start(run_dir, grace=args.grace)
+    except launch.LaunchError as exc:
+        raise CommandError(f"{run_dir.name}: {exc}") from None
+    if args.detach:
+        return _detached(run_dir, pid, 0)
+    notice(f"run {run_dir.name} resumed: attempt {attempt} (supervisor pid {pid}); run directory {run_dir}")
+    return follow(run_dir, args, skip_existing=True, owner=True)
 
 
 def _detached(run_dir: Path, pid: int, presses: int) -> int:

@@ -122,7 +122,8 @@ def run_findings(run: Run, report):
     """``report`` (of the run's logs) with what the run's status.json knows: ranks that aborted in teardown
     after their work (cockpit.logs.diagnose.teardown) first; for a stopped run, without the stop's echoes (and, where
     cockpit stopped it because it hung, saying so); the first failure and its cause from the exit records, the
-    launcher's exit and the ranks' places when they ended (cockpit.insight.cause)."""
+    launcher's exit and the ranks' places when they ended (cockpit.insight.cause); torchrun's own restarts
+    (max_restarts)."""
     from dataclasses import replace
 
     from cockpit.logs.diagnose import teardown
@@ -144,7 +145,10 @@ def run_findings(run: Run, report):
         if rec.teardown_abort and int(rank) in logs:
             path = logs[int(rank)][1]
             aborted.append(teardown.teardown_finding(int(rank), ((str(path), _line_of(path, teardown.ABORT_LINE)),)))
-    return replace(report, findings=(*aborted, *findings), cause=cause or report.cause)
+    from cockpit.insight.restarted import restarted_over, torchrun_restarts
+
+    return replace(report, findings=(*aborted, *restarted_over(status, findings), *torchrun_restarts(status)),
+                   cause=cause or report.cause)
 
 
 def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tuple:

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.launch import registry
-from cockpit.launch.site import DEFAULT_MASTER_PORT, DRY_RUN_ID, LaunchError, dry_run_dir
+from cockpit.launch.site import DEFAULT_MASTER_PORT, DRY_RUN_ID, Ended, LaunchError, dry_run_dir
 
 if TYPE_CHECKING:
     from cockpit.render.site import Site
     from cockpit.spec.model import JobSpec
 
-__all__ = ["LaunchError", "dry_run_facts", "prepare", "start", "with_shell_env"]
+__all__ = ["Ended", "LaunchError", "dry_run_facts", "prepare", "start", "with_shell_env"]
 
 
 def with_shell_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:

@@ -39,6 +39,7 @@ SECTION_BYTES = 1 << 20  # what is read of a log's end to find the last attempt'
 # Exceptions that say the script cannot run as given: retrying runs the same file with the same arguments.
 BAD_INPUT = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")
 _SET_ASIDE = re.compile(r"^(rank-\d+\..+\.(exit|pid|beat|stacks|fr\.json|workers)|agent\..+\.exit|dump\.req)$")
+_RESTART_DIR = re.compile(rf"^{layout.RESTART_PREFIX}\d+$")  # torchrun's rounds set aside (cockpit.run.restarts)
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _RESUMED = re.compile(r"\[cockpit\] resumed from .* step=(\d+)")
 # argparse's usage error, python's missing script: both exit 2
@@ -292,8 +293,9 @@ def _newest_log(run_dir: Path, rank: int) -> Path | None:
 
 
 def set_aside(run_dir: Path, attempt: int) -> int:
-    """Move attempt ``attempt``'s exit records, pids, beats, stacks and dump request to logs/attempt-<N>/, so the
-    next attempt's are the only ones in logs/ (the supervisor, the watchdog and the followers read them there)."""
+    """Move attempt ``attempt``'s exit records (torchrun's rounds' too), pids, beats, stacks and dump request to
+    logs/attempt-<N>/, so the next attempt's are the only ones in logs/ (the supervisor, the watchdog and the
+    followers read them there)."""
     logs = run_dir / layout.LOGS
     aside = logs / f"attempt-{attempt}"
     aside.mkdir(mode=0o700, exist_ok=True)
@@ -302,6 +304,8 @@ def set_aside(run_dir: Path, attempt: int) -> int:
         if _SET_ASIDE.match(path.name) and path.is_file() and not path.is_symlink():
             os.replace(path, aside / path.name)
             moved += 1
+        elif _RESTART_DIR.match(path.name) and path.is_dir() and not path.is_symlink():  # torchrun's rounds
+            os.replace(path, aside / path.name)
     return moved
 
 

@@ -33,6 +33,15 @@ class LaunchError(Exception):
     """The job cannot be launched as asked; the message says why and what to do."""
 
 
+class Ended(LaunchError):
+    """cockpit itself was ended (Ctrl-C, SIGTERM, SIGHUP) while it waited on the launch (a slow sbatch); the
+    run is recorded as not started. ``exit_code``: what the command exits with (128 + the signal's number)."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 class NoScheduler:
     """The answers of a launcher that starts its ranks itself (local, ssh): the job's hosts are its nodes, and
     there is no time limit, no restarted attempt, no sweep of its own and no requeue (cockpit.launch.protocol)."""

@@ -7,6 +7,9 @@ cockpit never stops training, and failure handling does not depend on anyone wat
 - records every rank's end as the rank wrapper reports it, and the first failure (earliest non-zero exit);
 - when a rank fails, gives torchrun ``grace`` seconds to tear the rest down, then stops every process of
   the run itself (found by run id, see cockpit.launch.procs), so nothing hangs in a collective or an exit barrier;
+  with the job's max_restarts, a failure while torchrun has restarts left is torchrun's to handle: it restarts
+  the workers, and the grace starts only once torchrun itself ends (or a stop is asked for); each restart is
+  recorded (status.json's ``restarts``, cockpit.run.restarts);
 - on SIGTERM (`cockpit stop`, Ctrl-C in `cockpit run`, the TUI's stop, the watchdog's on_stall: stop):
   SIGTERM to torchrun, which passes it to the ranks (cockpit.train checkpoints at the next step), SIGKILL
   for whatever is left after the stop's grace (<run>/stop.json, else ``grace``); rank exits from then on
@@ -39,6 +42,7 @@ from cockpit.launch.protocol import GivesUp
 from cockpit.launch.site import LaunchError
 from cockpit.run import layout
 from cockpit.run.attempts import Attempt
+from cockpit.run.restarts import restart_words, restarts, restarts_left
 from cockpit.run.store import (
     RunStatus,
     failure_record,
@@ -125,8 +129,9 @@ class Supervisor:
     def start(self) -> None:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
+        resumed = bool(s.attempts) and s.started is not None  # `cockpit run --resume`: the run keeps its start
         self._start_attempt()
-        s.state, s.started = "running", time.time()
+        s.state, s.started = "running", s.started if resumed else time.time()
         self.save()
         try:
             with open(self.run_dir / RESERVE, "wb") as f:
@@ -141,7 +146,7 @@ class Supervisor:
         s = self.status
         attempt = len(s.attempts)
         os.environ[contract.ATTEMPT] = str(attempt)
-        if self.policy is not None:
+        if self.policy is not None or s.attempts:  # recover:, or a run resumed by `cockpit run --resume`
             s.attempts.append(Attempt(attempt, time.time()))
         self.nodes = self.launcher.start(s, self.run_dir, self.grace)
         s.nodes = [node.describe() for node in self.nodes]
@@ -169,6 +174,10 @@ class Supervisor:
         """One look at the run; True while it is still going."""
         now = time.monotonic()
         changed = self._record_exits(now)
+        if self.status.max_restarts:
+            changed = self._track_restarts() or changed
+        if self.failed_at is None and self.status.first_failure is not None and not self._torchrun_restarts():
+            self.failed_at = now  # the attempt ends: torchrun gets its grace to tear the rest down
         if self.watchdog is not None and not self.status.stop_requested:
             changed = self.watchdog.tick() or changed
         if self.write_error is not None and not self.status.stop_requested:
@@ -200,6 +209,22 @@ class Supervisor:
             self.save()
         return not done
 
+    def _torchrun_restarts(self) -> bool:
+        """A rank's failure now is torchrun's to handle: it restarts the workers (the job's max_restarts)."""
+        s = self.status
+        ended = any(node.poll() is not None for node in self.nodes)
+        return restarts_left(s.max_restarts, len(s.restarts), ended, s.stop_requested or self.stalled is not None)
+
+    def _track_restarts(self) -> bool:
+        """Read torchrun's restarts so far (logs/restart-<K>/); True where they changed."""
+        found = restarts(self.run_dir, self.status.restarts)
+        if found == self.status.restarts:
+            return False
+        for k in range(len(self.status.restarts), len(found)):
+            _log(f"cockpit supervisor: {restart_words(found[k], k + 1, self.status.max_restarts or 0)}")
+        self.status.restarts = found
+        return True
+
     def _kill_nodes(self) -> int:
         """Nodes with processes of their own run id (a local sweep's trials) are killed by their own hand."""
         return sum(node.kill() for node in self.nodes)
@@ -214,7 +239,6 @@ class Supervisor:
         stop = self.status.stopped_at
         first = first_failure({r: e for r, e in exits.items() if stop is None or e.time < stop}, self.run_dir)
         if first is not None:
-            self.failed_at = self.failed_at or now
             ff = self.status.first_failure
             # records arrive one by one (an ssh node's over SSH, after a shared node's; a killed rank's wrapper
             # after its peer's): the choice over all of them so far wins
@@ -265,7 +289,7 @@ class Supervisor:
         if not self._relaunch(attempt + 1):
             return False
         self.left_out |= frozenset(self.decision.leave_out)
-        s.first_failure, s.ranks, s.findings, s.progress, s.watch = None, {}, [], {}, None
+        s.first_failure, s.ranks, s.findings, s.progress, s.watch, s.restarts = None, {}, [], {}, None, []
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()
         self.save()
@@ -319,7 +343,7 @@ class Supervisor:
         if s.state == "failed" and (disk := disk_trouble(self.run_dir)):
             s.note = _join(s.note, disk)
         s.ended = time.time()
-        if self.policy is not None:
+        if s.attempts:
             recovery.end_attempt(self.run_dir, s, "stopped" if s.state == "stopped" else "succeeded"
                                  if s.state == "succeeded" else "failure")
             recovery.account(self.run_dir, s)

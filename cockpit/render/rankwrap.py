@@ -36,6 +36,13 @@ for sig in TERM HUP USR1 USR2; do
   # shellcheck disable=SC2064  # expand $sig now: each trap remembers its own signal
   trap "pending=\${pending:-$sig}" "$sig"
 done
+# torchrun restarted the workers (max_restarts): the ended round's exit record goes to logs/restart-<K>/, so that
+# logs/ holds this round's alone and the supervisor can tell what torchrun restarted from.
+restart="${TORCHELASTIC_RESTART_COUNT:-0}"
+if [ "$restart" -gt 0 ] 2>/dev/null && [ -f "$base.exit" ]; then
+  aside="$COCKPIT_RUN_DIR/logs/restart-$((restart - 1))"
+  mkdir -p "$aside" && mv -f "$base.exit" "$aside/"
+fi
 "$@" >>"$base.log" 2>&1 &
 child=$!
 echo "$child" >"$base.pid"

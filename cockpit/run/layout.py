@@ -21,6 +21,8 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     logs/dump.req                a stack / Flight Recorder dump asked of the ranks (cockpit.hang)
     logs/stacks.<stamp>.txt      the stacks gathered when the run stalled
     logs/attempt-<N>/            Slurm: the exit records of attempt N, set aside at a requeue
+    logs/restart-<K>/            the exit records of torchrun's round K (max_restarts), set aside by the rank
+                                 wrapper when torchrun restarted the workers
     logs/preflight/<job id>/     Slurm: the preflight in the allocation: <node>.json, <node>.out, verdict.json
     metrics/rank-<R>.jsonl       written by cockpit.train
     checkpoints/                 written by cockpit.train
@@ -158,6 +160,20 @@ def _mtime(path: Path) -> float:
 def exit_records(run_dir: Path) -> list[Path]:
     """Every exit record in logs/ (ranks' and ssh nodes' agents'), by name."""
     return sorted((run_dir / LOGS).glob("*.exit"))
+
+
+RESTART_PREFIX = "restart-"
+
+
+def restart_dirs(run_dir: Path) -> list[Path]:
+    """logs/restart-<K>/ of a run whose torchrun restarted its workers, by K (round K ended in a restart)."""
+    try:
+        names = os.listdir(run_dir / LOGS)
+    except OSError:
+        return []
+    rounds = sorted(int(n[len(RESTART_PREFIX):]) for n in names
+                    if n.startswith(RESTART_PREFIX) and n[len(RESTART_PREFIX):].isdigit())
+    return [run_dir / LOGS / f"{RESTART_PREFIX}{k}" for k in rounds]
 
 
 def stacks_report(run_dir: Path, stamp: str) -> Path:

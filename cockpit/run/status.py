@@ -20,9 +20,11 @@ from cockpit.run.records import NUM, FirstFailure, NodeRecord, RankExit, RecordE
 
 # A run's state; "unreadable" is cockpit.run.store.UNREADABLE, what list_runs says of a status.json it cannot
 # read (never written). status.json's value is not checked against these: a newer cockpit may write another.
-RunState = Literal["starting", "running", "succeeded", "failed", "stopped", "lost", "unreadable"]
-FinalState = Literal["succeeded", "failed", "stopped", "lost"]
-FINAL_STATES: tuple[FinalState, ...] = ("succeeded", "failed", "stopped", "lost")
+# "unsubmitted": a scheduler's run that never reached it (sbatch refused it, or cockpit was ended while sbatch
+# waited): nothing ran, so it is no failure of the job's.
+RunState = Literal["starting", "running", "succeeded", "failed", "stopped", "lost", "unsubmitted", "unreadable"]
+FinalState = Literal["succeeded", "failed", "stopped", "lost", "unsubmitted"]
+FINAL_STATES: tuple[FinalState, ...] = ("succeeded", "failed", "stopped", "lost", "unsubmitted")
 STATES: tuple[RunState, ...] = ("starting", "running", *FINAL_STATES)
 
 
@@ -81,6 +83,8 @@ class RunStatus:
     recover: dict[str, object] | None = None  # the job's recover: policy (cockpit.spec.recover.RecoverSpec.to_dict)
     attempts: list[Attempt] = field(default_factory=list)  # with recover: one per start of the ranks
     goodput: float | None = None  # with recover: the share of wall time that trained kept steps (cockpit.run.attempts)
+    max_restarts: int | None = None  # the job's max_restarts, where torchrun restarts the workers itself (> 0)
+    restarts: list[FirstFailure] = field(default_factory=list)  # each restart torchrun made: the failure it followed
 
     @property
     def final(self) -> bool:
@@ -96,6 +100,7 @@ class RunStatus:
         d["findings"] = [f.to_dict() for f in self.findings]
         d["history"] = [h.to_dict() for h in self.history]
         d["attempts"] = [a.to_dict() for a in self.attempts]
+        d["restarts"] = [r.to_dict() for r in self.restarts]
         for name in _WHEN_SET:
             if d[name] is None or d[name] == []:
                 del d[name]
@@ -136,9 +141,20 @@ class RunStatus:
                     known[name] = findings_from_list(data[name], name)
             if "attempts" in data:
                 known["attempts"] = attempts_from_list(data["attempts"])
+            known["restarts"] = _restarts(data.get("restarts", []))
         except RecordError as exc:
             raise StatusError(f"{where}{exc}") from None
         return cls(**known)
+
+
+def _restarts(items: list[object]) -> list[FirstFailure]:
+    """status.json's ``restarts``: each a first_failure-shaped object."""
+    out = []
+    for i, r in enumerate(items):
+        if not isinstance(r, dict):
+            raise RecordError(f"restarts[{i}]: expected an object")
+        out.append(FirstFailure.from_dict(r, f"restarts[{i}]: "))
+    return out
 
 
 # field -> accepted types (None: may be null). bool is refused where a number is meant (it is an int to Python).
@@ -148,6 +164,7 @@ _FIELD_TYPES: dict[str, Types] = {
     "exit_code": (int, None), "supervisor": (dict, None), "nodes": (list,), "ranks": (dict,),
     "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*NUM, None), "note": (str, None),
     "stall_after": (*NUM, None), "start_after": (*NUM, None), "watch": (dict, None), "history": (list,),
-    "recover": (dict, None), "attempts": (list,), "goodput": (*NUM, None)}
+    "recover": (dict, None), "attempts": (list,), "goodput": (*NUM, None),
+    "max_restarts": (int, None), "restarts": (list,)}
 _REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
-_WHEN_SET = ("start_after", "watch", "history", "recover", "attempts", "goodput")
+_WHEN_SET = ("start_after", "watch", "history", "recover", "attempts", "goodput", "max_restarts", "restarts")

@@ -51,13 +51,13 @@ def test_job_ids_from_sbatch_parsable():
         slurm.parse_job_id("Submitted batch job 4242")
 
 
-def test_submit_without_sbatch_marks_the_run_failed(tmp_path):
+def test_submit_without_sbatch_marks_the_run_unsubmitted(tmp_path):
     job = sweep_job(tmp_path)
     run_dir = slurm.prepare(load_spec(job), str(job), tmp_path / "runs")
     with pytest.raises(LaunchError, match="sbatch is not installed"):
         slurm.submit(run_dir, sbatch=str(tmp_path / "no-such-sbatch"))
     status = read_status(run_dir)
-    assert status.state == "failed" and status.note == "sbatch is not installed here"
+    assert status.state == "unsubmitted" and status.note == "sbatch is not installed here"
 
 
 def test_attempts_of_a_real_requeued_run(tmp_path):

@@ -279,7 +279,7 @@ def test_a_bad_partition_is_refused_before_sbatch_and_sbatch_refusal_reaches_the
     r = cockpit(slurm_cluster, runs, "run", job, "--no-preflight")  # past it, sbatch's own refusal is shown
     assert r.returncode == 2 and "sbatch refused the job" in r.stderr and "invalid partition" in r.stderr.lower()
     _, status = only_run(runs)
-    assert status.state == "failed" and "sbatch refused the job" in status.note
+    assert status.state == "unsubmitted" and "sbatch refused the job" in status.note
 
 
 @pytest.mark.parametrize("job", [j for j in JOBS if load_spec(j).launcher == "slurm"], ids=lambda j: j.stem)

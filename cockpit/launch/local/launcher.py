@@ -124,7 +124,8 @@ class LocalLauncher(NoScheduler):
         return reconcile(run_dir, status)
 
     def requeue(self, run_dir: Path) -> str:
-        raise LaunchError("a local run cannot be requeued (hint: cockpit run the job again)")
+        raise LaunchError(f"a local run cannot be requeued (hint: cockpit run --resume {run_dir.name} continues it "
+                          "from its last checkpoint)")
 
     def stacks(self, run_dir: Path, status: RunStatus, ranks: set[int] | None = None,
                timeout: float = 5.0) -> dict[int, Evidence]:
@@ -256,6 +257,7 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
                        job_file=str(Path(job_path).resolve()), hosts=list(facts.node_names),
                        world_size=spec.world_size,
                        stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
-                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
+                       recover=spec.recover.to_dict() if spec.recover.enabled else None,
+                       max_restarts=spec.max_restarts or None)
     write_status(run_dir, status)
     return run_dir

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 
 from cockpit.launch.site import interpreter, job_files
+from cockpit.launch.slurm.waiting import said_after
 from cockpit.preflight.slurm import SlurmFacts
 from cockpit.slurm.sinfo import SINFO_ARGS, parse_sinfo
 from cockpit.spec.model import JobSpec
@@ -14,7 +15,8 @@ from cockpit.spec.model import JobSpec
 def gather(spec: JobSpec, job_path: str, run=subprocess.run, timeout: float = 30.0) -> SlurmFacts:
     files = job_files(spec, job_path, interpreter(spec))
     try:
-        r = run(list(SINFO_ARGS), capture_output=True, text=True, timeout=timeout)
+        with said_after(f"sinfo: the Slurm controller is slow to answer (up to {timeout:g} s)"):
+            r = run(list(SINFO_ARGS), capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return SlurmFacts(files, None, f"sinfo: {exc}")
     if r.returncode != 0:

@@ -15,9 +15,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit.launch.site import DEFAULT_MASTER_PORT, LaunchError
+from cockpit.launch.site import DEFAULT_MASTER_PORT, Ended, LaunchError
 from cockpit.launch.slurm.preflight import install_nodecheck
 from cockpit.launch.slurm.submission import parse_job_id, render_facts, submit_env
+from cockpit.launch.slurm.waiting import Interrupted, interruptible, said_after
 from cockpit.launch.supervision import supervisor_alive
 from cockpit.render import render
 from cockpit.render.sbatch import BATCH_HOST
@@ -74,14 +75,22 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
 
 
 def submit(run_dir: Path, sbatch: str = "sbatch") -> str:
-    """Submit the run's batch script; record and return the job id. On refusal the run is marked failed
-    with sbatch's message and LaunchError carries it."""
+    """Submit the run's batch script; record and return the job id. On refusal the run is marked unsubmitted
+    with sbatch's message and LaunchError carries it; a cockpit ended while sbatch is slow to answer (SIGINT,
+    SIGTERM, SIGHUP) marks it unsubmitted too and raises Ended."""
     status = read_status(run_dir)
     if status is None:
         raise LaunchError(f"{run_dir}: no readable status.json")
     argv = [sbatch, "--parsable", str((run_dir / SCRIPT).resolve())]
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=run_dir, env=submit_env())
+        with said_after("sbatch to submit the job: the Slurm controller is slow to answer (up to 120 s; Ctrl-C "
+                        "gives up, the run is then not submitted)"), interruptible():
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=run_dir, env=submit_env())
+    except Interrupted as exc:
+        why = (f"not submitted: cockpit was ended ({exc}) while sbatch was submitting the job (if sbatch had "
+               f"reached the controller, squeue --me --name {status.name} shows the job)")
+        _refused(run_dir, status, why)
+        raise Ended(why, exc.signum) from None
     except FileNotFoundError:
         _refused(run_dir, status, "sbatch is not installed here")
         raise LaunchError("sbatch is not installed here (hint: run cockpit on a login node of the cluster, "
@@ -111,7 +120,9 @@ def _submitted(node: NodeRecord, job_id: str) -> NodeRecord:
 
 
 def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
-    status.state, status.exit_code, status.note = "failed", 1, why
+    """Nothing was submitted: the run is ``unsubmitted`` (no rank ran: not failed), with why."""
+    status.state, status.exit_code, status.note = "unsubmitted", 1, why
+    status.ended = time.time()
     write_status(run_dir, status)
 
 

@@ -1,0 +1,64 @@
+"""torchrun's own restarts (a job's ``max_restarts``): the rounds it ended and restarted the workers from.
+
+The rank wrapper sets a round's exit records aside in logs/restart-<K>/ when torchrun starts round K+1
+(cockpit.render.rankwrap), so logs/ holds the current round's alone; the supervisor reads the rounds back from
+there into status.json's ``restarts``, and lets torchrun restart while it has restarts left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cockpit.run import layout
+from cockpit.run.records import FirstFailure
+from cockpit.run.store import first_failure, rank_exits
+
+NO_RECORD = "no exit record says which rank failed"
+
+
+def restarts_left(max_restarts: int | None, made: int, torchrun_ended: bool, stopping: bool) -> bool:
+    """Whether a rank's failure now is torchrun's to handle, by restarting the workers (round ``made`` of at most
+    ``max_restarts`` restarts), rather than the end of the run: not once torchrun itself ended or a stop was
+    asked for."""
+    return bool(max_restarts) and not stopping and not torchrun_ended and made < (max_restarts or 0)
+
+
+def round_failure(aside: Path) -> FirstFailure | None:
+    """The first failure among the exit records of a round set aside in ``aside``; None where there is none."""
+    files: dict[int, tuple[str, Path]] = {}
+    try:
+        names = os.listdir(aside)
+    except OSError:
+        return None
+    for name in names:
+        parsed = layout.parse_rank_file(name)
+        if parsed is not None and parsed[2] == "exit":
+            files[parsed[0]] = (parsed[1], aside / name)
+    first = first_failure(rank_exits(aside, files))
+    return None if first is None else FirstFailure.of(first, first.describe())
+
+
+def restarts(run_dir: Path, known: list[FirstFailure]) -> list[FirstFailure]:
+    """Each restart torchrun made so far, by the failure that ended its round: ``known`` kept for the rounds
+    whose records are all set aside (every round before the latest), the latest read again (its ranks' wrappers
+    move their records one by one)."""
+    dirs = layout.restart_dirs(run_dir)
+    out = list(known[:max(len(dirs) - 1, 0)])
+    for aside in dirs[len(out):]:
+        found = round_failure(aside)
+        out.append(found or FirstFailure(None, "", 0, _mtime(aside), NO_RECORD))
+    return out
+
+
+def restart_words(failure: FirstFailure, k: int, most: int) -> str:
+    """One restart, as the summary and the diagnosis say it."""
+    who = (f"rank {failure.rank} on {failure.host} failed ({failure.description})" if failure.rank is not None
+           else f"a round ended ({failure.description})")
+    return f"{who}; torchrun restarted the workers (restart {k} of {most})"
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
