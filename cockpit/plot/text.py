@@ -42,6 +42,8 @@ def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
         else:
             style["marker"] = MARKERS[i % len(MARKERS)]
         plt.plot(xs, ys, **style)
+    if chart.x_end is not None and chart.lines:
+        plt.xlim(min(min(line.xs) for line in chart.lines), chart.x_end)  # the run's end, past its last point
 
 
 def step_ticks(lo: float, hi: float, at_most: int) -> list[int]:
