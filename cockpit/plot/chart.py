@@ -168,11 +168,37 @@ def _holds(label: str, rank: int) -> bool:
 
 
 def trials_chart(trials: Sequence[tuple[str, RankSeries | None]], title: str, width: int = 80) -> LineChart:
-    """A sweep's trials on one chart: each trial's rank-0 loss over steps, labelled with its arguments."""
-    lines = tuple(Line(label, tuple(float(x) for x, _ in pts), tuple(y for _, y in pts), "trial")
-                  for label, s in trials if s is not None and (pts := s.losses()))
-    note = "" if lines else "no trial has recorded a loss yet"
+    """A sweep's trials on one chart: each trial's rank-0 loss over steps, labelled with its arguments. A trial
+    that diverged (cockpit.plot.chart.diverged) says so in its label and in the note, and is drawn last: on top
+    of the others, the one a reader looks for first."""
+    kept, bad = [], []
+    for label, s in trials:
+        if s is None:
+            continue
+        pts, why = s.losses(), diverged(s)
+        if why is not None:
+            bad.append(f"{label}: {why}")
+        if pts:
+            named = f"{label} (diverged)" if why is not None else label
+            kept.append((why is not None, Line(named, tuple(float(x) for x, _ in pts), tuple(y for _, y in pts),
+                                               "trial")))
+    lines = tuple(line for _, line in sorted(kept, key=lambda k: k[0]))  # stable: the diverged last
+    note = "; ".join(bad[:3]) if bad else ("" if lines else "no trial has recorded a loss yet")
     return LineChart(title, "step", "loss", lines, note=note)
+
+
+DIVERGED = 2.0  # a loss that rose past this many times its first value diverged
+
+
+def diverged(series: RankSeries) -> str | None:
+    """How a run's loss diverged, or None: not finite from some step, or risen past DIVERGED x its first."""
+    step = series.first_nonfinite()
+    if step is not None:
+        return f"loss not finite from step {step}"
+    pts = series.losses()
+    first = pts[0][1] if pts else 0.0
+    risen = next((x for x, y in pts if first > 0 and y > DIVERGED * first), None)
+    return None if risen is None else f"loss above {DIVERGED:g}x its first from step {risen}"
 
 
 def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:
