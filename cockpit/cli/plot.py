@@ -122,7 +122,10 @@ def _reader(readers: dict, run_dir):
 
 
 def _chart(args, run_dir, status, readers: dict, width: int, height: int):
+    import time
+
     from cockpit.plot import chart as charts
+    from cockpit.plot.source import run_clock
     from cockpit.run.store import is_sweep
 
     if is_sweep(status):
@@ -137,8 +140,10 @@ def _chart(args, run_dir, status, readers: dict, width: int, height: int):
                              f"(it has ranks {_ranges(sorted(known))})")
         series = charts.pick(series, args.rank)
     beats = charts.pick(reader.beats(), args.rank)
-    return charts.build(args.metric, series, run_dir.name, width, height, beats, reader.ended(), args.log,
-                        reader.span())
+    ended = reader.ended()
+    until, quiet = run_clock(status, time.time(), ended)
+    return charts.build(args.metric, series, run_dir.name, width, height, beats, ended, args.log,
+                        reader.span(), until, quiet)
 
 
 def _sweep_chart(args, run_dir, status, readers: dict, width: int, height: int):

@@ -7,10 +7,10 @@ One line per rank while there are at most ``MAX_LINES`` ranks; beyond that the m
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from cockpit.plot.series import UNITS, WAIT, Heat, RankSeries, band, heat, straggler
+from cockpit.plot.series import UNITS, WAIT, Ended, Heat, RankSeries, band, heat, lived, stalled, straggler
 
 MAX_LINES = 8
 METRICS = ("loss", "rate", "heat", "wait")
@@ -35,6 +35,7 @@ class LineChart:
     note: str = ""  # said under the chart: why it is empty, a rank whose loss went NaN
     x_is_time: bool = False  # x is seconds since the run's first point
     log_y: bool = False  # a log y axis (a diverged trial would flatten the others on a linear one)
+    x_end: float | None = None  # where the x axis ends when the data ends before (the run's end, or now)
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,26 @@ HEAT_LABELS = 9  # the heat map's row labels ("120-127 ") take this many columns
 
 
 def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int,
-          beats: Sequence[RankSeries] = (), ended: Collection[int] = (), log_y: bool = False,
-          span: tuple[float, float] | None = None) -> Chart:
+          beats: Sequence[RankSeries] = (), ended: Ended = (), log_y: bool = False,
+          span: tuple[float, float] | None = None, until: float | None = None,
+          quiet: float | None = None) -> Chart:
     """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area; ``beats``: the rank
-    hook's series, which the wait chart reads; ``ended``: the ranks whose process exited (the heat map draws
-    no stall after their end); ``log_y``: the line charts' y axis on a log scale; ``span``: the run's time
-    span (cockpit.plot.source.RunSeries.span), so that the rate, heat and wait charts share one time axis."""
+    hook's series, which the wait chart reads; ``ended``: the ranks whose process exited, and when
+    (cockpit.plot.series.Ended); ``log_y``: the line charts' y axis on a log scale; ``span``: the run's time
+    span (cockpit.plot.source.RunSeries.span), so that the rate, heat and wait charts share one time axis;
+    ``until``: the run's end, or now while it runs, where their time axis ends (a stall of every rank is
+    time without points); ``quiet``: the run's stall threshold in seconds (cockpit.plot.series.stalled)."""
     columns, rows = max(1, width - HEAT_LABELS), max(1, height - 5)
+    if until is not None:
+        span = (min(span[0], until) if span else until, max(span[1], until) if span else until)
     if metric == "wait":
         return wait_chart(beats, f"{title}: share of time waiting in collectives", columns, rows, span)
     if metric == "loss":
         return replace(loss_chart(series, f"{title}: loss per rank", width), log_y=log_y)
     if metric == "rate":
-        return replace(rate_chart(series, f"{title}: {_unit(series)} per rank", width, span), log_y=log_y)
-    return heat_chart(series, f"{title}: {_unit(series)} per rank over time", columns, rows, ended, span)
+        chart = rate_chart(series, f"{title}: {_unit(series)} per rank", width, span, ended, quiet)
+        return replace(chart, log_y=log_y)
+    return heat_chart(series, f"{title}: {_unit(series)} per rank over time", columns, rows, ended, span, quiet)
 
 
 def _unit(series: Sequence[RankSeries]) -> str:
@@ -92,9 +99,11 @@ def loss_chart(series: Sequence[RankSeries], title: str, width: int = 80) -> Lin
 
 
 def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80,
-               span: tuple[float, float] | None = None) -> LineChart:
-    """Rate over time (seconds since the first point, or since ``span``'s start): steps/s from metrics,
-    collectives/s from beats."""
+               span: tuple[float, float] | None = None, ended: Ended = (),
+               quiet: float | None = None) -> LineChart:
+    """Rate over time (seconds since the first point, or since ``span``'s start, to ``span``'s end): steps/s
+    from metrics, collectives/s from beats. A rank that stalled (cockpit.plot.series.stalled: no progress while
+    it lived) drops to 0 for as long as it did."""
     unit = UNITS[series[0].source] if series else UNITS["metrics"]
     rated = [(s.rank, s.rate(max(2, width // 2))) for s in series]
     rated = [(r, p) for r, p in rated if p]
@@ -103,17 +112,35 @@ def rate_chart(series: Sequence[RankSeries], title: str, width: int = 80,
         return LineChart(title, "seconds", unit, (), note=why, x_is_time=True)
     t0 = min(s.times[0] for s in series if s.times)
     t0 = min(t0, span[0]) if span else t0
-    length = max(t for _, p in rated for t, _ in p) - t0
-    label, scale = next((name, sec) for name, sec in TIME_UNITS if length >= 3 * sec or sec == 1)
+    others = max(t for _, p in rated for t, _ in p)
+    end = max(others, span[1]) if span else others
+    rated = [(r, p + _stall_points(p, lived(r, ended, end), others, quiet)) for r, p in rated]
+    end = max([end, *(p[-1][0] for _, p in rated)])
+    label, scale = next((name, sec) for name, sec in TIME_UNITS if end - t0 >= 3 * sec or sec == 1)
     lines = lines_for([(f"rank {r}", tuple(((t - t0) / scale, v) for t, v in p)) for r, p in rated], width)
-    return LineChart(title, label, unit, lines, x_is_time=True)
+    stuck = [r for r, p in rated if p[-1][1] == 0.0 and len(p) > 1 and p[-2][1] == 0.0]
+    note = f"no progress at the end: {_ranks(stuck)}" if stuck else ""
+    return LineChart(title, label, unit, lines, note=note, x_is_time=True, x_end=(end - t0) / scale)
+
+
+def _stall_points(rate: tuple[tuple[float, float], ...], alive: float | None, others: float,
+                  quiet: float | None) -> tuple[tuple[float, float], ...]:
+    """A stalled rank's rate of 0 from one interval after its last progress to the end of its stall."""
+    window = stalled(rate, alive, others, quiet)
+    return () if window is None else ((window[0], 0.0), (window[1], 0.0))
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks[:8])) + (
+        " ..." if len(ranks) > 8 else "")
 
 
 def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int,
-               ended: Collection[int] = (), span: tuple[float, float] | None = None) -> HeatChart:
+               ended: Ended = (), span: tuple[float, float] | None = None,
+               quiet: float | None = None) -> HeatChart:
     """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells; ``ended``:
-    the ranks whose process exited."""
-    grid = heat(list(series), columns, rows, ended=ended, span=span)
+    the ranks whose process exited, and when."""
+    grid = heat(list(series), columns, rows, ended=ended, span=span, quiet=quiet)
     return HeatChart(title, grid, note="" if grid.labels else _NO_POINTS)
 
 
@@ -141,11 +168,37 @@ def _holds(label: str, rank: int) -> bool:
 
 
 def trials_chart(trials: Sequence[tuple[str, RankSeries | None]], title: str, width: int = 80) -> LineChart:
-    """A sweep's trials on one chart: each trial's rank-0 loss over steps, labelled with its arguments."""
-    lines = tuple(Line(label, tuple(float(x) for x, _ in pts), tuple(y for _, y in pts), "trial")
-                  for label, s in trials if s is not None and (pts := s.losses()))
-    note = "" if lines else "no trial has recorded a loss yet"
+    """A sweep's trials on one chart: each trial's rank-0 loss over steps, labelled with its arguments. A trial
+    that diverged (cockpit.plot.chart.diverged) says so in its label and in the note, and is drawn last: on top
+    of the others, the one a reader looks for first."""
+    kept, bad = [], []
+    for label, s in trials:
+        if s is None:
+            continue
+        pts, why = s.losses(), diverged(s)
+        if why is not None:
+            bad.append(f"{label}: {why}")
+        if pts:
+            named = f"{label} (diverged)" if why is not None else label
+            kept.append((why is not None, Line(named, tuple(float(x) for x, _ in pts), tuple(y for _, y in pts),
+                                               "trial")))
+    lines = tuple(line for _, line in sorted(kept, key=lambda k: k[0]))  # stable: the diverged last
+    note = "; ".join(bad[:3]) if bad else ("" if lines else "no trial has recorded a loss yet")
     return LineChart(title, "step", "loss", lines, note=note)
+
+
+DIVERGED = 2.0  # a loss that rose past this many times its first value diverged
+
+
+def diverged(series: RankSeries) -> str | None:
+    """How a run's loss diverged, or None: not finite from some step, or risen past DIVERGED x its first."""
+    step = series.first_nonfinite()
+    if step is not None:
+        return f"loss not finite from step {step}"
+    pts = series.losses()
+    first = pts[0][1] if pts else 0.0
+    risen = next((x for x, y in pts if first > 0 and y > DIVERGED * first), None)
+    return None if risen is None else f"loss above {DIVERGED:g}x its first from step {risen}"
 
 
 def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:

@@ -75,6 +75,8 @@ def _lines(ax, chart: LineChart) -> None:
     for line in chart.lines:
         if line.role not in (LOW, HIGH):
             ax.plot(line.xs, line.ys, label=line.label, linewidth=1.2)
+    if chart.x_end is not None and chart.lines:
+        ax.set_xlim(right=chart.x_end)  # the run's end, past its last point
     if chart.lines:
         ax.legend(loc="best", fontsize="small")
     ax.grid(True, alpha=0.3)

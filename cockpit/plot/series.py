@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -153,14 +153,24 @@ class Heat:
 RATE, WAIT = "rate", "wait"
 
 
+Ended = Mapping[int, float | None] | Collection[int]
+"""The ranks whose process exited: rank -> when (its exit record's time), or a bare collection of ranks (a sweep's
+finished trials: ended at their last point)."""
+
+STALL_FLOOR, STALL_MULTIPLE = 60.0, 3.0  # the watchdog's adaptive threshold (cockpit.hang.progress)
+
+
 def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE,
-         ended: Collection[int] = (), span: tuple[float, float] | None = None) -> Heat:
+         ended: Ended = (), span: tuple[float, float] | None = None, quiet: float | None = None) -> Heat:
     """The grid for ``series`` over their common time span in ``columns`` slices: their rate, or (``kind``
     WAIT) their wait share. More ranks than ``rows``: consecutive ranks share a row, which shows the lowest of
-    them (the slowest rate, the least waiting: a straggler must not be averaged away). A rank in ``ended``
-    (its process exited: a finished trial) has no data after its last point, not "no progress"; nor has a
-    rank before its first progress (starting up). ``span``: the time axis to lay the grid on (the run's, so
-    that its rate map and its wait map line up), widened to hold every point."""
+    them (the slowest rate, the least waiting: a straggler must not be averaged away). After a rank's last
+    progress it shows no progress (0.0) while it lived on without any (``stalled``: the others went on, or it
+    lived ``quiet`` seconds more, the run's stall threshold), until its exit (``ended``) or the span's end (the
+    run's end, or now: a hang of every rank shows as it lasts); a rank that exited at its last point, or a
+    finished trial, has no data after it, nor has a rank before its first progress (starting up). ``span``:
+    the time axis to lay the grid on (the run's, so that its rate map and its wait map line up), widened to
+    hold every point and every exit."""
     if kind == WAIT:
         valued = [(s, s.wait(columns)) for s in series]
         unit = "share of time waiting in collectives"
@@ -172,35 +182,60 @@ def heat(series: list[RankSeries], columns: int, rows: int, kind: str = RATE,
         return Heat((), (), 0.0, 0.0, None, unit, kind)
     t0 = min(t for s, _ in valued for t in s.times)
     t1 = last = max(times)  # last: the others' last point, what a stall is judged against
+    exits = [t for t in ended.values() if t is not None] if isinstance(ended, Mapping) else []
     if span is not None:
         t0, t1 = min(t0, span[0]), max(t1, span[1])
+    t1 = max([t1, *exits])
     width = max(t1 - t0, 1e-9) / columns
-    per_rank = [(s.rank, _cells(r, t0, width, columns, last,
-                                stall=0.0 if kind == RATE and s.rank not in ended else None)) for s, r in valued]
+    per_rank = [(s.rank, _cells(r, t0, width, columns,
+                                stalled(r, lived(s.rank, ended, t1), last, quiet) if kind == RATE else None))
+                for s, r in valued]
     group = -(-len(per_rank) // rows)
     labels, cells = [], []
     for i in range(0, len(per_rank), group):
         chunk = per_rank[i:i + group]
-        first, last = chunk[0][0], chunk[-1][0]
-        labels.append(str(first) if first == last else f"{first}-{last}")
+        first, end = chunk[0][0], chunk[-1][0]
+        labels.append(str(first) if first == end else f"{first}-{end}")
         cells.append(tuple(_slowest([c[col] for _, c in chunk]) for col in range(columns)))
     positive = [v for row in cells for v in row if v]
     return Heat(tuple(labels), tuple(cells), t0, t1, statistics.median(positive) if positive else None, unit, kind)
 
 
+def lived(rank: int, ended: Ended, end: float) -> float | None:
+    """Until when ``rank``'s process lived: its exit time; None when it ended at its last point (an exit with
+    no time, a finished trial); ``end`` (the run's end, or now) when it has not exited."""
+    if isinstance(ended, Mapping):
+        return ended.get(rank, end)
+    return None if rank in ended else end
+
+
+def stalled(rate: tuple[tuple[float, float], ...], alive: float | None, others: float,
+            quiet: float | None = None) -> tuple[float, float] | None:
+    """(from, to): the time after a rank's last progress in which it made none while it lived (``alive``: until
+    when, cockpit.plot.series.lived), when that is a stall: the others went on (``others``: their last point)
+    for more than two of its intervals, or it lived ``quiet`` seconds more (the run's stall threshold; None:
+    the watchdog's adaptive one, max(60 s, 3 x its longest interval)). None otherwise: it ended with the
+    others, within a beat of each other. The rate over that time is 0."""
+    if not rate or alive is None:
+        return None
+    gaps = sorted(b - a for (a, _), (b, _) in zip(rate, rate[1:], strict=False))
+    gap = gaps[len(gaps) // 2] if gaps else 1.0
+    last = rate[-1][0]
+    limit = quiet if quiet else max(STALL_FLOOR, STALL_MULTIPLE * (gaps[-1] if gaps else gap))
+    if alive - last <= 2 * gap or not (others - last > 2 * gap or alive - last > limit):
+        return None
+    return last + gap, alive
+
+
 def _cells(rate: tuple[tuple[float, float], ...], t0: float, width: float, columns: int,
-           t1: float, stall: float | None = 0.0) -> tuple[float | None, ...]:
+           stall: tuple[float, float] | None) -> tuple[float | None, ...]:
     """A point (t, v) covers the interval since the point before it; each slice takes the value of the point
-    whose interval holds its middle. After the rank's last point: ``stall`` (for a rate 0.0: no progress)
-    once the others went on for more than two of its intervals; None until then (everyone ends within a beat
-    of each other)."""
+    whose interval holds its middle. After the rank's last point: 0.0 (no progress) inside ``stall``
+    (cockpit.plot.series.stalled), None (no data) elsewhere."""
     out: list[float | None] = []
     if not rate:
         return tuple([None] * columns)
     starts = [rate[0][0] - _first_interval(rate)] + [t for t, _ in rate[:-1]]
-    gaps = sorted(b - a for (a, _), (b, _) in zip(rate, rate[1:], strict=False))
-    grace = 2 * (gaps[len(gaps) // 2] if gaps else width)
-    last = rate[-1][0]
     j = 0
     for col in range(columns):
         mid = t0 + (col + 0.5) * width
@@ -209,7 +244,7 @@ def _cells(rate: tuple[tuple[float, float], ...], t0: float, width: float, colum
         if j < len(rate):
             out.append(rate[j][1] if starts[j] <= mid else None)
         else:
-            out.append(stall if t1 - last > grace and mid > last + grace / 2 else None)
+            out.append(0.0 if stall is not None and stall[0] < mid <= stall[1] else None)
     return tuple(out)
 
 

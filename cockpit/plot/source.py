@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from cockpit.fs import safeio
@@ -23,6 +23,7 @@ from cockpit.plot import sources
 from cockpit.plot.framework_files import framework_sources
 from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
 from cockpit.run import layout
+from cockpit.run.status import RunStatus
 
 CHUNK = 4 << 20
 MAX_RECORD = 1 << 20  # a metrics record or a beat is ~200 bytes
@@ -188,14 +189,35 @@ class RunSeries:
             self._span = ((min(times), max(times)) if times else None,)
         return self._span[0]
 
-    def ended(self) -> set[int]:
-        """The ranks whose process exited (an exit record in logs/): after their last point they are done,
-        not stalled."""
-        return set(layout.rank_files(self.run_dir, "exit"))
+    def ended(self) -> dict[int, float | None]:
+        """rank -> when its process exited (its exit record in logs/; None while the record is being written):
+        after that it is done, not stalled; between its last point and then it made no progress."""
+        from cockpit.run.store import rank_exits
+
+        files = layout.rank_files(self.run_dir, "exit")
+        times = {rank: e.time for rank, e in rank_exits(self.run_dir, files).items()}
+        return {rank: times.get(rank) for rank in files}
 
     def ranks(self) -> list[int]:
         """The ranks with points, from the run's one source (cheap: no series is built)."""
         return sorted(self._chosen(self.source()))
+
+
+def run_clock(status: RunStatus | None, now: float,
+              exits: Mapping[int, float | None] | None = None) -> tuple[float | None, float | None]:
+    """(until, quiet) for a run's charts (cockpit.plot.chart.build): where their time axis ends (while the run
+    runs: ``now``; once it is final: its ranks' last exit (``exits``, RunSeries.ended), else the run's end)
+    and its stall threshold in seconds (status.json's ``watch``, else the job's ``stall_after``; None:
+    adaptive)."""
+    if status is None:
+        return None, None
+    said = status.watch.get("threshold_s") if isinstance(status.watch, dict) else None
+    quiet = said if isinstance(said, (int, float)) and not isinstance(said, bool) and said > 0 else None
+    quiet = quiet or status.stall_after or None
+    if not status.final:
+        return now, quiet
+    ended = [t for t in (exits or {}).values() if t is not None]
+    return (max(ended) if ended else status.ended), quiet
 
 
 def _order(origin: str) -> int:

@@ -7,6 +7,8 @@ Without colour (a pipe, NO_COLOR) each line gets its own marker, so the lines st
 
 from __future__ import annotations
 
+import math
+
 from cockpit.plot.chart import HIGH, LOW, MEAN, Chart, HeatChart, LineChart
 from cockpit.plot.series import WAIT, thin
 
@@ -18,10 +20,12 @@ HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · no progress"
 WAIT_LEGEND = "waiting: █ ≥75% ▓ ≥50% ▒ ≥25% ░ <25%"
 
 
-def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
+def apply(chart: LineChart, plt, width: int, color: bool = True, height: int | None = None) -> None:
     """Draw ``chart`` onto the plotext figure ``plt`` (the ``plotext`` module or a textual-plotext Plot),
     whose size and theme the caller sets afterwards; ``width`` bounds the points per line to what the columns
-    can show. The figure starts over (clear_data would keep the last chart's ticks and labels)."""
+    can show; ``height`` (the figure's lines, when known) lets the y axis make room above the data for the
+    legend (see legend_room). The figure starts over (clear_data would keep the last chart's ticks and
+    labels)."""
     plt.clear_figure()
     plt.title(chart.title)
     plt.xlabel(chart.xlabel + (f"   ({chart.note})" if chart.note and chart.lines else ""))
@@ -42,6 +46,36 @@ def apply(chart: LineChart, plt, width: int, color: bool = True) -> None:
         else:
             style["marker"] = MARKERS[i % len(MARKERS)]
         plt.plot(xs, ys, **style)
+    if chart.x_end is not None and chart.lines:
+        plt.xlim(min(min(line.xs) for line in chart.lines), chart.x_end)  # the run's end, past its last point
+    room = legend_room(chart, width, height) if height else None
+    if room is not None:
+        plt.ylim(*room)
+
+
+def legend_room(chart: LineChart, width: int, height: int) -> tuple[float, float] | None:
+    """The y axis's (lower, upper) limits (log10 of them on a log axis, as plotext takes them) that keep every
+    point out from under the legend, which plotext draws over the data in the top-left corner, one line per
+    label: the start of every loss curve, and a trial that diverged; None when nothing is under it, or when the
+    legend would need most of the height (then the chart stays as it is)."""
+    rows, columns = height - 5, width - 10  # plotext: title, frame, x ticks, x label; y ticks and frame
+    if not chart.lines or rows < 4 or columns < 10:
+        return None
+    share = (max(len(line.label) for line in chart.lines) + 6) / columns  # "▞▞ label " after a space
+    k = (len(chart.lines) + 0.5) / (rows - 1)
+    pts = [(x, y) for line in chart.lines for x, y in zip(line.xs, line.ys, strict=True)]
+    if chart.log_y:
+        pts = [(x, math.log10(y)) for x, y in pts if y > 0]
+    if not pts or k >= 0.6:
+        return None
+    lo_x = min(x for x, _ in pts)
+    hi_x = max([chart.x_end or lo_x, *(x for x, _ in pts)])
+    under = [y for x, y in pts if x <= lo_x + share * (hi_x - lo_x)]
+    low, high = min(y for _, y in pts), max(y for _, y in pts)
+    if not under or high <= low:
+        return None
+    top = (max(under) - k * low) / (1 - k)
+    return (low, top) if top > high else None
 
 
 def step_ticks(lo: float, hi: float, at_most: int) -> list[int]:
@@ -64,7 +98,7 @@ def draw(chart: Chart, width: int, height: int, color: bool = False) -> str:
         return f"{chart.title}\n{chart.note}"
     import plotext as plt
 
-    apply(chart, plt, width, color)
+    apply(chart, plt, width, color, height)
     plt.theme("clear")
     plt.limit_size(False, False)  # the size asked for, not the terminal's (a pipe, a report)
     plt.plotsize(width, height)

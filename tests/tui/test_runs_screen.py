@@ -21,7 +21,7 @@ async def open_failed_run(app, pilot) -> RunViewScreen:
     await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
     table = app.screen.query_one("#runs-table")
     assert [str(table.get_row_at(i)[1]) for i in range(3)] == ["failed", "succeeded", "stopped"]  # newest first
-    assert [str(c) for c in table.get_row_at(0)][2:] == ["local", "node0", "2", "10.0 min", "-"]  # HEALTH: ended
+    assert [str(c) for c in table.get_row_at(0)][2:] == ["-", "10.0 min", "2", "node0", "local"]  # HEALTH: ended
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
     view = app.screen
@@ -150,3 +150,33 @@ async def test_runs_screen_lists_the_users_slurm_jobs_below_the_runs(ctx, runs):
         await pilot.press("enter")
         await until(pilot, lambda: any("cockpit logs -f 12903" in n.message for n in app._notifications),
                     what="the note on the job's output")  # shown 8 s
+
+
+async def test_at_80x24_the_runs_health_and_the_run_views_first_keys_are_on_screen(ctx, runs):
+    """Issue 33 item 7c: HEALTH stands next to STATE, so the longest health a run can have (a frozen
+    supervisor's) is within 80 columns; the run view's footer shows Stop, Fix and Help there (~2 s)."""
+    from textual.widgets._footer import FooterKey
+
+    from cockpit.run.store import read_status
+    from cockpit.tui.messages import RunsListed
+
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f4")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
+        screen, table = app.screen, app.screen.query_one("#runs-table")
+        live = read_status(runs[0])
+        live.state = "running"
+        screen.post_message(RunsListed([(runs[0], live)], {runs[0]: (123456, "T")}))
+        await until(pilot, lambda: table.row_count == 1, what="the frozen run listed")
+        assert str(table.get_row_at(0)[2]) == "frozen: supervisor pid 123456 state T"
+        widths = [col.get_render_width(table) for col in table.ordered_columns]
+        assert sum(widths[:3]) <= table.scrollable_content_region.width, widths  # RUN, STATE, HEALTH whole
+        screen.reload()
+        await until(pilot, lambda: table.row_count == 3, what="the runs listed again")
+        view = await open_failed_run(app, pilot)
+        await pilot.pause()
+        shown = {key.action: key.region for key in view.query(FooterKey)}
+        palette = next(key.region for key in view.query(FooterKey) if key.has_class("-command-palette"))
+        for action in ("back", "stop", "fix", "diagnose", "app.help"):
+            assert shown[action].width and shown[action].right <= palette.x, (action, shown[action], palette)

@@ -78,3 +78,13 @@ def test_screen(snap_compare, ctx, runs, screen, size):
     shutil.copy(REPO / "jobs" / "demo.yaml", "jobs/demo.yaml")  # shown relative to the working directory
     ctx.job = Path("jobs/demo.yaml")
     assert snap_compare(CockpitApp(ctx), terminal_size=size, run_before=SCREENS[screen])
+
+
+@pytest.mark.parametrize("screen", ["runs", "run_view"])
+def test_screen_at_120x36(snap_compare, ctx, runs, screen):
+    """The size between the two above (issue 33 item 7c): the run view's footer has every key, the runs table
+    every column."""
+    (Path("jobs")).mkdir()
+    shutil.copy(REPO / "jobs" / "demo.yaml", "jobs/demo.yaml")
+    ctx.job = Path("jobs/demo.yaml")
+    assert snap_compare(CockpitApp(ctx), terminal_size=(120, 36), run_before=SCREENS[screen])

@@ -34,8 +34,9 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-from cockpit.tui.models.feed_state import SCAN_SLICE, Drained, FeedState
+from cockpit.tui.models.feed_state import SCAN_SLICE, Clocks, Drained, FeedState
 from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.log_order import SourceClock
 
 PARENT_POLL = 0.5  # seconds between checks that the UI is still our parent
 _HEADER = 4
@@ -161,6 +162,51 @@ class FeedProcess:
             self._end()
 
 
+def run_clocks(run_dir: Path) -> Clocks:
+    """What the files say of when each source's lines were written (cockpit.tui.models.log_order): its log's
+    mtime, the times of its rank's metrics records by step (cockpit's own or a framework's files, not the
+    printed lines, whose times are what is estimated), and when its process started (a rank's pid record's
+    mtime, else the run's start). Read once, when first asked: only an ended run asks."""
+    known: dict[int, dict[int, float]] = {}
+    read = [False]
+
+    def clocks(sources: list[tuple]) -> dict[tuple, SourceClock]:
+        from cockpit.plot.series import METRICS
+        from cockpit.plot.source import RunSeries
+        from cockpit.plot.sources import PRINTED
+        from cockpit.run import layout
+        from cockpit.run.store import read_status
+        from cockpit.run.watch import discover
+
+        if not read[0]:
+            reader = RunSeries(run_dir)
+            reader.poll_all()
+            origins = reader.origins()
+            if reader.source() == METRICS:
+                known.update({s.rank: dict(zip(s.counts, s.times, strict=True)) for s in reader.series()
+                              if origins.get(s.rank) != PRINTED})
+            read[0] = True
+        paths, pids = discover(run_dir), layout.rank_files(run_dir, "pid")
+        status = read_status(run_dir)
+        started = status.started if status is not None else None
+        out = {}
+        for source in sources:
+            rank = source[1] if isinstance(source[1], int) else None
+            pid = pids.get(rank) if rank is not None else None
+            out[source] = SourceClock(_mtime(paths.get(source)), known.get(rank, {}) if rank is not None else {},
+                                      (_mtime(pid[1]) if pid else None) or started)
+        return out
+
+    return clocks
+
+
+def _mtime(path: Path | None) -> float | None:
+    try:
+        return os.stat(path).st_mtime if path is not None else None
+    except OSError:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m cockpit.tui.models.feed_process", description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir", type=Path)
@@ -172,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     # frames go to the original stdout; anything else that prints lands on stderr instead of in a frame
     out_fd = os.dup(1)
     os.dup2(2, 1)
-    state = FeedState(args.max_lines, args.parse_budget, args.scan_slice)
+    state = FeedState(args.max_lines, args.parse_budget, args.scan_slice, run_clocks(args.run_dir))
     feed = FeedProcess(args.run_dir, state, args.parent, 0, out_fd)
     asyncio.run(feed.main())
     return 1 if feed.failed else 0

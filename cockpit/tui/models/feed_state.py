@@ -19,14 +19,17 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cockpit.logs.parse.parser import Event, LineParser
 from cockpit.run.store import RunStatus
 from cockpit.tui.models.log_filter import LineFilter
+from cockpit.tui.models.log_order import SourceClock, in_time_order
 from cockpit.tui.models.log_store import MERGED, LogStore
 
 SCAN_SLICE = 0.005  # seconds of parsing per batch at most
+Clocks = Callable[[list[tuple]], dict[tuple, SourceClock]]  # sources -> when their lines were written
 # what str.splitlines() splits on besides "\n" (which a tailed line never holds): textual's Log splits on them
 _BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
@@ -69,8 +72,12 @@ class Drained:
 
 
 class FeedState:
-    def __init__(self, max_lines: int = 10_000, parse_budget: float = 0.15, scan_slice: float = SCAN_SLICE):
+    def __init__(self, max_lines: int = 10_000, parse_budget: float = 0.15, scan_slice: float = SCAN_SLICE,
+                 clocks: Clocks | None = None):
         self.max_lines = max_lines
+        # an ended run's batch of many sources goes into the merged view in time order (log_order), with what
+        # ``clocks`` says of when each source's lines were written; None: in the order read
+        self.clocks = clocks
         self.parse_budget, self.scan_slice = parse_budget, scan_slice
         self.store = LogStore(max_lines)
         self.view: tuple | None = MERGED
@@ -101,11 +108,16 @@ class FeedState:
     def on_batch(self, batch) -> None:
         by_source = batch.by_source()
         view = self.view
+        texts, prefixed = {}, {}
         for source, lines in by_source.items():
-            texts = [line.text for line in lines]
-            prefixed = self.store.add(source, texts, lines[-1].t_read)
-            if view is MERGED or view == source:
-                self._queue(prefixed if view is MERGED else texts)
+            texts[source] = [line.text for line in lines]
+            prefixed[source] = self.store.add(source, texts[source], lines[-1].t_read, merge=False)
+            if view == source:
+                self._queue(texts[source])
+        merged = self._merged(texts, prefixed)
+        self.store.merged.extend(merged)
+        if view is MERGED:
+            self._queue(merged)
         for source, count in batch.dropped.items():
             self.store.dropped(source, count)
         self._stats_new = True
@@ -114,6 +126,14 @@ class FeedState:
         now = time.monotonic()
         self._rate = (now, 0, count / (now - start)) if now - start >= 1.0 else (start, count, rate)
         self._scan(by_source)
+
+    def _merged(self, texts: dict[tuple, list[str]], prefixed: dict[tuple, list[str]]) -> list[str]:
+        """A batch's lines as the merged view shows them: in the order read (live, that is the order written),
+        or for an ended run's lines of several sources, in time order (cockpit.tui.models.log_order)."""
+        status = self._status
+        if self.clocks is None or status is None or not status.final or sum(map(bool, texts.values())) < 2:
+            return [line for lines in prefixed.values() for line in lines]
+        return [prefixed[source][i] for source, i in in_time_order(texts, self.clocks(list(texts)))]
 
     def finish(self) -> None:
         """The run is final and every line was delivered: report what the parsers still held."""

@@ -109,8 +109,9 @@ class LogStore:
         self.sources: dict[tuple, SourceLog] = {}
         self.merged = LineRing(max_lines, compress=False)
 
-    def add(self, source: tuple, texts: list[str], when: float | None) -> list[str]:
-        """Keep ``texts``; returns them with the source's prefix (what the merged view shows)."""
+    def add(self, source: tuple, texts: list[str], when: float | None, merge: bool = True) -> list[str]:
+        """Keep ``texts``; returns them with the source's prefix (what the merged view shows), which go into the
+        merged view too unless ``merge`` is False (the caller puts them there in an order of its own)."""
         log = self.sources.get(source)
         if log is None:
             log = self.sources[source] = SourceLog(LineRing(self.max_lines))
@@ -119,7 +120,8 @@ class LogStore:
         log.last_time = when
         prefix = label(source) + " "
         prefixed = [prefix + t for t in texts]
-        self.merged.extend(prefixed)
+        if merge:
+            self.merged.extend(prefixed)
         return prefixed
 
     def dropped(self, source: tuple, count: int) -> None:

@@ -276,7 +276,10 @@ class ChartsScreen(CockpitScreen):
 
     def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
                   log_y: bool) -> ChartsRead:
+        import time
+
         from cockpit.plot import chart as charts
+        from cockpit.plot.source import run_clock
 
         source = self._run_series
         if source is None:
@@ -291,9 +294,10 @@ class ChartsScreen(CockpitScreen):
             return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
         ranks = None if pick is None else [pick]
         beats = source.beats(ranks) if metric == "wait" else ()
-        ended = source.ended() if metric == "heat" else ()
+        ended = source.ended()  # also where a final run's time axis ends: its ranks' exits
+        until, quiet = run_clock(status, time.time(), ended)
         chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended,
-                             log_y=log_y, span=source.span())
+                             log_y=log_y, span=source.span(), until=until, quiet=quiet)
         return ChartsRead(metric, pick, chart, ids, None, False)
 
     def _read_sweep(self, metric: str, pick: int | None, width: int, height: int, log_y: bool) -> ChartsRead:

@@ -53,18 +53,22 @@ if TYPE_CHECKING:
 
 class RunViewScreen(RunFindings, RunControls, CockpitScreen):
     TITLE = "Run"
+    # The footer shows them in this order, the most needed first, so that at 80 columns the keys a failing or
+    # hanging run calls for (stop it, fix it, why, help) are the ones shown; the rest show from 120 columns, and
+    # F1 lists them all. Help is bound here (as the app binds it) to stand before the view's own keys.
     BINDINGS = [
         Binding("escape", "back", "Back"),
+        Binding("s", "stop", "Stop"),
+        Binding("F", "fix", "Fix", tooltip="Fix + relaunch: the diagnosis's fixes as a diff of the job file"),
+        Binding("d", "diagnose", "Diagnose"),
+        Binding("c", "charts", "Charts"),
+        Binding("k", "stacks", "Stacks"),
+        Binding("f1,question_mark", "app.help", "Help"),
         Binding("f", "toggle_follow", "Follow"),
         Binding("slash", "search", "Search"),
         Binding("l", "level", "Level"),
-        Binding("a", "merged", "All ranks", show=False),
-        Binding("d", "diagnose", "Diagnose"),
-        Binding("k", "stacks", "Stacks"),
-        Binding("c", "charts", "Charts"),
-        Binding("s", "stop", "Stop"),
         Binding("R", "requeue", "Requeue"),
-        Binding("F", "fix", "Fix + relaunch"),
+        Binding("a", "merged", "All ranks", show=False),
         Binding("o", "sort_trials", "Sort trials", show=False),
     ]
 

@@ -22,7 +22,8 @@ from cockpit.tui.messages import JobsListed, RunsListed
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar
 
-COLUMNS = ("RUN", "STATE", "LAUNCHER", "NODES", "RANKS", "AGE", "HEALTH")
+# HEALTH next to STATE: what a narrow terminal (80 columns) must still show; the columns that matter least last
+COLUMNS = ("RUN", "STATE", "HEALTH", "AGE", "RANKS", "NODES", "LAUNCHER")
 JOB_COLUMNS = ("JOBID", "NAME", "STATE", "NODES", "TIME/LIMIT", "ARRAY/RUN")
 
 
@@ -107,10 +108,9 @@ class RunsScreen(CockpitScreen):
         table.clear()
         for run_dir, s in self.runs:
             nodes = ",".join(s.hosts) or "-"
-            table.add_row(s.run_id, s.state, s.launcher, nodes[:24],
-                          "?" if s.world_size is None else str(s.world_size),
-                          duration(max(0.0, now - s.created)), health(s, message.frozen.get(run_dir)),
-                          key=str(run_dir))
+            table.add_row(s.run_id, s.state, health(s, message.frozen.get(run_dir)),
+                          duration(max(0.0, now - s.created)), "?" if s.world_size is None else str(s.world_size),
+                          nodes[:24], s.launcher, key=str(run_dir))
         keys = [str(d) for d, _ in self.runs]
         if current in keys:
             table.move_cursor(row=keys.index(current), animate=False)

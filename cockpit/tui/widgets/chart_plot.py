@@ -27,7 +27,7 @@ def prerender(chart: LineChart, width: int, height: int, theme: str) -> Drawn:
     """``chart`` drawn as ChartPlot.render would draw it in a widget of ``width`` x ``height`` under ``theme``
     (ChartPlot.theme_name's); no textual state is read, so any thread may call it."""
     plot = Plot()
-    apply(chart, plot, max(10, width))
+    apply(chart, plot, max(10, width), height=height)
     plot.plotsize(width, height)
     plot._set_size(width, height)  # as PlotextPlot.render does (textual-plotext issue 5)
     plot.theme(theme)
@@ -65,6 +65,7 @@ class ChartPlot(ReadyStrips, PlotextPlot):
             return drawn[1]
         self._drawn = self._ready = None  # drawn for another size or theme: plotext draws it here, as it always did
         if self._chart is not None:
-            apply(self._chart, self.plt, max(10, self.size.width or self.screen.size.width))
+            apply(self._chart, self.plt, max(10, self.size.width or self.screen.size.width),
+                  height=self.size.height or None)
             self._chart = None
         return super().render()

@@ -1,0 +1,60 @@
+"""The merged view of an ended run ("all ranks") in time order. Pure: lines and each source's clock in, an order
+out; the feed process (cockpit.tui.models.feed_process) reads the clocks.
+
+Why estimated: a log line carries no time. Live, the lines arrive as they are written, so the order they are
+read in is their time order; an ended run's files are read whole at once, each rank's after the other's, which
+put every line of rank 0 before every line of rank 1. What is known of when a line was written: a progress
+line that names its step (``step=40``, ``step 40``) was written when that step's metrics record was (the
+record's ``time``), a file's first line about when its process started (a rank's pid record), and its last
+line when the file was last changed (its mtime). Every other line is given the time of the next line with a
+known time in its file (it was written no later), so a burst (a traceback) stays in one piece and is placed
+where its rank's output ended. Each file's own order is kept. A rank that prints no steps thus shows its first
+line at the start and the rest at its end: right for start-up and failure lines, late for lines it printed
+along the way.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+STEP = re.compile(r"\bstep[=: ]\s*(\d+)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SourceClock:
+    """What is known of when a source's lines were written."""
+
+    end: float | None  # its last line: the file's mtime (None: unknown)
+    steps: Mapping[int, float] = field(default_factory=dict)  # step -> when its metrics record was written
+    start: float | None = None  # its first line, about: when its process started (None: unknown)
+
+
+def line_times(texts: Sequence[str], clock: SourceClock) -> list[float]:
+    """Per line the latest time it can have been written, never decreasing along the file (a resumed run's
+    repeated steps keep the file's order)."""
+    later = clock.end if clock.end is not None else float("inf")
+    out = [0.0] * len(texts)
+    steps = clock.steps
+    for i in range(len(texts) - 1, -1, -1):
+        if steps and (m := STEP.search(texts[i])) is not None:
+            known = steps.get(int(m.group(1)))
+            if known is not None:
+                later = min(later, known)
+        out[i] = later
+    if out and clock.start is not None:
+        out[0] = min(out[0], clock.start)
+    return out
+
+
+def in_time_order(by_source: Mapping[tuple, Sequence[str]],
+                  clocks: Mapping[tuple, SourceClock]) -> list[tuple[tuple, int]]:
+    """(source, index of the line in its source's list) for every line, in estimated time order; sources that
+    tie (no time known) in the order given."""
+    runs = []
+    for order, (source, texts) in enumerate(by_source.items()):
+        times = line_times(texts, clocks.get(source, SourceClock(None)))
+        runs.append([(t, order, i, source) for i, t in enumerate(times)])
+    return [(source, i) for _t, _order, i, source in heapq.merge(*runs)]

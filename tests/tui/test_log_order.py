@@ -1,0 +1,80 @@
+"""The run view's "all ranks" of an ended run in time order (issue 33 item 7d): a log line has no time, so the
+order is estimated from the metrics records' times (a line naming its step), each file's mtime (its last line)
+and its process's start (its first line), each file's own order kept and a burst (a traceback) kept whole.
+Pure values, and the feed's state over a run directory written the way a run writes it (no real run, no TUI:
+well under a second)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cockpit.logs.filetail import Line
+from cockpit.logs.tail import Batch
+from cockpit.run.store import RunStatus, create_run_dir, write_status
+from cockpit.tui.models.feed_process import run_clocks
+from cockpit.tui.models.feed_state import FeedState
+from cockpit.tui.models.log_order import SourceClock, in_time_order, line_times
+
+T0 = 1_795_000_000.0
+R0 = ["[cockpit] start rank=0", "[cockpit] step=10 loss=0.5", "[cockpit] step=20 loss=0.4",
+      "[cockpit] step=30 loss=0.3", "RuntimeError: Connection closed by peer", "[rank0]: exiting"]
+R1 = ["[cockpit] start rank=1", "[cockpit] step=10 loss=0.5", "[cockpit] step=20 loss=0.4",
+      "[cockpit] step=30 loss=0.3", "Traceback (most recent call last):", "RuntimeError: injected failure"]
+# what the run did: rank 1 failed after step 30 (its log ends at 35 s), rank 0 lost it and ended at 40 s
+EXPECTED = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3), (1, 4), (1, 5), (0, 4), (0, 5)]
+
+
+def clocks() -> dict:
+    return {("n", 0): SourceClock(T0 + 40, {10: T0 + 10, 20: T0 + 20, 30: T0 + 30}, T0),
+            ("n", 1): SourceClock(T0 + 35, {10: T0 + 10.1, 20: T0 + 20.1, 30: T0 + 30.1}, T0 + 0.5)}
+
+
+def test_the_lines_of_all_ranks_in_time_order_each_ranks_order_kept():
+    order = in_time_order({("n", 0): R0, ("n", 1): R1}, clocks())
+    assert [(source[1], i) for source, i in order] == EXPECTED
+
+
+def test_a_line_gets_the_time_of_the_next_known_one_and_times_never_go_back():
+    resumed = ["step=10", "x", "step=20", "step=10", "y"]  # a resume repeats step 10: the file's order wins
+    times = line_times(resumed, SourceClock(T0 + 99, {10: T0 + 50, 20: T0 + 20}))
+    assert times == sorted(times) and times[:3] == [T0 + 20] * 3 and times[-1] == T0 + 99
+    assert line_times(["a", "b"], SourceClock(None)) == [float("inf")] * 2  # nothing known: read order
+    no_steps = line_times(["start", "warning", "Traceback", "Error"], SourceClock(T0 + 9, {}, T0))
+    assert no_steps == [T0, T0 + 9, T0 + 9, T0 + 9]  # the first line at the start, the rest at the end
+
+
+def ended_run(tmp_path):
+    run_dir = create_run_dir(tmp_path, "demo-20261128-000000-abcd")
+    (run_dir / "metrics").mkdir()
+    for rank, (lines, end, late) in enumerate(((R0, 40, 0.0), (R1, 35, 0.1))):
+        log = run_dir / "logs" / f"rank-{rank}.n.log"
+        log.write_text("".join(line + "\n" for line in lines))
+        os.utime(log, (T0 + end, T0 + end))
+        with open(run_dir / "metrics" / f"rank-{rank}.jsonl", "w") as f:
+            f.writelines(json.dumps({"step": s, "time": T0 + s + late, "loss": 0.5}) + "\n" for s in range(1, 31))
+    status = RunStatus(run_id=run_dir.name, name="demo", launcher="local", job_file="/j.yaml", hosts=["n"],
+                       world_size=2, state="failed", created=T0, started=T0, ended=T0 + 41, exit_code=1)
+    write_status(run_dir, status)
+    return run_dir, status
+
+
+def batch_of(sources: dict) -> Batch:
+    """One catch-up read: every line of rank 0, then every line of rank 1 (as the tail engine reads ended files)."""
+    return Batch([Line(source, text, i, 0, T0 + 100) for source, texts in sources.items()
+                  for i, text in enumerate(texts)], {})
+
+
+def test_the_feed_puts_an_ended_runs_lines_in_time_order_and_a_live_runs_as_read(tmp_path):
+    run_dir, status = ended_run(tmp_path)
+    sources = {("n", 0): R0, ("n", 1): R1}
+    ended = FeedState(clocks=run_clocks(run_dir))
+    ended.on_status(status)
+    ended.on_batch(batch_of(sources))
+    want = [f"[n:{rank}] {sources[('n', rank)][i]}" for rank, i in EXPECTED]
+    assert ended.store.view(None) == want and ended.take().lines == want
+    status.state = "running"
+    live = FeedState(clocks=run_clocks(run_dir))
+    live.on_status(status)
+    live.on_batch(batch_of(sources))
+    assert live.store.view(None) == [f"[n:{r}] {t}" for r in (0, 1) for t in sources[("n", r)]]
