@@ -8,6 +8,8 @@ What it tells apart, each a root cause with its own words (``Cause``) and the re
 - a collective mismatch that gloo aborted: which collective each rank was in, and where; and **uneven
   inputs** when one rank had left the training loop that another was still in (it ran out of batches first);
 - the launcher's own death (torchrun SIGKILLed): its ranks' SIGTERMs only follow from it;
+- a rank the kernel's OOM killer ended (a SIGKILL while the node's OOM-kill count rose: cockpit.launch.memblame),
+  with whose memory filled the node: the job's own ranks, or something outside the job;
 - anything else: the exit records' first failure with its own log's words.
 
 Used by ``diagnosis.run_findings``; the end-of-run summary words the launcher's death the same way."""
@@ -167,6 +169,30 @@ def launcher_death(status) -> tuple[str, str] | None:
                 name = f"signal {code - 128}"
             return node.host or ff.host, f"killed by {name} (status {code})"
     return None
+
+OOM_JOB_HINT = ("The job's own ranks filled the memory they may use: any node of this size runs out the same way, "
+                "so recover: does not retry it. Use fewer ranks per node, smaller batches, fewer DataLoader "
+                "workers, or nodes (or a Slurm --mem) with more memory.")
+OOM_NODE_HINT = ("The job's ranks held little of the memory they may use: something outside the job took the rest "
+                 "(another job, a leak, a daemon). Look at the node (`dmesg | grep -i 'killed process'`, "
+                 "`ps aux --sort=-rss`); recover: runs the next attempt without this node.")
+
+
+def oom_kill(run_dir: Path, first) -> tuple[str, str, tuple[Path, ...]] | None:
+    """(words, hint, files) where the first failure is a rank the kernel's OOM killer ended: a SIGKILL while the
+    node's OOM-kill count rose (its exit record, its node's beats); None for any other end. ``files``: the
+    evidence, the rank's exit record and the beat files of its node."""
+    from cockpit.launch import memblame
+    from cockpit.run import layout
+
+    if first.signal != 9 or first.rank is None or not first.host:
+        return None
+    verdict = memblame.oom_verdict(run_dir, first.rank, first.host)
+    if verdict is None:
+        return None
+    beats = sorted((run_dir / layout.LOGS).glob(f"rank-*.{first.host}.beat"))
+    return (verdict.words(first.rank), OOM_JOB_HINT if verdict.blame == "job" else OOM_NODE_HINT,
+            (layout.rank_file(run_dir, first.rank, first.host, "exit"), *beats))
 
 
 def read_source(path: str) -> str | None:

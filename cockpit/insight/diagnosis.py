@@ -137,7 +137,7 @@ def run_findings(run: Run, report):
     # cockpit's own rank wrapper: bash's report of its rank's death by signal, which the exit records tell better
     findings = tuple(f for f in findings if not (f.code == "process_died" and "/rank-wrapper." in f.title))
     logs = rank_files(run_dir, "log")
-    findings, cause = _first_failure(findings, status, logs, report)
+    findings, cause = _first_failure(findings, status, logs, report, run_dir)
     if any(f.code == "first_failure" for f in findings):
         findings = tuple(f for f in findings if f.code != "uncaught_exception")
     aborted = []
@@ -184,14 +184,16 @@ def _places(logs: dict) -> dict:
     return out
 
 
-def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tuple[tuple, object]:
+def _first_failure(findings: tuple, status: RunStatus, logs: dict, report,
+                   run_dir: Path) -> tuple[tuple, object]:
     """The first-failure finding and the run's root cause (cockpit.logs.diagnose.model.Cause) from the exit
     records: the launcher's own death, an early exit, a mismatch gloo aborted, else the first failing rank with
     its own log's words. The exit records (to the nanosecond) say it better than torchelastic's table (1-second
     timestamps, the lowest rank on a tie) or the logs' order: where a run has them, their finding replaces the
     logs'."""
-    from cockpit.insight.cause import LAUNCHER_HINT, launcher_death
-    from cockpit.logs.diagnose.model import Cause, Finding
+    from cockpit.insight.cause import LAUNCHER_HINT, launcher_death, oom_kill
+    from cockpit.logs.diagnose.model import MAX_EVIDENCE, Cause, Finding
+    from cockpit.logs.parse.kinds import HOST_OOM
 
     others = tuple(f for f in findings if f.code != "first_failure")
     death = launcher_death(status)
@@ -204,6 +206,13 @@ def _first_failure(findings: tuple, status: RunStatus, logs: dict, report) -> tu
     first = status.first_failure
     if first is None or first.rank is None:
         return findings, None
+    oom = oom_kill(run_dir, first)
+    if oom is not None:  # the node's OOM-kill count rose as the rank died of SIGKILL: its log cannot say more
+        words, hint, files = oom
+        evidence = tuple((str(path), _line_count(path)) for path in files[:MAX_EVIDENCE])
+        title = f"First failure (exit records): rank {first.rank} on {first.host}: {first.description}: {words}"
+        return ((Finding("error", "first_failure", title, hint, evidence), *others),
+                Cause(words, first.rank, first.host, HOST_OOM, "resources", evidence))
     places = _places(logs)
     if first.status == 0 or (first.teardown_abort and _peers_lost(status, logs, first.rank)):
         return _early_exit(others, status, first, logs, places)  # a rank that ended its work while others waited

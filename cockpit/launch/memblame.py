@@ -4,9 +4,13 @@ ranks on that node (cockpit.node.rankhook: each second a rank's resident memory,
 node's count of OOM kills, /proc/vmstat oom_kill; the memory is what the ranks may use: the node's, or their
 cgroup's limit where lower, as under Slurm's --mem or in a container):
 
-- the OOM killer: a beat of another rank on the same node, written after the killed rank's last beat, has a
-  higher OOM-kill count than that last beat. Without one (one rank per node, every rank of the node gone at
-  once, no hook) nothing is concluded: the SIGKILL stays a SIGKILL (a scheduler, a person, the OOM killer).
+- the OOM killer: the node's OOM-kill count rose after the killed rank's last beat. The rank wrapper
+  (cockpit.render.rankwrap) reads the count when the rank has died of SIGKILL, into its exit record; a beat of
+  another rank on the same node, written after the killed rank's last one, shows it too. The exit record is
+  what a real kill needs: under torchrun the other ranks are SIGTERMed some 0.1 s after the kill, mostly
+  before their next beat (measured: a cgroup's OOM kill, tests/autopilot/test_oom_real.py). Without either
+  (no hook, an older wrapper and one rank per node) nothing is concluded: the SIGKILL stays a SIGKILL (a
+  scheduler, a person, the OOM killer).
 - whose memory: the job's ranks on the node held ``held`` KiB at their last beats, of the node's ``total``.
   Where they held at least JOB_SHARE of it, the job fills the node by itself: on any node of that size it runs
   out the same way, so a retry, on this node or another, is no help ("job": not retried). Where they held
@@ -50,14 +54,17 @@ class OomVerdict:
                 f"use ({share:.0%})")
 
 
-def judge(beats: dict[int, dict], killed: int, host: str) -> OomVerdict | None:
-    """The verdict from the last beat of each rank on ``host`` (rank -> beat record); None: no OOM kill shown."""
+def judge(beats: dict[int, dict], killed: int, host: str, at_exit: int | None = None) -> OomVerdict | None:
+    """The verdict from the last beat of each rank on ``host`` (rank -> beat record) and the node's OOM-kill count
+    in the killed rank's exit record (``at_exit``; None: not recorded); None: no OOM kill shown."""
     last = beats.get(killed) or {}
     before, at, total = _num(last.get("oomk")), last.get("t"), _num(last.get("memt"))
     if before is None or not isinstance(at, (int, float)) or not total:
         return None
     later = [n for r, b in beats.items() if r != killed and (n := _num(b.get("oomk"))) is not None
              and isinstance(b.get("t"), (int, float)) and b["t"] > at]
+    if at_exit is not None:
+        later.append(at_exit)
     if not later or max(later) <= before:
         return None
     held = sum(_num(b.get("rss")) or 0 for b in beats.values())
@@ -76,7 +83,20 @@ def oom_verdict(run_dir: Path, rank: int, host: str) -> OomVerdict | None:
         parsed = layout.parse_rank_file(path.name)
         if parsed and parsed[1] == host and (beat := _last_beat(path)) is not None:
             beats[parsed[0]] = beat
-    return judge(beats, rank, host)
+    return judge(beats, rank, host, _oom_kills_at_exit(layout.rank_file(run_dir, rank, host, "exit")))
+
+
+def _oom_kills_at_exit(path: Path) -> int | None:
+    """The node's OOM-kill count that the rank wrapper wrote into an exit record after a SIGKILL (its third
+    field); None where there is none (another end, an older wrapper, no record)."""
+    try:
+        fields = safeio.read_bytes(path, 256).split()
+    except OSError:
+        return None
+    try:
+        return int(fields[2]) if len(fields) >= 3 else None
+    except ValueError:
+        return None
 
 
 def _last_beat(path: Path) -> dict | None:

@@ -184,6 +184,10 @@ def failure_outcome(run_dir: Path, status: RunStatus) -> Outcome:
     bad = place is not None and place.split(" at ", 1)[0].rsplit(".", 1)[-1] in BAD_INPUT
     bad = bad or (ff is not None and ff.status == 2 and any(_USAGE.search(line) for line in lines[-5:]))
     bad = bad or (place is None and any(_COMPILE.match(line) for line in lines[-5:]))
+    failed = slurm_failed_node(run_dir, status)
+    if failed is not None and (found is None or remedy == "unknown"):  # the rank's end follows from its node's
+        return Outcome("failure", rank, host, f"Slurm lost node {failed} (srun: Node failure on {failed}), and "
+                       f"{words}", "hardware", at=ff.time if ff else None, node=failed)
     oom = memblame.oom_verdict(run_dir, rank, host) if ff is not None and host and ff.signal == 9 else None
     if oom is not None:  # the beats show it: stronger than a "Killed" in the log
         return Outcome("failure", rank, host, oom.words(rank), "resources", at=ff.time if ff else None,
@@ -200,6 +204,22 @@ def lost_node(status: RunStatus) -> str | None:
         return None
     lost = any(n.host == ff.host and n.state == "lost" for n in status.nodes)
     return ff.host if lost else None
+
+
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+
+
+def slurm_failed_node(run_dir: Path, status: RunStatus) -> str | None:
+    """The node srun said failed during this attempt (the job's NODE_FAIL: Slurm set the node DOWN, or its slurmd
+    stopped answering), from the batch log since the attempt's marker; None for another launcher or no such line.
+    Measured on the test Slurm (slurmd stopped, node set DOWN, sbatch --no-requeue): the rank on it is SIGTERMed
+    and its log says nothing; srun prints this line into the batch log."""
+    if status.launcher != "slurm":
+        return None
+    for line in section(layout.agent_log(run_dir, "sbatch")):
+        if m := _NODE_FAILURE.search(line):
+            return m.group(1)
+    return None
 
 
 def _root_cause(path: str, lines: list[str], host: str | None, rank: int):

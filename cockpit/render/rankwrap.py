@@ -2,8 +2,9 @@
 
 It gives every rank its own log file named by global rank and host (torchrun's --log-dir layout numbers by
 local rank and changes between torch versions), passes signals on to the rank, and records how the rank
-ended (exit status and time) next to its log, so cockpit can name the first failing rank even when it was
-not watching. It records the rank's pid (for stacks and process state) and puts cockpit's rank-side hook
+ended (exit status and time; after a SIGKILL also the node's count of OOM kills) next to its log, so cockpit
+can name the first failing rank even when it was not watching, and tell the OOM killer from another SIGKILL.
+It records the rank's pid (for stacks and process state) and puts cockpit's rank-side hook
 (cockpit.node.rankhook, installed as <run>/hook/sitecustomize.py) first on the rank's PYTHONPATH.
 The node script writes it into the run directory with a quoted heredoc (nothing expands).
 
@@ -61,7 +62,15 @@ while :; do
   kill -0 "$child" 2>/dev/null || break
 done
 ended=${ended/,/.}
-printf '%s %s\n' "$status" "${ended:-$(date +%s.%N)}" >"$base.exit"
+# Killed by SIGKILL: the node's count of OOM kills now (/proc/vmstat, read without a fork), a third field.
+# Above the count in the rank's last beat, the kernel's OOM killer ended it (cockpit.launch.memblame).
+oomk=''
+if [ "$status" = 137 ] && [ -r /proc/vmstat ]; then
+  while read -r key value; do
+    if [ "$key" = oom_kill ]; then oomk=" $value"; break; fi
+  done </proc/vmstat
+fi
+printf '%s %s%s\n' "$status" "${ended:-$(date +%s.%N)}" "$oomk" >"$base.exit"
 exit "$status"
 """
 _FORWARD = r"""# torchrun 2.x starts each worker in its own session and signals its whole group (os.killpg): the

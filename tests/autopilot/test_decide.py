@@ -202,3 +202,29 @@ def test_the_attempt_marker_goes_to_every_log_of_a_rank_on_every_host(tmp_path):
         assert text.count(MARK) == 1 and text.endswith("of attempt 1 (rank 0 on n2)\n"), (name, text)
         assert section(logs / name) == []  # nothing of attempt 2 yet: the earlier failure is behind the marker
     assert (logs / "rank-0.n1.exit").read_text() == "1\n"
+
+
+def test_a_node_srun_reports_failed_is_blamed_over_its_ranks_sigterm(tmp_path):
+    """As the test Slurm wrote it (slurmd stopped, node set DOWN, --no-requeue): the rank's log says nothing, the
+    batch log has srun's line; the node is left out of the next attempt (Slurm: --exclude)."""
+    from cockpit.launch.recovery import failure_outcome
+    from cockpit.run.records import FirstFailure
+    from cockpit.run.status import RunStatus
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank-0.n1.log").write_text("[down] attempt=0 node=n1\n")
+    (logs / "agent.sbatch.log").write_text("cockpit: start restart=0 job=7 nodes=n1\nsrun: Job step aborted: "
+                                           "Waiting up to 32 seconds for job step to finish.\n"
+                                           "srun: error: Node failure on n1\n")
+    s = RunStatus("r", "t", "slurm", "/j.yaml", ["n1"], 1)
+    s.first_failure = FirstFailure(0, "n1", 143, 10.5, "killed by SIGTERM (status 143)")
+    out = failure_outcome(tmp_path, s)
+    assert (out.node, out.remedy, blame(out)) == ("n1", "hardware", ("n1",))
+    assert out.cause == "Slurm lost node n1 (srun: Node failure on n1), and rank 0 was killed by SIGTERM (status 143)"
+    s.launcher = "ssh"  # the line means nothing to another launcher
+    assert failure_outcome(tmp_path, s).node is None
+    (logs / "agent.sbatch.log").write_text("srun: error: Node failure on n1\n[cockpit] attempt 1 (COCKPIT_ATTEMPT=1)"
+                                           " of 2 starts: relaunched\n")
+    s.launcher = "slurm"  # an earlier attempt's node failure is not this one's
+    assert failure_outcome(tmp_path, s).node is None

@@ -46,6 +46,23 @@ def test_no_verdict_without_a_later_beat_showing_an_oom_kill(beats):
     assert memblame.judge(beats, 0, "n1") is None
 
 
+def test_the_count_in_the_killed_ranks_exit_record_shows_the_kill_without_a_later_beat():
+    # under torchrun the other ranks are SIGTERMed ~0.1 s after the kill, mostly before their next beat
+    assert memblame.judge({0: beat(10.0, 3, 6), 1: beat(9.5, 3, 6)}, 0, "n1", at_exit=4).blame == "node"
+    assert memblame.judge({0: beat(10.0, 3, 60)}, 0, "n1", at_exit=4).blame == "job"  # one rank on the node
+    assert memblame.judge({0: beat(10.0, 3, 6)}, 0, "n1", at_exit=3) is None  # a SIGKILL from someone else
+
+
+def test_the_exit_records_count_is_read_from_its_third_field(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank-0.n1.beat").write_text(json.dumps(beat(10.0, 3, 6)) + "\n")
+    for record, found in (("137 10.5 4\n", True), ("137 10.5 3\n", False), ("137 10.5\n", False),
+                          ("137 10.5 x\n", False)):
+        (logs / "rank-0.n1.exit").write_text(record)
+        assert (memblame.oom_verdict(tmp_path, 0, "n1") is not None) is found, record
+
+
 def test_a_sigkilled_rank_whose_node_counted_an_oom_kill_blames_the_node_in_the_outcome(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()

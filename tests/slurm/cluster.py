@@ -170,6 +170,13 @@ class Cluster:
             time.sleep(0.2)
         raise ClusterError(f"nodes not idle after {timeout} s; sinfo says: {last}; see {self.root}/log")
 
+    def restart_slurmd(self, name: str, timeout: float = 60) -> None:
+        """Start node ``name``'s slurmd again (a test stopped it) and wait until both nodes are idle: Slurm
+        returns a DOWN node to service once its slurmd answers (ReturnToService=2)."""
+        self._daemon(f"slurmd.{name}", ["slurmd", "-f", str(self.conf), "-N", name],
+                     self.root / f"run/slurmd.{name}.pid")
+        self.wait_idle(timeout)
+
     def _add_hosts(self) -> None:
         text = HOSTS_FILE.read_text()
         line = f"127.0.0.1 {' '.join(NODES)} {self.hosts_mark}\n"

@@ -6,14 +6,16 @@ for the job stops the run and names the node; attempts used up give up. Real sba
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO
+from helpers import REPO, wait_for
 
 from cockpit.run.store import read_status
 
@@ -164,3 +166,60 @@ def test_a_stall_is_relaunched_without_exclude_and_not_taken_for_a_stop(slurm_cl
     assert "--exclude" not in a0.decision and "sbatch --parsable /" in a0.decision, a0.decision
     (node,) = status.nodes
     assert node.slurm.excluded is None and len(node.slurm.earlier_jobs) == 1 and not status.stop_requested
+
+
+# Attempt 0 waits until its node is taken away; attempt 1 ends at once.
+DOWN_SCRIPT = """\
+import os, time
+attempt = int(os.environ["COCKPIT_ATTEMPT"])
+print(f"[down] attempt={attempt} node={os.environ['COCKPIT_HOST']}", flush=True)
+for _ in range(600 if attempt == 0 else 0):
+    time.sleep(0.1)
+print("[down] done", flush=True)
+"""
+
+
+def test_a_node_that_fails_under_the_job_is_left_out_with_exclude(slurm_cluster, tmp_path):
+    """About 15 s. The node's slurmd stops and the node is set DOWN while attempt 0 runs there (a node that stopped
+    answering); --no-requeue, so that Slurm ends the job (NODE_FAIL) instead of requeueing it by itself. recover:
+    blames the node srun reported failed and submits attempt 1 with --exclude; the node is back after."""
+    script = tmp_path / "down.py"
+    script.write_text(DOWN_SCRIPT)
+    job = {"name": "rec-down", "script": str(script), "launcher": "slurm", "nodes": 1, "procs_per_node": 1,
+           "gpus": "none", "python": sys.executable, "recover": {"attempts": 1, "on": ["failure"]},
+           "slurm": {"extra": ["--no-requeue"]}}
+    path = tmp_path / "rec-down.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(path), "-q"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**slurm_cluster.env, "COCKPIT_RUNS_DIR": str(runs), "NO_COLOR": "1"})
+    bad = None
+    try:
+        def started() -> str | None:
+            return next((line.split("node=")[1] for log in runs.glob("*/logs/rank-0.*.log")
+                         for line in log.read_text().splitlines() if line.startswith("[down] attempt=0")), None)
+
+        bad = wait_for(started, 120, "attempt 0 to start")
+        slurmd = slurm_cluster.pids.pop(f"slurmd.{bad}")
+        os.kill(slurmd, signal.SIGTERM)
+        wait_for(lambda: not Path(f"/proc/{slurmd}").exists(), 20, f"slurmd of {bad} to stop")
+        slurm_cluster.run("scontrol", "update", f"nodename={bad}", "state=down", "reason=cockpit-test")
+        out, err = proc.communicate(timeout=200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if bad is not None:
+            slurm_cluster.restart_slurmd(bad)
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert r.returncode == 0, explain(r, run_dir)
+    status = read_status(run_dir)
+    a0, a1 = status.attempts
+    assert a0.end == "failure" and a0.cause.startswith(f"Slurm lost node {bad} (srun: Node failure on {bad})"), a0
+    assert f"without node {bad}" in a0.decision and f"--exclude={bad}" in a0.decision, a0.decision
+    (node,) = status.nodes
+    assert node.slurm.excluded == (bad,) and len(node.slurm.earlier_jobs) == 1, node
+    good = next(n for n in ("n1", "n2") if n != bad)
+    assert a1.end == "succeeded" and "[down] done" in (run_dir / "logs" / f"rank-0.{good}.log").read_text()
