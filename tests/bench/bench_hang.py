@@ -1,20 +1,15 @@
-"""Benchmark: what cockpit's hang watch costs a training run, and how fast it names a stall (not collected by
-pytest).
+"""Benchmark: how fast cockpit's hang watch names a stall, and what it says on the hang patterns (not collected
+by pytest). What the rank hook costs a training run is `bench_train.py --hook` (hook off / on / Flight Recorder
+off, alternated, with CPU per sample): this bench's own on/off pairs measured the same and went.
 
-    python tests/bench/bench_hang.py                  # 6 pairs of demo runs + 3 stalls
-    python tests/bench/bench_hang.py --pairs 2 --stalls 1 --steps 60    # a quick look
-    python tests/bench/bench_hang.py --smoke          # 1 short pair + 1 stall (the smoke test)
-    python tests/bench/bench_hang.py --pairs 0 --stalls 0 --scenarios [--cockpit /other/checkout]
+    python tests/bench/bench_hang.py                  # 3 stalls
+    python tests/bench/bench_hang.py --smoke          # 1 stall (the smoke test)
+    python tests/bench/bench_hang.py --stalls 0 --scenarios [--cockpit /other/checkout]
 
-1. Cost. The demo (`cockpit run jobs/demo.yaml`, DDP, 2 gloo ranks on CPU) with the rank hook on, and with
-   it off (COCKPIT_HOOK=0 in the launching shell: no stacks handler, no collective timing, no beat), the
-   arms alternated pair by pair so drift in machine load hits both. Per run: rank 0's samples/s, the mean
-   of its metrics records after the first 10 steps. Per pair: on / off. Reported: the pairs' median ratio
-   and spread (target: median >= 0.99).
-2. Stall to finding. tests/hang/scripts/plain_hang.py with rank 1 stuck in load_batch, `--stall-after S`:
+1. Stall to finding. tests/hang/scripts/plain_hang.py with rank 1 stuck in load_batch, `--stall-after S`:
    from the last line any rank wrote (the logs' last write) to the finding in status.json, minus S — the
    watch's own delay (look interval + gathering every rank's stacks and Flight Recorder state).
-3. Scenarios (--scenarios): the hang patterns of tests/hang/scripts (a rank-0 evaluation pause, a blocked
+2. Scenarios (--scenarios): the hang patterns of tests/hang/scripts (a rank-0 evaluation pause, a blocked
    DataLoader worker, a deadlock before init, uneven inputs, a slow start), each run once with a small
    stall_after and on_stall: stop: the answer (the finding's culprits and the start of its text, or none) and
    the seconds from the logs' last write to it. `--cockpit DIR` runs another checkout's cockpit on the same
@@ -37,42 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 HANG = REPO / "tests" / "hang" / "scripts" / "plain_hang.py"
 
 
-def env(runs: Path, hook: bool) -> dict[str, str]:
+def env(runs: Path) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if not k.startswith(("COCKPIT_", "SLURM_"))}
     out.update(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
-    if not hook:
-        out["COCKPIT_HOOK"] = "0"
     return out
-
-
-def one_run(runs: Path, hook: bool, steps: int) -> float:
-    """samples/s of rank 0 in one demo run."""
-    before = set(runs.iterdir()) if runs.exists() else set()
-    r = subprocess.run([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "-q", "--", "--epochs", "1",
-                        "--steps-per-epoch", str(steps)], cwd=REPO, env=env(runs, hook), capture_output=True,
-                       text=True, timeout=600)
-    if r.returncode != 0:
-        raise SystemExit(f"demo run failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    [run_dir] = set(runs.iterdir()) - before
-    hooked = (run_dir / "logs").glob("rank-0.*.beat")
-    if hook != any(hooked):
-        raise SystemExit(f"the hook was {'off' if hook else 'on'} in a run meant to have it {'on' if hook else 'off'}")
-    records = [json.loads(x) for x in (run_dir / "metrics" / "rank-0.jsonl").read_text().splitlines()]
-    rates = [r["samples_per_s"] for r in records if r.get("step", 0) > min(10, steps // 2) and r.get("samples_per_s")]
-    return statistics.mean(rates)
-
-
-def cost(pairs: int, steps: int) -> list[float]:
-    ratios = []
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = Path(tmp) / "runs"
-        for i in range(pairs):
-            order = (True, False) if i % 2 == 0 else (False, True)
-            got = {hook: one_run(runs, hook, steps) for hook in order}
-            ratios.append(got[True] / got[False])
-            print(f"pair {i + 1}: hook on {got[True]:8.1f} samples/s, off {got[False]:8.1f}, "
-                  f"ratio {ratios[-1]:.3f}", flush=True)
-    return ratios
 
 
 def stall_delay(stall_after: int) -> float:
@@ -83,7 +46,7 @@ def stall_delay(stall_after: int) -> float:
                        "launcher: local\ngpus: none\non_stall: stop\n")
         runs = tmp / "runs"
         proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "2",
-                                 "--stall-after", str(stall_after)], cwd=REPO, env=env(runs, True),
+                                 "--stall-after", str(stall_after)], cwd=REPO, env=env(runs),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         found_at, last_line = None, None
         while proc.poll() is None:
@@ -126,7 +89,7 @@ def scenario(root: Path, name: str, script: str, args: list[str], fields: str) -
         job.write_text(f"name: scen\nscript: {REPO / 'tests' / 'hang' / 'scripts' / script}\nargs: {json.dumps(args)}\n"
                        f"launcher: local\ngpus: none\n{fields}")
         runs = tmp / "runs"
-        e = {**env(runs, True), "PYTHONPATH": str(root)}
+        e = {**env(runs), "PYTHONPATH": str(root)}
         proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--grace", "2"], cwd=root,
                                 env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         said, last_line = None, None
@@ -155,21 +118,14 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--pairs", type=int, default=6)
-    p.add_argument("--steps", type=int, default=300)
     p.add_argument("--stalls", type=int, default=3)
     p.add_argument("--stall-after", type=int, default=5)
-    p.add_argument("--smoke", action="store_true", help="one short pair and one stall: that it still runs")
+    p.add_argument("--smoke", action="store_true", help="one stall: that it still runs")
     p.add_argument("--scenarios", action="store_true", help="the hang patterns of tests/hang/scripts, once each")
     p.add_argument("--cockpit", type=Path, default=REPO, help="the checkout whose cockpit runs the scenarios")
     a = p.parse_args()
     if a.smoke:
-        a.pairs, a.steps, a.stalls, a.stall_after = 1, 15, 1, 2
-    print(f"cost of the hook: the demo, {a.steps} steps, {a.pairs} alternated pairs (anchor: the same run with "
-          "COCKPIT_HOOK=0)")
-    ratios = cost(a.pairs, a.steps)
-    if ratios:
-        print(f"samples/s hook on / off: {spread(ratios)}  (target: median >= 0.99)")
+        a.stalls, a.stall_after = 1, 2
     delays = [stall_delay(a.stall_after) for _ in range(a.stalls)]
     for d in delays:
         print(f"stall -> finding: stall_after {a.stall_after} s + {d:.2f} s")
