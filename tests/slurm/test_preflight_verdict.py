@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+from helpers import REPO
+
 from cockpit.node import nodecheck, nodejudge
 from cockpit.preflight import allocation
 
@@ -99,7 +101,10 @@ def test_interface_advice_from_the_nodes_answers():
 
 def test_the_node_check_runs_here_as_one_node(tmp_path):
     """One node (no all-reduce, no torch import): facts only, written to <dir>/<node>.json and printed."""
-    env = {"SLURMD_NODENAME": "here", "SLURM_NODEID": "0", "SLURM_NNODES": "1", "PATH": "/usr/bin:/bin"}
+    # PYTHONPATH: this checkout's cockpit.node.ifaces (shipped beside it as cockpit_ifaces in a run's hook/),
+    # whatever cockpit the interpreter has installed, if any
+    env = {"SLURMD_NODENAME": "here", "SLURM_NODEID": "0", "SLURM_NNODES": "1", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, nodecheck.__file__, "--dir", str(tmp_path), "--master", "x", "--port", "1"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
