@@ -333,10 +333,15 @@ def mark(run_dir: Path, attempt: int, after: Outcome, relaunches: int) -> None:
     """Append attempt ``attempt``'s marker line to every rank log and agent log of the run. It names the trigger
     and the culprit, not the cause's words: an exception's text here would read as a new one to a log parser."""
     who = f" (rank {after.rank} on {after.host})" if after.rank is not None else ""
-    line = (f"{MARK}{attempt} (COCKPIT_ATTEMPT={attempt}) of {relaunches + 1} starts: relaunched after a "
-            f"{after.end} of attempt {attempt - 1}{who}\n").encode()
-    paths = _every_rank_log(run_dir) + [p for _h, p in layout.agent_logs(run_dir)]
-    for path in paths:
+    mark_line(run_dir, f"{MARK}{attempt} (COCKPIT_ATTEMPT={attempt}) of {relaunches + 1} starts: relaunched after "
+                       f"a {after.end} of attempt {attempt - 1}{who}")
+
+
+def mark_line(run_dir: Path, text: str) -> None:
+    """Append one marker line to every rank log (on every host) and agent log of the run; a log that cannot be
+    opened (gone, a symlink) is passed over."""
+    line = f"{text}\n".encode()
+    for path in _every_rank_log(run_dir) + [p for _h, p in layout.agent_logs(run_dir)]:
         with contextlib.suppress(OSError):
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:

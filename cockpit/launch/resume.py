@@ -92,18 +92,8 @@ def prepare(run_dir: Path, status: RunStatus, now: float | None = None) -> RunSt
 
 def _mark(run_dir: Path, attempt: int, was: str) -> None:
     """The attempt's marker line in every rank and agent log (the diagnosis reads the last attempt's part)."""
-    line = (f"{contract.ATTEMPT_MARK}{attempt} (COCKPIT_ATTEMPT={attempt}): resumed by cockpit run --resume "
-            f"after the run was {was}\n").encode()
-    logs = run_dir / layout.LOGS
-    with contextlib.suppress(OSError):
-        paths = [p for p in sorted(logs.iterdir()) if (parsed := layout.parse_rank_file(p.name)) and parsed[2] == "log"]
-        for path in paths + [p for _h, p in layout.agent_logs(run_dir)]:
-            with contextlib.suppress(OSError):
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-                try:
-                    os.write(fd, line)
-                finally:
-                    os.close(fd)
+    recovery.mark_line(run_dir, f"{contract.ATTEMPT_MARK}{attempt} (COCKPIT_ATTEMPT={attempt}): resumed by "
+                                f"cockpit run --resume after the run was {was}")
 
 
 def _join(*words: str | None) -> str:
