@@ -103,7 +103,8 @@ def cmd_diagnose(args) -> int:
         return cmd_fix(runs[0], report, args.apply, DiagnoseInputError)
     if args.json:
         text = render_json(report)
-        links = [{"run": r.status.run_id, "kind": f.kind, **f.link} for r in runs if r.status
+        # "kind": the link's own (dead_link, slow_link, unreachable); "finding": the finding it explains
+        links = [{"run": r.status.run_id, "finding": f.kind, **f.link} for r in runs if r.status
                  for f in (*r.status.findings, *r.status.history) if f.link]
         conns = [{"run": r.status.run_id, "kind": f.kind, **f.connections} for r in runs if r.status
                  for f in (*r.status.findings, *r.status.history) if f.connections]

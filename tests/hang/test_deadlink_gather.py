@@ -112,7 +112,7 @@ def test_deadlink_diagnose_json_carries_the_connection_table(tmp_path):
     r = cockpit(tmp_path, "diagnose", "r1", "--json")
     assert r.returncode == 1, r.stderr
     [link] = json.loads(r.stdout)["links"]
-    assert (link["run"], link["kind"], link["node"]) == ("r1", "dead_link", "n2")
+    assert (link["run"], link["kind"], link["finding"], link["node"]) == ("r1", "dead_link", "stall", "n2")
     stuck = [row for row in link["table"] if row["kind"] == "stuck"]
     assert {(row["observer"], row["peer_node"]) for row in stuck} == {("n1", "n2"), ("n3", "n2")}
     assert all(row["send_q"] > 0 and row["backoff"] >= 3 for row in stuck)
