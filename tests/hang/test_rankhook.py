@@ -222,10 +222,12 @@ FR_RANK = """
         dist.all_reduce(t)
     dist.broadcast(t, 0)
     # torch marks a gloo collective completed in the Flight Recorder from its own thread, a moment after the
-    # caller's wait returned: wait until the dump says so (CI saw 101 enqueued, 100 completed)
+    # caller's wait returned: wait until the dump says so (CI saw 101 enqueued, 100 completed; a count of tries,
+    # 1,000 x 10 ms, also ran out once at load 12: a deadline instead, and the test's own bound above it)
     import json
     from torch._C import _distributed_c10d as c10d
-    for _ in range(1000):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
         pg = json.loads(c10d._dump_fr_trace_json(includeCollectives=True, onlyActive=False))["pg_status"]["0"]
         if pg["last_completed_collective"] == pg["last_enqueued_collective"]:
             break
