@@ -1,6 +1,6 @@
 """`cockpit run --resume RUN`: the next attempt of a local run that was stopped (or failed, or lost its
-supervisor), in the same run directory, as recover: relaunches one (cockpit.launch.recovery): the same run id,
-its node script as rendered, COCKPIT_ATTEMPT one more, the ended attempt's records set aside in
+supervisor), in the same run directory, as recover: relaunches one (cockpit.launch.attempt_files): the same
+run id, its node script as rendered, COCKPIT_ATTEMPT one more, the ended attempt's records set aside in
 logs/attempt-<N>/ and a marker line in every log; cockpit.train resumes from the run's last checkpoint.
 
 ``refusal`` says why a run cannot be resumed (pure, on the run's status and what its directory holds);
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cockpit import contract
-from cockpit.launch import recovery
+from cockpit.launch import attempt_files
 from cockpit.run import layout
 from cockpit.run.attempts import Attempt
 from cockpit.run.store import RunStatus, is_sweep, write_status
@@ -79,7 +79,7 @@ def prepare(run_dir: Path, status: RunStatus, now: float | None = None) -> RunSt
         attempts[-1] = replace(last, ended=status.ended or now, end=end, decision="resumed by cockpit run --resume")
     else:
         attempts[-1] = replace(last, decision=_join(last.decision, "resumed by cockpit run --resume"))
-    recovery.set_aside(run_dir, attempt - 1)
+    attempt_files.set_aside(run_dir, attempt - 1)
     with contextlib.suppress(FileNotFoundError):
         os.replace(run_dir / layout.STOP, run_dir / layout.LOGS / f"attempt-{attempt - 1}" / layout.STOP)
     _mark(run_dir, attempt, status.state)
@@ -92,7 +92,7 @@ def prepare(run_dir: Path, status: RunStatus, now: float | None = None) -> RunSt
 
 def _mark(run_dir: Path, attempt: int, was: str) -> None:
     """The attempt's marker line in every rank and agent log (the diagnosis reads the last attempt's part)."""
-    recovery.mark_line(run_dir, f"{contract.ATTEMPT_MARK}{attempt} (COCKPIT_ATTEMPT={attempt}): resumed by "
+    attempt_files.mark_line(run_dir, f"{contract.ATTEMPT_MARK}{attempt} (COCKPIT_ATTEMPT={attempt}): resumed by "
                                 f"cockpit run --resume after the run was {was}")
 
 

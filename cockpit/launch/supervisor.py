@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from cockpit import contract
 from cockpit.fs.safeio import Untrusted
-from cockpit.launch import procs, recovery, registry
+from cockpit.launch import attempt_files, procs, recovery, registry
 from cockpit.launch.protocol import GivesUp
 from cockpit.launch.site import LaunchError
 from cockpit.run import layout
@@ -278,14 +278,14 @@ class Supervisor:
         self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked,
                                         self.launcher.replacement_hint)
         self.outcomes.append(outcome)
-        recovery.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
+        attempt_files.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
         s.note = self.decision.words
         if not self.decision.retry:
             return False
-        recovery.set_aside(self.run_dir, attempt)
+        attempt_files.set_aside(self.run_dir, attempt)
         if self.decision.env or self.decision.unset:
-            recovery.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
-        recovery.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
+            attempt_files.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
+        attempt_files.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
         if not self._relaunch(attempt + 1):
             return False
         self.left_out |= frozenset(self.decision.leave_out)
@@ -344,9 +344,9 @@ class Supervisor:
             s.note = _join(s.note, disk)
         s.ended = time.time()
         if s.attempts:
-            recovery.end_attempt(self.run_dir, s, "stopped" if s.state == "stopped" else "succeeded"
+            attempt_files.end_attempt(self.run_dir, s, "stopped" if s.state == "stopped" else "succeeded"
                                  if s.state == "succeeded" else "failure")
-            recovery.account(self.run_dir, s)
+            attempt_files.account(self.run_dir, s)
         s.nodes = [node.describe() for node in self.nodes]
         self.save_final()
         return s.exit_code

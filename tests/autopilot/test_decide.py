@@ -111,7 +111,7 @@ def test_a_fix_goes_into_the_node_script_after_the_jobs_env_and_before_the_launc
 
     from helpers import REPO
 
-    from cockpit.launch.recovery import apply_fix
+    from cockpit.launch.attempt_files import apply_fix
     from cockpit.render import render
     from cockpit.render.site import Site
     from cockpit.spec.model import load_spec
@@ -170,7 +170,7 @@ def test_the_resume_step_is_read_from_rank_0s_log_of_this_attempt_when_it_moved_
     # whichever order the directory lists them in
     import os
 
-    from cockpit.launch.recovery import resumed_from
+    from cockpit.launch.attempt_files import resumed_from
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -189,7 +189,8 @@ def test_the_resume_step_is_read_from_rank_0s_log_of_this_attempt_when_it_moved_
 def test_the_attempt_marker_goes_to_every_log_of_a_rank_on_every_host(tmp_path):
     # rank 0 ran on n1 (attempt 0) and n2 (attempt 1): attempt 2's marker ends both, so neither earlier
     # failure is read as attempt 2's
-    from cockpit.launch.recovery import MARK, Outcome, mark, section
+    from cockpit.launch.attempt_files import mark
+    from cockpit.launch.recovery import MARK, Outcome, section
 
     logs = tmp_path / "logs"
     logs.mkdir()

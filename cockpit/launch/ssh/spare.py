@@ -35,7 +35,7 @@ from cockpit.run import layout
 from cockpit.run.store import RunStatus, write_atomic
 from cockpit.spec.model import JobSpec
 
-FIX_MARK = "# cockpit: recover.apply_fixes"  # the first line of what cockpit.launch.recovery.apply_fix writes
+FIX_MARK = "# cockpit: recover.apply_fixes"  # the first line of what cockpit.launch.attempt_files.apply_fix writes
 ASK_TIMEOUT = 20.0  # seconds per node, as at launch (cockpit.launch.ssh.launcher.SSHLaunch.timeout)
 
 
@@ -181,7 +181,7 @@ def _write_scripts(run_dir: Path, status: RunStatus, spec: JobSpec, plan: SSHPla
 
 
 def keep_fixes(old: str, new: str) -> str:
-    """``new`` with the fix recover.apply_fixes wrote into ``old`` (cockpit.launch.recovery.apply_fix), at the
+    """``new`` with the fix recover.apply_fixes wrote into ``old`` (cockpit.launch.attempt_files.apply_fix), at the
     same place: after the job's env: lines, before the launch."""
     at, end = old.find(FIX_MARK), old.rfind("\nexec ")
     to = new.rfind("\nexec ")
