@@ -34,7 +34,8 @@ LAYERS = {
     # what cockpit concludes about a run: above every service it reads, below the two faces that show it
     "insight": ("cockpit.insight.diagnosis", "cockpit.insight.cause", "cockpit.insight.fixes",
                 "cockpit.insight.proposals", "cockpit.insight.forecast_inputs", "cockpit.insight.sweep_table",
-                "cockpit.insight.sweep_series", "cockpit.insight.listing", "cockpit.insight.restarted"),
+                "cockpit.insight.sweep_series", "cockpit.insight.listing", "cockpit.insight.restarted",
+                "cockpit.insight.first_failure"),
     "face": ("cockpit.cli", "cockpit.tui", "cockpit.__main__"),
     "train": ("cockpit.train",),
 }
