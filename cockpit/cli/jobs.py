@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from cockpit.cli.follow import Output, notice
+from cockpit.cli.notices import Output, notice
 from cockpit.slurm.command import SlurmError
 from cockpit.slurm.jobs import OutputFile, UserJob, find_jobs, list_jobs, output_files
 from cockpit.slurm.query import History, read_history

@@ -28,8 +28,8 @@ def ps_all(rows, as_json: bool) -> int:
     """Print the runs and the jobs; 1 when Slurm did not answer (the runs are printed all the same, and nothing
     is said of jobs it could not list). A machine with no Slurm client has no Slurm jobs: its runs, a note, 0."""
     from cockpit.cli.console import ps_table
-    from cockpit.cli.follow import notice
     from cockpit.cli.jobs import user_jobs
+    from cockpit.cli.notices import notice
     from cockpit.slurm.arrays import run_jobs
     from cockpit.slurm.command import SlurmError, SlurmMissing
 

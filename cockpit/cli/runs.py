@@ -12,7 +12,8 @@ from pathlib import Path
 from cockpit import launch
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
-from cockpit.cli.follow import follow, notice
+from cockpit.cli.follow import follow
+from cockpit.cli.notices import notice
 from cockpit.fs.paths import default_runs_dir
 from cockpit.launch import registry, supervision
 from cockpit.run import layout

@@ -76,7 +76,8 @@ def cmd_show(args) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from cockpit.cli.follow import follow, notice
+    from cockpit.cli.follow import follow
+    from cockpit.cli.notices import notice
     from cockpit.cli.runs import CommandError, find, status_of
     from cockpit.launch.rerun import rerun_failed, rerun_of
     from cockpit.launch.site import LaunchError
