@@ -76,6 +76,12 @@ def test_raising_rank_is_named_with_its_traceback_and_nothing_is_left(tmp_path):
                                                   r"peer)\): rank 1 on", r.stdout), r.stdout
     assert "worker_failed" in r.stderr
     assert procs.run_pids(status.run_id) == []
+    # -q (was test_run_quiet's own failing run): the summary first, no rank line, the exit code the job's, and
+    # the notes of the failure (torchrun's worker_failed, the exception) said as they happen
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("== demo (demo-") and f"exit code {r.returncode}" in first, r.stdout
+    assert not [line for line in r.stdout.splitlines() if line.startswith("[")], r.stdout
+    assert [line for line in r.stderr.splitlines() if line.startswith("cockpit: [")], r.stderr
 
 
 def test_sigkilled_rank_0_is_first_failure_and_the_rest_stop_quickly(tmp_path):
