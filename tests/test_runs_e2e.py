@@ -98,6 +98,29 @@ def test_sigkilled_rank_0_is_first_failure_and_the_rest_stop_quickly(tmp_path):
     assert procs.run_pids(status.run_id) == []
 
 
+def test_killing_cockpit_does_not_stop_training_and_attach_reports_the_end(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "--", "--epochs", "1",
+                             "--steps-per-epoch", "100"], cwd=REPO, env=env_for(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    run_dir = wait_for(lambda: list_runs(tmp_path) and list_runs(tmp_path)[0][0], 30, "the run directory")
+    wait_for(lambda: "step=10 " in _read(run_dir, "logs/rank-0"), 60, "training to start")
+    proc.kill()
+    streamed = proc.communicate(timeout=10)[0]
+    status = wait_for(lambda: (s := read_status(run_dir)) and s.final and s, 120, "the run to finish")
+    assert status.state == "succeeded"
+    for rank in (0, 1):
+        log = _read(run_dir, f"logs/rank-{rank}")
+        assert f"[cockpit] finish rank={rank} step=100 exit_code=0" in log
+        # What cockpit streamed before it died is a prefix of the file: nothing reordered or invented.
+        prefix = f"[{status.hosts[0]}:{rank}]"
+        mine = [line.split("] ", 1)[1] for line in streamed.splitlines() if line.startswith(prefix)]
+        assert mine == log.splitlines()[:len(mine)]
+    metrics = (run_dir / "metrics/rank-0.jsonl").read_text().splitlines()
+    assert [json.loads(m)["step"] for m in metrics][-1] == 100
+    r = cockpit(tmp_path, "attach", "last")
+    assert r.returncode == 0 and f"== demo ({status.run_id}): succeeded" in r.stdout
+
+
 def test_supervisor_killed_run_is_found_and_marked_by_ps(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "-q", *SHORT],
                             cwd=REPO, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
