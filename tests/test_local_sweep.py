@@ -75,27 +75,7 @@ def test_three_trials_two_at_a_time_on_cpu(tmp_path):
     assert rank1.returncode == 2 and "have no rank 1 (each trial is a run of its own" in rank1.stderr
 
 
-def test_a_failing_trial_fails_the_sweep_but_not_the_other_trials(tmp_path):
-    runs = tmp_path / "runs"
-    job = write_job(tmp_path, "swfail", {"grid": {"fail-step": ["1000", "3"]}, "max_parallel": 2},
-                    args=[*SMALL, "--fail-rank", "1"])
-    r = cockpit(runs, "run", str(job), "-q", timeout=240)
-    assert r.returncode == 1, r.stdout + r.stderr
-    run_dir, status = only_run(runs)
-    assert status.state == "failed" and status.exit_code != 0
-    assert "failed 1, succeeded 1" in status.note and "first to fail: trial 1 (rank 1" in status.note
-    ok, bad = trial_status(run_dir, 0), trial_status(run_dir, 1)
-    assert ok.state == "succeeded" and bad.state == "failed" and bad.first_failure.rank == 1
-    assert procs.run_pids(bad.run_id) == [] and procs.run_pids(ok.run_id) == []
-    # The sweep's diagnosis is its failed trial's: rank 1's own exception, not torchrun's table blaming rank 0
-    host = bad.hosts[0]
-    first = (f"First failure (exit records): rank 1 on {host}: exit code 1: RuntimeError: injected failure on "
-             "rank 1 after step 3")
-    assert first in r.stdout, r.stdout
-    logs = cockpit(runs, "logs", run_dir.name)  # a sweep's logs are its trials': say so, do not print nothing
-    assert logs.returncode == 2 and f"(hint: cockpit logs {run_dir}/trial-0;" in logs.stderr, logs.stderr
-    d = cockpit(runs, "diagnose", run_dir.name)
-    assert d.stdout.startswith("ERROR   " + first) and f"{run_dir}/trial-1/logs/rank-1." in d.stdout, d.stdout
+# A failing trial failing the sweep but not the others: test_sweep_rerun's sweep (3 trials, 1 fails) checks it.
 
 
 def test_stop_ends_the_running_trial_and_cancels_the_waiting_one(tmp_path):

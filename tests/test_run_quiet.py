@@ -26,19 +26,9 @@ def test_quiet_success_has_no_rank_line_and_its_summary(tmp_path):
     assert "started (supervisor pid" in r.stderr
 
 
-def test_quiet_failure_shows_the_notes_the_summary_and_keeps_the_exit_code(tmp_path):
-    r = cockpit(tmp_path, "run", "jobs/demo.yaml", "-q", *SHORT, "--fail-rank", "1", "--fail-step", "2")
-    assert r.returncode != 0, r.stdout + r.stderr
-    first = r.stdout.splitlines()[0]
-    assert first.startswith("== demo (demo-") and f"exit code {r.returncode}" in first, r.stdout
-    assert "first failure: rank 1 on" in r.stdout and "diagnosis:" in r.stdout, r.stdout
-    assert not [line for line in r.stdout.splitlines() if line.startswith("[")], r.stdout
-    # the notes of the failure (torchrun's worker_failed, the exception) are said as they happen, -q or not
-    assert [line for line in r.stderr.splitlines() if line.startswith("cockpit: [")], r.stderr
+# A quiet failure (summary first, notes as they happen, the job's exit code): test_runs_e2e's
+# test_raising_rank_is_named_with_its_traceback_and_nothing_is_left checks it on its -q run.
 
 
-def test_quiet_healed_run_keeps_its_whole_summary(tmp_path):
-    r = cockpit(tmp_path, "run", "jobs/demo-heal.yaml", "-q")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert ": succeeded in " in r.stdout.splitlines()[0]
-    assert "attempts: 2" in r.stdout and "failure (rank 1 on" in r.stdout, r.stdout
+# A quiet healed run keeping its whole summary: test_heal_local's
+# test_a_raise_is_healed_from_the_last_checkpoint_and_accounted runs jobs/demo-heal.yaml -q and checks it.

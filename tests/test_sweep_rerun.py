@@ -4,10 +4,12 @@ forecast lines of ps and the run summary."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from test_local_sweep import SMALL, write_job
 from test_runs_e2e import cockpit, only_run
 
+from cockpit.launch import procs
 from cockpit.run.store import list_runs, read_status
 
 
@@ -19,6 +21,7 @@ def test_rerun_failed_runs_only_the_failed_trials_with_identical_scripts_as_a_ne
     assert r.returncode == 1, r.stdout + r.stderr
     assert "sweep: 3 trials, CPU-only (cockpit sweep show" in r.stdout
     old_dir, old = only_run(runs)
+    failing_trial_fails_the_sweep_but_not_the_others(runs, old_dir, old, r.stdout)
 
     show = json.loads(cockpit(runs, "sweep", "show", old.run_id, "--sort", "loss", "--json").stdout)
     rows = show["trials"]
@@ -60,3 +63,21 @@ def test_rerun_refuses_a_sweep_without_failures_and_a_plain_run(tmp_path):
     assert r.returncode == 2 and "no trial failed, nothing to rerun" in r.stderr
     r = cockpit(runs, "sweep", "show", status.run_id, "--sort", "loss")
     assert r.returncode == 0 and "1 trials" in r.stdout and "CPU-only" in r.stdout
+
+
+def failing_trial_fails_the_sweep_but_not_the_others(runs: Path, run_dir: Path, status, out: str) -> None:
+    """A failing trial fails the sweep, not the other trials (was test_local_sweep's own run of a sweep of 2)."""
+    assert status.state == "failed" and status.exit_code != 0
+    assert "failed 1, succeeded 2" in status.note and "first to fail: trial 1 (rank 1" in status.note, status.note
+    ok, bad = read_status(run_dir / "trial-0"), read_status(run_dir / "trial-1")
+    assert ok.state == "succeeded" and bad.state == "failed" and bad.first_failure.rank == 1
+    assert procs.run_pids(bad.run_id) == [] and procs.run_pids(ok.run_id) == []
+    # The sweep's diagnosis is its failed trial's: rank 1's own exception, not torchrun's table blaming rank 0
+    host = bad.hosts[0]
+    first = (f"First failure (exit records): rank 1 on {host}: exit code 1: RuntimeError: injected failure on "
+             "rank 1 after step 3")
+    assert first in out, out
+    logs = cockpit(runs, "logs", run_dir.name)  # a sweep's logs are its trials': say so, do not print nothing
+    assert logs.returncode == 2 and f"(hint: cockpit logs {run_dir}/trial-0;" in logs.stderr, logs.stderr
+    d = cockpit(runs, "diagnose", run_dir.name)
+    assert d.stdout.startswith("ERROR   " + first) and f"{run_dir}/trial-1/logs/rank-1." in d.stdout, d.stdout

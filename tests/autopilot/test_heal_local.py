@@ -49,9 +49,11 @@ def metrics(run_dir: Path) -> list[dict]:
 
 
 def test_a_raise_is_healed_from_the_last_checkpoint_and_accounted(tmp_path):
-    r, run_dir, status = run(tmp_path, job(tmp_path, "demo.py", "  attempts: 2\n"), *TINY, "--fail-rank", "1",
-                             "--fail-step", "12", "--fail-attempts", "1")
+    # the shipped example (rank 1 raises after step 12 in attempt 0; attempts: 2; a checkpoint every 5 steps), -q
+    r, run_dir, status = run(tmp_path, REPO / "jobs" / "demo-heal.yaml")
     assert r.returncode == 0 and status.state == "succeeded", r.stdout + r.stderr
+    # -q keeps the whole summary (was test_run_quiet's own run of this job)
+    assert ": succeeded in " in r.stdout.splitlines()[0] and "failure (rank 1 on" in r.stdout, r.stdout
     first, second = status.attempts
     assert (first.end, first.culprit_rank, first.step) == ("failure", 1, 12)
     assert "RuntimeError: injected failure on rank 1 after step 12" in first.cause and "demo.py:" in first.cause

@@ -157,7 +157,7 @@ def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
 def test_follow_redraws_until_the_run_ends_and_ctrl_c_leaves_the_run_alone(tmp_path):
     runs = tmp_path / "runs"
     job = tmp_path / "long.yaml"
-    args = json.dumps(["--epochs", "1", "--steps-per-epoch", "800"])
+    args = json.dumps(["--epochs", "1", "--steps-per-epoch", "300"])  # ~18 s: outlives two plot starts
     job.write_text(f"name: long\nscript: {REPO / 'jobs' / 'demo.py'}\nargs: {args}\nlauncher: local\ngpus: none\n")
     env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     run = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO, env=env,
