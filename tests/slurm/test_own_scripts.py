@@ -32,8 +32,11 @@ HOSTS = ["n1", "n1", "n2", "n2"]  # rank -> node
 
 
 def write_job(tmp_path: Path, name: str, args: list[str], slurm: dict | None = None) -> Path:
+    # No in-allocation preflight (test_alloc_preflight.py checks it): its torch import per node costs seconds
+    # on a loaded machine, and these tests are about the script's own ranks.
     job = {"name": name, "script": str(SCRIPT), "args": args, "launcher": "slurm", "nodes": 2,
-           "procs_per_node": 2, "gpus": "none", "python": sys.executable, **({"slurm": slurm} if slurm else {})}
+           "procs_per_node": 2, "gpus": "none", "python": sys.executable,
+           "slurm": {"preflight": False, **(slurm or {})}}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     return path
@@ -103,7 +106,8 @@ def test_usr1_before_the_time_limit_reaches_every_rank_once(slurm_cluster, tmp_p
     job = tmp_path / "usr1.yaml"
     job.write_text(yaml.safe_dump({"name": "own-usr1", "script": str(HERE / "usr1_count.py"), "launcher": "slurm",
                                    "nodes": 2, "procs_per_node": 2, "gpus": "none", "python": sys.executable,
-                                   "slurm": {"time": "10", "requeue": True, "signal_seconds": 100}}))
+                                   "slurm": {"time": "10", "requeue": True, "signal_seconds": 100,
+                                             "preflight": False}}))
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO,
                             env=env_for(slurm_cluster, runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
