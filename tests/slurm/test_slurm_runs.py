@@ -146,8 +146,9 @@ def test_failing_rank_is_named_and_kill_on_bad_exit_ends_the_others(slurm_cluste
 
 
 def test_stop_cancels_the_job(slurm_cluster, tmp_path, runs):
+    # 2 nodes x 1 task: a stop reaches each node's tasks the same way; 2 tasks per node are the demo run's
     job = write_job(tmp_path, "long", args=["--epochs", "1", "--steps-per-epoch", "5000", *SMALL[4:]],
-                    slurm=NO_PREFLIGHT)
+                    procs_per_node=1, slurm=NO_PREFLIGHT)
     proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
     run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
     job_id = job_id_of(run_dir)
