@@ -75,7 +75,7 @@ SelectTypeParameters=CR_Core
 GresTypes=gpu
 MailProg=/bin/true
 ReturnToService=2
-SchedulerParameters=sched_interval=2
+SchedulerParameters=sched_interval=1
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt

@@ -31,9 +31,12 @@ HERE = Path(__file__).parent
 HOSTS = ["n1", "n1", "n2", "n2"]  # rank -> node
 
 
-def write_job(tmp_path: Path, name: str, args: list[str], slurm: dict | None = None) -> Path:
-    job = {"name": name, "script": str(SCRIPT), "args": args, "launcher": "slurm", "nodes": 2,
-           "procs_per_node": 2, "gpus": "none", "python": sys.executable, **({"slurm": slurm} if slurm else {})}
+def write_job(tmp_path: Path, name: str, args: list[str], slurm: dict | None = None, nodes: int = 2) -> Path:
+    # No in-allocation preflight (test_alloc_preflight.py checks it): its torch import per node costs seconds
+    # on a loaded machine, and these tests are about the script's own ranks.
+    job = {"name": name, "script": str(SCRIPT), "args": args, "launcher": "slurm", "nodes": nodes,
+           "procs_per_node": 2, "gpus": "none", "python": sys.executable,
+           "slurm": {"preflight": False, **(slurm or {})}}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     return path
@@ -84,7 +87,9 @@ def test_lightning_runs_on_two_nodes_by_two_tasks_in_slurm_environment(slurm_clu
 
 
 def test_lightning_devices_other_than_procs_per_node_fail_with_lightnings_hint(slurm_cluster, tmp_path, runs):
-    job = write_job(tmp_path, "own-lightning-bad", ["--devices", "1", "--num-nodes", "2"])
+    # one node of 2 tasks: the check is Lightning's devices against SLURM_NTASKS_PER_NODE, whatever the node count
+    # (2 nodes x 2 tasks is the run above); each rank imports Lightning, seconds apiece on a loaded machine
+    job = write_job(tmp_path, "own-lightning-bad", ["--devices", "1", "--num-nodes", "1"], nodes=1)
     r = cockpit(slurm_cluster, runs, "run", str(job), "-q")
     # every rank raises at once; srun's --kill-on-bad-exit ends the later ones (143), which is the job's code
     assert r.returncode in (1, 143), r.stdout[-3000:] + r.stderr[-3000:]
@@ -103,7 +108,8 @@ def test_usr1_before_the_time_limit_reaches_every_rank_once(slurm_cluster, tmp_p
     job = tmp_path / "usr1.yaml"
     job.write_text(yaml.safe_dump({"name": "own-usr1", "script": str(HERE / "usr1_count.py"), "launcher": "slurm",
                                    "nodes": 2, "procs_per_node": 2, "gpus": "none", "python": sys.executable,
-                                   "slurm": {"time": "10", "requeue": True, "signal_seconds": 100}}))
+                                   "slurm": {"time": "10", "requeue": True, "signal_seconds": 100,
+                                             "preflight": False}}))
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO,
                             env=env_for(slurm_cluster, runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
-from slurm.test_slurm_runs import SMALL, cockpit, write_job
+from slurm.test_slurm_runs import NO_PREFLIGHT, SMALL, cockpit, write_job
 from slurm.test_slurm_runs import runs as runs  # noqa: F401 - the fixture, shared
 
 from cockpit.launch import procs
@@ -23,7 +23,7 @@ HANG_LINE = next(i for i, line in enumerate((REPO / "jobs" / "demo.py").read_tex
 def test_a_hang_under_slurm_is_named_with_node_and_line_and_the_job_cancelled(slurm_cluster, runs, tmp_path):
     args = [*SMALL[:2], "--steps-per-epoch", "200", *SMALL[4:], "--fail-rank", "3", "--fail-step", "5",
             "--fail-mode", "hang"]
-    job = write_job(tmp_path, "shang", args=args)
+    job = write_job(tmp_path, "shang", args=args, slurm=NO_PREFLIGHT)
     job.write_text(job.read_text() + "on_stall: stop\nstall_after: 8\n")
     began = time.monotonic()
     r = cockpit(slurm_cluster, runs, "run", str(job), "-q", "--grace", "5")

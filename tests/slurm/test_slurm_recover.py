@@ -149,20 +149,21 @@ def test_attempts_used_up_give_up(slurm_cluster, tmp_path):
 
 
 def test_a_stall_is_relaunched_without_exclude_and_not_taken_for_a_stop(slurm_cluster, tmp_path):
-    # 2 nodes x 2 tasks of the demo; rank 3 hangs in the first attempt only: the watchdog finds the stall, cockpit
-    # cancels the job itself (not a stop someone asked for) and submits it again; a stall blames no node
-    from slurm.test_slurm_runs import SMALL
+    # 2 nodes x 1 task of the demo; rank 1 (on the second node) hangs in the first attempt only: the watchdog
+    # finds the stall, cockpit cancels the job itself (not a stop someone asked for) and submits it again; a stall
+    # blames no node. One task per node and no in-allocation preflight: each rank and each preflight task is a
+    # torch import, seconds on a loaded machine, twice (two attempts); 2 tasks per node is test_slurm_hang's.
+    from slurm.test_slurm_runs import NO_PREFLIGHT, SMALL
     from slurm.test_slurm_runs import write_job as demo_job
 
-    args = [*SMALL[:2], "--steps-per-epoch", "60", *SMALL[4:], "--fail-rank", "3", "--fail-step", "5",
-            "--fail-mode", "hang", "--fail-attempts", "1"]
-    job = demo_job(tmp_path, "rec-stall", args=args)
+    args = [*SMALL, "--fail-rank", "1", "--fail-step", "5", "--fail-mode", "hang", "--fail-attempts", "1"]
+    job = demo_job(tmp_path, "rec-stall", args=args, procs_per_node=1, slurm=NO_PREFLIGHT)
     job.write_text(job.read_text() + "stall_after: 8\nrecover:\n  attempts: 1\n  on: [stall]\n")
     r, run_dir = run(slurm_cluster, tmp_path, job)
     assert r.returncode == 0, explain(r, run_dir)
     status = read_status(run_dir)
     a0, a1 = status.attempts
-    assert a0.end == "stall" and a0.culprit_rank == 3 and a1.end == "succeeded" and status.state == "succeeded"
+    assert a0.end == "stall" and a0.culprit_rank == 1 and a1.end == "succeeded" and status.state == "succeeded"
     assert "--exclude" not in a0.decision and "sbatch --parsable /" in a0.decision, a0.decision
     (node,) = status.nodes
     assert node.slurm.excluded is None and len(node.slurm.earlier_jobs) == 1 and not status.stop_requested

@@ -27,6 +27,10 @@ pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 _SPAWNED: list[subprocess.Popen] = []  # cockpit processes started in the background by the current test
 SMALL = ["--epochs", "1", "--steps-per-epoch", "10", "--hidden", "32", "--layers", "1", "--batch-size", "16"]
+# The in-allocation preflight (one srun step per node, a torch import each) is checked in test_alloc_preflight.py
+# and stays on in the demo and sweep runs here; the tests of other things leave it out (`slurm.preflight: false`):
+# on a loaded 2-core machine each torch import costs seconds on the serialized Slurm group's critical path.
+NO_PREFLIGHT = {"preflight": False}
 
 
 def write_job(tmp_path: Path, name: str, *, script: Path = REPO / "jobs" / "demo.py", args=SMALL, nodes=2,
@@ -125,7 +129,7 @@ def test_demo_on_two_nodes_runs_and_reads_like_a_local_run(slurm_cluster, tmp_pa
 
 def test_failing_rank_is_named_and_kill_on_bad_exit_ends_the_others(slurm_cluster, tmp_path, runs):
     # --grace 300: the supervisor must not tear the ranks down itself; Slurm (--kill-on-bad-exit) does.
-    job = write_job(tmp_path, "failing", procs_per_node=1)  # rank 0 on n1, rank 1 on n2
+    job = write_job(tmp_path, "failing", procs_per_node=1, slurm=NO_PREFLIGHT)  # rank 0 on n1, rank 1 on n2
     r = cockpit(slurm_cluster, runs, "run", str(job), "-q", "--grace", "300",
                 "--", "--fail-rank", "1", "--fail-step", "5")
     assert r.returncode != 0
@@ -142,7 +146,9 @@ def test_failing_rank_is_named_and_kill_on_bad_exit_ends_the_others(slurm_cluste
 
 
 def test_stop_cancels_the_job(slurm_cluster, tmp_path, runs):
-    job = write_job(tmp_path, "long", args=["--epochs", "1", "--steps-per-epoch", "5000", *SMALL[4:]])
+    # 2 nodes x 1 task: a stop reaches each node's tasks the same way; 2 tasks per node are the demo run's
+    job = write_job(tmp_path, "long", args=["--epochs", "1", "--steps-per-epoch", "5000", *SMALL[4:]],
+                    procs_per_node=1, slurm=NO_PREFLIGHT)
     proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
     run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
     job_id = job_id_of(run_dir)
@@ -174,7 +180,7 @@ def test_pending_job_shows_why_and_stops(slurm_cluster, tmp_path, runs):
 def test_requeue_checkpoints_and_resumes_where_it_stopped(slurm_cluster, tmp_path, runs, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     job = write_job(tmp_path, "requeue", script=HERE / "requeue_train.py", args=["--steps", "600"], nodes=1,
-                    slurm={"time": "10", "requeue": True, "signal_seconds": 100})
+                    slurm={"time": "10", "requeue": True, "signal_seconds": 100, **NO_PREFLIGHT})
     submitted = time.monotonic()
     proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
     run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
@@ -250,7 +256,7 @@ def test_requeue_on_demand_checkpoints_through_the_same_usr1_path(slurm_cluster,
 
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     job = write_job(tmp_path, "requeue-now", script=HERE / "requeue_train.py", args=["--steps", "600"], nodes=1,
-                    slurm={"time": "10", "requeue": True, "signal_seconds": 100})
+                    slurm={"time": "10", "requeue": True, "signal_seconds": 100, **NO_PREFLIGHT})
     proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
     run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
     job_id = job_id_of(run_dir)
@@ -296,7 +302,7 @@ def test_example_jobs_pass_sbatch_test_only(slurm_cluster, tmp_path, job):
 # runner: spawn: a script that calls torch.multiprocessing.spawn itself (jobs/own/spawn_ddp.py) runs as one srun
 # task per node; each spawned process is a rank with its own log and exit record, by global rank.
 def test_a_spawning_script_on_two_nodes_gives_one_log_per_spawned_rank(slurm_cluster, tmp_path, runs):
-    job = write_job(tmp_path, "spawn2x2", script=REPO / "jobs/own/spawn_ddp.py", args=["2", "2"])
+    job = write_job(tmp_path, "spawn2x2", script=REPO / "jobs/own/spawn_ddp.py", args=["2", "2"], slurm=NO_PREFLIGHT)
     job.write_text(job.read_text() + "runner: spawn\n")
     r = cockpit(slurm_cluster, runs, "run", str(job))
     assert r.returncode == 0, r.stdout + r.stderr

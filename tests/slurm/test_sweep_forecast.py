@@ -20,9 +20,11 @@ STEPS = 48
 TOLERANCE = 0.15  # of the run's remaining time; the machine is shared and a sleep only ever runs late
 
 
-def paced_job(tmp_path, name, args, **fields):
+def paced_job(tmp_path, name, args, slurm: dict | None = None, **fields):
+    # No in-allocation preflight (base.NO_PREFLIGHT): paced_train.py imports no torch, the preflight would, once
+    # per array task, and it is not what these tests check (test_alloc_preflight.py does).
     path = write_job(tmp_path, name, script=HERE / "paced_train.py", args=args, nodes=1, procs_per_node=1,
-                     **fields)
+                     slurm={**base.NO_PREFLIGHT, **(slurm or {})}, **fields)
     path.write_text(path.read_text() + f"total_steps: {STEPS}\n")
     return path
 
