@@ -58,6 +58,10 @@ HOOK_FILE = "sitecustomize.py"
 # the stacks of the processes a rank forks (DataLoader workers).
 HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py"),
               ("cockpit_rankworkers.py", "rankworkers.py"))
+# The rank's own transport evidence (cockpit.node.ranklinks), written where no agent of cockpit's runs (Slurm);
+# installed into hook/ beside the hook, which imports them only when asked: (installed name, source)
+RANK_LINK_FILES = (("cockpit_ranklinks.py", "ranklinks.py"), ("cockpit_linkread.py", "linkread.py"),
+                   ("cockpit_ifaces.py", "ifaces.py"))
 # Slurm's preflight inside the allocation, installed into hook/: (installed name, source in cockpit/node/)
 NODECHECK, NODEJUDGE = "cockpit_nodecheck.py", "cockpit_nodejudge.py"
 NODECHECK_FILES = ((NODECHECK, "nodecheck.py"), (NODEJUDGE, "nodejudge.py"), ("cockpit_ifaces.py", "ifaces.py"))
@@ -66,6 +70,7 @@ SSH_PLAN = f"{COMMANDS}/ssh.json"
 SBATCH_SCRIPT = f"{COMMANDS}/sbatch.sh"
 SUPERVISOR_LOG = f"{LOGS}/supervisor.log"
 DUMP_REQUEST = "dump.req"  # in logs/
+LINKS_REQUEST = "links.req"  # in logs/: a Slurm rank's hook writes its sockets (cockpit.node.ranklinks)
 
 RANK_KINDS = ("log", "exit", "pid", "beat", "stacks")
 _RANK_FILE = re.compile(r"^rank-(\d+)\.(.+)\.(log|exit|pid|beat|stacks)$")
