@@ -5,8 +5,11 @@ each rank reads its own sockets, and the run directory on the shared filesystem 
 
 A node's ranks are merged into one node record (the node agent's shape, cockpit.hang.transport_raw): their
 rank entries side by side, the `ss` rows of each (each rank keeps its own sockets' only), the interfaces and
-IB ports of the newest. A node none of whose ranks wrote a record for this request is listed as silent; a
-record that cannot be read, or that says why the rank could not read its sockets, is said in ``errors``.
+IB ports of the newest. A record that cannot be read, or that says why the rank could not read its sockets,
+is said in ``errors``. A node none of whose ranks wrote a record for this request is said there too and left
+out, not listed as silent: here the ranks answer, not an agent, so a node whose ranks are stopped or frozen
+(a hang of their own) would otherwise read as a node cut off (cockpit.hang.linkfind's ``unreachable``). A dead
+link is still named from the other nodes' stuck connections toward it (two observers).
 """
 
 from __future__ import annotations
@@ -70,8 +73,9 @@ def gather_ranks(records: Mapping[int, tuple[str, object]], request: str | None,
                           "(hint: written by another cockpit's hook?)")
     nodes: list[NodeTransport] = []
     for host, raws in sorted(by_host.items()):
-        if not raws:
-            nodes.append(silent(host))
+        if not raws:  # its ranks are stopped, frozen or gone: their silence says nothing of the node's link
+            errors.append(f"{host}: no rank there wrote its links for this request (stopped, frozen, exited, or "
+                          "a hook without links); left out of the link finding")
             continue
         try:
             nodes.append(node_transport(merged(host, raws), f"{host} rank links"))

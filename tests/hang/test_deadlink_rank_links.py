@@ -107,7 +107,7 @@ def test_deadlink_outside_slurm_the_hook_writes_no_links(tmp_path):
                              signal_ranks=lambda _t: os.kill(pid, signal.SIGURG))
         assert "waits_here" in got[3].text  # it answered the request...
         assert not (run_dir / "logs" / "rank-3.h1.links").exists()  # ...without links
-        assert got[3].link is not None and got[3].link.silent == ("h1",)
+        assert got[3].link is not None and got[3].link.nodes == () and "h1: no rank" in got[3].link.errors[0]
     finally:
         stop(proc)
 
@@ -123,18 +123,19 @@ def _raw(host: str, rank: int, ss: str | None, t: float = 1.0) -> dict:
                                           "addresses": ["10.0.0.1"]}}, "ib": {}}
 
 
-def test_deadlink_rank_links_merge_a_nodes_ranks_and_list_the_silent():
+def test_deadlink_rank_links_merge_a_nodes_ranks_and_leave_out_the_unanswered():
     records = {0: ("n1", {"req": "7", "raw": _raw("n1", 0, "")}),
                1: ("n1", {"req": "7", "raw": _raw("n1", 1, None, t=2.0)}),  # no ss: the /proc rows stand in
                2: ("n2", {"req": "6", "raw": _raw("n2", 2, None)}),  # an earlier request's: not this one's
                3: ("n3", None)}
     found = gather_ranks(records, "7", 'export GLOO_SOCKET_IFNAME=eth0\nsrun python train.py\n')
-    assert [(n.host, n.answered) for n in found.nodes] == [("n1", True), ("n2", False), ("n3", False)]
+    # n2 and n3 gave nothing for this request: left out (a stopped rank is no cut-off node), and said
+    assert [(n.host, n.answered) for n in found.nodes] == [("n1", True)]
+    assert [e.split(":")[0] for e in found.errors] == ["n2", "n3"]
     n1 = found.nodes[0]
     assert n1.source == "proc" and [r.rank for r in n1.ranks] == [0, 1]
     assert [len(r.sockets) for r in n1.ranks] == [1, 1] and n1.addresses == ("10.0.0.1",)
-    assert found.job_iface == {"n1": "eth0", "n2": "eth0", "n3": "eth0"}
-    assert found.errors == ()
+    assert found.job_iface == {"n1": "eth0"} and found.silent == ()
 
 
 def test_deadlink_rank_links_bad_records_are_said_not_raised(tmp_path):
@@ -142,10 +143,10 @@ def test_deadlink_rank_links_bad_records_are_said_not_raised(tmp_path):
                1: ("n2", {"req": "7", "raw": {"host": "n2", "ranks": "not a list"}}),
                2: ("n3", {"req": "7"})}
     found = gather_ranks(records, "7")
-    assert found.silent == ("n1", "n2", "n3")
-    assert len(found.errors) == 3 and "PermissionError" in found.errors[0]
+    assert found.nodes == () and found.silent == ()
+    assert len(found.errors) == 6 and "PermissionError" in found.errors[0]
     assert "no raw record with a list of ranks" in found.errors[1]
     run_dir = create_run_dir(tmp_path, "r")
     (run_dir / "logs" / "rank-0.n1.links").write_text('{"req": "7", "raw": {')  # cut short
     found = read_rank_links(run_dir, {0: "n1"}, "7")
-    assert found.silent == ("n1",) and "rank-0.n1.links: unreadable" in found.errors[0]
+    assert found.nodes == () and "rank-0.n1.links: unreadable" in found.errors[0]
