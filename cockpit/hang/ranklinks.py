@@ -29,7 +29,7 @@ from cockpit.run import layout
 
 LINKS_READ_BYTES = (4 << 20) + 4096  # what the rank writes at most (cockpit.node.ranklinks), and some
 ASK_TIMEOUT_S = 8.0  # the hook looks once a second; `ss` may take up to 3 s; a loaded node, the rest
-_REQ = re.compile(r'\{"req":"([^"]*)"')
+_REQ = re.compile(r'"l?req":"([^"]*)"')
 
 
 def merged(host: str, raws: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -57,12 +57,14 @@ def _entries(raw: Mapping[str, Any]) -> list[Any]:
 def gather_ranks(records: Mapping[int, tuple[str, object]], request: str | None,
                  script: str | None = None) -> TransportGather:
     """``records``: rank -> (host, its .links file's JSON value, None where it has none). Only records of
-    ``request`` count (None: the newest of any). ``script``: the run's batch script, for the job's interface."""
+    ``request`` count, as the dump's or the links-only request (None: the newest of any). ``script``: the
+    run's batch script, for the job's interface."""
     by_host: dict[str, list[Mapping[str, Any]]] = {}
     errors: list[str] = []
     for rank, (host, value) in sorted(records.items()):
         by_host.setdefault(host, [])
-        if not isinstance(value, Mapping) or (request is not None and value.get("req") != request):
+        if not isinstance(value, Mapping) or (request is not None and request not in (value.get("req"),
+                                                                                     value.get("lreq"))):
             continue  # not answered (yet), or an earlier request's
         if "error" in value:
             errors.append(f"{host}: rank {rank} could not read its sockets: {value['error']}")
@@ -123,19 +125,18 @@ def ask_rank_links(run_dir: Path, hosts: Mapping[int, str], timeout: float = ASK
     while pending and time.monotonic() < deadline:
         time.sleep(every)
         for rank, host in list(pending.items()):
-            if _request_of(layout.rank_file(run_dir, rank, host, "links")) == request:
+            if request in _requests_of(layout.rank_file(run_dir, rank, host, "links")):
                 del pending[rank]
     found = read_rank_links(run_dir, hosts, request)
     return TransportGather(found.nodes, found.addr_to_node, found.job_iface, found.errors,
                            round(time.monotonic() - began, 3))
 
 
-def _request_of(path: Path) -> str | None:
-    """The request a .links file answers, from its head (the record starts {"req":"<number>", ...})."""
+def _requests_of(path: Path) -> list[str]:
+    """The requests a .links file answers, from its head (it starts {"req":...,"lreq":...,)."""
     try:
         with safeio.open_regular(path) as f:
-            head = f.read(64).decode("utf-8", "replace")
+            head = f.read(160).decode("utf-8", "replace")
     except OSError:
-        return None
-    m = _REQ.match(head)
-    return m.group(1) if m else None
+        return []
+    return _REQ.findall(head.partition(',"raw"')[0].partition(',"error"')[0])

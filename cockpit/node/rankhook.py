@@ -289,8 +289,9 @@ class _Hook:
         while True:
             time.sleep(BEAT_SECONDS)
             try:
-                self._answer_request()
-                self._answer_links()
+                answered = self._answer_request()
+                if self.links_asked is not None and (self._links_request() or answered):
+                    self._links()
                 self._beat(time.time())
             except Exception:  # noqa: BLE001, S110 - a full disk, a removed run directory: never disturb
                 pass  # training and never print into the rank's log; the next beat retries
@@ -311,14 +312,15 @@ class _Hook:
         with open(path, "w" if roll else "a") as f:
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
 
-    def _answer_request(self) -> None:
+    def _answer_request(self) -> bool:
+        """Answer a new dump request; whether there was one."""
         try:
             with open(os.path.join(self.logs, "dump.req")) as f:
                 request = f.read().strip()
         except OSError:
-            return
+            return False
         if not request or request == self.handled:
-            return
+            return False
         self.handled = request
         self._stacks_if_replaced()
         text = self._flight_recorder()
@@ -329,29 +331,31 @@ class _Hook:
             os.replace(tmp, self.base + ".fr.json")
         if self.workers is not None:
             self.workers.dump_children(self.pid, request, self.base + ".workers")
-        if self.links_asked is not None:  # no agent of cockpit's on a Slurm node: the rank reads its sockets
-            self._links(request)
+        return True
 
-    def _answer_links(self) -> None:
-        if self.links_asked is None:
-            return
+    def _links_request(self) -> bool:
+        """A new links-only request (logs/links.req); whether there was one."""
         try:
-            with open(self.links_asked) as f:
+            with open(self.links_asked or "") as f:
                 request = f.read().strip()
         except OSError:
-            return
-        if request and request != self.links_handled:
-            self.links_handled = request
-            self._links(request)
+            return False
+        if not request or request == self.links_handled:
+            return False
+        self.links_handled = request
+        return True
 
-    def _links(self, request: str) -> None:
-        """This rank's transport evidence into ``logs/rank-R.HOST.links`` (cockpit_ranklinks, imported now: the
-        hook costs nothing for it until asked). A read that fails is said in the file (cockpit_ranklinks)."""
+    def _links(self) -> None:
+        """Under Slurm (no agent of cockpit's on the node: the rank reads its own sockets), this rank's transport
+        evidence into ``logs/rank-R.HOST.links``, once for both requests it has answered (the dump's and the
+        links-only one, which may come together: a stall while the slow-link watch gathers), before the beat
+        that says so. cockpit_ranklinks is imported now: until asked it costs nothing. A read that fails is said
+        in the file."""
         try:
             import cockpit_ranklinks  # the hook's companion file, beside this one in <run>/hook/
         except ImportError:
             return  # a hook folder written by an older cockpit: no links
-        cockpit_ranklinks.write_links(self.base, self.pid, request)
+        cockpit_ranklinks.write_links(self.base, self.pid, self.handled, self.links_handled)
 
     def _stacks_if_replaced(self) -> None:
         """The script installed its own SIGURG handler (signal.signal replaces faulthandler's): the request's

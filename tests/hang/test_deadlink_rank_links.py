@@ -73,7 +73,7 @@ def test_deadlink_slurm_rank_answers_links_request_with_its_own_sockets(tmp_path
         assert {s.peer.port for s in est} >= {port} and len(est) == 2  # both ends of its own connection
         assert link_finding(found.nodes, found.addr_to_node) is None  # healthy: nothing stuck, no finding
         record = json.loads((run_dir / "logs" / "rank-3.h1.links").read_text())
-        assert record["req"] == (run_dir / "logs" / "links.req").read_text().strip()
+        assert record["lreq"] == (run_dir / "logs" / "links.req").read_text().strip() and record["req"] is None
         assert (run_dir / "logs" / "rank-3.h1.links").stat().st_mode & 0o777 == 0o600
     finally:
         stop(proc)
@@ -92,6 +92,27 @@ def test_deadlink_slurm_stacks_request_brings_links_with_the_stacks(tmp_path):
         link = got[3].link
         assert link is not None and link.silent == ()
         assert {s.peer.port for s in link.nodes[0].sockets if s.state == "ESTAB"} >= {port}
+    finally:
+        stop(proc)
+
+
+def test_deadlink_slurm_links_request_and_stacks_request_together_both_answered(tmp_path):
+    """The slow-link watch's links.req and a stall's dump.req in the same second (seen on the test Slurm): the
+    rank's one .links record answers both, so neither gather finds it answering only the other."""
+    run_dir = create_run_dir(tmp_path, "r")
+    proc = start(run_dir, CONNECTED, SLURM_JOB_ID="77")
+    try:
+        proc.stdout.readline()
+        pid = child_pid(proc)
+        wait_for(lambda: (run_dir / "logs" / "rank-3.h1.beat").exists(), what="the first beat")
+        (run_dir / "logs" / "links.req").write_text("123.5\n")
+        got = gather.collect(run_dir, STATUS, timeout=15, rank_links=True,
+                             signal_ranks=lambda _t: os.kill(pid, signal.SIGURG))
+        link = got[3].link
+        assert link is not None and [n.host for n in link.nodes] == ["h1"] and link.errors == ()
+        record = json.loads((run_dir / "logs" / "rank-3.h1.links").read_text())
+        assert record["lreq"] == "123.5" and record["req"] == (run_dir / "logs" / "dump.req").read_text().strip()
+        assert read_rank_links(run_dir, {3: "h1"}, "123.5").nodes[0].answered
     finally:
         stop(proc)
 
