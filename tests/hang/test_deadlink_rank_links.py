@@ -30,8 +30,8 @@ CONNECTED = """
     peer, _ = server.accept()
     client.sendall(b"x" * 100)
     peer.recv(100)
-    print(server.getsockname()[1], flush=True)
     def waits_here():
+        print(server.getsockname()[1], flush=True)  # said from inside: a dump from now on shows this frame
         time.sleep(60)
     waits_here()
 """
