@@ -10,6 +10,8 @@ follows the marker.
 Where the ranks run on this machine (a local run), the launcher also passes their pids: their TCP sockets are
 read here the way the node agent reads them on an ssh run's nodes (cockpit.node.linkread), so the stacks
 carry the same transport evidence (Evidence.link).
+Where they run on nodes with no agent of cockpit's (Slurm), each rank's hook writes its own with its answer
+(cockpit.node.ranklinks), read back here (cockpit.hang.ranklinks).
 """
 
 from __future__ import annotations
@@ -108,11 +110,13 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
 
 def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, timeout: float = 5.0, *,
             signal_ranks: Callable[[set[int]], None],
-            rank_pids: Callable[[set[int]], dict[int, int]] | None = None) -> dict[int, Evidence]:
+            rank_pids: Callable[[set[int]], dict[int, int]] | None = None,
+            rank_links: bool = False) -> dict[int, Evidence]:
     """Ask the run's ranks (all, or ``ranks``) for their stacks and Flight Recorder state; returns what came
     within ``timeout``. ``signal_ranks(targets)`` delivers SIGURG to the ranks asked that have not exited
     (the run's launcher knows how); ``rank_pids(targets)``: where they run here, rank -> pid (checked to be
-    the run's), whose sockets are then read.
+    the run's), whose sockets are then read; ``rank_links``: the ranks read their own (a Slurm run's hook writes
+    logs/rank-R.HOST.links with its answer: cockpit.hang.ranklinks).
 
     One fan-out, one wait: every rank is marked and signalled at once, then only the ranks that have not
     answered yet are looked at again (``wait_answers``), so 4,096 ranks cost one read of each answer and a
@@ -135,6 +139,10 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     link = local_link(run_dir, rank_pids(set(targets)), hosts) if rank_pids is not None and targets else None
     asked = {r: (host, offsets[r]) for r, (host, _) in targets.items()}
     answered = wait_answers(logs, asked, request, time.monotonic() + timeout)
+    if rank_links and link is None and targets:  # written before the beat that says the request was answered
+        from cockpit.hang.ranklinks import read_rank_links
+
+        link = read_rank_links(run_dir, hosts, request)
     return {r: replace(e, link=link) for r, e in answered.items()} if link is not None else answered
 
 

@@ -150,7 +150,8 @@ def parse_dump(text: str) -> RankStack:
     return RankStack(tuple(threads))
 
 
-HOOK_FILES = ("/hook/sitecustomize.py", "/hook/cockpit_rankspawn.py", "/hook/cockpit_rankworkers.py")
+HOOK_FILES = ("/hook/sitecustomize.py", "/hook/cockpit_rankspawn.py", "/hook/cockpit_rankworkers.py",
+              "/hook/cockpit_ranklinks.py", "/hook/cockpit_linkread.py", "/hook/cockpit_ifaces.py")
 
 
 def without_hook(text: str) -> str:

@@ -22,6 +22,10 @@ What it does, and what it costs until asked (one daemon thread that wakes once a
   gloo does not dump on a timeout by itself; NCCL's watchdog is told to (TORCH_NCCL_DUMP_ON_TIMEOUT). It
   also asks the processes the rank forked (DataLoader workers) for their stacks, through the companion file
   cockpit_rankworkers.py (cockpit.node.rankworkers), into ``logs/rank-R.HOST.workers``.
+  Under Slurm (no agent of cockpit's on the node) it also writes the rank's own TCP sockets, the node's
+  interfaces and IB ports into ``logs/rank-R.HOST.links`` (cockpit_ranklinks.py: cockpit.node.ranklinks,
+  imported at the first request), and answers ``logs/links.req`` (the slow-link watch's request: the links
+  only) the same way; until asked, that is one failed open() a second, and only under Slurm.
 - ``init_process_group`` is timed too, but not counted: the beat says a rank waits in it for the others, and
   a count above 0 still means the rank completed a collective of its own (it has started).
 - At exit, after the script's own atexit handlers and before the interpreter starts finalizing, it waits
@@ -136,6 +140,9 @@ class _Hook:
         self.current: str | None = None
         self.since = 0.0
         self.handled: str | None = None  # the last dump request answered
+        # under Slurm, a links-only request (logs/links.req: the slow-link watch) is looked for too
+        self.links_asked = os.path.join(self.logs, "links.req") if os.environ.get("SLURM_JOB_ID") else None
+        self.links_handled: str | None = None
         self.fr = False
         self.compiling = lambda: False
         self.last: str | None = None  # the last collective completed (uneven inputs: who left the loop)
@@ -282,7 +289,9 @@ class _Hook:
         while True:
             time.sleep(BEAT_SECONDS)
             try:
-                self._answer_request()
+                answered = self._answer_request()
+                if self.links_asked is not None and (self._links_request() or answered):
+                    self._links()
                 self._beat(time.time())
             except Exception:  # noqa: BLE001, S110 - a full disk, a removed run directory: never disturb
                 pass  # training and never print into the rank's log; the next beat retries
@@ -303,14 +312,15 @@ class _Hook:
         with open(path, "w" if roll else "a") as f:
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
 
-    def _answer_request(self) -> None:
+    def _answer_request(self) -> bool:
+        """Answer a new dump request; whether there was one."""
         try:
             with open(os.path.join(self.logs, "dump.req")) as f:
                 request = f.read().strip()
         except OSError:
-            return
+            return False
         if not request or request == self.handled:
-            return
+            return False
         self.handled = request
         self._stacks_if_replaced()
         text = self._flight_recorder()
@@ -321,6 +331,31 @@ class _Hook:
             os.replace(tmp, self.base + ".fr.json")
         if self.workers is not None:
             self.workers.dump_children(self.pid, request, self.base + ".workers")
+        return True
+
+    def _links_request(self) -> bool:
+        """A new links-only request (logs/links.req); whether there was one."""
+        try:
+            with open(self.links_asked or "") as f:
+                request = f.read().strip()
+        except OSError:
+            return False
+        if not request or request == self.links_handled:
+            return False
+        self.links_handled = request
+        return True
+
+    def _links(self) -> None:
+        """Under Slurm (no agent of cockpit's on the node: the rank reads its own sockets), this rank's transport
+        evidence into ``logs/rank-R.HOST.links``, once for both requests it has answered (the dump's and the
+        links-only one, which may come together: a stall while the slow-link watch gathers), before the beat
+        that says so. cockpit_ranklinks is imported now: until asked it costs nothing. A read that fails is said
+        in the file."""
+        try:
+            import cockpit_ranklinks  # the hook's companion file, beside this one in <run>/hook/
+        except ImportError:
+            return  # a hook folder written by an older cockpit: no links
+        cockpit_ranklinks.write_links(self.base, self.pid, self.handled, self.links_handled)
 
     def _stacks_if_replaced(self) -> None:
         """The script installed its own SIGURG handler (signal.signal replaces faulthandler's): the request's

@@ -12,13 +12,16 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
     hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH;
-                                 hook/cockpit_rankspawn.py, cockpit_rankworkers.py beside it; Slurm runs:
+                                 hook/cockpit_rankspawn.py, cockpit_rankworkers.py, cockpit_ranklinks.py,
+                                 cockpit_linkread.py, cockpit_ifaces.py beside it; Slurm runs:
                                  hook/cockpit_nodecheck.py, cockpit_nodejudge.py, cockpit_ifaces.py (preflight)
     logs/rank-<R>.<host>.<kind>  per rank: log, exit (its wrapper's "status time"), pid, beat, stacks, fr.json,
-                                 workers (its DataLoader workers' stacks, when asked)
+                                 workers (its DataLoader workers' stacks, when asked), links (a Slurm rank's
+                                 own sockets, when asked: cockpit.node.ranklinks)
     logs/agent.<host>.log        torchrun's (or the batch shell's, a trial's) own output; .exit for ssh nodes
     logs/supervisor.log          the supervisor's own output
     logs/dump.req                a stack / Flight Recorder dump asked of the ranks (cockpit.hang)
+    logs/links.req               a Slurm run's ranks asked for their links alone (cockpit.hang.ranklinks)
     logs/stacks.<stamp>.txt      the stacks gathered when the run stalled
     logs/attempt-<N>/            Slurm: the exit records of attempt N, set aside at a requeue
     logs/restart-<K>/            the exit records of torchrun's round K (max_restarts), set aside by the rank
@@ -58,6 +61,10 @@ HOOK_FILE = "sitecustomize.py"
 # the stacks of the processes a rank forks (DataLoader workers).
 HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py"),
               ("cockpit_rankworkers.py", "rankworkers.py"))
+# The rank's own transport evidence (cockpit.node.ranklinks), written where no agent of cockpit's runs (Slurm);
+# installed into hook/ beside the hook, which imports them only when asked: (installed name, source)
+RANK_LINK_FILES = (("cockpit_ranklinks.py", "ranklinks.py"), ("cockpit_linkread.py", "linkread.py"),
+                   ("cockpit_ifaces.py", "ifaces.py"))
 # Slurm's preflight inside the allocation, installed into hook/: (installed name, source in cockpit/node/)
 NODECHECK, NODEJUDGE = "cockpit_nodecheck.py", "cockpit_nodejudge.py"
 NODECHECK_FILES = ((NODECHECK, "nodecheck.py"), (NODEJUDGE, "nodejudge.py"), ("cockpit_ifaces.py", "ifaces.py"))
@@ -66,6 +73,7 @@ SSH_PLAN = f"{COMMANDS}/ssh.json"
 SBATCH_SCRIPT = f"{COMMANDS}/sbatch.sh"
 SUPERVISOR_LOG = f"{LOGS}/supervisor.log"
 DUMP_REQUEST = "dump.req"  # in logs/
+LINKS_REQUEST = "links.req"  # in logs/: a Slurm rank's hook writes its sockets (cockpit.node.ranklinks)
 
 RANK_KINDS = ("log", "exit", "pid", "beat", "stacks")
 _RANK_FILE = re.compile(r"^rank-(\d+)\.(.+)\.(log|exit|pid|beat|stacks)$")

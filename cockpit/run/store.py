@@ -68,11 +68,12 @@ def create_run_dir(runs_dir: Path, run_id: str) -> Path:
 
 
 def install_hook(run_dir: Path) -> None:
-    """The rank-side hook (cockpit.node.rankhook) as <run>/hook/sitecustomize.py, with its companion; the rank
-    wrapper puts that folder first on each rank's PYTHONPATH."""
+    """The rank-side hook (cockpit.node.rankhook) as <run>/hook/sitecustomize.py, with its companions (the
+    rank's links reader among them: a Slurm rank imports it when asked); the rank wrapper puts that folder
+    first on each rank's PYTHONPATH."""
     hook = layout.hook_dir(run_dir)
     hook.mkdir(mode=0o700, exist_ok=True)
-    for name, source in layout.HOOK_FILES:
+    for name, source in (*layout.HOOK_FILES, *layout.RANK_LINK_FILES):
         write_private(hook / name, (Path(__file__).parents[1] / "node" / source).read_text(encoding="utf-8"))
 
 

@@ -37,5 +37,12 @@ def test_a_hang_under_slurm_is_named_with_node_and_line_and_the_job_cancelled(sl
     assert sorted(victims) == [0, 1, 2] and victims[2] == culprit["host"] != victims[0]  # 2 tasks per node
     assert f"rank 3 ({culprit['host']}) is stuck in maybe_fail (demo.py:{HANG_LINE})" in r.stderr
     assert "== " + culprit["host"] + " ==" in Path(f["stacks"]).read_text()
+    # each rank's own sockets came back with its stacks (logs/rank-R.HOST.links); a hang in the rank's own code
+    # leaves nothing queued: the table is there, no link is blamed
+    conns = f["connections"]
+    assert conns["silent"] == [] and {row["rank"] for row in conns["rows"]} == {0, 1, 2, 3}, conns
+    assert all(row["kind"] not in ("stuck", "slow") for row in conns["rows"]) and "link" not in f, conns
+    assert {h for h in victims.values()} | {culprit["host"]} == {p.name.split(".")[1]
+                                                                 for p in (run_dir / "logs").glob("rank-*.links")}
     print(f"slurm hang: stall_after 8 s -> finding and scancel; run took {took:.1f} s")
     assert procs.run_pids(status.run_id) == []

@@ -30,6 +30,7 @@ from cockpit.launch.site import LaunchError, interpreter, job_files
 # launcher only for its checks and facts.
 if TYPE_CHECKING:
     from cockpit.hang.evidence import Evidence
+    from cockpit.hang.transport import TransportGather
     from cockpit.launch.protocol import LaunchOptions, Preflight, PreflightOptions, TimeLimits, Warn
     from cockpit.preflight.checks import Check
     from cockpit.render.site import Site
@@ -208,7 +209,8 @@ class SlurmLauncher:
                timeout: float = 5.0) -> dict[int, Evidence]:
         """``scancel --signal=URG JOBID``: slurmstepd delivers it to every process of the job's steps (SIGURG is
         ignored by default, so the wrappers and anything without the hook are unharmed); the run directory is
-        on the shared filesystem, so the answers are read in place."""
+        on the shared filesystem, so the answers are read in place, each rank's sockets with them (the hook writes
+        logs/rank-R.HOST.links: cockpit.hang.ranklinks)."""
         from cockpit.hang import gather
         from cockpit.launch.slurm.job import job_ids
         from cockpit.slurm import scancel
@@ -218,8 +220,14 @@ class SlurmLauncher:
             if ids:
                 scancel.signal_steps(ids, "URG")
 
-        return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm)
+        return gather.collect(run_dir, status, ranks, timeout, signal_ranks=by_slurm, rank_links=True)
 
-    def links(self, run_dir: Path, status: RunStatus) -> None:
-        """Not read: the ranks' sockets are on the job's nodes, where no agent of cockpit's runs."""
-        return None
+    def links(self, run_dir: Path, status: RunStatus) -> TransportGather | None:
+        """The ranks' sockets are on the job's nodes, where no agent of cockpit's runs: each running rank's hook
+        reads its own when asked (logs/links.req) into logs/rank-R.HOST.links (cockpit.hang.ranklinks)."""
+        from cockpit.hang.ranklinks import ask_rank_links
+        from cockpit.run.store import rank_exits, rank_files
+
+        exits = rank_exits(run_dir)
+        hosts = {r: h for r, (h, _p) in rank_files(run_dir, "log").items() if r not in exits}
+        return ask_rank_links(run_dir, hosts) if hosts else None
