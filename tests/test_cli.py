@@ -58,6 +58,16 @@ def test_render_default_form_and_node_rank():
     assert "===== node 0: gpu-node1" in both and "===== node 1: gpu-node2" in both
 
 
+def test_render_says_an_auto_master_port_is_a_stand_in_on_stderr_only(tmp_path):
+    auto = cockpit("render", "jobs/demo.yaml")  # master_port: auto (the default)
+    assert auto.returncode == 0 and "--master-port=29500" in auto.stdout and "stands in" not in auto.stdout
+    assert auto.stderr.startswith("cockpit: master_port: auto: the 29500 above stands in for the free"), auto.stderr
+    job = tmp_path / "fixed.yaml"
+    job.write_text(f"name: fixed\nscript: {REPO / 'jobs' / 'demo.py'}\nmaster_port: 29611\n")
+    fixed = cockpit("render", str(job))
+    assert fixed.returncode == 0 and "--master-port=29611" in fixed.stdout and fixed.stderr == "", fixed.stderr
+
+
 def test_render_refuses_forms_that_would_not_run():
     r = cockpit("render", "jobs/demo.yaml", "--as", "sbatch")
     assert r.returncode == 2 and "hint: set launcher: slurm" in r.stderr and "Traceback" not in r.stderr

@@ -53,6 +53,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     except RenderError as exc:
         raise UsageError(f"{args.job}: {exc}") from None
     sys.stdout.write(text)
+    from cockpit.launch.site import DEFAULT_MASTER_PORT
+
+    if spec.master_port is None and f"{DEFAULT_MASTER_PORT}" in text:  # stdout stays the script, to pipe or diff
+        print(f"cockpit: master_port: auto: the {DEFAULT_MASTER_PORT} above stands in for the free port `cockpit run` "
+              "picks at launch (the run's commands/node-0.sh has the one it used)", file=sys.stderr)
     return EXIT_OK
 
 
