@@ -145,3 +145,21 @@ def test_a_rerun_script_is_the_old_one_with_a_new_run_id_and_the_failed_indices(
     new = with_array(renamed(old, "s-1-ab", "s-2-cd"), [1, 4])
     assert new == "#SBATCH --job-name=s\n#SBATCH --array=1,4%3\nexport COCKPIT_RUN_DIR=/r/s-2-cd\n# run s-2-cd\n"
     assert with_array("#SBATCH --array=0-2\n", [2]) == "#SBATCH --array=2\n"
+
+
+def test_ps_says_no_progress_not_an_eta_while_the_run_is_stalled(tmp_path):
+    """Issue 33, item 8: `ps` said `eta 17s fits` beside `stalled 32 s`, an eta from the rate before the stall."""
+    from cockpit.cli.console import _forecast_cells
+    from cockpit.run.findings import LiveFinding
+    from cockpit.run.store import RunStatus
+
+    f = forecast(points=steady(100, 1.0), total_steps=200, now=1100.0, elapsed=110.0, gpus=8,
+                 time_limit=600.0, limited=True)
+    status = RunStatus(run_id="r", name="r", launcher="local", job_file="j.yaml", hosts=["h"], world_size=2,
+                       state="running", created=990.0, started=990.0)
+    assert _forecast_cells(tmp_path, status, 1100.0, stored=f).split() == ["eta", "1m40s", "fits", "0.24"]
+    for kind in ("stall", "stopped"):
+        status.findings = [LiveFinding(kind=kind, text="rank 1 made no progress", quiet_s=32.0)]
+        assert _forecast_cells(tmp_path, status, 1100.0, stored=f).split() == ["?", "no", "progress", "0.24"]
+    status.findings = [LiveFinding(kind="straggler", rank=1, text="rank 1 is slow")]  # slow, not stopped: eta
+    assert _forecast_cells(tmp_path, status, 1100.0, stored=f).split()[:3] == ["eta", "1m40s", "fits"]

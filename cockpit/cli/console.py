@@ -221,6 +221,8 @@ def _forecast_cells(run_dir: Path, status: RunStatus, now: float, stored: Foreca
 
         fc = run_forecast(run_dir, status, now=now)
     gpu = "cpu" if fc.gpus == 0 else ("-" if fc.gpu_hours is None else f"{fc.gpu_hours:.2f}")
+    if not fc.ended and any(f.kind in ("stall", "stopped") for f in status.findings):
+        return f"{'? no progress':<16} {gpu:>6}"  # an eta from the rate before it stalled would promise an end
     return f"{('-' if fc.ended else fc.short())[:16]:<16} {gpu:>6}"
 
 
