@@ -34,3 +34,27 @@ def test_a_fields_problems_each_on_a_line_with_their_hints():
 def test_a_path_is_shown_relative_to_here_else_from_home():
     assert composeview.shown_path(Path.cwd() / "jobs" / "demo.yaml") == "jobs/demo.yaml"
     assert composeview.shown_path(Path("/nonexistent-root/job.yaml")) == "/nonexistent-root/job.yaml"
+
+
+def test_a_job_whose_script_is_not_there_is_no_longer_called_valid(tmp_path):
+    """Issue 33, item 8: Compose said `✓ valid` for a new job whose script does not exist. The local launcher's
+    own here checks (what `cockpit validate` and the run's preflight refuse) now reach the summary and the field."""
+    from cockpit.launch import registry
+    from cockpit.preflight.checks import FAIL
+
+    job_path = str(tmp_path / "job.yaml")
+    checked = form.check(form.JobForm(name="x", script="train.py", gpus="none"), "job.yaml")
+    assert checked.spec is not None
+
+    def here(c):
+        refusals = [r for r in registry.for_spec(c.spec).here_checks(c.spec, job_path) if r.level == FAIL]
+        return form.with_here(c, refusals)
+
+    missing = here(checked)
+    summary = composeview.summary(missing, "job.yaml")
+    assert missing.spec is not None and summary.startswith("⚠ valid file, would not run here: 1 problem\n"), summary
+    [problem] = missing.by_field()["script"]
+    assert problem.warning and f"train.py is missing in {tmp_path}" in problem.message
+    assert "create the script" in (problem.hint or "")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    assert composeview.summary(here(checked), "job.yaml").startswith("✓ valid · local · 1 node")

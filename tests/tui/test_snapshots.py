@@ -71,12 +71,19 @@ SCREENS = {"fleet": show_fleet, "compose": show_compose, "runs": show_runs, "run
            "help": show_help_screen}
 
 
+def demo_here() -> Path:
+    """jobs/demo.yaml with its script beside it (Compose checks that the script is there), shown relative to
+    the working directory."""
+    Path("jobs").mkdir()
+    for name in ("demo.yaml", "demo.py"):
+        shutil.copy(REPO / "jobs" / name, f"jobs/{name}")
+    return Path("jobs/demo.yaml")
+
+
 @pytest.mark.parametrize("size", SIZES, ids=ids)
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_screen(snap_compare, ctx, runs, screen, size):
-    (Path("jobs")).mkdir()
-    shutil.copy(REPO / "jobs" / "demo.yaml", "jobs/demo.yaml")  # shown relative to the working directory
-    ctx.job = Path("jobs/demo.yaml")
+    ctx.job = demo_here()
     assert snap_compare(CockpitApp(ctx), terminal_size=size, run_before=SCREENS[screen])
 
 
@@ -84,7 +91,5 @@ def test_screen(snap_compare, ctx, runs, screen, size):
 def test_screen_at_120x36(snap_compare, ctx, runs, screen):
     """The size between the two above (issue 33 item 7c): the run view's footer has every key, the runs table
     every column."""
-    (Path("jobs")).mkdir()
-    shutil.copy(REPO / "jobs" / "demo.yaml", "jobs/demo.yaml")
-    ctx.job = Path("jobs/demo.yaml")
+    ctx.job = demo_here()
     assert snap_compare(CockpitApp(ctx), terminal_size=(120, 36), run_before=SCREENS[screen])

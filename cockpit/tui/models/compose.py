@@ -88,6 +88,10 @@ def summary(checked: jobform.Checked, label: str) -> str:
     if spec is None:
         n = len(checked.problems)
         return f"✗ {n} problem{'s' if n != 1 else ''}\n" + "\n".join(p.format(label) for p in checked.problems)
+    if checked.problems:  # valid as a file, but its launcher would refuse it here (form.with_here)
+        n = len(checked.problems)
+        return (f"⚠ valid file, would not run here: {n} problem{'s' if n != 1 else ''}\n"
+                + "\n".join(p.format(label) for p in checked.problems))
     procs = "one per GPU" if spec.nprocs is None else str(spec.nprocs)
     world = f" = world {spec.world_size}" if spec.world_size else ""
     trials = f" · sweep of {len(spec.sweep.trials())}" if spec.sweep else ""

@@ -107,6 +107,21 @@ def check(form: JobForm, filename: str = "job.yaml") -> Checked:
     return Checked(text, spec if not all_problems else None, all_problems)
 
 
+HERE_FIELDS = ("workdir", "script", "module")  # what the launcher checks on this machine that the form can fix
+
+
+def with_here(checked: Checked, refusals: list) -> Checked:
+    """``checked`` with what its launcher would refuse here (a missing workdir, script or module: the FAIL checks
+    of cockpit.launch here_checks, cockpit.preflight.checks.Check) as warnings on their fields. The job file stays
+    valid (it may be saved before its script is written); the summary no longer says it would run."""
+    spec = checked.spec
+    if spec is None:
+        return checked
+    found = tuple(Problem(*spec.where.of((c.name,)), c.name, c.detail, c.hint, True) for c in refusals
+                  if c.name in HERE_FIELDS)
+    return replace(checked, problems=checked.problems + found) if found else checked
+
+
 def same_job(a: JobForm, b: JobForm) -> bool:
     """Whether two forms say the same job (what a file would hold), whatever the spacing typed."""
     return to_data(a) == to_data(b)

@@ -137,8 +137,13 @@ class ComposeScreen(JobFile, CockpitScreen):
         checked = jobform.check(form, self._label())
         text = "(the preview appears when the job is valid)"
         if checked.spec is not None:
+            from cockpit.launch import registry
+            from cockpit.preflight.checks import FAIL
+
             job_path = str(self.job_path or self._base_dir() / "job.yaml")
+            here = registry.for_spec(checked.spec).here_checks(checked.spec, job_path)  # a script that is not there
             spec = with_shell_env(checked.spec)  # what an ssh launch from here would export
+            checked = jobform.with_here(checked, [c for c in here if c.level == FAIL])
             facts = self.capp.ctx.facts(dry_run_facts(spec, job_path, str(self.capp.ctx.runs_dir)))
             text = composeview.preview_text(spec, facts)
         advice = composeview.interface_advice(checked.spec, form.nccl_socket_ifname.strip(), list(self.capp.nodes))
