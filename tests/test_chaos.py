@@ -146,6 +146,11 @@ def test_one_ctrl_c_on_run_reports_and_a_second_within_a_second_stops(tmp_path):
     assert f"): stopped in {out.split('): stopped in ', 1)[1].split(',', 1)[0]}, exit code 130 ==" in out, out
     assert "first failure" not in out and "worker_failed" not in run.err, out + run.err
     assert procs.run_pids(status.run_id) == []
+    # torchrun's own traceback after the stop's SIGTERM (in its log) is one line on the screen (cockpit.cli.stopecho)
+    agent = "".join(p.read_text(errors="replace") for p in (run_dir / "logs").glob("agent.*.log"))
+    if "SignalException: Process" in agent:
+        assert "SignalException" not in out and "Traceback" not in out, out
+        assert "torchrun got signal 15 from the stop and ended its workers" in out, out
 
 
 def test_a_sigkilled_supervisor_is_noticed_and_the_run_ends_from_the_exit_records(tmp_path):

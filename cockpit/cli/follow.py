@@ -21,12 +21,14 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
 from cockpit.cli.linefold import folded_states, line_fold
 from cockpit.cli.notices import LIVE, Behind, LiveFindings, LiveHang, Output, SupervisorWatch, notice
-from cockpit.run.store import RunStatus, read_status
+from cockpit.cli.stopecho import StopEcho
+from cockpit.run.store import STOP_FILE, RunStatus, read_status
 
 CONFIRM_S = 1.0  # a second Ctrl-C within this many seconds stops the run (srun's convention)
 STARTING_S = 30.0  # a supervisor not recorded after this long is taken for dead (cockpit.launch.supervision.reconcile)
@@ -104,6 +106,10 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
     LIVE[:] = [bars] if bars else []
     fold = line_fold(run_dir, args, painter.prefix, write)  # identical lines of many ranks: once
     live, hang, sup = LiveFindings(painter, run_dir), LiveHang(painter), SupervisorWatch(run_dir)
+    echo = StopEcho()  # torchrun's traceback after a stop: one line (cockpit.cli.stopecho)
+
+    def stop_asked() -> bool:
+        return live.stopping or (run_dir / STOP_FILE).exists()  # a stop writes stop.json before any signal
     presses: list[float] = []  # when the last lone Ctrl-C was answered
     stopping: list[float] = []
     detached: list[float] = []
@@ -125,7 +131,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         # The lines first, in one write; the parser after: it must not delay what the user is waiting for.
         if not (args.quiet or out.closed):
             prefix = painter.prefix
-            lines = shown(batch.lines, bars.drawing(batch.frames) if bars else frozenset())
+            lines = shown(echo.filter(batch.lines, stop_asked), bars.drawing(batch.frames) if bars else frozenset())
             text = [fold.feed(lines)] if fold else [f"{prefix(line.source)} {line.text}\n" for line in lines]
             text += [f"{prefix(source)} ... {n} lines not shown (the log file has them all)\n"
                      for source, n in batch.dropped.items()]
@@ -212,6 +218,8 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
             notice(f"detached; the run goes on (cockpit attach {run_dir.name} / cockpit stop {run_dir.name})")
         return 130
     finally:
+        if (rest := echo.flush()) and not (args.quiet or out.closed):
+            write("".join(f"{painter.prefix(cast(tuple, line.source))} {line.text}\n" for line in rest))
         if fold:  # the lines still held for the other ranks' copies (cockpit.cli.linefold)
             write(fold.flush())
         if bars:
