@@ -118,6 +118,7 @@ class Launcher(Protocol):
     nodes_are_torchruns: bool  # each of status.json's nodes is a torchrun it started (Slurm's: the batch job)
     has_sweeps: bool  # its runs may be sweeps, whose failed trials `cockpit sweep rerun` runs again
     replacement_hint: str  # recover:'s node policy: what a person may do instead of fixing a blamed node
+    resume_instead: str | None  # None: `cockpit run --resume` continues its stopped runs; else what to do instead
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The job as this launcher runs it from this shell: the ssh launcher adds the shell's NCCL_*/GLOO_*

@@ -206,7 +206,10 @@ def slurm_failed_node(run_dir: Path, status: RunStatus) -> str | None:
     stopped answering), from the batch log since the attempt's marker; None for another launcher or no such line.
     Measured on the test Slurm (slurmd stopped, node set DOWN, sbatch --no-requeue): the rank on it is SIGTERMed
     and its log says nothing; srun prints this line into the batch log."""
-    if status.launcher != "slurm":
+    from cockpit.launch import registry
+
+    launcher = registry.known_for_run(status)
+    if launcher is None or launcher.nodes_are_torchruns:  # srun's words are in the batch log of a Slurm job
         return None
     for line in section(layout.agent_log(run_dir, "sbatch")):
         if m := _NODE_FAILURE.search(line):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cockpit import contract
-from cockpit.launch import attempt_files
+from cockpit.launch import attempt_files, registry
 from cockpit.run import layout
 from cockpit.run.attempts import Attempt
 from cockpit.run.store import RunStatus, is_sweep, write_status
@@ -42,9 +42,11 @@ def facts(run_dir: Path, status: RunStatus) -> Facts:
 def refusal(status: RunStatus, found: Facts) -> str | None:
     """Why ``status``'s run cannot be resumed, with a hint; None where it can."""
     name = status.run_id
-    if status.launcher != "local" or is_sweep(status):
+    launcher = registry.known_for_run(status)
+    instead = launcher.resume_instead if launcher is not None else "cockpit run {job}"
+    if instead is not None or is_sweep(status):
         what = "a sweep" if is_sweep(status) else f"a {status.launcher} run"
-        hint = "cockpit requeue " + name if status.launcher == "slurm" else f"cockpit run {status.job_file}"
+        hint = (instead or "cockpit run {job}").format(run=name, job=status.job_file)
         return f"run {name} is {what}: only a local run is resumed here (hint: {hint})"
     if not status.final or found.alive:
         why = f"{found.alive} of its processes still run" if status.final else f"it is {status.state}"

@@ -48,6 +48,7 @@ class NoScheduler:
 
     name: str
     replacement_hint = "return it to service"
+    resume_instead: str | None = None
 
     def hosts(self, spec: JobSpec) -> list[str]:
         """The nodes the job file lists (this machine, for a local job)."""

@@ -51,6 +51,7 @@ class SlurmLauncher:
     nodes_are_torchruns = False
     has_sweeps = True  # a sweep is a job array
     replacement_hint = "return it to service"
+    resume_instead: str | None = "cockpit requeue {run}"  # the same job again, from its checkpoint, under Slurm
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """sbatch exports this shell to the job."""

@@ -64,6 +64,7 @@ class SSHLauncher(NoScheduler):
     nodes_are_torchruns = True
     has_sweeps = False
     replacement_hint = "add a spare to recover.spare_nodes"
+    resume_instead: str | None = "cockpit run {job}"  # its nodes' run directories are theirs: a new run
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """The shell's NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* join env: (nothing crosses SSH by itself;
