@@ -157,7 +157,10 @@ def test_without_matplotlib_the_png_option_says_how_to_get_it(demo, tmp_path):
 def test_follow_redraws_until_the_run_ends_and_ctrl_c_leaves_the_run_alone(tmp_path):
     runs = tmp_path / "runs"
     job = tmp_path / "long.yaml"
-    args = json.dumps(["--epochs", "1", "--steps-per-epoch", "300"])  # ~18 s: outlives two plot starts
+    # At least 18 s however fast the machine (rank 0 sleeps 60 ms a step; its compute slows under load as plot's
+    # start does): the run outlives two plot starts. 300 steps alone took ~5 s on a quiet machine and ended before
+    # the Ctrl-C, which then found plot -f done (exit 0).
+    args = json.dumps(["--epochs", "1", "--steps-per-epoch", "300", "--slow-rank", "0", "--slow-ms", "60"])
     job.write_text(f"name: long\nscript: {REPO / 'jobs' / 'demo.py'}\nargs: {args}\nlauncher: local\ngpus: none\n")
     env = cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1")
     run = subprocess.Popen([sys.executable, "-m", "cockpit", "run", str(job), "-q"], cwd=REPO, env=env,
