@@ -77,3 +77,29 @@ async def test_the_run_view_of_a_sweep_shows_its_trials_sortable_by_loss(tmp_pat
         await pilot.press("o")
         await until(pilot, lambda: order() == ["1", "0", "2"], what="the trials sorted by loss")
         assert "sorted by loss" in str(view.query_one("#run-forecast").content)
+
+
+async def test_a_plain_run_without_metrics_yet_is_not_called_a_sweep(tmp_path):
+    """Issue 33 item 8: a just-launched plain run's side panel said "a sweep: c charts its trials": its forecast
+    sets an empty trial table, and the panel took any table for a sweep's."""
+    from cockpit.tui.messages import MetricsRead
+
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o700)
+    run_id = "plain-20260924-000000-ab02"
+    create_run_dir(runs, run_id)
+    write_status(runs / run_id, RunStatus(run_id=run_id, name="plain", launcher="local", job_file="/j.yaml",
+                                          hosts=["localhost"], world_size=2, state="running", created=T0,
+                                          started=T0 + 1))
+    ctx = Context(runs_dir=runs, fleet=FixedFleet([], local_names=("localhost",)), base_dir=tmp_path,
+                  config_path=tmp_path / "config" / "tui.yaml", partitions=lambda: [], runs_every=3600,
+                  clock=lambda: T0 + 5)
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.push_screen(RunViewScreen(runs / run_id))
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen.query("#run-forecast")
+                    and str(app.screen.query_one("#run-forecast").content), what="the run's forecast")
+        view = app.screen
+        assert not view.query_one("#trials").has_class("-sweep")
+        view.on_metrics_read(MetricsRead(None))  # what the next second's metrics read posts for a run with none
+        assert str(view.query_one("#loss-label").content) == "metrics: none yet"

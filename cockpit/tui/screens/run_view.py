@@ -98,6 +98,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.trial_sort = runview.TRIAL_SORTS[0]
         self._spec: JobSpec | Literal[False] | None = None  # read once by the forecast worker (False: unreadable)
         self._trial_cells: list[tuple] | None = None  # the trial table's rows as shown
+        self._sweep = False  # the forecast said it is a sweep (its trials' table is shown)
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -301,8 +302,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.post_message(MetricsRead(series))
 
     def on_metrics_read(self, message: MetricsRead) -> None:
-        sweep = self._trial_cells is not None  # a sweep's metrics are its trials': the charts (c) show them
-        self.query_one(MetricsPlot).show(message.series, "a sweep: c charts its trials" if sweep else None)
+        # a sweep's metrics are its trials': the charts (c) show them. Not "rows were shown": a plain run's forecast
+        # sets an empty trial table too, and its side panel said "a sweep" (issue 33 item 8)
+        self.query_one(MetricsPlot).show(message.series, "a sweep: c charts its trials" if self._sweep else None)
 
     # --- the forecast, and a sweep's trials --------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
@@ -328,7 +330,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         if str(line.content) != message.line:
             line.update(message.line, layout=False)
         table = self.query_one("#trials", DataTable)
-        table.set_class(message.trials is not None, "-sweep")
+        self._sweep = message.trials is not None
+        table.set_class(self._sweep, "-sweep")
         rows = [runview.trial_cells(r) for r in message.trials or ()]
         if rows != self._trial_cells:
             self._trial_cells = rows
