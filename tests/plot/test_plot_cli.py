@@ -189,7 +189,10 @@ def test_follow_redraws_until_the_run_ends_and_ctrl_c_leaves_the_run_alone(tmp_p
         wait_for(lambda: (run_dir / "metrics" / "rank-1.jsonl").exists(), 60, "the first metrics")
         plot = [sys.executable, "-m", "cockpit", "plot", str(run_dir), "-f", "--every", "0.3", "--width", "80",
                 "--height", "16"]
-        left = subprocess.Popen(plot, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # SIGINT as a terminal leaves it: pytest-xdist's workers ignore SIGINT, a child inherits that, and Python
+        # then installs no KeyboardInterrupt (plot -f went on after the Ctrl-C in the full suite, never alone)
+        left = subprocess.Popen(plot, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert left.stdout.readline()  # the first chart is on its way
         left.send_signal(signal.SIGINT)
         out, err = left.communicate(timeout=60)
