@@ -7,7 +7,8 @@ Where each input comes from:
 * steps and their times, the last loss, ``total_steps``: rank 0's metrics (``metrics/rank-0.jsonl``, the last
   64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
   A run without that file: rank 0's points from the other sources of cockpit.plot.sources (its framework's
-  files, its printed progress lines: the last MiB of its log), read as the charts read them.
+  files, its TensorBoard event files, its printed progress lines: the last MiB of its log), read as the charts
+  read them.
 * ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
   trial belongs to).
 * the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
@@ -75,13 +76,17 @@ def _other_sources(run_dir: Path, rank: int) -> MetricsTail:
     """A rank's points from what its framework or its prints left (no metrics file of cockpit's), in the
     precedence of cockpit.plot.sources.ORDER; its prints from the last TAIL bytes of its log."""
     from cockpit.plot.framework_files import framework_sources
-    from cockpit.plot.sources import printed_tail
+    from cockpit.plot.sources import MetricSource, printed_tail
+    from cockpit.plot.tensorboard_files import TensorBoardFiles
 
     points = []
-    for source in framework_sources(run_dir) if rank == 0 else ():
+    tensorboard = TensorBoardFiles(run_dir)
+    others: list[MetricSource] = [*framework_sources(run_dir), tensorboard] if rank == 0 else [tensorboard]
+    for source in others:
         points = source.poll(()).get(rank, ([], True))[0]
         if points:
             break
+    tensorboard.close()
     points = points or printed_tail(run_dir, rank)
     if not points:
         return MetricsTail()
