@@ -76,23 +76,40 @@ def _other_sources(run_dir: Path, rank: int) -> MetricsTail:
     """A rank's points from what its framework or its prints left (no metrics file of cockpit's), in the
     precedence of cockpit.plot.sources.ORDER; its prints from the last TAIL bytes of its log."""
     from cockpit.plot.framework_files import framework_sources
-    from cockpit.plot.sources import MetricSource, printed_tail
-    from cockpit.plot.tensorboard_files import TensorBoardFiles
+    from cockpit.plot.sources import printed_tail
 
     points = []
-    tensorboard = TensorBoardFiles(run_dir)
-    others: list[MetricSource] = [*framework_sources(run_dir), tensorboard] if rank == 0 else [tensorboard]
-    for source in others:
+    for source in framework_sources(run_dir) if rank == 0 else ():
         points = source.poll(()).get(rank, ([], True))[0]
         if points:
             break
-    tensorboard.close()
-    points = points or printed_tail(run_dir, rank)
+    points = points or _tensorboard_points(run_dir, rank) or printed_tail(run_dir, rank)
     if not points:
         return MetricsTail()
     last = {step: (time, loss) for step, time, loss in points}  # a step printed twice: its last line
     losses = [loss for _, loss in last.values() if loss is not None]
     return MetricsTail(tuple((time, step) for step, (time, _) in sorted(last.items())), losses[-1] if losses else None)
+
+
+TENSORBOARD_POLLS = 4  # x cockpit.plot.tensorboard_files.MAX_EVENTS: the events a forecast reads of a file
+
+
+def _tensorboard_points(run_dir: Path, rank: int) -> list[tuple[int, float, float | None]]:
+    """A rank's points from its TensorBoard event files, read whole; [] when they are longer than
+    TENSORBOARD_POLLS reads (their first steps are no forecast of the run's end: unknown, not a guess)."""
+    from cockpit.plot.tensorboard_files import TensorBoardFiles
+
+    source = TensorBoardFiles(run_dir)
+    points: list[tuple[int, float, float | None]] = []
+    try:
+        for _ in range(TENSORBOARD_POLLS):
+            found, replace = source.poll(()).get(rank, ([], False))
+            points = found if replace else points + found
+            if source.at_end():
+                return points
+        return []
+    finally:
+        source.close()
 
 
 def job_spec(run_dir: Path) -> JobSpec | None:

@@ -10,6 +10,7 @@ import struct
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
@@ -147,3 +148,39 @@ def test_a_fifo_with_an_event_files_name_is_not_opened(tmp_path):
     reader = RunSeries(run_now(tmp_path, work))
     reader.poll_all()  # returns: a FIFO is never waited on
     assert reader.origins() == {}
+
+
+def test_tf2_style_tensor_scalars_are_read_too(tmp_path):
+    work = tmp_path / "work"
+    writer = SummaryWriter(str(work / "runs" / "x"))
+    for step, value in ((1, 0.75), (2, 0.5)):
+        writer.add_scalar("train/loss", value, step, new_style=True)  # a scalar tensor, as tf.summary.scalar
+    writer.add_histogram("loss", np.array([1.0, 2.0, 3.0]), 1)  # a loss-named histogram: not a scalar
+    writer.close()
+    reader = RunSeries(run_now(tmp_path, work))
+    reader.poll_all()
+    [zero] = reader.series()
+    assert zero.counts == (1, 2) and zero.loss == (0.75, 0.5)
+
+
+def test_a_poll_reads_a_bounded_number_of_events_and_the_next_goes_on_from_there(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    write(work / "runs" / "x", {"loss": [(s, 1 / s) for s in range(1, 11)]})
+    monkeypatch.setattr(tensorboard_files, "MAX_EVENTS", 3)  # 10 events (and the file's version record) in 4 polls
+    reader = RunSeries(run_now(tmp_path, work))
+    polls = 0
+    while reader.poll():
+        polls += 1
+    [zero] = reader.series()
+    assert zero.counts == tuple(range(1, 11)) and polls == 4  # none lost or read twice at a poll's end
+
+
+def test_a_forecast_reads_event_files_whole_or_not_at_all(tmp_path, monkeypatch):
+    from cockpit.insight import forecast_inputs
+
+    work = tmp_path / "work"
+    write(work / "runs" / "x", {"loss": [(s, 1 / s) for s in range(1, 11)]})
+    run_dir = run_now(tmp_path, work)
+    assert forecast_inputs.read_metrics(run_dir).step == 10
+    monkeypatch.setattr(tensorboard_files, "MAX_EVENTS", 2)  # 4 reads of 2: not the whole file
+    assert forecast_inputs.read_metrics(run_dir).step is None  # its first steps say nothing of where it is
