@@ -138,3 +138,19 @@ def test_event_files_without_tensorboard_installed_say_how_to_read_them(tensorbo
     assert r.stderr.count("pip install tensorboard") == 1, r.stderr
     assert "TensorBoard event files, not read: the tensorboard package is not installed" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_lightnings_default_logger_with_tensorboard_installed(tmp_path):
+    """Trainer(logger=True) with tensorboard installed (the test extra installs it) logs to a TensorBoardLogger:
+    `self.log("train_loss")` reaches the charts from its event files, rank 0's."""
+    runs, run_dir, out = run_job(tmp_path, "lighttb", "lightning_csv.py", ["--steps", "10", "--logger", "default"], 2)
+    [version] = (tmp_path / "work" / "lightning_logs").glob("version_*")
+    logged = event_scalars(version, "train_loss")
+    assert len(logged) >= 4 and not list(version.glob("metrics.csv"))
+    plotted(runs, run_dir)
+    reader = RunSeries(run_dir)
+    reader.poll_all()
+    assert reader.origins() == {0: "tensorboard"}
+    [zero] = reader.series()
+    assert list(zip(zero.counts, zero.loss, strict=True)) == logged
+    assert re.search(rf"progress: ended at step {logged[-1][0]}/\?", out), out[-2000:]
