@@ -30,7 +30,8 @@ LAYERS = {
                 "cockpit.launch.procs", "cockpit.fs.paths", "cockpit.requeue", "cockpit.run.trust"),
     "service": ("cockpit.fleet", "cockpit.launch", "cockpit.run.store", "cockpit.run.watch", "cockpit.run.handle",
                 "cockpit.run.restarts",
-                "cockpit.hang", "cockpit.plot.source", "cockpit.plot.sources", "cockpit.plot.framework_files"),
+                "cockpit.hang", "cockpit.plot.source", "cockpit.plot.sources", "cockpit.plot.framework_files",
+                "cockpit.plot.tensorboard_files"),
     # what cockpit concludes about a run: above every service it reads, below the two faces that show it
     "insight": ("cockpit.insight.diagnosis", "cockpit.insight.cause", "cockpit.insight.fixes",
                 "cockpit.insight.proposals", "cockpit.insight.forecast_inputs", "cockpit.insight.sweep_table",

@@ -4,7 +4,8 @@
 Ctrl-C. A viewer detaches, like `tail -f` or `docker logs -f`: the run goes on untouched. `cockpit run`
 follows srun: one Ctrl-C prints where the run is and goes on; a second within ``CONFIRM_S`` asks the
 supervisor to stop it (SIGTERM to the ranks, SIGKILL after --grace), and the summary follows (exit 130);
-one more after that stops waiting. Presses made while the run was still starting (cockpit.cli.startup) count
+one more after that stops waiting. A run stopped by anything else (cockpit stop, the TUI, on_stall: stop, a
+scancel) exits 143 (``exit_code``). Presses made while the run was still starting (cockpit.cli.startup) count
 the same once the follower is in place: one reports, two stop. A stop asked before the supervisor has
 recorded itself waits for it (up to ``STARTING_S``): stopping without it could race the ranks' start.
 
@@ -31,6 +32,8 @@ from cockpit.cli.stopecho import StopEcho
 from cockpit.run.store import STOP_FILE, RunStatus, read_status
 
 CONFIRM_S = 1.0  # a second Ctrl-C within this many seconds stops the run (srun's convention)
+INTERRUPTED = 128 + signal.SIGINT  # 130: this command's own Ctrl-C stopped the run (or detached)
+STOPPED = 128 + signal.SIGTERM  # 143: the run was stopped by anything else; its ranks got SIGTERM
 STARTING_S = 30.0  # a supervisor not recorded after this long is taken for dead (cockpit.launch.supervision.reconcile)
 
 
@@ -227,11 +230,22 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
         LIVE.clear()
     if status is None:
         return 1
-    code = 130 if stopping else (status.exit_code or 0)
+    code = exit_code(status, interrupted=bool(stopping))
     out.write(summary(run_dir, status, painter, exit_code=code) + "\n")  # the code this command exits with
     if status.state != "succeeded" and (found := diagnosis(run_dir, painter)):
         out.write(found + "\n")
     return code
+
+
+def exit_code(status: RunStatus, interrupted: bool = False) -> int:
+    """The code a command that saw a run end exits with, and its summary says: 130 when its own Ctrl-C stopped
+    the run; 143 (128 + SIGTERM, as a shell, `timeout` or `docker run` report a process ended by SIGTERM) for
+    a run that ended ``stopped`` otherwise (cockpit stop, the TUI's stop, on_stall: stop, a scancel): a stop
+    is neither the job's success nor its failure, and torchrun's own code after a stop (1, from its
+    SignalException) says a failure that did not happen. Else the run's code."""
+    if interrupted:
+        return INTERRUPTED
+    return STOPPED if status.state == "stopped" else (status.exit_code or 0)
 
 
 def _stop(run_dir: Path, grace: float) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from cockpit import launch
 from cockpit.cli.common import selector
 from cockpit.cli.console import Painter, summary, use_color
-from cockpit.cli.follow import follow
+from cockpit.cli.follow import exit_code, follow
 from cockpit.cli.notices import notice
 from cockpit.fs.paths import default_runs_dir
 from cockpit.launch import registry, supervision
@@ -183,8 +183,9 @@ def cmd_attach(args) -> int:
     run_dir = find(args)
     status = refresh([(run_dir, status_of(run_dir))])[0][1]
     if status.final:
-        print(summary(run_dir, status, Painter(use_color())))
-        return status.exit_code or 0
+        code = exit_code(status)  # a stopped run: 143, as when it was followed to its end
+        print(summary(run_dir, status, Painter(use_color()), exit_code=code))
+        return code
     launcher = registry.known_for_run(status)
     if (launcher is not None and not launcher.follows_without_supervisor and status.supervisor
             and not supervision.supervisor_alive(status)):

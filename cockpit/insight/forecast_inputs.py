@@ -7,7 +7,8 @@ Where each input comes from:
 * steps and their times, the last loss, ``total_steps``: rank 0's metrics (``metrics/rank-0.jsonl``, the last
   64 KiB), as cockpit.train writes them; any script may append ``{"step": N, "time": T}`` lines there itself.
   A run without that file: rank 0's points from the other sources of cockpit.plot.sources (its framework's
-  files, its printed progress lines: the last MiB of its log), read as the charts read them.
+  files, its TensorBoard event files, its printed progress lines: the last MiB of its log), read as the charts
+  read them.
 * ``total_steps`` otherwise, the time limit, requeue, GPUs: the job (``job.yaml`` of the run, or of the sweep a
   trial belongs to).
 * the time limit, whether a scheduler ends the run at it, requeue: the run's launcher (Slurm's ``slurm.time``).
@@ -82,12 +83,33 @@ def _other_sources(run_dir: Path, rank: int) -> MetricsTail:
         points = source.poll(()).get(rank, ([], True))[0]
         if points:
             break
-    points = points or printed_tail(run_dir, rank)
+    points = points or _tensorboard_points(run_dir, rank) or printed_tail(run_dir, rank)
     if not points:
         return MetricsTail()
     last = {step: (time, loss) for step, time, loss in points}  # a step printed twice: its last line
     losses = [loss for _, loss in last.values() if loss is not None]
     return MetricsTail(tuple((time, step) for step, (time, _) in sorted(last.items())), losses[-1] if losses else None)
+
+
+TENSORBOARD_POLLS = 4  # x cockpit.plot.tensorboard_files.MAX_EVENTS: the events a forecast reads of a file
+
+
+def _tensorboard_points(run_dir: Path, rank: int) -> list[tuple[int, float, float | None]]:
+    """A rank's points from its TensorBoard event files, read whole; [] when they are longer than
+    TENSORBOARD_POLLS reads (their first steps are no forecast of the run's end: unknown, not a guess)."""
+    from cockpit.plot.tensorboard_files import TensorBoardFiles
+
+    source = TensorBoardFiles(run_dir)
+    points: list[tuple[int, float, float | None]] = []
+    try:
+        for _ in range(TENSORBOARD_POLLS):
+            found, replace = source.poll(()).get(rank, ([], False))
+            points = found if replace else points + found
+            if source.at_end():
+                return points
+        return []
+    finally:
+        source.close()
 
 
 def job_spec(run_dir: Path) -> JobSpec | None:

@@ -213,7 +213,7 @@ def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: i
 
 _NO_POINTS = ("no metrics: cockpit.train writes metrics/rank-R.jsonl; a script may append "
               '{"step": N, "time": T, "loss": L} lines there itself, or print "step N loss=L" lines; '
-              "trainer_state.json and Lightning's metrics.csv in the workdir are read too")
+              "trainer_state.json, Lightning's metrics.csv and TensorBoard event files are read too")
 
 
 def relabel(chart: Chart, old: str, new: str) -> Chart:

@@ -55,8 +55,10 @@ def run_workdir(run_dir: Path) -> Path | None:
     return None
 
 
-def _walk(root: Path, depth: int = DEPTH, budget: list[int] | None = None) -> Iterator[Path]:
-    """The files under ``root``, depth first, at most PER_DIR entries a folder and MAX_ENTRIES in all."""
+def walk(root: Path, depth: int = DEPTH, budget: list[int] | None = None,
+         skip: Collection[str] = ()) -> Iterator[Path]:
+    """The files under ``root``, depth first, at most PER_DIR entries a folder and MAX_ENTRIES in all; the
+    folders named in ``skip`` at its top are left out."""
     budget = [MAX_ENTRIES] if budget is None else budget
     try:
         with os.scandir(root) as it:
@@ -67,8 +69,23 @@ def _walk(root: Path, depth: int = DEPTH, budget: list[int] | None = None) -> It
     for e in entries:
         if e.is_file(follow_symlinks=False):
             yield Path(e.path)
-        elif depth > 1 and budget[0] > 0 and e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
-            yield from _walk(Path(e.path), depth - 1, budget)
+        elif depth > 1 and budget[0] > 0 and e.is_dir(follow_symlinks=False) and not e.name.startswith(".") \
+                and e.name not in skip:
+            yield from walk(Path(e.path), depth - 1, budget)
+
+
+def run_window(run_dir: Path) -> tuple[float, tuple[float, float], bool] | None:
+    """(start, window, final) of a run: when it started, the times a file of it may have been written at (from
+    a second before its start until SLACK after its end; no end while it runs), and whether that window moves
+    no more (the run is final and has an end). None before status.json says when it started."""
+    from cockpit.run.store import read_status
+
+    status = read_status(run_dir)
+    start = None if status is None else (status.started or status.created)
+    if status is None or start is None:
+        return None
+    window = start - 1.0, (status.ended + SLACK if status.ended else float("inf"))
+    return start, window, bool(status.final and status.ended)
 
 
 def trainer_state_file(path: Path) -> bool:
@@ -142,25 +159,22 @@ class FrameworkFile:
 
     def _window(self) -> tuple[float, float] | None:
         """The times a file of this run may have been written at; read from status.json until the run ended."""
-        from cockpit.run.store import read_status
-
         if self._ended is not None:
             return self._ended
-        status = read_status(self.run_dir)
-        start = None if status is None else (status.started or status.created)
-        if status is None or start is None:
+        found = run_window(self.run_dir)
+        if found is None:
             return None
+        start, window, final = found
         if self._workdir is None:
             self._workdir = run_workdir(self.run_dir)
         self._anchors.setdefault(0, start)
-        window = start - 1.0, (status.ended + SLACK if status.ended else float("inf"))
-        if status.final and status.ended:
+        if final:
             self._ended = window
         return window
 
     def _find(self, window: tuple[float, float]) -> Path | None:
         best: tuple[float, Path] | None = None
-        for path in _walk(self._workdir) if self._workdir else ():
+        for path in walk(self._workdir) if self._workdir else ():
             if not self._matches(path):
                 continue
             try:

@@ -22,6 +22,7 @@ from cockpit.fs import safeio
 from cockpit.plot import sources
 from cockpit.plot.framework_files import framework_sources
 from cockpit.plot.series import BEATS, METRICS, RankSeries, Track
+from cockpit.plot.tensorboard_files import TensorBoardFiles
 from cockpit.run import layout
 from cockpit.run.status import RunStatus
 
@@ -77,7 +78,8 @@ class RunSeries:
         self._files: dict[tuple[str, int], _File] = {}
         # (origin, rank): origin is BEATS or one of sources.ORDER (METRICS: cockpit's own file)
         self._tracks: dict[tuple[str, int], Track] = {}
-        self._others: list[sources.MetricSource] = [*framework_sources(self.run_dir),
+        self._tensorboard = TensorBoardFiles(self.run_dir)
+        self._others: list[sources.MetricSource] = [*framework_sources(self.run_dir), self._tensorboard,
                                                     sources.PrintedLines(self.run_dir)]
         self.version = 0
         # built at ``version``: the series lists asked for (by source and ranks), and the span (once asked)
@@ -148,8 +150,10 @@ class RunSeries:
         return out
 
     def skipped(self) -> list[tuple[Path, str]]:
-        """The files not read at the last poll, and why (a FIFO, a device, a symlink where a record file was)."""
-        return [(f.path, f.error) for f in self._files.values() if f.error is not None]
+        """The files not read at the last poll, and why (a FIFO, a device, a symlink where a record file was;
+        TensorBoard event files without the package that reads them)."""
+        own = [(f.path, f.error) for f in self._files.values() if f.error is not None]
+        return own + self._tensorboard.skipped()
 
     def source(self) -> str | None:
         """Where the points come from: METRICS when any rank wrote metrics, else BEATS, else None."""

@@ -5,6 +5,8 @@ polls every source and keeps, per rank, the points of the FIRST source in ``ORDE
     metrics        metrics/rank-R.jsonl: cockpit.train's records, or a script's own {"step", "time", "loss"}
     trainer_state  Hugging Face Trainer's trainer_state.json (log_history) in the run's workdir (rank 0)
     lightning_csv  Lightning's CSVLogger file, <workdir>/**/version_N/metrics.csv (rank 0)
+    tensorboard    TensorBoard event files under the run directory or the workdir (the writer's rank, else 0;
+                   cockpit.plot.tensorboard_files, when the tensorboard package is installed)
     printed        the rank's printed progress lines in logs/rank-R.HOST.log (cockpit.plot.printed)
 
 A source hands back, per rank, the points it read at this poll and whether they replace what it gave before (a
@@ -30,9 +32,13 @@ from cockpit.run import layout
 Point = tuple[int, float, float | None]
 Polled = dict[int, tuple[list[Point], bool]]  # rank -> (points, whether they replace the source's earlier ones)
 METRICS, TRAINER_STATE, LIGHTNING_CSV, PRINTED = "metrics", "trainer_state", "lightning_csv", "printed"
-ORDER = (METRICS, TRAINER_STATE, LIGHTNING_CSV, PRINTED)  # precedence: the first with points for a rank wins
+TENSORBOARD = "tensorboard"
+# precedence: the first with points for a rank wins
+ORDER = (METRICS, TRAINER_STATE, LIGHTNING_CSV, TENSORBOARD, PRINTED)
 WHERE = {METRICS: "metrics/rank-R.jsonl", TRAINER_STATE: "trainer_state.json in the workdir",
-         LIGHTNING_CSV: "Lightning's metrics.csv in the workdir", PRINTED: "printed progress lines in the rank's log"}
+         LIGHTNING_CSV: "Lightning's metrics.csv in the workdir",
+         TENSORBOARD: "TensorBoard event files in the run directory or the workdir",
+         PRINTED: "printed progress lines in the rank's log"}
 CHUNK = 4 << 20  # bytes of one log read per poll: a poll's time is bounded however far behind it is
 MAX_LINE = 1 << 16  # a longer line without its newline is dropped up to it (memory stays bounded)
 TAIL = 1 << 20  # printed_tail: the bytes of a log's end read for a forecast

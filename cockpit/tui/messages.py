@@ -76,11 +76,12 @@ class Diagnosed(Message):
 
 
 class MetricsRead(Message):
-    """The side panel's rank's series (None: no rank has points yet)."""
+    """The side panel's rank's series (None: no rank has points yet), and where its points come from (one of
+    cockpit.plot.sources.ORDER, or BEATS)."""
 
-    def __init__(self, series: RankSeries | None) -> None:
+    def __init__(self, series: RankSeries | None, origin: str | None = None) -> None:
         super().__init__()
-        self.series = series
+        self.series, self.origin = series, origin
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, MetricsRead)

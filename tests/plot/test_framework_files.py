@@ -96,7 +96,7 @@ def test_the_workdir_walk_is_bounded(tmp_path):
             (folder / f"f{i}").touch()
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "trainer_state.json").touch()
-    found = list(ff._walk(tmp_path))
+    found = list(ff.walk(tmp_path))
     assert len(found) == 3 * ff.PER_DIR and all(p.parent.name.startswith("d") for p in found)
     # the budget counts every entry seen (the root's 4 folders too), over the whole walk
-    assert len(list(ff._walk(tmp_path, budget=[ff.PER_DIR + 10]))) == ff.PER_DIR + 10 - 4
+    assert len(list(ff.walk(tmp_path, budget=[ff.PER_DIR + 10]))) == ff.PER_DIR + 10 - 4

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from cockpit.plot.series import METRICS, UNITS, RankSeries
+from cockpit.plot.sources import METRICS as METRICS_FILE
 from cockpit.run.progress import RankProgress
 
 
@@ -46,3 +48,21 @@ def rank_state(rec: RankProgress | None, exit_code: int | None) -> Text | str:
 def source_order(source: tuple) -> tuple:
     host, rank = source
     return (1, 0, host) if rank == "agent" else (0, rank, host)
+
+
+def side_rate(series: RankSeries, origin: str | None, rec: RankProgress | None, final: bool, cells: int) -> str:
+    """The side panel's rate line for ``series``'s rank (issue 33 item 8: the panel and the table said two
+    rates for one rank). Where the table's /s counts what the panel's series counts (cockpit.train's metrics
+    file, ``origin``; or the collectives of the hook's beats), the panel says the table's figure: one number,
+    the watchdog's over its last window (blank there: ``-`` here, e.g. a stalled rank). Otherwise (no table
+    figure, an ended run's, or a script's own steps where the table counts collectives) its series' latest
+    interval of ``cells``, and, where the table counts something else, what that is."""
+    unit = UNITS[series.source]
+    # what the table's count is called (status.json's step_source) when it is this series' count, else None
+    counted = ("metrics" if origin == METRICS_FILE else None) if series.source == METRICS else "syncs"
+    if rec is not None and counted is not None and rec.step_source == counted and (rec.rate is not None or not final):
+        return f"{unit} {rank_rate(rec) or '-'}"
+    rates = series.rate(cells)
+    own = f"{unit} {rates[-1][1]:,.3g}" if rates else f"{unit}: -"
+    other = rec is not None and rec.step_source == "syncs" and series.source == METRICS
+    return own + (" (table /s: collectives)" if other else "")

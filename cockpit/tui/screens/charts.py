@@ -15,7 +15,7 @@ on the UI thread (small, in memory)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -298,6 +298,9 @@ class ChartsScreen(CockpitScreen):
         until, quiet = run_clock(status, time.time(), ended)
         chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended,
                              log_y=log_y, span=source.span(), until=until, quiet=quiet)
+        if isinstance(chart, LineChart) and not chart.lines and (unread := source.skipped()):
+            # what was found and not read (TensorBoard event files without the package): said with the note
+            chart = replace(chart, note=chart.note + "".join(f"\n{path}: {why}" for path, why in unread))
         return ChartsRead(metric, pick, chart, ids, None, False)
 
     def _read_sweep(self, metric: str, pick: int | None, width: int, height: int, log_y: bool) -> ChartsRead:

@@ -35,14 +35,14 @@ from cockpit.tui.models import attempt_line
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
-from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age
+from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age, side_rate
 from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.models.run_view import APPLY_EVERY
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.run_control import RunControls
 from cockpit.tui.screens.run_findings import RunFindings
 from cockpit.tui.widgets.findings_list import FindingsList
-from cockpit.tui.widgets.metrics_plot import SIDE_POINTS, MetricsPlot
+from cockpit.tui.widgets.metrics_plot import SIDE_POINTS, SPARK_CELLS, MetricsPlot
 from cockpit.tui.widgets.navbar import NavBar
 from cockpit.tui.widgets.rank_log import RankLog
 from cockpit.tui.widgets.rank_table import RankTable
@@ -299,12 +299,17 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             rank = runview.metrics_rank(view, self.reader.ranks())
             found = self.reader.series([rank]) if rank is not None else []  # build only the rank shown
             series = found[0] if found else None
-        self.post_message(MetricsRead(series))
+            origin = self.reader.origins().get(rank) if rank is not None else None
+        self.post_message(MetricsRead(series, origin))
 
     def on_metrics_read(self, message: MetricsRead) -> None:
         # a sweep's metrics are its trials': the charts (c) show them. Not "rows were shown": a plain run's forecast
         # sets an empty trial table too, and its side panel said "a sweep" (issue 33 item 8)
-        self.query_one(MetricsPlot).show(message.series, "a sweep: c charts its trials" if self._sweep else None)
+        series, rate = message.series, None
+        if series is not None and series.counts:  # the rank table's figure where it counts the same (item 8)
+            rec = ((self.status.progress if self.status else {}) or {}).get(str(series.rank))
+            rate = side_rate(series, message.origin, rec, bool(self.status and self.status.final), SPARK_CELLS)
+        self.query_one(MetricsPlot).show(series, "a sweep: c charts its trials" if self._sweep else None, rate)
 
     # --- the forecast, and a sweep's trials --------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)

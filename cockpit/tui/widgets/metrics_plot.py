@@ -20,12 +20,13 @@ class MetricsPlot(Vertical):
 
     _pending: RankSeries | None = None
     _empty: str | None = None
+    _rate: str | None = None
     _ready = False
 
     def on_mount(self) -> None:
         self._ready = True
         if self._pending is not None or self._empty is not None:
-            self.show(self._pending, self._empty)
+            self.show(self._pending, self._empty, self._rate)
 
     def compose(self) -> ComposeResult:
         yield Static("metrics: none yet", id="loss-label", classes="plot-label", markup=False)
@@ -33,11 +34,12 @@ class MetricsPlot(Vertical):
         yield Static("", id="sps-label", classes="plot-label", markup=False)
         yield Sparkline([], id="sps-plot")
 
-    def show(self, series: RankSeries | None, empty: str | None = None) -> None:
+    def show(self, series: RankSeries | None, empty: str | None = None, rate: str | None = None) -> None:
         """Labels are one line each: updated without a layout pass (this runs every second). ``empty``: what
-        to say without a series (default: none yet)."""
+        to say without a series (default: none yet); ``rate``: the rate line (cockpit.tui.models.rank_table.
+        side_rate; default: the series' latest interval)."""
         if not self._ready:
-            self._pending, self._empty = series, empty
+            self._pending, self._empty, self._rate = series, empty, rate
             return
         self._pending = None
         loss_plot, rate_plot = self.query_one("#loss-plot", Sparkline), self.query_one("#sps-plot", Sparkline)
@@ -55,6 +57,6 @@ class MetricsPlot(Vertical):
             loss_label.update(f"rank {series.rank} loss {loss:.4g} @ {step}", layout=False)
         else:
             loss_label.update(f"rank {series.rank}: no loss recorded", layout=False)
-        rate_label.update(f"{unit} {rates[-1][1]:,.3g}" if rates else f"{unit}: -", layout=False)
+        rate_label.update(rate or (f"{unit} {rates[-1][1]:,.3g}" if rates else f"{unit}: -"), layout=False)
         loss_plot.data = [v for _, v in losses]
         rate_plot.data = [v for _, v in rates]
