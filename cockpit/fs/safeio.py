@@ -86,9 +86,16 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> Binar
 
 
 def read_bytes(path: str | os.PathLike[str], cap: int, *, follow: bool = False) -> bytes:
-    """The whole file, at most ``cap`` bytes (TooLarge beyond: a file that grows while read costs no more)."""
-    with open_regular(path, follow=follow) as f:
-        data = read_capped(f, cap)
+    """The whole file, at most ``cap`` bytes (TooLarge beyond: a file that grows while read costs no more).
+    Read on the descriptor itself (no file object: a supervisor reads thousands of small files a second)."""
+    fd = open_fd(path, follow=follow)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, min(size, cap) + 1)
+        while size < len(data) <= cap and (more := os.read(fd, cap + 1 - len(data))):
+            data += more  # it grew while read: the rest, up to the cap
+    finally:
+        os.close(fd)
     if len(data) > cap:
         raise TooLarge(errno.EFBIG, f"larger than {cap} bytes", os.fspath(path))
     return data
@@ -111,12 +118,16 @@ def read_text(path: str | os.PathLike[str], cap: int, *, follow: bool = False) -
 
 
 def tail_bytes(path: str | os.PathLike[str], size: int, *, follow: bool = False) -> tuple[bytes, bool]:
-    """The last ``size`` bytes of the file, and whether they are all of it (False: it starts before)."""
-    with open_regular(path, follow=follow) as f:
-        end = f.seek(0, os.SEEK_END)
+    """The last ``size`` bytes of the file, and whether they are all of it (False: it starts before). One
+    positioned read on the descriptor (the watchdog reads every rank's beat and metrics tail each second)."""
+    fd = open_fd(path, follow=follow)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
         start = max(0, end - size)
-        f.seek(start)
-        return f.read(end - start), start == 0
+        data = os.pread(fd, end - start, start)
+    finally:
+        os.close(fd)
+    return data, start == 0
 
 
 def blocks(f: BinaryIO, block: int = BLOCK):

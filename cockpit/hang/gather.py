@@ -32,15 +32,31 @@ from cockpit.run import layout
 from cockpit.run.store import RunStatus, rank_exits, rank_files
 
 TAIL_BYTES = 4096
+SHORT_TAIL = 1024
 ANSWER_BYTES = 16 << 20  # one rank's stacks and Flight Recorder dump: far less
 
 
 def last_json_line(path: str | os.PathLike[str]) -> dict | None:
-    """The last complete JSON line of a file (metrics, beats), reading only its tail."""
+    """The last complete JSON line of a file (metrics, beats), reading only its tail: a short one first (a
+    beat or a metrics record is a few hundred bytes, and the watchdog reads two per rank each second), the
+    longer one when no whole line is in it."""
     try:
-        lines = safeio.tail_bytes(path, TAIL_BYTES)[0].splitlines()  # a regular file only, never a link
+        data, whole = safeio.tail_bytes(path, SHORT_TAIL)  # a regular file only, never a link
     except OSError:
         return None
+    lines = data.splitlines()
+    if not whole:
+        lines = lines[1:]  # the first is cut: a line's end is never a line
+    found = _last_dict(lines)
+    if found is not None or whole:
+        return found
+    try:
+        return _last_dict(safeio.tail_bytes(path, TAIL_BYTES)[0].splitlines())
+    except OSError:
+        return None
+
+
+def _last_dict(lines: list[bytes]) -> dict | None:
     for line in reversed(lines):
         try:
             value = safeio.loads(line)
@@ -73,7 +89,7 @@ def read_pid(path: str | os.PathLike[str]) -> int | None:
 def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSample]:
     """One look at every rank that has a log, for cockpit.hang.progress. ``runs_here``: the ranks run on this
     machine (their launcher's ``runs_here``), so their pids' process states are read too."""
-    files = layout.rank_file_kinds(run_dir, ("log", "exit", "pid"))  # one listing of logs/
+    files = layout.rank_file_names(run_dir, ("log", "exit", "pid"))  # one listing of logs/, paths as text
     logs, pids = files["log"], files["pid"]
     exits = rank_exits(run_dir, files["exit"])
     states: dict[int, Literal["running", "stopped", "exited"] | None] = {}  # by pid: a process of many ranks
@@ -82,7 +98,7 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
     out = []
     root = os.fspath(run_dir)  # text paths: a Path per file costs more than its read, 4,096 ranks a second
     for rank, (host, path) in sorted(logs.items()):
-        text = os.fspath(path)
+        text = path
         try:
             st = os.stat(text)
             size, mtime = st.st_size, st.st_mtime

@@ -86,13 +86,17 @@ class RunSeries:
         self._lists: dict[tuple[str | None, frozenset[int] | None], list[RankSeries]] = {}
         self._span: tuple[tuple[float, float] | None] | None = None
 
-    def poll(self) -> bool:
-        """Read what was appended; True if any point arrived."""
+    def poll(self, only: Collection[int] | None = None) -> bool:
+        """Read what was appended; True if any point arrived. ``only``: the metrics and beats of these ranks
+        alone (a side panel of one rank in a run of thousands need not read them all); the framework's files
+        as always."""
         new = False
         for rank, path in self._metrics_files():
-            new |= self._read(METRICS, rank, path)
+            if only is None or rank in only:
+                new |= self._read(METRICS, rank, path)
         for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "beat").items()):
-            new |= self._read(BEATS, rank, path)
+            if only is None or rank in only:
+                new |= self._read(BEATS, rank, path)
         for source in self._others:
             won = {rank for origin, rank in self._tracks if origin != BEATS and _before(origin, source.name)}
             for rank, (points, replace) in source.poll(won).items():

@@ -139,28 +139,35 @@ def rank_files(run_dir: Path, kind: str, skip: frozenset[str] = frozenset()) -> 
 
 def rank_file_kinds(run_dir: Path, kinds: tuple[str, ...],
                     skip: frozenset[str] = frozenset()) -> dict[str, dict[int, tuple[str, Path]]]:
-    """``rank_files`` of each of ``kinds``, from one listing of logs/ (4,096 ranks leave some 20,000 files
-    there: the watchdog reads three kinds every second)."""
-    out: dict[str, dict[int, tuple[str, Path]]] = {kind: {} for kind in kinds}
-    logs = run_dir / LOGS
+    """``rank_files`` of each of ``kinds``, from one listing of logs/."""
+    named = rank_file_names(run_dir, kinds, skip)
+    return {kind: {rank: (host, Path(path)) for rank, (host, path) in found.items()} for kind, found in named.items()}
+
+
+def rank_file_names(run_dir: Path | str, kinds: tuple[str, ...],
+                    skip: frozenset[str] = frozenset()) -> dict[str, dict[int, tuple[str, str]]]:
+    """``rank_file_kinds`` with the paths as text: 4,096 ranks leave some 20,000 files in logs/ and the
+    watchdog reads three kinds every second, where a Path per file costs more than the listing."""
+    out: dict[str, dict[int, tuple[str, str]]] = {kind: {} for kind in kinds}
+    logs = f"{os.fspath(run_dir)}/{LOGS}"
     try:
-        names = os.listdir(logs)  # names, not Paths: a Path per file costs more than the listing
+        names = os.listdir(logs)
     except OSError:  # none yet, or not a directory
         return out
     tails = tuple(f".{kind}" for kind in kinds)
     for name in names:
         parsed = parse_rank_file(name) if name.endswith(tails) else None
         if parsed and parsed[2] in out and parsed[1] not in skip:
-            found = out[parsed[2]]
-            if parsed[0] in found and _mtime(logs / name) < _mtime(found[parsed[0]][1]):
+            found, path = out[parsed[2]], f"{logs}/{name}"
+            if parsed[0] in found and _mtime(path) < _mtime(found[parsed[0]][1]):
                 continue  # an earlier attempt's file of this rank, on another host
-            found[parsed[0]] = (parsed[1], logs / name)
+            found[parsed[0]] = (parsed[1], path)
     return out
 
 
-def _mtime(path: Path) -> float:
+def _mtime(path: Path | str) -> float:
     try:
-        return path.stat(follow_symlinks=False).st_mtime
+        return os.stat(path, follow_symlinks=False).st_mtime
     except OSError:
         return 0.0
 

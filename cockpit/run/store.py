@@ -24,6 +24,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -270,7 +271,7 @@ def resolve_run(runs_dir: Path, ref: str) -> Path:
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs: {names} (hint: give more of the id)")
 
 
-def rank_exits(run_dir: Path, files: dict[int, tuple[str, Path]] | None = None,
+def rank_exits(run_dir: Path, files: Mapping[int, tuple[str, Path | str]] | None = None,
                skip: frozenset[str] = frozenset()) -> dict[int, RankExit]:
     """rank -> how it ended, from its exit record; ``files``: ``rank_files(run_dir, "exit", skip)`` when listed
     already; ``skip``: hosts an earlier attempt left out (recover:), whose cut-off ranks may still write one when

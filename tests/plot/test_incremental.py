@@ -98,3 +98,27 @@ def test_charts_from_series_kept_across_polls_equal_charts_built_from_scratch(tm
     assert [line.role for line in loss.lines] == ["max", "mean", "min"]
     assert loss.lines[1].xs == xs and loss.lines[1].ys == mean
     assert loss.lines[0].ys == hi and loss.lines[2].ys == lo
+
+
+def test_a_poll_of_some_ranks_reads_only_theirs_and_the_rest_later_from_the_start(tmp_path):
+    """The run view's side panel polls the ranks it may show (cockpit.tui.models.run_view.side_ranks), not all
+    4,096: the others' files are not read, and a later poll of them reads them whole."""
+    for rank in range(6):
+        append(tmp_path, rank, range(0, 20))
+    reader = RunSeries(tmp_path)
+    assert reader.poll(only={0, 1}) and reader.ranks() == [0, 1]
+    append(tmp_path, 4, range(20, 30))
+    assert reader.poll(only={4}) and reader.ranks() == [0, 1, 4]
+    assert reader.series([4])[0].counts == tuple(range(0, 30))
+    whole = RunSeries(tmp_path)
+    whole.poll()
+    assert reader.poll() and reader.series() == whole.series()  # the rest caught up: as if read at once
+
+
+def test_the_side_panel_reads_the_viewed_rank_and_the_first_few():
+    from cockpit.tui.models.log_store import MERGED
+    from cockpit.tui.models.run_view import SIDE_FIRST, side_ranks
+
+    assert side_ranks(MERGED) == set(SIDE_FIRST)
+    assert side_ranks(("n7", 4000)) == {*SIDE_FIRST, 4000}
+    assert side_ranks(("n7", "agent")) == set(SIDE_FIRST)

@@ -86,6 +86,16 @@ def finding_detail(oid: str, hang: list, report: Report | None, events: list[Liv
     return None
 
 
+SIDE_FIRST = (0, 1, 2, 3)  # the ranks the side panel reads in the merged view: the lowest that wrote metrics is shown
+
+
+def side_ranks(view: tuple | None) -> set[int]:
+    """The ranks whose files the side panel reads: the viewed one and the first few (metrics_rank picks among
+    them; when none wrote metrics, the reader falls back to every rank)."""
+    viewed = view[1] if view is not MERGED and view is not None and isinstance(view[1], int) else None
+    return {*SIDE_FIRST, *([viewed] if viewed is not None else [])}
+
+
 def metrics_rank(view: tuple | None, ranks: list[int]) -> int | None:
     """The rank whose metrics are plotted: the viewed one, else (merged view, an agent, a rank that wrote
     none) the first that wrote any."""

@@ -28,6 +28,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from cockpit.plot.series import BEATS
 from cockpit.plot.source import RunSeries
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
@@ -295,7 +296,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
     def read_metrics(self) -> None:
         view = self.view
         with self._reader_lock:  # a cancelled worker's thread may still be reading
-            self.reader.poll()
+            self.reader.poll(runview.side_ranks(view))  # 4,096 ranks' files a second cost a core
+            if self.reader.source() in (None, BEATS):  # none of those wrote metrics: maybe another rank did
+                self.reader.poll()
             rank = runview.metrics_rank(view, self.reader.ranks())
             found = self.reader.series([rank]) if rank is not None else []  # build only the rank shown
             series = found[0] if found else None
