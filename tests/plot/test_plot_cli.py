@@ -73,7 +73,10 @@ def test_the_demos_rate_and_heat_map(demo):
     # its end, no gap, mostly at full rate.
     stepping = rows[0][2:].strip()
     assert set(stepping) <= set("█▓▒░") and len(stepping) >= 10 and stepping.count("█") > len(stepping) / 2, rows[0]
-    assert rows[0].rstrip() == rows[0].rstrip("\n") and len(rows[0].rstrip()) >= 50, rows[0]  # runs to the end
+    # to the end: the axis runs to the ranks' exits, so only the teardown after the last step may be blank (a
+    # column or two; more on a loaded machine, where destroy_process_group and the exit take longer)
+    blank_tail = len(rows[0].rstrip("\n")) - len(rows[0].rstrip())
+    assert len(rows[0].rstrip()) >= 48 and blank_tail <= max(3, len(stepping) // 4), rows[0]
     wait = cockpit(runs, "plot", str(run_dir), "--metric", "wait", "--width", "80", "--height", "12")
     assert wait.returncode == 0 and "they wait for rank 1" in wait.stdout and "\n1▶" in wait.stdout, wait.stdout
     heat12 = cockpit(runs, "plot", str(run_dir), "--metric", "heat", "--width", "80", "--height", "12")
