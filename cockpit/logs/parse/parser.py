@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
-from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate
+from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, has_word
 from cockpit.logs.parse.kinds import (
     FAILURE_KINDS,
     INFO_KINDS,
@@ -100,6 +100,8 @@ class LineParser:
         where it is installed (``scan``), else the stdlib gate, a dict lookup per line."""
         scan = scanner() if self._scan else None
         if scan is not None:
+            if self._gate.words is has_word:  # templates not seen before are tested in C too
+                self._gate.words = scan.has_word(self._scratch)
             marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
             if marks is not None:
                 return feed_marked(self, block, marks, host, rank)

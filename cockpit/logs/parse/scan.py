@@ -16,6 +16,7 @@ hyperscan import, deferred to the first block parsed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cockpit.logs.parse.gate import SPECIAL, TRIGGER
@@ -87,6 +88,27 @@ class Scanner:
             return None
         out.sort()  # hyperscan reports by end offset already: a no-op pass, kept for the invariant
         return out
+
+    def has_word(self, scratch: dict[bool, Any]) -> Callable[[bytes], bool]:
+        """``gate.has_word`` in C, for one template at a time (~1.5 us where the stdlib's regex takes ~9):
+        the database without \\r and ESC (``gate`` tests those itself), stopped at the first match."""
+        db = self._db(False)
+        space = scratch.get(False)
+        if space is None:
+            space = scratch[False] = self._hs.Scratch(db)
+        terminated = self._hs.ScanTerminated
+
+        def stop(_flag: int, _start: int, _end: int, _flags: int, _context: object) -> bool:
+            return True
+
+        def has_word(template: bytes) -> bool:
+            try:
+                db.scan(template, match_event_handler=stop, scratch=space)
+            except terminated:
+                return True
+            return False
+
+        return has_word
 
 
 _SCANNER: list[Scanner | None] = []
