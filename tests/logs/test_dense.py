@@ -294,3 +294,18 @@ def test_a_200k_line_crash_loop_reports_as_every_event_would_but_the_elided_ones
     counted = [e for e in entry["events"] if "count" in e]
     assert counted and all(e["count"] == occurrences[listed[(e["line"], e["kind"])]] >= copies for e in counted)
     assert entry["folded"] == got.folded
+
+
+def test_the_memo_finds_the_longest_run_that_starts_at_a_line():
+    """A chain of runs stepped over one after another is kept joined; found by its first line, it must win over
+    the shorter run kept first with the same first line (else each pass steps the parts again)."""
+    from cockpit.logs.parse.memo import Memo
+
+    memo, where = Memo(), (None, None)
+    lines = [b"a", b"b", b"c", b"d", b"e", b"f", b"a"]
+    short = memo.keep(lines[:2], [], 0, where, None)
+    joined = memo.keep(lines[:6], [], 0, where, None)
+    assert short is not None and joined is not None
+    assert memo.find(lines, 0, where, None) is joined
+    assert memo.find(lines, 6, where, None) is None  # "a" then the end: no kept run fits
+    assert memo.find(lines[:4], 0, where, None) is short  # the joined one runs past the block's end
