@@ -64,3 +64,16 @@ def test_a_gate_given_a_word_test_uses_it_for_templates_it_has_not_seen():
     assert gate.of_text("step 12 loss 0.5") & TRIGGER
     assert gate.of_text("step 13 loss 0.7") & TRIGGER  # the same template: answered from the cache
     assert asked == [b"step 00 loss 0.0"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"]:", b"]: ", b"\n", b" ", b"x", b"[0]", b"\r", b"]"]), max_size=24))
+def test_the_scanners_table_heads_are_where_the_pattern_ends(pieces: list[bytes]):
+    """``scan._heads`` (memmem loops) marks what hyperscan's ``]: ?$`` (multiline) used to."""
+    import re
+
+    from cockpit.logs.parse.scan import MARK_SHIFT, _heads
+
+    block = b"".join(pieces)
+    pattern = re.compile(rb"\]: ?$", re.MULTILINE)
+    assert sorted(m >> MARK_SHIFT for m in _heads(block)) == [m.end() for m in pattern.finditer(block)]
