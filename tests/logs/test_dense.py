@@ -309,3 +309,20 @@ def test_the_memo_finds_the_longest_run_that_starts_at_a_line():
     assert memo.find(lines, 0, where, None) is joined
     assert memo.find(lines, 6, where, None) is None  # "a" then the end: no kept run fits
     assert memo.find(lines[:4], 0, where, None) is short  # the joined one runs past the block's end
+
+
+@pytest.mark.parametrize("scan", SCANS)
+def test_a_crash_loop_then_ordinary_output_parses_as_line_by_line(scan: bool):
+    """A crash loop's blocks are not scanned again (dense, repeating) but now and then: the ordinary output after
+    it is found again and gives the events of the line path."""
+    from bench.genlogs import rank_log
+
+    tail = ("\n".join(rank_log(1, 8, 6_000)) + "\n").encode()
+    data = CHUNK * 30 + tail
+    chunks = [data[i:i + 65536] for i in range(0, len(data), 65536)]
+    assert len(chunks) > 40
+    assert parse_blocks(chunks, scan=scan) == parse_lines(read_lines_of(data))
+
+
+def read_lines_of(data: bytes) -> list[str]:
+    return data.decode("utf-8", "replace").split("\n")[:-1]

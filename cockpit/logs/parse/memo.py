@@ -101,6 +101,15 @@ class Memo:
         self._blocks += 1
         return self._pays or self._blocks % PROBE_EVERY == 0
 
+    def repeating(self) -> bool:
+        """Whether lookups found runs on the last block judged (a crash loop)."""
+        return self._pays
+
+    @property
+    def blocks(self) -> int:
+        """Blocks asked about (``use_block``)."""
+        return self._blocks
+
     def pays(self) -> bool:
         """Whether lookups still find runs in this block (always before ``TRIAL`` lookups)."""
         return self._finds < TRIAL or self._hits * PAYS >= self._finds

@@ -37,7 +37,7 @@ from cockpit.logs.parse.kinds import (
     PYTHON_EXCEPTION,
     WORKER_FAILED,
 )
-from cockpit.logs.parse.memo import Memo, Sink
+from cockpit.logs.parse.memo import PROBE_EVERY, Memo, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse.repeat import feed_repeated
 from cockpit.logs.parse.rules import classify
@@ -85,6 +85,7 @@ class LineParser:
         self._fresh: list[Event | None] | None = None  # the block walk's: events a repeat would not give (memo)
         self._sink: Sink | None = None  # block_events(sink=): where the block walk hands segments it stepped over
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
+        self._dense = False  # the scanner found the last block it scanned dense
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -102,7 +103,11 @@ class LineParser:
         if scan is not None:
             if self._gate.words is has_word:  # templates not seen before are tested in C too
                 self._gate.words = scan.has_word(self._scratch)
-            marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
+            # None: most lines hold a trigger word. A crash loop (the last block dense, its runs repeating) is
+            # not scanned again but on one block in PROBE_EVERY: the scan would stop as dense ~35 KB in.
+            dense = self._dense and self._memo.repeating() and self._memo.blocks % PROBE_EVERY
+            marks = None if dense else scan.marks(block, self._scratch)
+            self._dense = marks is None
             if marks is not None:
                 return feed_marked(self, block, marks, host, rank)
         if self._memo.use_block():  # most lines hold a trigger word, or no scanner: repeats are worth a look
