@@ -326,3 +326,29 @@ def test_a_crash_loop_then_ordinary_output_parses_as_line_by_line(scan: bool):
 
 def read_lines_of(data: bytes) -> list[str]:
     return data.decode("utf-8", "replace").split("\n")[:-1]
+
+
+@pytest.mark.parametrize("scan", SCANS)
+@pytest.mark.parametrize("block", [65536, 300_007, 1 << 20])
+def test_lines_held_back_for_the_next_block_give_the_events_of_the_line_path(monkeypatch, scan: bool, block: int):
+    """The memo walk holds a block's last lines back for the next block (``repeat._hold_back``): the events,
+    their line numbers included, are still the line path's, and the lines held back at the end are read."""
+    from cockpit.logs.parse import repeat
+
+    held = []
+    real = repeat._hold_back
+
+    def spy(parser, lines, at, after):
+        done = real(parser, lines, at, after)
+        held.append(done)
+        return done
+
+    monkeypatch.setattr(repeat, "_hold_back", spy)
+    failure = b"[rank3]: RuntimeError: NCCL error: unhandled system error\n"
+    for end in (b"last line, no newline", b""):  # the held-back lines end the file, or a last piece follows
+        data = CHUNK * 25 + failure + end
+        chunks = [data[i:i + block] for i in range(0, len(data), block)]
+        expected = parse_lines(read_lines_of(data if data.endswith(b"\n") else data + b"\n"))
+        assert parse_blocks(chunks, scan=scan) == expected
+        assert expected[-1].kind == "nccl_system_error" and expected[-1].line == CHUNK_LINES * 25 + 1
+    assert any(held)
