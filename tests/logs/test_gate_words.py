@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cockpit.logs.parse import rules
 from cockpit.logs.parse.gate import TRIGGER, ZEROS, Gate, has_word
 from cockpit.logs.parse.rules import trigger_words
 from cockpit.logs.parse.scan import scanner
@@ -77,3 +78,17 @@ def test_the_scanners_table_heads_are_where_the_pattern_ends(pieces: list[bytes]
     block = b"".join(pieces)
     pattern = re.compile(rb"\]: ?$", re.MULTILINE)
     assert sorted(m >> MARK_SHIFT for m in _heads(block)) == [m.end() for m in pattern.finditer(block)]
+
+
+_TOKENS = list(dict.fromkeys(t for rule in rules._RULES for t in rule.tokens))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=8)), max_size=6), st.integers(0, 3))
+def test_the_rules_token_search_finds_a_token_exactly_where_one_is(pieces: list[str], cut: int):
+    """``rules._failures`` skips its rules where ``_ANY_TOKEN`` (a trie regex) finds no rule's token."""
+    from cockpit.logs.parse.rules import _ANY_TOKEN
+
+    text = "".join(pieces)
+    for t in (text, text[cut:], text[:-cut or None]):
+        assert (_ANY_TOKEN.search(t) is not None) == any(token in t for token in _TOKENS), t

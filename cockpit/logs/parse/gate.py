@@ -14,7 +14,7 @@ more templates, but then ``r1ror`` reads as ``rror``: an answer no byte scanner 
 
 A template not seen before (most lines of an error-dense log: each says something else) is tested in C: by
 ``Gate.words`` where the parser gave it one (hyperscan's, ``scan.Scanner.has_word``: ~1.5 us), else by one
-regex of the words merged into a trie (``_WORDS_RE``: ~9 us, where a loop of ``in`` tests took ~17 us).
+regex of the words merged into a trie (``trie``: ~9 us, where a loop of ``in`` tests took ~17 us).
 
 Pure and stdlib-only.
 """
@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 
 from cockpit.logs.parse.rules import trigger_words
+from cockpit.logs.parse.trie import trie_pattern
 
 TRIGGER = 1
 """The line holds a trigger word (or ends like a failure-table head, ``[N]:``)."""
@@ -37,19 +38,7 @@ ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _WORDS = tuple(w.encode() for w in trigger_words())
 
 
-def _trie(words: list[bytes]) -> bytes:
-    """A regex that finds any of ``words``, as a trie: sre tries one branch per byte at each position, not
-    every word (a word that another starts with ends its branch: the longer one adds no match)."""
-    if b"" in words:
-        return b""
-    heads: dict[int, list[bytes]] = {}
-    for word in words:
-        heads.setdefault(word[0], []).append(word[1:])
-    alts = [re.escape(bytes([head])) + _trie(tails) for head, tails in sorted(heads.items())]
-    return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
-
-
-_WORDS_RE = re.compile(_trie(list(_WORDS)))
+_WORDS_RE = re.compile(trie_pattern(list(_WORDS)))
 _CACHE_MAX = 50_000  # templates kept per parser; past it the cache starts again (bounded memory, same answers)
 _CACHE_LONGEST = 1024  # longer templates are answered, not kept: a log of unique 100 KB lines must not fill memory
 
