@@ -6,8 +6,9 @@ one scan of a block's bytes reports where each trigger word ends, so the lines w
 decoded or looked up: ``LineParser.feed_block`` walks from mark to mark.
 
 The marks are ``gate``'s flags: a template only makes digits ``0``, and no trigger word holds a digit, so
-a line holds a word exactly when its template does; ``_heads`` marks the template's "ends with ``]:``", and
-\\r or ESC anywhere is ``SPECIAL``. No pattern matches a \\n, so every mark lies inside one line. ``RESIDUE`` is the
+a line holds a word exactly when its template does; ``HEAD`` marks the template's "ends with ``]:``", and
+\\r or ESC anywhere is ``SPECIAL``. Every mark lies inside one line: no word holds a \\n, and a ``HEAD`` match's
+mark is its line's own newline. ``RESIDUE`` is the
 parser's to find on the lines it decodes (see ``Scanner``).
 
 ``scanner()`` is None where hyperscan is not installed: then the stdlib gate runs. This module is the only
@@ -39,10 +40,12 @@ def _literal(word: str) -> bytes:
 
 # Literals, not one alternation run to the end of the line: that reports each line once, but takes five
 # times as long to compile (~40 ms, paid by every `cockpit diagnose`), more than the saved callbacks. The
-# failure-table head's ``]: ?$`` is no pattern either: with it the database took ~15 ms to compile, without it
-# ~3 (``_heads`` finds it with two memmem loops).
-_WORDS = tuple((_literal(w), TRIGGER) for w in trigger_words())
-_HEAD_ENDS = (b"]:\n", b"]: \n")
+# failure-table head's ``]: ?$`` is no anchored pattern either (with it a database took ~15 ms to compile, without
+# it ~3): the literals ``]:\n`` and ``]: \n`` (``HEAD``: their mark is moved back onto the line's own newline),
+# and a block's very end tested apart.
+HEAD = 8
+_WORDS = (*((_literal(w), TRIGGER) for w in trigger_words()),
+          (_literal("]:\n"), HEAD), (_literal("]: \n"), HEAD))
 # One-byte patterns slow a scan down by half: compiled in only for blocks that hold one (a memchr first).
 _SPECIAL = ((rb"\r", SPECIAL), (rb"\x1b", SPECIAL))
 
@@ -81,6 +84,8 @@ class Scanner:
         add = out.append
 
         def on_match(flag: int, _start: int, end: int, _flags: int, _context: object) -> bool:
+            if flag == HEAD:  # the match ends after the line's newline: its mark is that newline
+                end, flag = end - 1, TRIGGER
             add(end << MARK_SHIFT | flag)
             return len(out) * DENSE > end + DENSE_SLACK  # True stops the scan
 
@@ -88,10 +93,9 @@ class Scanner:
             db.scan(block, match_event_handler=on_match, scratch=space)
         except self._hs.ScanTerminated:
             return None
-        heads = _heads(block)
-        if heads:
-            out += heads
-            out.sort()  # hyperscan reports by end offset already: only the heads need placing
+        if block.endswith((b"]:", b"]: ")):  # a head on the block's last line, which has no newline
+            out.append(len(block) << MARK_SHIFT | TRIGGER)
+        out.sort()  # hyperscan reports by end offset: only a head's mark, moved back a byte, may need placing
         return out
 
     def has_word(self, scratch: dict[bool, Any]) -> Callable[[bytes], bool]:
@@ -116,20 +120,6 @@ class Scanner:
             return False
 
         return has_word
-
-
-def _heads(block: bytes) -> list[int]:
-    """Marks of the lines that end like a failure-table head (``]:`` or ``]: ``, as ``]: ?$`` matches):
-    where each such ending ends."""
-    out = []
-    for tail in _HEAD_ENDS:
-        at = block.find(tail)
-        while at >= 0:
-            out.append((at + len(tail) - 1) << MARK_SHIFT | TRIGGER)
-            at = block.find(tail, at + 1)
-    if block.endswith((b"]:", b"]: ")):
-        out.append(len(block) << MARK_SHIFT | TRIGGER)
-    return out
 
 
 _SCANNER: list[Scanner | None] = []
