@@ -4,11 +4,11 @@ A job that crash-loops for hours prints the same failures thousands of times. Th
 ``MAX_EVIDENCE`` lines of evidence per kind and name each distinct failure once, so keeping every repeat costs
 memory in proportion to what was read, not to what is reported. ``Fold`` keeps, per distinct event (its
 ``key``: every field but the line and the timestamp, the text with its digits made ``0``), the first
-``KEEP_FIRST`` occurrences, the last one, and the one with the earliest timestamp where that is another; the
-rest are counted. Where no event repeats more than ``KEEP_FIRST + 1`` times, what is kept is every event, so
-the diagnosis of such a file is the one of the whole list; past that, the kept occurrences are the ones the
+``KEEP_FIRST`` occurrences, the last one, and the one with the smallest timestamp of all where that is another;
+the rest are counted. Where no event repeats more than ``KEEP_FIRST + 1`` times, what is kept is every event,
+so the diagnosis of such a file is the one of the whole list; past that, the kept occurrences are the ones the
 rules read (first evidence, the last network a process chose, the earliest root cause) and the counts say
-how many there were.
+how many there were. A segment the parser stepped over again costs a count, not a step per event (``Fold``).
 
 Pure and stdlib-only.
 """
