@@ -15,7 +15,10 @@ Each run is a fresh child process, run by run alternated with the anchor (the or
   diagnose   ``python bench_dense.py --child diagnose FILE``: cockpit's own ``main(["diagnose", FILE])`` (the
              CLI, output to /dev/null) in that process
 
-Each child times its own work (process CPU seconds around the loop or main(), after its imports) and the bench
+Children run with Python's bytecode cache on (``benchkit.with_bytecode``: an installed cockpit is compiled; the
+fixed-cost runs, first, write the cache), so that no cockpit module deferred into main() is compiled from
+source inside the timed work. Each child times its own work (process CPU seconds around the loop or main(),
+after its imports) and the bench
 measures the whole process from outside (wall, and peak RSS from wait4: imports included). Printed per size:
 lines/s of the work (CPU) median [min-max], the ratio of the medians diagnose/loop, the net rate (the work less
 diagnose's fixed cost, measured first on a 3-line file: deferred imports, the scanner's database), the whole
@@ -96,7 +99,7 @@ def child(kind: str, path: str, result: str) -> int:
 
 def run_arm(kind: str, path: Path, result: Path) -> dict:
     proc = benchkit.run_child([sys.executable, __file__, "--child", kind, str(path), str(result)],
-                              env=benchkit.cockpit_env())
+                              env=benchkit.with_bytecode(benchkit.cockpit_env()))  # compiled, as installed
     inner = json.loads(result.read_text())
     return {"cpu": inner["cpu"], "work_wall": inner["wall"], "process_wall": proc.wall, "rss": proc.peak_rss_mb}
 

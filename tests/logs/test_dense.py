@@ -219,3 +219,136 @@ def test_a_relaunched_runs_log_is_diagnosed_from_its_last_attempt_with_its_own_l
     assert not any("first attempt" in f.title for f in last.findings)
     second = [f for f in last.findings if "ValueError" in f.title]
     assert second and (str(path), 9) in second[0].evidence, last.findings
+
+
+def _fed_and_plain(copies: int) -> tuple[Fold, Fold, list]:
+    data = CHUNK * copies
+    chunks = [data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
+    fed, plain = Fold(), Fold()
+    for found in block_events(chunks, sink=fed):
+        fed.add(found)
+    every = parse_blocks(chunks)
+    plain.add(every)
+    return fed, plain, every
+
+
+def test_a_steady_segments_repeats_are_counted_and_give_the_fold_of_every_event():
+    """Past its first folds, a segment the parser steps over again costs a count (``Fold._deferred``), not a
+    step per event: what is kept, the counts and the places are still those of folding every event."""
+    fed, plain, every = _fed_and_plain(40)
+    assert fed._deferred  # noqa: SLF001 - the repeats were counted, not folded one by one
+    assert fed.read == plain.read == len(every)
+    assert fed.events() == plain.events()
+    assert fed.repeats() == plain.repeats()
+    assert fed.folded == plain.folded > len(every) * 0.7
+    occurrences = Counter(key_of(e) for e in every)
+    at = {(e.line, e.kind): key_of(e) for e in every}
+    assert all(count == occurrences[at[where]] for where, count in fed.repeats().items())
+    last = {key_of(e): e for e in every}  # the last occurrence of each distinct event is kept, on its own line
+    assert set(last.values()) <= set(fed.events())
+
+
+def test_counted_repeats_are_added_when_too_many_segments_wait(monkeypatch):
+    from cockpit.logs.diagnose import fold as fold_module
+
+    monkeypatch.setattr(fold_module, "DEFERRED_MAX", 2)
+    fed, plain, _ = _fed_and_plain(30)
+    assert len(fed._deferred) <= 3  # noqa: SLF001 - bounded: added up past DEFERRED_MAX
+    assert fed.events() == plain.events() and fed.repeats() == plain.repeats()
+
+
+def test_the_earliest_is_the_smallest_timestamp_of_all_even_the_first_ones():
+    """A repeat whose timestamp is smaller than every later one but not than the first occurrence's is no
+    earliest: the first occurrence is (and it is kept)."""
+    import dataclasses
+
+    base = parse_lines(["[rank1]: RuntimeError: NCCL error: unhandled system error"])[0]
+    times = [5.0, *[50.0 + i for i in range(19)]]
+    times[14] = 7.0
+    fold = Fold()
+    fold.add([dataclasses.replace(base, line=i + 1, ts=t) for i, t in enumerate(times)])
+    assert [e.line for e in fold.events()] == [*range(1, KEEP_FIRST + 1), 20]
+
+
+def test_a_200k_line_crash_loop_reports_as_every_event_would_but_the_elided_ones(tmp_path: Path):
+    """`cockpit diagnose` of 200k lines of the corpus repeated (folded, bounded) against the diagnosis of every
+    event kept: the same findings, cause and file facts; its events are a subset of every event, and each
+    folded one says exactly how many times it occurred."""
+    copies = -(-200_000 // CHUNK_LINES)
+    path = _log(tmp_path, copies)
+    every = parse_blocks(read_blocks(path))
+    whole = diagnose([(str(path), every)])
+    folded = diagnose_paths([path])
+    assert folded.findings == whole.findings and folded.cause == whole.cause
+    got, want = folded.files[0], whole.files[0]
+    for name in ("path", "nccl_version", "networks", "kinds", "init_complete_ranks", "ranks"):
+        assert getattr(got, name) == getattr(want, name), name
+    assert {(e.line, e.kind, e.text) for e in got.events} <= {(e.line, e.kind, e.text) for e in want.events}
+    assert len(got.events) < len(want.events) / 5
+    plain = Fold()
+    plain.add(every)
+    assert got.folded == len(every) - plain.kept_count() == plain.folded  # every event listed or counted
+    entry = report_to_dict(folded)["files"][0]
+    occurrences = Counter(key_of(e) for e in every)
+    listed = {(e.line, e.kind): key_of(e) for e in every}
+    counted = [e for e in entry["events"] if "count" in e]
+    assert counted and all(e["count"] == occurrences[listed[(e["line"], e["kind"])]] >= copies for e in counted)
+    assert entry["folded"] == got.folded
+
+
+def test_the_memo_finds_the_longest_run_that_starts_at_a_line():
+    """A chain of runs stepped over one after another is kept joined; found by its first line, it must win over
+    the shorter run kept first with the same first line (else each pass steps the parts again)."""
+    from cockpit.logs.parse.memo import Memo
+
+    memo, where = Memo(), (None, None)
+    lines = [b"a", b"b", b"c", b"d", b"e", b"f", b"a"]
+    short = memo.keep(lines[:2], [], 0, where, None)
+    joined = memo.keep(lines[:6], [], 0, where, None)
+    assert short is not None and joined is not None
+    assert memo.find(lines, 0, where, None) is joined
+    assert memo.find(lines, 6, where, None) is None  # "a" then the end: no kept run fits
+    assert memo.find(lines[:4], 0, where, None) is short  # the joined one runs past the block's end
+
+
+@pytest.mark.parametrize("scan", SCANS)
+def test_a_crash_loop_then_ordinary_output_parses_as_line_by_line(scan: bool):
+    """A crash loop's blocks are not scanned again (dense, repeating) but now and then: the ordinary output after
+    it is found again and gives the events of the line path."""
+    from bench.genlogs import rank_log
+
+    tail = ("\n".join(rank_log(1, 8, 6_000)) + "\n").encode()
+    data = CHUNK * 30 + tail
+    chunks = [data[i:i + 65536] for i in range(0, len(data), 65536)]
+    assert len(chunks) > 40
+    assert parse_blocks(chunks, scan=scan) == parse_lines(read_lines_of(data))
+
+
+def read_lines_of(data: bytes) -> list[str]:
+    return data.decode("utf-8", "replace").split("\n")[:-1]
+
+
+@pytest.mark.parametrize("scan", SCANS)
+@pytest.mark.parametrize("block", [65536, 300_007, 1 << 20])
+def test_lines_held_back_for_the_next_block_give_the_events_of_the_line_path(monkeypatch, scan: bool, block: int):
+    """The memo walk holds a block's last lines back for the next block (``repeat._hold_back``): the events,
+    their line numbers included, are still the line path's, and the lines held back at the end are read."""
+    from cockpit.logs.parse import repeat
+
+    held = []
+    real = repeat._hold_back
+
+    def spy(parser, lines, at, after):
+        done = real(parser, lines, at, after)
+        held.append(done)
+        return done
+
+    monkeypatch.setattr(repeat, "_hold_back", spy)
+    failure = b"[rank3]: RuntimeError: NCCL error: unhandled system error\n"
+    for end in (b"last line, no newline", b""):  # the held-back lines end the file, or a last piece follows
+        data = CHUNK * 25 + failure + end
+        chunks = [data[i:i + block] for i in range(0, len(data), block)]
+        expected = parse_lines(read_lines_of(data if data.endswith(b"\n") else data + b"\n"))
+        assert parse_blocks(chunks, scan=scan) == expected
+        assert expected[-1].kind == "nccl_system_error" and expected[-1].line == CHUNK_LINES * 25 + 1
+    assert any(held)

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
-from cockpit.logs.parse.memo import Memo, Sink
+from cockpit.logs.parse.memo import Memo, Segment, Sink
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.runs import channel_run
 from cockpit.logs.parse.scan import MARK_SHIFT
@@ -43,6 +43,9 @@ class Records(Protocol):
     _sink: Sink | None
     _seen: set[tuple[object, ...]]
     _held_more: list[str] | None
+    _more: bool
+    _rest: list[bytes] | None
+    _after: Segment | None
 
     def _feed(self, line: str, host: str | None, rank: int | None) -> list[Event]: ...
 

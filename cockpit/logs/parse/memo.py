@@ -101,27 +101,42 @@ class Memo:
         self._blocks += 1
         return self._pays or self._blocks % PROBE_EVERY == 0
 
+    def repeating(self) -> bool:
+        """Whether lookups found runs on the last block judged (a crash loop)."""
+        return self._pays
+
+    @property
+    def blocks(self) -> int:
+        """Blocks asked about (``use_block``)."""
+        return self._blocks
+
     def pays(self) -> bool:
         """Whether lookups still find runs in this block (always before ``TRIAL`` lookups)."""
         return self._finds < TRIAL or self._hits * PAYS >= self._finds
 
     def find(self, lines: list[bytes], at: int, where: tuple[str | None, int | None],
              after: Segment | None) -> Segment | None:
-        """The kept segment that ``lines[at:]`` starts with, read with the same ``where``; None if none.
-        ``after``: the segment that ended at ``at``, if any (its ``next`` is tried first)."""
+        """The longest kept segment that ``lines[at:]`` starts with, read with the same ``where``; None if none.
+        ``after``: the segment that ended at ``at``, if any (its ``next`` is tried first). The longest: the
+        segments stepped over one after another are kept joined (``repeat``), and where a block's edge cut the
+        chain another way last time, the joined one is found by its first line, not by ``next``."""
         self._finds += 1
         if after is not None:
             segment = after.next
             if segment is not None and lines[at:at + len(segment.lines)] == segment.lines and segment.where == where:
                 self._hits += 1
                 return segment
-        for segment in self._segments.get(lines[at], ()):
-            if segment.where == where and lines[at:at + len(segment.lines)] == segment.lines:
-                if after is not None:
-                    after.next = segment
-                self._hits += 1
-                return segment
-        return None
+        found = None
+        for segment in self._segments.get(lines[at], ()):  # the longest that matches: a chain kept after its parts
+            size = len(segment.lines)
+            if (found is None or size > len(found.lines)) and segment.where == where \
+                    and lines[at:at + size] == segment.lines:
+                found = segment
+        if found is not None:
+            if after is not None:
+                after.next = found
+            self._hits += 1
+        return found
 
     def keep(self, lines: list[bytes], events: list[Event], base: int, where: tuple[str | None, int | None],
              after: Segment | None) -> Segment | None:

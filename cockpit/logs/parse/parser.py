@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
-from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate
+from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, has_word
 from cockpit.logs.parse.kinds import (
     FAILURE_KINDS,
     INFO_KINDS,
@@ -37,7 +37,7 @@ from cockpit.logs.parse.kinds import (
     PYTHON_EXCEPTION,
     WORKER_FAILED,
 )
-from cockpit.logs.parse.memo import Memo, Sink
+from cockpit.logs.parse.memo import PROBE_EVERY, Memo, Segment, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
 from cockpit.logs.parse.repeat import feed_repeated
 from cockpit.logs.parse.rules import classify
@@ -85,6 +85,10 @@ class LineParser:
         self._fresh: list[Event | None] | None = None  # the block walk's: events a repeat would not give (memo)
         self._sink: Sink | None = None  # block_events(sink=): where the block walk hands segments it stepped over
         self._scratch: dict[bool, object] = {}  # the scanner's, per database
+        self._dense = False  # the scanner found the last block it scanned dense
+        self._more = False  # block_events: more blocks follow (the memo walk may hold a block's last lines back)
+        self._rest: list[bytes] | None = None  # lines held back, read before the next block's
+        self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -98,9 +102,20 @@ class LineParser:
         A line without a trigger word, while nothing is open that it could add to, is skipped: only the few
         before the next line that matters are replayed (``block``). Which lines hold one: hyperscan's marks
         where it is installed (``scan``), else the stdlib gate, a dict lookup per line."""
+        rest, self._rest = self._rest, None
+        if rest is not None:
+            block = b"\n".join((*rest, block))
+        else:
+            self._after = None
         scan = scanner() if self._scan else None
         if scan is not None:
-            marks = scan.marks(block, self._scratch)  # None: most lines hold a trigger word
+            if self._gate.words is has_word:  # templates not seen before are tested in C too
+                self._gate.words = scan.has_word(self._scratch)
+            # None: most lines hold a trigger word. A crash loop (the last block dense, its runs repeating) is
+            # not scanned again but on one block in PROBE_EVERY: the scan would stop as dense ~35 KB in.
+            dense = self._dense and self._memo.repeating() and self._memo.blocks % PROBE_EVERY
+            marks = None if dense else scan.marks(block, self._scratch)
+            self._dense = marks is None
             if marks is not None:
                 return feed_marked(self, block, marks, host, rank)
         if self._memo.use_block():  # most lines hold a trigger word, or no scanner: repeats are worth a look
@@ -310,6 +325,7 @@ def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | N
     parser = LineParser(scan=scan)
     parser._sink = sink
     parser._lineno = first_line
+    parser._more = True
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
     for block in blocks:
         cut = block.rfind(b"\n")
@@ -324,6 +340,10 @@ def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | N
             yield parser.feed_block(block[:cut], host, rank)
         if cut + 1 < len(block):
             pending.append(block[cut + 1:])
+    parser._more = False
     if pending:
         yield parser.feed_block(b"".join(pending), host, rank)
+    elif parser._rest is not None:  # the lines held back are the last
+        rest, parser._rest = parser._rest, None
+        yield parser.feed_block(b"\n".join(rest), host, rank)
     yield parser.flush()

@@ -2,7 +2,10 @@
 lines the parser read before (``memo``), at the points where the parser is clean.
 
 ``parser.LineParser.feed_block`` takes it for a block the scanner calls dense, or every block without
-hyperscan, while the memo pays (``memo.Memo.use_block``); its events are ``feed_gated``'s. Pure, stdlib-only.
+hyperscan, while the memo pays (``memo.Memo.use_block``); its events are ``feed_gated``'s. Where more blocks
+follow (``block_events``), the lines after the last clean point within ``SEGMENT_MAX_LINES`` of the block's end
+are held back and read at the start of the next block (``_hold_back``): a block's edge no longer cuts a kept run
+so that its lines are parsed again. Pure, stdlib-only.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ def feed_repeated(parser: Records, block: bytes, host: str | None, rank: int | N
     skipped = -1  # from this line on, lines were skipped while the parser was clean (-1: none)
     memo, table, trace, where = parser._memo, parser._table, parser._trace, (host, rank)
     start = out_at = -1  # the clean point the run being read started at (-1: none), and len(out) there
-    after: Segment | None = None  # the kept segment that ends where the run being read starts, if any
+    after = parser._after  # the kept segment that ends where the run being read starts, if any
+    parser._after = None
     chain: tuple[int, list[tuple[Segment, int]], Segment | None] | None = None  # segments stepped over one after
     # another: (from line, [(segment, base)], the segment before), kept as one where several, next time one step
     sink, sent = parser._sink, 0  # where segments and the events before them go (None: into out), len(out) sent
@@ -36,6 +40,12 @@ def feed_repeated(parser: Records, block: bytes, host: str | None, rank: int | N
                 not table.root_next:
             if start >= 0:
                 after = _keep(parser, lines[start:i], out[out_at:], first + start, where, after)
+                start = -1
+            if parser._more and n - i < SEGMENT_MAX_LINES and _hold_back(parser, lines, i, after):
+                if chain is not None:
+                    _join(memo, lines, chain, i, first, where)
+                n = i  # the block's last lines: read with the next block's, where a kept run fits whole
+                break
             segment = memo.find(lines, i, where, after)
             if segment is not None:
                 if chain is not None and i + len(segment.lines) - chain[0] > SEGMENT_MAX_LINES:
@@ -96,6 +106,20 @@ def feed_repeated(parser: Records, block: bytes, host: str | None, rank: int | N
     parser._lineno = first + n
     parser._fresh = None
     return out[sent:] if sent else out
+
+
+REST_MAX = 1 << 20
+"""Bytes of a block's last lines held back for the next block, at most."""
+
+
+def _hold_back(parser: Records, lines: list[bytes], at: int, after: Segment | None) -> bool:
+    """Hold ``lines[at:]`` (from a clean point near the block's end) back for the next block, with the kept
+    segment that ends at ``at``: a run stepped over again there fits whole, where here it would be cut by the
+    block's edge and its lines read one by one. Not past ``REST_MAX`` bytes."""
+    if at == 0 or sum(map(len, lines[at:])) > REST_MAX:
+        return False
+    parser._rest, parser._after = lines[at:], after
+    return True
 
 
 def _join(memo: Memo, lines: list[bytes], chain: tuple[int, list[tuple[Segment, int]], Segment | None], end: int,
