@@ -16,7 +16,7 @@ from cockpit.hang.rasreport import NodeRas, RasProcess
 from cockpit.hang.transport import NodeTransport, normal_host
 from cockpit.hang.transport_parse import TransportParseError
 
-RAS_DEFAULT_ADDR = "127.0.0.1:28028"  # NCCL's default; the node side's cockpit.node.rasask says the same
+RAS_DEFAULT_ADDR = "localhost:28028"  # NCCL's default; the node side's cockpit.node.rasask says the same
 _RAS_ADDR = re.compile(r"\bNCCL_RAS_ADDR=['\"]?([^'\"\s;]+)")
 _RAS_OFF = re.compile(r"\bNCCL_RAS_ENABLE=['\"]?0\b")
 

@@ -11,7 +11,7 @@ shipped beside the rank hook (``<run>/hook/cockpit_rasask.py``) for Slurm runs.
 
 The record (read by cockpit.hang.rasread)::
 
-    {"addr": "127.0.0.1:28028", "state": "answered" | "none" | "error", "format": "json" | "text" | null,
+    {"addr": "localhost:28028", "state": "answered" | "none" | "error", "format": "json" | "text" | null,
      "text": "<the answer>" | null, "ms": float, "truncated": bool, "note": str | null}
 """
 
@@ -21,7 +21,9 @@ import os
 import socket
 import time
 
-RAS_DEFAULT_ADDR = "127.0.0.1:28028"  # NCCL's default (NCCL_RAS_ADDR unset): localhost, port 28028
+# NCCL's default (NCCL_RAS_ADDR unset): "localhost:28028", which NCCL binds as its resolver gives it (127.0.0.1
+# or ::1): asked by name here too, so create_connection tries each address "localhost" has
+RAS_DEFAULT_ADDR = "localhost:28028"
 RAS_CONNECT_S = 1.0
 RAS_TOTAL_S = 5.0
 RAS_CAP = 1 << 20

@@ -95,7 +95,7 @@ def test_deadlink_ras_ask_something_else_listening_is_said():
 
 def test_deadlink_ras_address_from_the_job():
     """nccl jobs only; the job's NCCL_RAS_ADDR (the shell's last export wins), else NCCL's default."""
-    assert ras_address("export COCKPIT_PG_BACKEND=nccl\n") == RAS_DEFAULT_ADDR == "127.0.0.1:28028"
+    assert ras_address("export COCKPIT_PG_BACKEND=nccl\n") == RAS_DEFAULT_ADDR == "localhost:28028"
     assert ras_address("export COCKPIT_PG_BACKEND=nccl\nexport NCCL_RAS_ADDR='10.0.0.1:29000'\n"
                        "export NCCL_RAS_ADDR=127.0.0.1:28045\n") == "127.0.0.1:28045"
     assert ras_address("export COCKPIT_PG_BACKEND=gloo\nexport NCCL_RAS_ADDR=127.0.0.1:28045\n") is None
@@ -141,3 +141,12 @@ def test_deadlink_ras_local_gather_without_ras_listening_says_none(tmp_path):
     assert g.errors == () and g.nodes[0].answered and g.nodes[0].ras is not None
     assert [line for line in link_lines(g) if line.startswith("ras ")] == [
         f"ras gpu0: none at {addr}: nothing listens (no NCCL process on the node, or RAS off)"]
+
+
+def test_deadlink_ras_ask_by_name_as_nccls_default_is_written():
+    """NCCL's default is "localhost:28028", bound as the resolver gives it: asked by name, every address tried."""
+    with RasReplay(H100_TXT, H100_JSON) as server:
+        got = ras_ask(f"localhost:{server.port}")
+    assert (got["state"], got["format"]) == ("answered", "json")
+    bad = ras_ask("no-port-here")
+    assert bad["state"] == "error" and "is not host:port" in bad["note"]
