@@ -108,10 +108,12 @@ def cmd_diagnose(args) -> int:
                  for f in (*r.status.findings, *r.status.history) if f.link]
         conns = [{"run": r.status.run_id, "kind": f.kind, **f.connections} for r in runs if r.status
                  for f in (*r.status.findings, *r.status.history) if f.connections]
+        ras = [{"run": c["run"], "kind": c["kind"], **r} for c in conns for r in c.get("ras") or ()]
         if links or conns:  # link findings with their tables (linkwords.link_dict); every connection gathered
             import json
 
-            more = {k: v for k, v in (("links", links), ("connections", conns)) if v}
+            # "ras": NCCL's RAS answer per node, gathered with the stacks (cockpit.hang.raswords.ras_json)
+            more = {k: v for k, v in (("links", links), ("connections", conns), ("ras", ras)) if v}
             text = json.dumps({**json.loads(text), **more}, indent=2, ensure_ascii=False)
         print(text)
     else:

@@ -12,8 +12,12 @@ cockpit.node.rankhook (with cockpit.node.rankworkers).
     transport.py      pure: transport evidence records (TCP sockets, interfaces, IB ports) per rank and node
     transport_parse.py, transport_raw.py, ras.py
                       pure: ss, /proc/net/tcp, sysfs, IB ports, NCCL RAS text/JSON -> those records
+    rasreport.py, rasread.py, raswords.py
+                      pure: NCCL RAS records; a node's live RAS answer (cockpit.node.rasask) read, the node it
+                      blames, the job's RAS address; its rows and JSON
     linkfind.py       pure: the link finding: the node whose connections stopped (dead_link) or crawl
-                      (slow_link), or "no single node" with the table; linkwords.py: its words and rows
+                      (slow_link), the node RAS alone names (ras_missing), or "no single node" with the table;
+                      linkwords.py: its words and rows
     evidence.py       what one rank (and its workers) said when asked
     gather.py         IO: read a run's rank files; ask local and Slurm ranks for their stacks (an ssh run's
                       come from the ssh launcher's stacks.py, through the node agent)

@@ -22,7 +22,7 @@ from typing import Any
 
 from cockpit.hang.classes import class_lines, fold, parse_stacks, what_of
 from cockpit.hang.evidence import Evidence, WorkerStack
-from cockpit.hang.linkwords import connections, gathered_link, link_lines
+from cockpit.hang.linkwords import connections, gathered_link, link_lines, ras_ok_words
 from cockpit.hang.progress import Straggler
 from cockpit.hang.stacks import DDP_INIT, INIT, RankStack, without_hook
 from cockpit.hang.words import finding_words, starting_words
@@ -73,6 +73,9 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evi
         finding["link"] = link
         finding["text"] = f"{finding['text']}; {link['text']}"
         finding["hint"] = f"{link['hint']}; {finding['hint']}"
+    ok = ras_ok_words(gathered) if gathered is not None else None
+    if ok and not culprits and len({v.get("op") for v in victims}) == 1:
+        finding["text"] = f"{finding['text']}; {ok}"  # every rank in one collective: RAS's OK misleads there
     return finding
 
 

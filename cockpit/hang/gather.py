@@ -152,7 +152,8 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
     signal_ranks(set(targets))
     hosts = {r: host for r, (host, _) in targets.items()}
-    link = local_link(run_dir, rank_pids(set(targets)), hosts) if rank_pids is not None and targets else None
+    link = (local_link(run_dir, rank_pids(set(targets)), hosts, ras=True) if rank_pids is not None and targets
+            else None)
     asked = {r: (host, offsets[r]) for r, (host, _) in targets.items()}
     answered = wait_answers(logs, asked, request, time.monotonic() + timeout)
     if rank_links and link is None and targets:  # written before the beat that says the request was answered
@@ -187,10 +188,12 @@ def wait_answers(logs: Path, asked: dict[int, tuple[str, int]], request: str, de
     return dict(sorted(answered.items()))
 
 
-def local_link(run_dir: Path, pids: dict[int, int], hosts: dict[int, str] | None = None) -> TransportGather:
+def local_link(run_dir: Path, pids: dict[int, int], hosts: dict[int, str] | None = None,
+               ras: bool = False) -> TransportGather:
     """The transport evidence of ranks running on this machine (rank -> pid), as one node: the host name
     their rank files carry (``hosts``, rank -> host, when the caller has them); a record that cannot be read
-    is said in ``errors``."""
+    is said in ``errors``. ``ras``: for an nccl job, NCCL's RAS service is asked too, at the address the
+    run's node script gives (cockpit.hang.rasread.ras_address; bounded, quiet when none listens)."""
     from cockpit.hang.transport_parse import TransportParseError
     from cockpit.hang.transport_raw import node_transport, silent
     from cockpit.node.ifaces import interfaces
@@ -201,9 +204,26 @@ def local_link(run_dir: Path, pids: dict[int, int], hosts: dict[int, str] | None
     named = {h for r, h in hosts.items() if r in pids}
     host = min(named) if named else "localhost"  # a local run's ranks share one host name
     try:
-        return TransportGather((node_transport(link_read(host, pids, interfaces()), host),))
+        record = link_read(host, pids, interfaces())
+        addr = run_ras_address(run_dir) if ras and pids else None
+        if addr is not None:
+            from cockpit.node.rasask import ras_ask
+
+            record["ras"] = ras_ask(addr)
+        return TransportGather((node_transport(record, host),))
     except TransportParseError as exc:
         return TransportGather((silent(host),), errors=(str(exc),))
+
+
+def run_ras_address(run_dir: Path) -> str | None:
+    """The RAS address of a run's first node script (cockpit.hang.rasread.ras_address); None when unreadable,
+    or when the job is not on nccl."""
+    from cockpit.hang.rasread import ras_address
+
+    try:
+        return ras_address(safeio.read_text(layout.node_script(run_dir, 0), 1 << 20))
+    except OSError:
+        return None
 
 
 def _answer(logs: Path, rank: int, host: str, offset: int, request: str,

@@ -18,6 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from cockpit.hang.rasread import ras_blame
+from cockpit.hang.rasreport import RasProcess
+from cockpit.hang.raswords import ras_said
 from cockpit.hang.transport import NodeTransport, TcpSocket
 
 # stuck: ESTAB, data queued, retransmit timer on, and >= 3 RTO expiries in a row without an ACK (>= 1.4 s at
@@ -69,8 +72,9 @@ class EdgeEvidence:
 @dataclass(frozen=True)
 class LinkFinding:
     # dead_link: connections toward the node stuck; slow_link: its connections slow; unreachable: the node alone
-    # did not answer the gather while the others did and no connection shows anything (TCP cannot confirm)
-    kind: Literal["dead_link", "slow_link", "unreachable"]
+    # did not answer the gather while the others did and no connection shows anything (TCP cannot confirm);
+    # ras_missing: no connection shows anything, and NCCL's RAS names missing or dead processes on the node alone
+    kind: Literal["dead_link", "slow_link", "unreachable", "ras_missing"]
     node: str
     iface: str | None
     edges: tuple[EdgeEvidence, ...]
@@ -108,20 +112,32 @@ def link_finding(nodes: Sequence[NodeTransport], addr_to_node: Mapping[str, str]
     the slow-link test possible); None when nothing is stuck or slow. ``job_iface``: node -> the interface the
     job uses, where known; ``baseline``: the same gather at job start (counters become deltas)."""
     addrs = {**addr_to_node, **{a: n.host for n in nodes for a in n.addresses}}
+    blame = ras_blame(nodes, addr_to_node)  # node -> the processes NCCL's RAS names missing or dead there
     rtts = _rtts([*earlier, nodes])
     median = _job_median(rtts, [*earlier, nodes], addrs)
     table = tuple(_rows(nodes, addrs, rtts, median))
     stuck = _edges([r for r in table if r.kind == "stuck"])
     if stuck:
-        return _judge("dead_link", stuck, table, nodes, job_iface or {}, baseline or {})
+        return _judge("dead_link", stuck, table, nodes, job_iface or {}, baseline or {}, blame)
     slow = _edges([r for r in table if r.kind == "slow"])
     if slow:
-        return _judge("slow_link", slow, table, nodes, job_iface or {}, baseline or {})
-    return _unreachable(nodes, table, job_iface or {})
+        return _judge("slow_link", slow, table, nodes, job_iface or {}, baseline or {}, blame)
+    return _unreachable(nodes, table, job_iface or {}, blame) or _ras_only(nodes, table, job_iface or {}, blame)
 
 
-def _unreachable(nodes: Sequence[NodeTransport], table: tuple[ConnRow, ...],
-                 job_iface: Mapping[str, str]) -> LinkFinding | None:
+def _ras_only(nodes: Sequence[NodeTransport], table: tuple[ConnRow, ...], job_iface: Mapping[str, str],
+              blame: Mapping[str, Sequence[RasProcess]]) -> LinkFinding | None:
+    """The sockets say nothing, and NCCL's RAS names missing or dead processes on one node alone: that node
+    (or its link: RAS's own connections to it broke). None when RAS names none, or several nodes."""
+    if len(blame) != 1:
+        return None
+    x = next(iter(blame))
+    return LinkFinding("ras_missing", x, _iface(x, {n.host: n for n in nodes}, job_iface), (), ras_said(x, blame),
+                       table)
+
+
+def _unreachable(nodes: Sequence[NodeTransport], table: tuple[ConnRow, ...], job_iface: Mapping[str, str],
+                 blame: Mapping[str, Sequence[RasProcess]]) -> LinkFinding | None:
     """One node alone did not answer while every other did: the node or its link (its neighbours' sockets may
     have had nothing queued toward it when it went: they wait to receive). One other node that answered is
     enough: it shows cockpit's own network works, and in a two-node job it is all there is (the silent node,
@@ -131,7 +147,7 @@ def _unreachable(nodes: Sequence[NodeTransport], table: tuple[ConnRow, ...],
     if len(silent) != 1 or not answered:
         return None
     x = silent[0]
-    said = (f"{x} did not answer the gather while {', '.join(sorted(answered))} did",)
+    said = (f"{x} did not answer the gather while {', '.join(sorted(answered))} did", *ras_said(x, blame))
     return LinkFinding("unreachable", x, _iface(x, {n.host: n for n in nodes}, job_iface), (), said, table)
 
 
@@ -218,8 +234,8 @@ def _edges(rows: Sequence[ConnRow]) -> tuple[EdgeEvidence, ...]:
 
 
 def _judge(kind: Literal["dead_link", "slow_link"], edges: tuple[EdgeEvidence, ...], table: tuple[ConnRow, ...],
-           nodes: Sequence[NodeTransport], job_iface: Mapping[str, str],
-           baseline: Mapping[str, NodeTransport]) -> LinkFinding | NoSingleNode:
+           nodes: Sequence[NodeTransport], job_iface: Mapping[str, str], baseline: Mapping[str, NodeTransport],
+           blame: Mapping[str, Sequence[RasProcess]]) -> LinkFinding | NoSingleNode:
     pairs = [frozenset((e.observer, e.peer)) for e in edges]
     common = set.intersection(*(set(p) for p in pairs))
     by_host = {n.host: n for n in nodes}
@@ -227,10 +243,10 @@ def _judge(kind: Literal["dead_link", "slow_link"], edges: tuple[EdgeEvidence, .
     if len(named) == 1:
         x = named[0]
         return LinkFinding(kind, x, _iface(x, by_host, job_iface), edges,
-                           local_faults(x, by_host.get(x), baseline.get(x)), table)
-    if len(common) == 2:  # one pair: which end? only node-local evidence can say
+                           local_faults(x, by_host.get(x), baseline.get(x)) + ras_said(x, blame), table)
+    if len(common) == 2:  # one pair: which end? only node-local evidence (or RAS naming one end) can say
         a, b = sorted(common)
-        said = {h: local_faults(h, by_host.get(h), baseline.get(h)) for h in (a, b)}
+        said = {h: local_faults(h, by_host.get(h), baseline.get(h)) + ras_said(h, blame) for h in (a, b)}
         broken = [h for h in (a, b) if said[h]]
         if len(broken) == 1:
             x = broken[0]

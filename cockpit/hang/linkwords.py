@@ -9,6 +9,8 @@ from typing import Any
 
 from cockpit.hang.conntable import conn_table
 from cockpit.hang.linkfind import ConnRow, EdgeEvidence, LinkFinding, NoSingleNode, link_finding, local_faults
+from cockpit.hang.rasread import ras_all_ok
+from cockpit.hang.raswords import RAS_NOT_CLEAR, ras_json, ras_rows
 from cockpit.hang.transport import NodeTransport, TransportGather
 
 Json = dict[str, Any]
@@ -36,6 +38,9 @@ def link_text(f: LinkFinding | NoSingleNode) -> str:
     if isinstance(f, NoSingleNode):
         return f"no single node's link is to blame: {f.reason}; see the connection table"
     x = f.node
+    if f.kind == "ras_missing":
+        return (f"{x}" + (f" ({f.iface})" if f.iface else "") + f" or its link is the likely fault: "
+                f"{f.corroboration[0]} there; no connection shows data queued toward it, so TCP does not confirm it")
     if f.kind == "unreachable":
         return (f"{x}'s link" + (f" ({f.iface})" if f.iface else "") + f" or {x} itself is the likely fault: "
                 f"{f.corroboration[0]}; no connection shows data queued toward it, so TCP does not confirm it")
@@ -119,8 +124,10 @@ def connections(g: TransportGather, keep: int = TABLE_KEEP) -> Json:
     """Every rank connection of the gather (cockpit.hang.conntable), for a hang finding and `stacks --json`:
     the first ``keep`` rows (stuck and slow first) and how many there were."""
     rows = conn_table(g)
-    return {"rows": [asdict(r) for r in rows[:keep]], "rows_total": len(rows), "silent": list(g.silent),
-            "waited_s": g.waited_s}
+    out: Json = {"rows": [asdict(r) for r in rows[:keep]], "rows_total": len(rows), "silent": list(g.silent),
+                 "waited_s": g.waited_s}
+    ras = ras_json(g.nodes)
+    return {**out, "ras": ras} if ras else out
 
 
 def gathered_link(g: TransportGather, run_ref: str = "RUN") -> Json | None:
@@ -134,10 +141,20 @@ def link_summary(g: TransportGather) -> list[str]:
     """A row per node, then the link finding (or that there is none) and its edges: the TUI's link rows."""
     f = link_finding(g.nodes, g.addr_to_node, job_iface=g.job_iface)
     lines = node_rows(g.nodes, f.table if f is not None else (), g.waited_s)
-    lines += [f"link error: {e}" for e in g.errors]
+    lines += [f"link error: {e}" for e in g.errors] + ras_rows(g.nodes)
     if f is None:
         return [*lines, "no connection is stuck or slow: no link finding"]
     return [*lines, link_text(f), *("   " + edge_line(e) for e in f.edges)]
+
+
+def ras_ok_words(g: TransportGather) -> str | None:
+    """"NCCL RAS says RUNNING OK, which clears nothing ..." where every RAS answer gathered says so; None
+    otherwise. The caller says it where every rank waits in the same collective: there RAS's OK is what
+    misleads (NVIDIA/nccl#1730)."""
+    ok = ras_all_ok(g.nodes)
+    if ok is None or ok.report is None:
+        return None
+    return f"NCCL {ok.report.version or '?'} RAS says RUNNING OK, {RAS_NOT_CLEAR}"
 
 
 def link_lines(g: TransportGather) -> list[str]:

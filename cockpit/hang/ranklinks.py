@@ -5,11 +5,12 @@ each rank reads its own sockets, and the run directory on the shared filesystem 
 
 A node's ranks are merged into one node record (the node agent's shape, cockpit.hang.transport_raw): their
 rank entries side by side, the `ss` rows of each (each rank keeps its own sockets' only), the interfaces and
-IB ports of the newest. A record that cannot be read, or that says why the rank could not read its sockets,
-is said in ``errors``. A node none of whose ranks wrote a record for this request is said there too and left
-out, not listed as silent: here the ranks answer, not an agent, so a node whose ranks are stopped or frozen
-(a hang of their own) would otherwise read as a node cut off (cockpit.hang.linkfind's ``unreachable``). A dead
-link is still named from the other nodes' stuck connections toward it (two observers).
+IB ports of the newest, the RAS answer of the rank that asked (the node's first: cockpit.node.ranklinks). A
+record that cannot be read, or that says why the rank could not read its sockets, is said in ``errors``. A
+node none of whose ranks wrote a record for this request is said there too and left out, not listed as silent:
+here the ranks answer, not an agent, so a node whose ranks are stopped or frozen (a hang of their own) would
+otherwise read as a node cut off (cockpit.hang.linkfind's ``unreachable``). A dead link is still named from the
+other nodes' stuck connections toward it (two observers).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def merged(host: str, raws: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ss = [r.get("ss") for r in raws]
     ranks = [e for r in raws for e in _entries(r)]
     addresses = sorted({str(a) for r in raws for a in (r.get("addresses") or []) if isinstance(a, str)})
-    return {"host": host, "time": newest.get("time"), "addresses": addresses, "ranks": ranks,
+    ras = next((r["ras"] for r in sorted(raws, key=_time, reverse=True) if r.get("ras") is not None), None)
+    return {"host": host, "time": newest.get("time"), "addresses": addresses, "ranks": ranks, "ras": ras,
             # one rank without `ss` rows: every rank's /proc rows instead (transport_raw reads one or the other)
             "ss": "".join(s for s in ss if isinstance(s, str)) if all(isinstance(s, str) for s in ss) else None,
             "ifaces": newest.get("ifaces") or {}, "ib": newest.get("ib") or {}}

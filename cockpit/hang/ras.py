@@ -12,35 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from cockpit.hang.rasreport import RasProcess, RasReport
 from cockpit.hang.transport_parse import TransportParseError
+
+__all__ = ["RasProcess", "RasReport", "parse_ras_json", "parse_ras_text"]
 
 _COMM = re.compile(r"^#(\d+)-(\d+)\s+\((\w+)\)\s+([A-Z,_]+)\s*$")
 _PROC = re.compile(r"[Pp]rocess (\d+) on node (\S+)")
 _RANK = re.compile(r"Rank (\d+)\b.*?process (\d+) on node (\S+)")
 _NVML_NO_COMMA = re.compile(r'("nvml_dev"\s*:\s*-?\d+)(\s*\n\s*")')
-
-
-@dataclass(frozen=True)
-class RasProcess:
-    state: str  # INCOMPLETE | DEAD | MISMATCH | unresponsive | ...
-    rank: int | None
-    pid: int | None
-    host: str | None
-
-
-@dataclass(frozen=True)
-class RasReport:
-    version: str | None
-    comm_states: tuple[tuple[str, str], ...]  # ("#0-0 (hash)" or the hash, "RUNNING OK" / "INCOMPLETE" ...)
-    processes: tuple[RasProcess, ...]  # the ranks or processes RAS names as missing, dead or behind
-    repaired: bool = False  # the 2.28.x JSON comma was put back
-
-    @property
-    def ok(self) -> bool:
-        return not self.processes and all(s.endswith("OK") for _, s in self.comm_states)
 
 
 def parse_ras_text(text: str, source: str = "ncclras") -> RasReport:

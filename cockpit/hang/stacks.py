@@ -151,7 +151,8 @@ def parse_dump(text: str) -> RankStack:
 
 
 HOOK_FILES = ("/hook/sitecustomize.py", "/hook/cockpit_rankspawn.py", "/hook/cockpit_rankworkers.py",
-              "/hook/cockpit_ranklinks.py", "/hook/cockpit_linkread.py", "/hook/cockpit_ifaces.py")
+              "/hook/cockpit_ranklinks.py", "/hook/cockpit_linkread.py", "/hook/cockpit_ifaces.py",
+              "/hook/cockpit_rasask.py")
 
 
 def without_hook(text: str) -> str:

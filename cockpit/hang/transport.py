@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cockpit.hang.rasreport import NodeRas
+
 Timer = Literal["on", "persist", "keepalive", "timewait", "none"]
 TcpState = Literal["ESTAB", "SYN-SENT", "SYN-RECV", "FIN-WAIT-1", "FIN-WAIT-2", "TIME-WAIT", "CLOSE",
                    "CLOSE-WAIT", "LAST-ACK", "LISTEN", "CLOSING", "UNKNOWN"]
@@ -118,6 +120,7 @@ class NodeTransport:
     addresses: tuple[str, ...] = ()  # the node's own addresses (normalised)
     answered: bool = True
     source: Literal["ss", "proc", "none"] = "none"
+    ras: NodeRas | None = None  # NCCL's RAS service on the node, asked with the stacks (nccl jobs only)
 
     @property
     def sockets(self) -> tuple[TcpSocket, ...]:

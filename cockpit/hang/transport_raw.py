@@ -4,7 +4,8 @@
      "ranks": [{"rank": int, "pid": int, "fd": "<fd listing>", "tcp": "<net/tcp>", "tcp6": "<net/tcp6>"}],
      "ss": "<ss -tinoepH of the node>" | null,
      "ifaces": {name: {"operstate": str, "carrier": str, "carrier_down_count": str, "addresses": [str]}},
-     "ib": {"<device>/<port>": {"state": str, "phys_state": str, "link_layer": str, "counters/<name>": str}}}
+     "ib": {"<device>/<port>": {"state": str, "phys_state": str, "link_layer": str, "counters/<name>": str}},
+     "ras": <cockpit.node.rasask's record> (nccl jobs only)}
 
 ss is preferred (RTT, retransmissions, last ack); /proc/<pid>/net/tcp{,6} stands in where ss is missing.
 Either way only the rank's own sockets count: the inodes of its /proc/<pid>/fd (an earlier job's orphans
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cockpit.hang.rasread import node_ras
 from cockpit.hang.transport import NodeTransport, RankTransport, TcpSocket, normal_host
 from cockpit.hang.transport_parse import (
     TransportParseError,
@@ -51,7 +53,8 @@ def node_transport(raw: Mapping[str, Any], where: str = "agent") -> NodeTranspor
     addresses = tuple(normal_host(str(a).split("/")[0]) for a in _list(raw, "addresses", where))
     taken = raw.get("time")
     return NodeTransport(host, float(taken) if isinstance(taken, (int, float)) else None, ranks, ifaces,
-                         tuple(ports), addresses, True, "ss" if ss is not None else "proc" if ranks else "none")
+                         tuple(ports), addresses, True, "ss" if ss is not None else "proc" if ranks else "none",
+                         node_ras(raw.get("ras"), host))
 
 
 def _rank(host: str, r: Any, ss: list[TcpSocket] | None, where: str) -> RankTransport:

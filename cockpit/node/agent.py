@@ -18,7 +18,8 @@ cockpit import, cockpit.node.ifaces (stdlib only too), is inlined into the sourc
                  rank's .stacks file, a dump request, SIGURG to each rank's pid; then, per rank, the text
                  after the marker, its last beat and a digest of its Flight Recorder dump. First, when asked
                  ("transport": true), one {"transport": ...} line: the ranks' TCP sockets, the node's
-                 interfaces and IB ports as raw text (cockpit.node.linkread), read before the ranks answer.
+                 interfaces and IB ports as raw text (cockpit.node.linkread), read before the ranks answer,
+                 and, with "ras": ADDR (an nccl job), NCCL's RAS answer there (cockpit.node.rasask).
     links JSON   that {"transport": ...} line alone, for the running (not exited) ranks of a run on this
                  node: no signal, no marker, the ranks are not disturbed (the slow-link watch, while the
                  run trains: cockpit.hang.linkwatch).
@@ -36,6 +37,7 @@ import time
 
 from cockpit.node.ifaces import interfaces  # stdlib only: shipped inlined (cockpit.launch.ssh.shell.agent_source)
 from cockpit.node.linkread import link_read  # the same
+from cockpit.node.rasask import ras_ask  # the same
 
 CHUNK = 16384  # bytes per message: a base64 line stays well under asyncio's 64 KiB line limit
 FOLLOWED = ("logs", "metrics")
@@ -221,7 +223,10 @@ def stacks(args: dict) -> int:
             continue
     if args.get("transport"):  # the kernel's view of the ranks' connections, while they wait
         try:
-            emit({"transport": link_read(host, pids, interfaces())})
+            record = link_read(host, pids, interfaces())
+            if args.get("ras") and pids:  # an nccl job: NCCL's RAS service on this node (bounded, quiet if none)
+                record["ras"] = ras_ask(str(args["ras"]))
+            emit({"transport": record})
         except Exception as exc:  # noqa: BLE001 - the stacks still count: say why there is no transport
             emit({"transport_error": f"{type(exc).__name__}: {exc}"})
     deadline = time.monotonic() + float(args.get("timeout", 5.0))

@@ -12,6 +12,10 @@ comes: nothing of this runs, and nothing is imported, until asked. Stdlib only.
 (either request null where none came yet): one record answers both, as a stall's stacks request and the
 slow-link watch's links request may come in the same second.
 
+For an nccl job (COCKPIT_PG_BACKEND), the node's first rank (LOCAL_RANK 0) also asks NCCL's RAS service at
+its NCCL_RAS_ADDR (cockpit_rasask.py: cockpit.node.rasask; at most ~6 s, quiet when none listens) when it
+answers a stacks request, into ``raw["ras"]``.
+
 read back by cockpit.hang.ranklinks (the Slurm launcher's gather). Bounded: link_read keeps the rank's own
 rows of /proc/self/net/tcp{,6} (each read capped at 1 MiB) and runs `ss` with a 3 s timeout; the record is
 cut to LINKS_MAX_BYTES (the `ss` text first, then the /proc rows) so a rank with thousands of sockets still
@@ -24,8 +28,9 @@ import os
 try:  # shipped: beside this file in <run>/hook/
     import cockpit_ifaces as ifaces
     import cockpit_linkread as linkread
+    import cockpit_rasask as rasask
 except ImportError:  # imported as part of cockpit
-    from cockpit.node import ifaces, linkread
+    from cockpit.node import ifaces, linkread, rasask
 
 LINKS_MAX_BYTES = 4 << 20  # what cockpit.hang.ranklinks reads of one file
 
@@ -33,6 +38,9 @@ LINKS_MAX_BYTES = 4 << 20  # what cockpit.hang.ranklinks reads of one file
 def links_record(host: str, rank: int, pid: int, request: str | None, links_request: str | None = None) -> dict:
     """This rank's record for the requests: its sockets, the node's interfaces and IB ports."""
     raw = linkread.link_read(host, {rank: pid}, ifaces.interfaces())
+    target = rasask.ras_target() if request is not None else None  # nccl: the stacks request only, not the watch
+    if target and os.environ.get("LOCAL_RANK", "0") == "0":  # one rank per node asks; RAS's view is the job's
+        raw["ras"] = rasask.ras_ask(target)
     record = {"req": request, "lreq": links_request, "raw": raw}
     if len(json.dumps(record)) > LINKS_MAX_BYTES:
         raw["ss"] = None  # the /proc rows stand in (cockpit.hang.transport_raw)

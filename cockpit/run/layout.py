@@ -64,7 +64,7 @@ HOOK_FILES = ((HOOK_FILE, "rankhook.py"), ("cockpit_rankspawn.py", "rankspawn.py
 # The rank's own transport evidence (cockpit.node.ranklinks), written where no agent of cockpit's runs (Slurm);
 # installed into hook/ beside the hook, which imports them only when asked: (installed name, source)
 RANK_LINK_FILES = (("cockpit_ranklinks.py", "ranklinks.py"), ("cockpit_linkread.py", "linkread.py"),
-                   ("cockpit_ifaces.py", "ifaces.py"))
+                   ("cockpit_ifaces.py", "ifaces.py"), ("cockpit_rasask.py", "rasask.py"))
 # Slurm's preflight inside the allocation, installed into hook/: (installed name, source in cockpit/node/)
 NODECHECK, NODEJUDGE = "cockpit_nodecheck.py", "cockpit_nodejudge.py"
 NODECHECK_FILES = ((NODECHECK, "nodecheck.py"), (NODEJUDGE, "nodejudge.py"), ("cockpit_ifaces.py", "ifaces.py"))

@@ -9,10 +9,13 @@
 #   3. a recording of real NVML readings (record_nvml.py) and cockpit's replay of it against the live read
 #   4. the training runtime: ddp / fsdp / dp x fp16 / bf16 / fp32 (check_gpu_train.py)
 #   5. the user's own Lightning script under `cockpit run` (check_gpu_lightning.py)
-#   6. a hang on nccl: the demo's rank 0 blocks after 30 steps; cockpit must call the stall and say where
+#   6. a hang on nccl: the demo's rank 0 blocks after 30 steps; cockpit must call the stall and say where, and
+#      the stall's stacks must carry the live answer of NCCL's RAS service at its default address
+#      (localhost:28028): the stacks file's `ras` row, and `diagnose --json`'s `ras` entry (saved as
+#      OUTDIR/hang-diagnose.json) with the NCCL version and no process named (RUNNING OK)
 #   7. recover: on nccl: rank 0 raises after step 12 in its first attempt; the run heals and ends 0
 #   8. NCCL's RAS report from a real communicator, text and JSON (record_ras.py), read by cockpit.hang.ras
-# ONLY="gpus record" runs only the named steps (record covers record and record-busy).
+# ONLY="gpus record" runs only the named steps (record covers record and record-busy, hang covers hang-ras).
 # Every step's output goes to OUTDIR/all.log; OUTDIR/summary.txt has one line per step: ok / FAILED (rc); the
 # NVML recordings (idle, and busy under a matrix-product loop) and the hang's stacks file land in OUTDIR too.
 set -u
@@ -27,7 +30,7 @@ summary="$out/summary.txt"
 step() {  # step NAME SECONDS CMD...
     local name=$1 limit=$2 rc
     shift 2
-    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" ${name%-busy} "* ]]; then return 0; fi
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" ${name%-*} "* ]]; then return 0; fi
     echo "== $name: $*" >>"$out/all.log"
     timeout -k 10 "$limit" "$@" >"$out/step.log" 2>&1
     rc=$?
@@ -74,6 +77,14 @@ EOF
 step hang 120 bash -c "python3 -m cockpit run '$job' 2>&1 | tee '$tmp/run.txt'; echo exit=\${PIPESTATUS[0]}; \
 grep -q 'STALL: .*rank 0 .*stuck in maybe_fail' '$tmp/run.txt'"
 cp "$tmp"/runs/*/logs/stacks.*.txt "$out/" 2>/dev/null
+# the RAS report gathered live with the stall's stacks: a `ras` row in the stacks file, a `ras` entry in
+# diagnose --json (NCCL >= 2.28.7 answers in JSON; an older NCCL in text, version and state alike)
+step hang-ras 60 bash -c "grep -h '^ras ' '$tmp'/runs/*/logs/stacks.*.txt; \
+grep -qE '^ras [^ ]+: NCCL 2\.[0-9]+\.[0-9]+ \((json|text), [0-9]+ ms\): RUNNING OK' '$tmp'/runs/*/logs/stacks.*.txt && \
+python3 -m cockpit diagnose last --json >'$out/hang-diagnose.json'; python3 -c \"import json, sys
+ras = json.load(open(sys.argv[1])).get('ras') or []
+print(json.dumps(ras, indent=1))
+sys.exit(0 if ras and ras[0]['state'] == 'answered' and ras[0]['version'] and ras[0]['ok'] else 1)\" '$out/hang-diagnose.json'"
 cat >"$tmp/heal.yaml" <<EOF
 name: gpu-heal
 script: $repo/jobs/demo.py

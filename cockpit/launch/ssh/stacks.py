@@ -53,8 +53,11 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
     request = new_request()
     args = {"request": request, "marker": marker(request, time.time()), "ranks": sorted(ranks or ()),
             "timeout": timeout, "transport": True}
-    every, waited = ask_every_node(plan, lambda n: ("stacks", {**args, "run_dir": n.run_dir, "host": log_safe(n.host)}),
-                                   timeout + 30)
+    from cockpit.hang.rasread import ras_address
+
+    ras = {n.node_rank: ras_address(node_script(run_dir, n.node_rank)) for n in plan.nodes}  # nccl jobs: NCCL's RAS
+    every, waited = ask_every_node(plan, lambda n: ("stacks", {**args, "run_dir": n.run_dir, "host": log_safe(n.host),
+                                                               "ras": ras[n.node_rank]}), timeout + 30)
     out = {}
     for answers in every:
         for a in answers:
