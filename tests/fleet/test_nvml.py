@@ -227,7 +227,7 @@ def __getattr__(fn):
 
 
 @pytest.mark.parametrize("name", ["dual-rtx-a5000", "h100-80gb-hbm3-load", "a100-sxm4-80gb-mig",
-                                  "h100-80gb-hbm3-recorded-busy"])
+                                  "h100-80gb-hbm3-recorded-busy", "h200-recorded-busy"])
 def test_the_live_source_reads_a_recording_through_pynvml_call_shapes(tmp_path, name):
     (tmp_path / "pynvml.py").write_text(RECORDED_PYNVML)
     code = ("import json; from dataclasses import asdict; from cockpit import nvml; "
