@@ -16,7 +16,7 @@ from pathlib import Path
 from cockpit.cli.common import UsageError, notice
 from cockpit.cli.ps_filter import RunFilter
 from cockpit.fs.paths import default_runs_dir
-from cockpit.insight.listing import Listed, full_status, list_listed
+from cockpit.insight.listing import Listed, list_listed, printed
 from cockpit.run.store import UNREADABLE
 from cockpit.run.trust import owner
 
@@ -75,10 +75,11 @@ def print_json(listed: list[Listed]) -> None:
     write('{\n  "runs": [')
     first = True
     for item in listed:
-        status = full_status(item)
-        if status is None:  # gone since it was listed
+        got = printed(item)
+        if got is None:  # gone since it was listed
             continue
-        if (forecast := item.forecast) is None:
+        status, forecast = got
+        if forecast is None:
             from cockpit.insight.forecast_inputs import run_forecast
 
             forecast = run_forecast(item.run_dir, status)
