@@ -58,9 +58,10 @@ def test_only_train_imports_torch_and_only_tui_imports_textual():
 
 # What `cockpit --help` and `cockpit ps` over finished runs must not import: asyncio (16 ms), the job parser (yaml),
 # the launchers and the renderers (45 ms; issue 29: a start at the Python floor). Each is needed only by a command
-# that launches, follows or parses a job, or for a run still going.
+# that launches, follows or parses a job, or for a run still going. Nor the forecast's inputs (a finished run's
+# forecast is stored: only a run without one reads metrics) or datetime (only a --since filter's message uses it).
 LISTING_NEEDS_NONE_OF = ("asyncio", "textual", "yaml", "cockpit.launch", "cockpit.render", "cockpit.spec",
-                         "cockpit.cli.runs", "cockpit.cli.follow")
+                         "cockpit.cli.runs", "cockpit.cli.follow", "cockpit.insight.forecast_inputs", "datetime")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["ps"], ["ps", "--json"]])

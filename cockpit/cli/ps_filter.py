@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -68,5 +67,7 @@ class RunFilter:
         parts = [f"--state {','.join(sorted(self.states))}"] if self.states else []
         parts += [f"--name {n}" for n in self.names]
         if self.since is not None:
+            from datetime import datetime
+
             parts.append(f"--since {datetime.fromtimestamp(self.since).isoformat(' ', 'seconds')}")
         return " ".join(parts)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from cockpit.fs.safeio import Untrusted
 from cockpit.insight.forecast import Forecast
-from cockpit.insight.forecast_inputs import ended_forecast
 from cockpit.run import index, layout, summary
 from cockpit.run.status import RunStatus
 from cockpit.run.store import listed_status, run_dirs
@@ -142,6 +141,8 @@ def _listed(run_dir: Path) -> tuple[Listed | None, bytes | None]:
 
 def _with_forecast(run_dir: Path, kept: summary.Summary) -> tuple[Listed | None, bytes | None]:
     """``kept`` with its forecast made now, and written into the run's summary (a run of the caller's)."""
+    from cockpit.insight.forecast_inputs import ended_forecast  # (a listing from the index reads no metrics)
+
     metrics = summary.metrics_stamp(run_dir)  # before the metrics are read: a line added since makes it stale
     forecast = ended_forecast(run_dir, kept.status)
     if forecast is None:  # (summary.summarises leaves out every run this can be)
