@@ -59,9 +59,10 @@ def test_only_train_imports_torch_and_only_tui_imports_textual():
 
 # What `cockpit --help` and `cockpit ps` over finished runs must not import: asyncio (16 ms), the job parser (yaml),
 # the launchers and the renderers (45 ms; issue 29: a start at the Python floor). Each is needed only by a command
-# that launches, follows or parses a job, or for a run still going.
+# that launches, follows or parses a job, or for a run still going. Nor the forecast's inputs (a finished run's
+# forecast is stored: only a run without one reads metrics) or datetime (only a --since filter's message uses it).
 LISTING_NEEDS_NONE_OF = ("asyncio", "textual", "yaml", "cockpit.launch", "cockpit.render", "cockpit.spec",
-                         "cockpit.cli.runs", "cockpit.cli.follow")
+                         "cockpit.cli.runs", "cockpit.cli.follow", "cockpit.insight.forecast_inputs", "datetime")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["ps"], ["ps", "--json"]])
@@ -85,6 +86,22 @@ def test_help_and_ps_of_finished_runs_load_no_launcher_parser_or_asyncio(argv, t
     assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
     if argv[0] == "ps":
         assert all(f"demo-{i}" in r.stdout for i in range(3)), r.stdout  # and listed the runs
+
+
+# What the help (`cockpit --help`, `cockpit ps --help`) must not import: it builds every command's parser, ps's
+# filter options among them (cockpit.cli.ps_options), but needs none of what listing runs reads: the run records
+# and the listing (42% of the help's start, issue 29), dataclasses (and the inspect it pulls in), difflib, datetime.
+HELP_NEEDS_NONE_OF = ("dataclasses", "inspect", "difflib", "datetime", "cockpit.run", "cockpit.insight",
+                      "cockpit.cli.ps_filter", "cockpit.cli.ps")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["ps", "--help"]])
+def test_help_loads_no_run_record_listing_or_dataclasses(argv):
+    code = PROBE.format(argv=argv, heavy=HELP_NEEDS_NONE_OF)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    loaded = json.loads(r.stderr.rsplit("LOADED=", 1)[1])
+    assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
+    assert ("diagnose" if argv == ["--help"] else "--state STATE[,STATE]") in r.stdout, r.stdout  # and helped
 
 
 # What `cockpit validate` and `cockpit render` of a local job must not import (issue 29: a start at the Python floor):

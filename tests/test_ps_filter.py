@@ -15,7 +15,7 @@ from datetime import datetime
 import pytest
 from helpers import REPO, cockpit_env
 
-from cockpit.cli.ps_filter import since, states
+from cockpit.cli.ps_options import since, states
 from cockpit.run.store import RunStatus, create_run_dir, write_status
 
 RUNS = [  # run id, job name, state, age in hours

@@ -272,3 +272,18 @@ def test_a_read_only_runs_directory_is_listed_with_or_without_its_index(tmp_path
         subprocess.run(["mount", "-o", "remount,ro", str(runs)], check=True)
         assert launcher_of(runs, "a-ok") == MARK  # an index that cannot be written is still read
         assert cockpit("ps", "--json", runs_dir=runs).stdout == expected_json
+
+
+def test_a_listing_takes_each_line_from_the_index_it_opened(runs):
+    """index.lines (what a listing holds: an offset per run, not its line) gives read's lines, each once, from the
+    file it opened, though the index is replaced meanwhile (as a listing at the same time replaces it)."""
+    table(runs)
+    whole = index.read(runs, listing._HEAD)
+    assert whole and all(index.entry(line) is not None for line in whole.values())
+    with index.lines(runs, listing._HEAD) as kept:
+        assert kept is not None and kept.left() == len(whole)
+        index.write(runs, listing._HEAD, [])  # replaced by an empty index: the one opened is still read
+        assert {name: kept.take(name) for name in whole} == whole
+        assert kept.take(next(iter(whole))) is None and kept.take("no-such-run") is None and kept.left() == 0
+    table(runs)  # the empty index: every run read the slow way, and the index made again
+    assert index.read(runs, listing._HEAD) == whole

@@ -157,7 +157,7 @@ def _add_ps(sub) -> None:
     p.add_argument("--all", "-a", action="store_true", help="also every Slurm job of yours (squeue, and the "
                    "cluster's history of finished ones)")
     p.add_argument("--runs-dir")
-    from cockpit.cli.ps_filter import add_filter_options
+    from cockpit.cli.ps_options import add_filter_options
 
     add_filter_options(p)
     p.set_defaults(func=_ps)

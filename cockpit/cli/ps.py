@@ -9,6 +9,7 @@ as it goes, so its memory does not grow with the number of runs.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 from cockpit.cli.common import UsageError, notice
 from cockpit.cli.ps_filter import RunFilter
 from cockpit.fs.paths import default_runs_dir
-from cockpit.insight.listing import Listed, full_status, list_listed
+from cockpit.insight.listing import Listed, list_listed, printed
 from cockpit.run.store import UNREADABLE
 from cockpit.run.trust import owner
 
@@ -32,8 +33,7 @@ def cmd_ps(args) -> int:
 
         return ps_all(refresh(list_runs(runs_dir)), args.json)
     wanted = RunFilter.from_args(args)  # (cockpit.cli.ps_filter)
-    listed = wanted.early(list_listed(runs_dir, rows=not args.json or wanted.needs_rows))
-    listed = wanted.late(refreshed(listed))
+    listed = listing(runs_dir, wanted, rows=not args.json or wanted.needs_rows)
     if args.json:
         print_json(listed)
     elif listed:
@@ -46,6 +46,19 @@ def cmd_ps(args) -> int:
     else:
         notice(f"no runs in {runs_dir} (start one: cockpit run jobs/demo.yaml)")
     return 0
+
+
+def listing(runs_dir: Path, wanted: RunFilter, rows: bool) -> list[Listed]:
+    """The runs ``wanted`` keeps, the ones still going worked out again; listed with the cyclic garbage collector
+    paused: a listing makes thousands of records, none in a cycle, that each collection would walk again (a tenth
+    of `cockpit ps`'s CPU at 5,000 runs)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return wanted.late(refreshed(wanted.early(list_listed(runs_dir, rows=rows))))
+    finally:
+        if paused:
+            gc.enable()
 
 
 def refresh(rows: list) -> list:
@@ -75,10 +88,11 @@ def print_json(listed: list[Listed]) -> None:
     write('{\n  "runs": [')
     first = True
     for item in listed:
-        status = full_status(item)
-        if status is None:  # gone since it was listed
+        got = printed(item)
+        if got is None:  # gone since it was listed
             continue
-        if (forecast := item.forecast) is None:
+        status, forecast = got
+        if forecast is None:
             from cockpit.insight.forecast_inputs import run_forecast
 
             forecast = run_forecast(item.run_dir, status)

@@ -145,15 +145,18 @@ def loads(data: str | bytes) -> object:
 
 
 def depth_at_most(value: object, limit: int) -> bool:
-    """True when ``value`` (parsed JSON) nests no deeper than ``limit`` lists/objects (walked without
-    recursion, so a deep value cannot break the walk itself)."""
-    todo = [(value, 1)]
-    while todo:
-        item, depth = todo.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return False
-            todo.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    """True when ``value`` (parsed JSON) nests no deeper than ``limit`` lists/objects (walked a level at a time,
+    without recursion, so a deep value cannot break the walk itself; only the lists/objects are kept to walk: a
+    status of hundreds of numbers and strings is checked for each `cockpit ps --json` prints)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:
+        if depth > limit:
+            return False
+        deeper = []
+        for item in level:
+            deeper += [v for v in (item.values() if isinstance(item, dict) else item) if isinstance(v, (dict, list))]
+        level, depth = deeper, depth + 1
     return True
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from cockpit.fs.safeio import Untrusted
 from cockpit.insight.forecast import Forecast
-from cockpit.insight.forecast_inputs import ended_forecast
 from cockpit.run import index, layout, summary
 from cockpit.run.status import RunStatus
 from cockpit.run.store import listed_status, run_dirs
@@ -41,41 +40,42 @@ class Listed:
     # summarised: only the ps row's fields (summary.ROW_FIELDS), or None where the listing keeps no rows;
     # else the whole status
     status: RunStatus | None
-    forecast: Forecast | None = None  # a finished run's, stored; None: the caller works it out now
+    forecast: Forecast | None = None  # a finished run's, stored; None: the caller works it out now (or, ps --json:
+    # reads the stored one where it prints the run, ``printed``)
     summarised: bool = False
     created: float = 0.0  # the status's (the listing's order)
 
 
 def list_listed(runs_dir: Path, *, rows: bool = True) -> list[Listed]:
     """Every run under ``runs_dir``, oldest first: the runs list_runs lists, in its order and states.
-    ``rows=False``: a summarised run without its row (``full_status`` reads the run when it is printed), so
-    the listing of thousands of runs holds a path and a forecast for each, not a status.
+    ``rows=False``: a summarised run without its row (``printed`` reads the run when it is printed), and one
+    listed from the index without its forecast too, so the listing of thousands of runs holds a path for each.
 
     A finished run whose entry in the runs directory's index (cockpit.run.index) is fresh is listed from it:
     three stats, no open. Every other run is read as ``_listed`` does; the index is written again when an entry
     was missing, stale or of a run that is gone (and left as it is when it cannot be: a read-only directory,
     another user's)."""
-    entries = index.read(runs_dir, _HEAD)
-    kept = entries or {}
-    fresh: list[str] = []  # the runs whose entries are fresh
-    made: list[bytes] = []  # the entries made now
-    changed = entries is None
-    found = []
-    for d in run_dirs(runs_dir):
-        line = kept.pop(d.name, None)  # (popped: thousands of lines are not held until the listing ends)
-        listed = None if line is None else _indexed(d, line, rows)
-        if listed is not None:
-            fresh.append(d.name)
-        else:
-            listed, new = _listed(d)
-            if new is not None:
-                made.append(new)
-            changed = changed or new is not None or line is not None
-            if listed is not None and not rows and listed.summarised:
-                listed = replace(listed, status=None)
-        if listed is not None:
-            found.append(listed)
-    if changed or kept:  # (kept: the entries of runs that are gone)
+    with index.lines(runs_dir, _HEAD) as kept:  # (an offset per run held, not its line: index.Lines)
+        fresh: list[str] = []  # the runs whose entries are fresh
+        made: list[bytes] = []  # the entries made now
+        changed = kept is None
+        found = []
+        for d in run_dirs(runs_dir):
+            line = None if kept is None else kept.take(d.name)
+            listed = None if line is None else _indexed(d, line, rows)
+            if listed is not None:
+                fresh.append(d.name)
+            else:
+                listed, new = _listed(d)
+                if new is not None:
+                    made.append(new)
+                changed = changed or new is not None or line is not None
+                if listed is not None and not rows and listed.summarised:
+                    listed = replace(listed, status=None)
+            if listed is not None:
+                found.append(listed)
+        gone = kept is not None and kept.left() > 0  # entries of runs that are gone
+    if changed or gone:
         _rewrite(runs_dir, fresh, made)
     return sorted(found, key=lambda item: item.created)
 
@@ -101,10 +101,11 @@ def _indexed(run_dir: Path, line: bytes, rows: bool) -> Listed | None:
             or summary.metrics_stamp(text_dir) != e.metrics):
         return None
     try:  # the entry's values are those of a checked status and forecast (its CRC: cockpit.run.index)
-        forecast = Forecast(*e.forecast)
-        if not rows:
-            return Listed(run_dir, None, forecast, True, e.row[_CREATED])
-        return Listed(run_dir, _row_status(e.row), forecast, True, e.row[_CREATED])
+        if not rows:  # (its forecast is read again where it is printed: ``printed``; not held for thousands)
+            if len(e.forecast) != len(_FORECAST_FIELDS):
+                return None
+            return Listed(run_dir, None, None, True, e.row[_CREATED])
+        return Listed(run_dir, _row_status(e.row), Forecast(*e.forecast), True, e.row[_CREATED])
     except (TypeError, ValueError):  # of another layout after all (StatusError too): read the slow way
         return None
 
@@ -140,6 +141,8 @@ def _listed(run_dir: Path) -> tuple[Listed | None, bytes | None]:
 
 def _with_forecast(run_dir: Path, kept: summary.Summary) -> tuple[Listed | None, bytes | None]:
     """``kept`` with its forecast made now, and written into the run's summary (a run of the caller's)."""
+    from cockpit.insight.forecast_inputs import ended_forecast  # (a listing from the index reads no metrics)
+
     metrics = summary.metrics_stamp(run_dir)  # before the metrics are read: a line added since makes it stale
     forecast = ended_forecast(run_dir, kept.status)
     if forecast is None:  # (summary.summarises leaves out every run this can be)
@@ -160,10 +163,21 @@ def _line(run_dir: Path, kept: summary.Summary, forecast: dict, metrics: summary
                       [forecast[k] for k in _FORECAST_FIELDS])
 
 
-def full_status(listed: Listed) -> RunStatus | None:
-    """The whole status of a listed run (read again for a summarised one); None when its status.json has
-    gone since it was listed. One changed since is read as it is now, an unreadable one as list_runs does."""
+def printed(listed: Listed) -> tuple[RunStatus, Forecast | None] | None:
+    """The whole status of a listed run (read again for a summarised one) and its stored forecast: the listing's,
+    else (a run listed without it, ``rows=False``) the one its summary holds for the status read now; None: the
+    caller works it out now. None for a run whose status.json has gone since it was listed. One changed since is
+    read as it is now, an unreadable one as list_runs does."""
     if not listed.summarised and listed.status is not None:
-        return listed.status
+        return listed.status, listed.forecast
     got = listed_status(listed.run_dir)
-    return None if got is None else got[0]
+    if got is None:
+        return None
+    status, stamp = got
+    if listed.forecast is not None or stamp is None:
+        return status, listed.forecast
+    stored = summary.stored_forecast(str(listed.run_dir), stamp)
+    try:
+        return status, None if stored is None else Forecast.from_dict(stored)
+    except ValueError:  # not a forecast (written by hand?): worked out now
+        return status, None

@@ -33,16 +33,20 @@ listing reads every run and writes a new one).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from cockpit.fs import safeio
 from cockpit.run import layout
 from cockpit.run.summary import ROW_FIELDS, Stamp
+
+T = TypeVar("T")
 
 INDEX_VERSION = 1
 MAX_INDEX_BYTES = 256 << 20  # an entry is ~0.4 KB: a runs directory of 500,000 runs; a larger file is no index
@@ -71,37 +75,85 @@ def read(runs_dir: str | Path, head: bytes) -> dict[str, bytes] | None:
     """The lines of ``runs_dir``'s index by run directory name, unparsed (``entry`` parses one); None when there
     is no usable index: none, not the caller's own regular file, a symlink, too large, or not of ``head``
     (``header``: another version)."""
+    fd = _open(runs_dir)
+    if fd is None:
+        return None
+    try:
+        return _scan(fd, head, lambda text, at: text)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class Lines:
+    """The lines of an index by run directory name, as ``read`` has them, each read from the file when it is taken:
+    a listing of thousands of runs holds an offset per run, not its line (ps --json's memory stays flat). The file
+    read is the one opened, whatever replaces it meanwhile (a rename: cockpit.fs.safeio.write_atomic)."""
+
+    def __init__(self, fd: int, at: dict[str, tuple[int, int]]):
+        self._fd, self._at = fd, at
+
+    def take(self, name: str) -> bytes | None:
+        """Run directory ``name``'s line (given once: taken), None when the index has none."""
+        at = self._at.pop(name, None)
+        if at is None:
+            return None
+        try:
+            return os.pread(self._fd, at[1], at[0])
+        except OSError:  # (its CRC tells a short one: no entry)
+            return None
+
+    def left(self) -> int:
+        """How many lines were not taken (of runs that are gone)."""
+        return len(self._at)
+
+
+@contextlib.contextmanager
+def lines(runs_dir: str | Path, head: bytes) -> Iterator[Lines | None]:
+    """``read``'s lines as Lines, or None where ``read`` says None; the file is closed on leaving."""
+    fd = _open(runs_dir)
+    try:
+        at = None if fd is None else _scan(fd, head, lambda text, start: (start, len(text)))
+    except OSError:
+        at = None
+    try:
+        yield None if fd is None or at is None else Lines(fd, at)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open(runs_dir: str | Path) -> int | None:
+    """A descriptor of ``runs_dir``'s index, when it is the caller's own regular file (not a symlink)."""
     try:
         fd = safeio.open_fd(f"{runs_dir}/{layout.INDEX}")
     except (OSError, ValueError):
         return None
     try:
-        if os.fstat(fd).st_uid != os.geteuid():  # another user's file in a shared directory: not believed
-            return None
-        data = _read_all(fd)
+        mine = os.fstat(fd).st_uid == os.geteuid()  # another user's file in a shared directory: not believed
     except OSError:
-        return None
-    finally:
+        mine = False
+    if not mine:
         os.close(fd)
-    if data is None or not data.startswith(head):
-        return None
-    entries = {}
-    for text in data[len(head):].split(b"\n"):
-        name, tab, _ = text.partition(b"\t")
-        if tab:
-            entries[name.decode("utf-8", "surrogateescape")] = text
-    return entries
+    return fd if mine else None
 
 
-def _read_all(fd: int) -> bytes | None:
-    """The file at ``fd`` (at most MAX_INDEX_BYTES; None beyond)."""
-    chunks, size = [], 0
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_INDEX_BYTES:
+def _scan(fd: int, head: bytes, value: Callable[[bytes, int], T]) -> dict[str, T] | None:
+    """``value(line, offset)`` of each line after ``head`` of the file at ``fd``, by run directory name, read a block
+    at a time (the file is never held whole); None past MAX_INDEX_BYTES or without ``head``."""
+    with open(fd, "rb", buffering=1 << 16, closefd=False) as f:
+        if f.read(len(head)) != head:
             return None
-    return b"".join(chunks)
+        entries, size = {}, len(head)
+        while text := f.readline(MAX_INDEX_BYTES - size + 1):  # (bounded: a line without newline too)
+            at, size = size, size + len(text)
+            if size > MAX_INDEX_BYTES:
+                return None
+            name, tab, _ = text.partition(b"\t")
+            if tab:
+                entries[name.decode("utf-8", "surrogateescape")] = value(text.removesuffix(b"\n"), at)
+    return entries
 
 
 def entry(text: bytes) -> Entry | None:

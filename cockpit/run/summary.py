@@ -110,6 +110,30 @@ def read(run_dir: str | Path, status_stamp: Stamp) -> Summary | None:
     """The run's summary when it is fresh: made from the status.json whose identity is ``status_stamp``, its
     forecast (if any) from rank 0's metrics as they are now. None when it is missing, stale or unreadable.
     (Paths as text: pathlib's joins cost a listing of thousands of runs as much as the reads.)"""
+    got = _fresh(run_dir, status_stamp)
+    if got is None:
+        return None
+    row, forecast, metrics = got
+    if not isinstance(row, dict):  # (its depth: each field's type is checked, and only a row is printed of it)
+        return None
+    try:
+        status = RunStatus.from_dict({k: v for k, v in row.items() if k in _IN_ROW})
+    except StatusError:  # written by hand or by another cockpit: no summary, made again
+        return None
+    return Summary(status, status_stamp, forecast, metrics)
+
+
+def stored_forecast(run_dir: str | Path, status_stamp: Stamp) -> dict | None:
+    """The forecast the run's summary holds (``read``'s, without reading its row), when the summary was made from
+    the status.json of identity ``status_stamp`` and its forecast from rank 0's metrics as they are now; None
+    otherwise (none, stale, unreadable, not made yet)."""
+    got = _fresh(run_dir, status_stamp)
+    return None if got is None else got[1]
+
+
+def _fresh(run_dir: str | Path, status_stamp: Stamp) -> tuple[object, dict | None, Stamp | None] | None:
+    """summary.json's row, forecast and metrics identity, when it is a summary of the status.json of identity
+    ``status_stamp`` (forecast and metrics None when the metrics changed since); None when it is none of it."""
     try:
         data = safeio.loads(_read_small(f"{run_dir}/{layout.SUMMARY}"))
     except (OSError, ValueError):  # none, a symlink or special file, too large, not JSON: no summary
@@ -117,16 +141,9 @@ def read(run_dir: str | Path, status_stamp: Stamp) -> Summary | None:
     if (not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION
             or data.get("status") != list(status_stamp)):
         return None
-    row, forecast = data.get("row"), data.get("forecast")
-    if not isinstance(row, dict):  # (its depth: each field's type is checked, and only a row is printed of it)
-        return None
-    metrics = None
+    forecast, metrics = data.get("forecast"), None
     if forecast is not None:
         metrics = metrics_stamp(run_dir)
         if not isinstance(forecast, dict) or data.get("metrics") != (None if metrics is None else list(metrics)):
             forecast = metrics = None  # the metrics changed since: made again
-    try:
-        status = RunStatus.from_dict({k: v for k, v in row.items() if k in _IN_ROW})
-    except StatusError:  # written by hand or by another cockpit: no summary, made again
-        return None
-    return Summary(status, status_stamp, forecast, metrics)
+    return data.get("row"), forecast, metrics

@@ -1,6 +1,7 @@
 """Cold start of cockpit's light commands beside `python -c pass` (the Python floor) and `torchrun --help`.
 
     python tests/bench/bench_startup.py [--runs 21] [--no-torchrun] [--json PATH|-] [--smoke] [--profile]
+                                        [--instructions]
 
 Each command is a fresh process, run to its end with its output to /dev/null; "cold" means a fresh interpreter
 with the page cache warm (one unrecorded round first), not a cold disk, and cockpit's modules compiled
@@ -11,12 +12,17 @@ for `--help`, `validate`, `render` and `ps`) and to `torchrun --help` (the found
 the 1-minute load before and after. `ps` lists an empty runs directory (what a start costs; listing many runs is
 bench_ps.py).
 ``--profile``: then, per command, where its start goes: ``python -X importtime``'s slowest imports (median of 5).
+``--instructions``: then each command's instructions (valgrind --tool=callgrind, one run each) and their ratio to
+`python -c pass`'s: the user-space instructions of a start are the same under any load, where the wall time of a
+start on a shared 2-core machine is not (the figures the previous sessions compared: python -c pass about 145 M).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +56,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     parser.add_argument("--smoke", action="store_true", help="one run each (the test suite's smoke test)")
     parser.add_argument("--profile", action="store_true", help="then each command's slowest imports")
+    parser.add_argument("--instructions", action="store_true", help="then each command's instructions (callgrind)")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     report = benchkit.Report("startup")
@@ -79,10 +86,34 @@ def main() -> int:
                 report.goal(f"{key} x torchrun", f"<= {GOAL_X_TORCHRUN}x torchrun --help", round(med / torch, 3),
                             med / torch <= GOAL_X_TORCHRUN)
         print(line)
+    if args.instructions:
+        instructions(cmds, env, report)
     report.dump(args.json)
     if args.profile:
         profile(cmds, env)
     return 0
+
+
+def instructions(cmds: dict[str, list[str]], env: dict, report: benchkit.Report) -> None:
+    """Each command's instructions under callgrind and the ratio to the anchor's (ps: an empty new runs directory)."""
+    valgrind = shutil.which("valgrind") or sys.exit("--instructions needs valgrind (apt-get install valgrind)")
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        for name, argv in cmds.items():
+            if name == "torchrun --help":
+                continue
+            argv = [*argv[:-1], tmp] if name == "cockpit ps" else argv
+            argv = argv if argv[0] == sys.executable else [sys.executable, *argv]  # the console script's python
+            r = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv], env=env,
+                               capture_output=True, text=True, timeout=600)
+            found = re.search(r"Collected : (\d+)", r.stderr)
+            if found is None:
+                sys.exit(f"callgrind said no count for {name}: {r.stderr[-500:]}")
+            counts[name] = int(found.group(1))
+    print(f"\n{'command':34} {'instructions':>14} {'x python':>9}   (callgrind, one run each)")
+    for name, count in counts.items():
+        print(f"{name:34} {count / 1e6:12.0f} M {count / counts[ANCHOR]:9.2f}")
+        report.figure(f"{name} instructions", {"instructions": count, "x_python": round(count / counts[ANCHOR], 2)})
 
 
 def profile(cmds: dict[str, list[str]], env: dict) -> None:
