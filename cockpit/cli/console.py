@@ -236,7 +236,7 @@ def attempts_cell(s: RunStatus) -> str:
 
 def attempts_lines(s: RunStatus) -> list[str]:
     """The summary's account of a run that relaunched itself: each attempt, and the goodput."""
-    from cockpit.run.attempts import restart_latencies
+    from cockpit.run.attempts import paused_seconds, restart_latencies
 
     if len(s.attempts) < 2 and s.goodput is None:
         return []
@@ -260,6 +260,9 @@ def attempts_lines(s: RunStatus) -> list[str]:
         plural = {"stopped": "stops", "succeeded": "successes"}
         out.append("  lost: " + ", ".join(f"{duration(v)} to {plural.get(k, k + 's')}" for k, v in sorted(lost.items()))
                    + " (steps made again, detection, teardown, restart)")
+    if paused := paused_seconds(s.attempts):
+        out.append(f"  stopped (by user): {duration(paused)} between the end and `cockpit run --resume`: neither "
+                   "training nor lost, left out of the goodput's wall time")
     return out
 
 
