@@ -25,8 +25,9 @@ from typing import Literal
 
 from cockpit.run.records import NUM, RecordError, get
 
-AttemptEnd = Literal["succeeded", "failure", "stall", "stopped"]
-ENDS: tuple[AttemptEnd, ...] = ("succeeded", "failure", "stall", "stopped")
+# requeued: Slurm started the job again itself (a node set DOWN, `scontrol requeue`): cockpit.launch.slurm.attempts
+AttemptEnd = Literal["succeeded", "failure", "stall", "stopped", "requeued"]
+ENDS: tuple[AttemptEnd, ...] = ("succeeded", "failure", "stall", "stopped", "requeued")
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 One bar across the width, each attempt's share of the wall time drawn in its own number, the time between
 attempts (noticing the end, tearing down, starting again) as dots, and how each ended at its right edge
-(x: failure, s: stall, ■: stopped, ✓: succeeded, ▶: still running); then one line per attempt that says when,
-how it ended, where it failed, the step it reached, and the run's goodput. Why text and not a chart widget:
-the line must read the same in a screenshot, a log of the TUI test, and on a 80-column terminal.
+(x: failure, s: stall, ■: stopped, r: requeued by Slurm, ✓: succeeded, ▶: still running); then one line per
+attempt that says when, how it ended, where it failed, the step it reached, and the run's goodput. Why text and
+not a chart widget: the line must read the same in a screenshot, a log of the TUI test, and on a 80-column terminal.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from cockpit.run.attempts import Attempt, pauses
 
-ENDS = {"failure": "x", "stall": "s", "stopped": "■", "succeeded": "✓", None: "▶"}
+ENDS = {"failure": "x", "stall": "s", "stopped": "■", "requeued": "r", "succeeded": "✓", None: "▶"}
 GAP = "·"
 
 
