@@ -26,10 +26,13 @@ from cockpit.slurm import query as slurm_query
 pytestmark = pytest.mark.slow
 
 
-def test_a_requeue_by_slurm_is_the_runs_next_attempt(slurm_cluster, tmp_path, runs, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("asks", [True, False], ids=["slurm.requeue", "no-slurm.requeue"])
+def test_a_requeue_by_slurm_is_the_runs_next_attempt(slurm_cluster, tmp_path, runs, monkeypatch, asks):  # noqa: F811
+    """With slurm.requeue: true (#SBATCH --requeue), and without: Slurm's default JobRequeue=1 lets `scontrol
+    requeue` requeue any batch job, and its passing FAILED state must not end the run."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     job = write_job(tmp_path, "slrq", script=HERE / "requeue_train.py", args=["--steps", "200", "--sleep", "0.05"],
-                    nodes=1, procs_per_node=2, slurm={"time": "10", "requeue": True, **NO_PREFLIGHT})
+                    nodes=1, procs_per_node=2, slurm={"time": "10", "requeue": asks, **NO_PREFLIGHT})
     proc = start_cockpit(slurm_cluster, runs, "run", str(job), "-q")
     run_dir = wait_for(lambda: list_runs(runs) and list_runs(runs)[0][0], 30, "the run directory")
     job_id = job_id_of(run_dir)

@@ -136,7 +136,7 @@ class SlurmJobUnit:
                 self._lost()
         elif view is not None:
             self.misses = 0
-            if view.final and self.requeue and not self._settled(view):
+            if view.final and self._may_requeue(view) and not self._settled(view):
                 return
             if not view.final:
                 self.final_seen = None
@@ -145,6 +145,12 @@ class SlurmJobUnit:
                 if view.final:
                     self._ended(view)
                 self.book.changed()
+
+    def _may_requeue(self, view: JobView) -> bool:
+        """Whether an end state may be a requeue passing through: the job asks for requeues (#SBATCH --requeue),
+        Slurm said it is requeueing it (`scontrol requeue` of any job: the cluster's JobRequeue=1, Slurm's default,
+        allows it), or a node failed under it (Slurm requeues such a job where it may)."""
+        return self.requeue or self.attempts.requeue_asked or view.slurm_state == "NODE_FAIL"
 
     def _settled(self, view: JobView) -> bool:
         """True once an end state has held REQUEUE_SETTLE seconds with no new restart (see __init__)."""
