@@ -148,4 +148,7 @@ def test_a_real_run_stopped_then_resumed_goes_on_from_its_checkpoint(tmp_path):
     assert "succeeded in" in r.stdout and "attempts: 2" in r.stdout, r.stdout
     st = json.loads((runs / run_id / layout.STATUS).read_text())
     assert [a["end"] for a in st["attempts"]] == ["stopped", "succeeded"], st["attempts"]
+    # the time between the stop and the resume is the person's pause: said apart, out of the goodput's wall time
+    assert st["attempts"][1].get("resumed") is True and "resumed" not in st["attempts"][0], st["attempts"]
+    assert "stopped (by user): " in r.stdout, r.stdout
     assert (runs / run_id / layout.LOGS / "attempt-0" / layout.STOP).exists()

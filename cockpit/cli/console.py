@@ -227,16 +227,19 @@ def _forecast_cells(run_dir: Path, status: RunStatus, now: float, stored: Foreca
 
 
 def attempts_cell(s: RunStatus) -> str:
-    """The ATTEMPTS column: attempts made of those the job's recover: allows ("2/4"); "-" without recover:."""
+    """The ATTEMPTS column: attempts made of those the job's recover: allows ("2/4"); without recover:, the attempts
+    made where there were several (a Slurm requeue, `cockpit run --resume`), else "-"."""
     allowed = (s.recover or {}).get("attempts")
-    if not s.attempts or not isinstance(allowed, int):
+    if not s.attempts:
         return "-"
+    if not isinstance(allowed, int):
+        return str(len(s.attempts)) if len(s.attempts) > 1 else "-"
     return f"{len(s.attempts)}/{allowed + 1}"
 
 
 def attempts_lines(s: RunStatus) -> list[str]:
     """The summary's account of a run that relaunched itself: each attempt, and the goodput."""
-    from cockpit.run.attempts import restart_latencies
+    from cockpit.run.attempts import paused_seconds, restart_latencies
 
     if len(s.attempts) < 2 and s.goodput is None:
         return []
@@ -248,7 +251,8 @@ def attempts_lines(s: RunStatus) -> list[str]:
     for a, latency, before in zip(s.attempts, latencies, ends, strict=True):
         span = f"{duration(max(a.started - start, 0.0))}..{duration((a.ended or time.time()) - start)}"
         steps = f"steps {a.resumed_from or 0}..{a.step}" if a.step is not None else "no step"
-        after = {"stopped": "the stop", "stall": "the stall"}.get(before or "", "the failure")
+        after = {"stopped": "the stop", "stall": "the stall", "requeued": "the requeue"}.get(before or "",
+                                                                                              "the failure")
         again = f", first step {latency:.1f} s after {after}" if latency is not None else ""
         who = f" (rank {a.culprit_rank} on {a.culprit_host})" if a.culprit_rank is not None else ""
         out.append(f"  {a.attempt}: {span}, {steps}{again}: {a.end or 'running'}{who}")
@@ -257,9 +261,12 @@ def attempts_lines(s: RunStatus) -> list[str]:
         if a.lost_s is not None and a.end is not None:
             lost[a.end] = lost.get(a.end, 0.0) + a.lost_s
     if lost:
-        plural = {"stopped": "stops", "succeeded": "successes"}
+        plural = {"stopped": "stops", "succeeded": "successes", "requeued": "Slurm's requeues"}
         out.append("  lost: " + ", ".join(f"{duration(v)} to {plural.get(k, k + 's')}" for k, v in sorted(lost.items()))
                    + " (steps made again, detection, teardown, restart)")
+    if paused := paused_seconds(s.attempts):
+        out.append(f"  stopped (by user): {duration(paused)} between the end and `cockpit run --resume`: neither "
+                   "training nor lost, left out of the goodput's wall time")
     return out
 
 

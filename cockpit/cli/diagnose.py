@@ -63,6 +63,19 @@ def sources_for(arg: str, runs_dir: Path) -> list[tuple[str, str | None, int | N
         raise DiagnoseInputError(f"{arg}: no such log file or run (hint: cockpit ps lists runs)") from None
 
 
+def _worked_out(runs: list) -> list:
+    """``runs`` with those still `starting` without a supervisor worked out again from what their directory and
+    this host hold (no scheduler is asked: that is `ps`'s survey): a run left so by a cockpit killed before it
+    started its supervisor, or before sbatch answered, is diagnosed as what it is (its launcher's ``recover``)."""
+    from cockpit.cli.common import notice
+    from cockpit.launch import registry
+    from cockpit.run.trust import owner
+
+    return [Run(r.dir, registry.for_run(r.status, fallback="local").recover(r.dir, r.status, None, notice))
+            if r.status is not None and r.status.state == "starting" and r.status.supervisor is None
+            and owner(r.dir) is None else r for r in runs]
+
+
 def cmd_diagnose(args) -> int:
     from cockpit.cli.console import use_color
     from cockpit.logs.diagnose.report import diagnose_sources, render_json, render_text
@@ -80,6 +93,7 @@ def cmd_diagnose(args) -> int:
     named = [arg for arg in args.inputs if Path(arg).is_file()]  # files named here may be links; a run's are not
     try:
         runs = [Run.load(d) for arg in args.inputs if (d := run_of(arg, runs_dir)) is not None]  # read once
+        runs = _worked_out(runs)
         # a relaunched run: the diagnosis of its last attempt (each log from the last attempt's marker)
         since = next((mark for run in runs if (mark := attempt_mark(run)) is not None), None)
         report = diagnose_sources(sources, follow=set(named), since=since)

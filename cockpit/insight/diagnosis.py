@@ -147,8 +147,21 @@ def run_findings(run: Run, report):
             aborted.append(teardown.teardown_finding(int(rank), ((str(path), line_of(path, teardown.ABORT_LINE)),)))
     from cockpit.insight.restarted import restarted_over, torchrun_restarts
 
-    return replace(report, findings=(*aborted, *restarted_over(status, findings), *torchrun_restarts(status)),
-                   cause=cause or report.cause)
+    return replace(report, findings=(*_unsubmitted(status), *aborted, *restarted_over(status, findings),
+                                     *torchrun_restarts(status)), cause=cause or report.cause)
+
+
+def _unsubmitted(status: RunStatus) -> tuple:
+    """A run that never reached its scheduler (sbatch refused it, or cockpit ended while sbatch waited): no log
+    says so, since nothing ran; its status.json's note does."""
+    from cockpit.logs.diagnose.model import Finding
+
+    if status.state != "unsubmitted":
+        return ()
+    why = (status.note or "no reason recorded").removeprefix("not submitted: ")
+    return (Finding("error", "unsubmitted", f"the run was never submitted: {why}",
+                    f"Nothing of it ran. Run the job again (cockpit run {status.job_file}); where sbatch may have "
+                    f"reached the controller, look first: squeue --me --name {status.name}.", ()),)
 
 
 def _stopped_by_cockpit(run_dir: Path, status: RunStatus, findings: tuple) -> tuple:

@@ -68,6 +68,11 @@ def request_stop(status: RunStatus, run_dir: Path) -> bool:
     return True
 
 
+# a run made, then its cockpit ended (SIGKILL, the OOM killer) before the supervisor was started: nothing ran
+NEVER_SUPERVISED = ("no supervisor was ever recorded: the cockpit that made the run ended (killed) before it started "
+                    "one, so no rank ran")
+
+
 def reconcile(run_dir: Path, status: RunStatus, started_within: float = 30.0) -> RunStatus:
     """Fix the state of a run whose supervisor died (killed, machine rebooted) while nobody watched.
 
@@ -95,7 +100,9 @@ def reconcile(run_dir: Path, status: RunStatus, started_within: float = 30.0) ->
         status.state = "lost"
     status.ranks = {str(r): rank_record(run_dir, e) for r, e in sorted(exits.items())}
     status.ended = max((e.time for e in exits.values()), default=time.time())
-    status.note = "the supervisor died; state worked out from the ranks' exit records"
+    status.note = ("the supervisor died; state worked out from the ranks' exit records" if status.supervisor else
+                   NEVER_SUPERVISED if not exits else "no supervisor was recorded; state worked out from the ranks' "
+                   "exit records")
     try:
         write_status(run_dir, status)
     except OSError as exc:  # a full or read-only disk: say so, and show the state worked out all the same

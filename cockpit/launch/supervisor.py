@@ -130,7 +130,7 @@ class Supervisor:
         s = self.status
         s.supervisor = {"pid": os.getpid(), "start": procs.start_time(os.getpid())}
         resumed = bool(s.attempts) and s.started is not None  # `cockpit run --resume`: the run keeps its start
-        self._start_attempt()
+        self._start_attempt(resumed)
         s.state, s.started = "running", s.started if resumed else time.time()
         self.save()
         try:
@@ -139,15 +139,16 @@ class Supervisor:
         except OSError:
             (self.run_dir / RESERVE).unlink(missing_ok=True)  # no room even for it: nothing to give back later
 
-    def _start_attempt(self) -> None:
+    def _start_attempt(self, resumed: bool = False) -> None:
         """Start the run's units (again, for a relaunch) with their own watchdog. COCKPIT_ATTEMPT goes into this
         process's environment, which every unit the launcher starts here inherits (the node script sets the
-        rest of the contract; this one differs per attempt)."""
+        rest of the contract; this one differs per attempt). ``resumed``: by `cockpit run --resume`, after the
+        run had ended (its pause is no part of the goodput: cockpit.run.attempts)."""
         s = self.status
         attempt = len(s.attempts)
         os.environ[contract.ATTEMPT] = str(attempt)
         if self.policy is not None or s.attempts:  # recover:, or a run resumed by `cockpit run --resume`
-            s.attempts.append(Attempt(attempt, time.time()))
+            s.attempts.append(Attempt(attempt, time.time(), resumed=resumed))
         self.nodes = self.launcher.start(s, self.run_dir, self.grace)
         s.nodes = [node.describe() for node in self.nodes]
         if self.launcher.watched(s):

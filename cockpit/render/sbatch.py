@@ -99,15 +99,26 @@ def _trial_cases(trials: list[tuple[str, ...]]) -> list[str]:
 
 
 def _attempt() -> list[str]:
-    """Announce this attempt; set the previous attempt's rank exit records aside."""
+    """Announce this attempt. A start that Slurm requeued (SLURM_RESTART_COUNT > 0: a node set DOWN, `scontrol
+    requeue`, the job's own requeue) is an attempt of the run's own: COCKPIT_ATTEMPT is the submission's number
+    plus the restarts (a relaunch by recover: submits with the next one), the previous attempt's rank exit
+    records go to logs/attempt-<N-1>/ and every rank log gets the attempt's marker line, as a relaunch's
+    (cockpit.launch.attempt_files); the supervisor reads the start line into the run's attempts."""
+    mark = (f"{contract.ATTEMPT_MARK}$attempt ({contract.ATTEMPT}=$attempt): requeued by Slurm "
+            "(SLURM_RESTART_COUNT=$restarts, job $SLURM_JOB_ID on $SLURM_JOB_NODELIST)")
     return ["restarts=${SLURM_RESTART_COUNT:-0}",
+            f"attempt=$(( ${{{contract.ATTEMPT}:-0}} + restarts ))",
             f'echo "{START_MARK}$restarts job=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST '
             'master=$MASTER_ADDR:$MASTER_PORT time=$(date +%s)"',
             'if [ "$restarts" -gt 0 ]; then',
-            '  previous="$COCKPIT_RUN_DIR/logs/attempt-$((restarts - 1))"',
+            f"  export {contract.ATTEMPT}=$attempt",
+            '  previous="$COCKPIT_RUN_DIR/logs/attempt-$((attempt - 1))"',
             '  mkdir -p "$previous"',
             '  for f in "$COCKPIT_RUN_DIR"/logs/rank-*.exit; do',
             '    if [ -e "$f" ]; then mv "$f" "$previous/"; fi',
+            "  done",
+            '  for f in "$COCKPIT_RUN_DIR"/logs/rank-*.log; do',
+            f'    if [ -f "$f" ] && [ ! -L "$f" ]; then echo "{mark}" >>"$f"; fi',
             "  done", "fi"]
 
 

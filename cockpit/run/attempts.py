@@ -9,6 +9,12 @@ checkpoint the next attempt resumed from were made again, so their time counts a
 start, to notice the failure and to restart. Each step's time is the gap between its metrics record and the
 one before it in the same attempt (cockpit.train writes one per step, with its wall time); the first step
 of an attempt counts with that attempt's median step time.
+
+A run that ended and was resumed later by a person (`cockpit run --resume`, ``Attempt.resumed``) was not running
+in between: that pause is neither training nor lost to a failure, as a Slurm job's accounting counts no time
+while it is held or pending. It is left out of the wall time (``paused_seconds``), out of the ended attempt's
+``lost_s``, and said on its own. What the stop itself cost (steps past the last checkpoint, the restart up to
+the resumed attempt's first step) stays lost, to the cause "stopped".
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from typing import Literal
 
 from cockpit.run.records import NUM, RecordError, get
 
-AttemptEnd = Literal["succeeded", "failure", "stall", "stopped"]
-ENDS: tuple[AttemptEnd, ...] = ("succeeded", "failure", "stall", "stopped")
+# requeued: Slurm started the job again itself (a node set DOWN, `scontrol requeue`): cockpit.launch.slurm.attempts
+AttemptEnd = Literal["succeeded", "failure", "stall", "stopped", "requeued"]
+ENDS: tuple[AttemptEnd, ...] = ("succeeded", "failure", "stall", "stopped", "requeued")
 
 
 @dataclass(frozen=True)
@@ -42,14 +49,19 @@ class Attempt:
     # seconds its end cost: from its last kept step (the checkpoint the next attempt resumed from) to the next
     # attempt's first step: the steps made again, the detection, the teardown and the restart
     lost_s: float | None = None
+    # started by `cockpit run --resume` after the run had ended: the time since the attempt before ended is a
+    # pause, not the run's (module doc); written only when true
+    resumed: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {"attempt": self.attempt, "started": self.started, "ended": self.ended, "failed": self.failed,
-                "end": self.end,
-                "culprit": None if self.culprit_rank is None and self.culprit_host is None
-                else {"rank": self.culprit_rank, "host": self.culprit_host},
-                "cause": self.cause, "step": self.step, "resumed_from": self.resumed_from,
-                "first_step": self.first_step, "decision": self.decision, "lost_s": self.lost_s}
+        d: dict[str, object] = {
+            "attempt": self.attempt, "started": self.started, "ended": self.ended, "failed": self.failed,
+            "end": self.end,
+            "culprit": None if self.culprit_rank is None and self.culprit_host is None
+            else {"rank": self.culprit_rank, "host": self.culprit_host},
+            "cause": self.cause, "step": self.step, "resumed_from": self.resumed_from,
+            "first_step": self.first_step, "decision": self.decision, "lost_s": self.lost_s}
+        return {**d, "resumed": True} if self.resumed else d
 
     @classmethod
     def from_dict(cls, d: object, where: str = "") -> Attempt:
@@ -66,7 +78,7 @@ class Attempt:
                    get(culprit, "host", (str, None), f"{where}culprit."), get(d, "cause", (str, None), where),
                    get(d, "step", (int, None), where), get(d, "resumed_from", (int, None), where),
                    get(d, "first_step", (*NUM, None), where), get(d, "decision", (str, None), where),
-                   get(d, "lost_s", (*NUM, None), where))
+                   get(d, "lost_s", (*NUM, None), where), bool(get(d, "resumed", (bool,), where)))
 
 
 def attempts_from_list(data: object, where: str = "attempts") -> list[Attempt]:
@@ -76,19 +88,37 @@ def attempts_from_list(data: object, where: str = "attempts") -> list[Attempt]:
 
 
 def restart_latencies(attempts: list[Attempt]) -> list[float | None]:
-    """For each relaunch (attempts 1..), seconds from the previous attempt's failure (or, not known, its end) to
-    its own first step: the detection, the teardown, the start of the ranks and their resume."""
+    """For each relaunch (attempts 1..), seconds from the previous attempt's failure (or, not known, its end; for a
+    resume by a person, from its own start) to its own first step: the detection, the teardown, the start of the
+    ranks and their resume."""
     out: list[float | None] = []
     for before, after in zip(attempts, attempts[1:], strict=False):
         since = before.failed if before.failed is not None else before.ended
+        since = after.started if after.resumed else since  # a person's resume: from it, not from the stop
         out.append(None if since is None or after.first_step is None else round(after.first_step - since, 2))
     return out
 
 
+def pauses(attempts: list[Attempt]) -> list[float]:
+    """For each attempt, the seconds the run was ended before it (it was resumed by a person: ``resumed``): from
+    the end of the attempt before to its start; 0.0 for every other attempt."""
+    out = [0.0]
+    for before, after in zip(attempts, attempts[1:], strict=False):
+        gap = after.started - before.ended if after.resumed and before.ended is not None else 0.0
+        out.append(round(max(gap, 0.0), 3))
+    return out[:len(attempts)]
+
+
+def paused_seconds(attempts: list[Attempt]) -> float:
+    """The seconds a run spent ended, before a person resumed it (``pauses``, all together)."""
+    return round(sum(pauses(attempts)), 3)
+
+
 def goodput(attempts: list[Attempt], records: Iterable[tuple[float, int]], began: float, ended: float) -> float | None:
-    """The share of ``began``..``ended`` that trained kept steps; ``records``: rank 0's (time, step) metrics in file
-    order. None without records (a script that writes no metrics) or without a wall time."""
-    wall = ended - began
+    """The share of ``began``..``ended``, less the pauses before a resume (``paused_seconds``), that trained kept
+    steps; ``records``: rank 0's (time, step) metrics in file order. None without records (a script that writes no
+    metrics) or without a wall time."""
+    wall = ended - began - paused_seconds(attempts)
     by_attempt: dict[int, list[tuple[float, int]]] = {}
     for t, step in records:
         owner = next((a for a in reversed(attempts) if a.started <= t), None)
@@ -138,6 +168,7 @@ def lost_seconds(attempts: list[Attempt], records: Iterable[tuple[float, int]]) 
     next attempt resumed from (its start, where it trained none of them) to the next attempt's first step; None for
     the last attempt, or where the next one made no step."""
     recs = list(records)
+    paused = pauses(attempts)
     out: list[float | None] = []
     for i, a in enumerate(attempts):
         nxt = attempts[i + 1] if i + 1 < len(attempts) else None
@@ -148,5 +179,5 @@ def lost_seconds(attempts: list[Attempt], records: Iterable[tuple[float, int]]) 
         mine = [(t, step) for t, step in recs if a.started <= t < until]
         upto = _resumed(nxt, [(t, step) for t, step in recs if t >= nxt.started])
         kept = [t for t, step in mine if step <= upto]
-        out.append(round(nxt.first_step - (kept[-1] if kept else a.started), 2))
+        out.append(round(nxt.first_step - (kept[-1] if kept else a.started) - paused[i + 1], 2))
     return out

@@ -87,6 +87,9 @@ class RunStatus:
     goodput: float | None = None  # with recover: the share of wall time that trained kept steps (cockpit.run.attempts)
     max_restarts: int | None = None  # the job's max_restarts, where torchrun restarts the workers itself (> 0)
     restarts: list[FirstFailure] = field(default_factory=list)  # each restart torchrun made: the failure it followed
+    # the cockpit that hands the run to its scheduler (sbatch): {"pid", "start", "host", "boot"}; until a supervisor
+    # runs, the only process that can record what became of the run (cockpit.launch.submitter)
+    submitter: dict[str, object] | None = None
 
     @property
     def final(self) -> bool:
@@ -170,6 +173,7 @@ _FIELD_TYPES: dict[str, Types] = {
     "first_failure": (dict, None), "stop_requested": (bool,), "stopped_at": (*NUM, None), "note": (str, None),
     "stall_after": (*NUM, None), "start_after": (*NUM, None), "watch": (dict, None), "history": (list,),
     "recover": (dict, None), "attempts": (list,), "goodput": (*NUM, None),
-    "max_restarts": (int, None), "restarts": (list,)}
+    "max_restarts": (int, None), "restarts": (list,), "submitter": (dict, None)}
 _REQUIRED = ("run_id", "name", "launcher", "job_file", "hosts", "world_size")
-_WHEN_SET = ("start_after", "watch", "history", "recover", "attempts", "goodput", "max_restarts", "restarts")
+_WHEN_SET = ("start_after", "watch", "history", "recover", "attempts", "goodput", "max_restarts", "restarts",
+             "submitter")

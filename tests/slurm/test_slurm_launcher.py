@@ -65,7 +65,8 @@ def test_attempts_of_a_real_requeued_run(tmp_path):
     shutil.copytree(FIXTURES / "requeue-run" / "logs", logs)
     log = slurm_attempts.AttemptLog(logs / "agent.sbatch.log", logs)
     attempts = log.read()
-    assert attempts == [slurm_attempts.Attempt(0, "2", "n1", None), slurm_attempts.Attempt(1, "2", "n1", 221)]
+    assert attempts == [slurm_attempts.Attempt(0, "2", "n1", None, 1795424827.0),
+                        slurm_attempts.Attempt(1, "2", "n1", 221, 1795424876.0)]  # (each start line's time=)
     assert slurm_attempts.describe(attempts) == "requeued 1 time: restart 1 resumed at step 221"
     assert log.read() == attempts  # incremental: nothing new, same answer
     assert not log.requeue_asked  # the requeue was before the last start

@@ -5,6 +5,7 @@ forever, and `ps` lists it so; one ended during sinfo's wait (the preflight) mak
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -74,3 +75,46 @@ def test_a_slow_controller_is_said_and_an_ended_submit_is_recorded_unsubmitted(s
                        env=env_for(cluster, runs), timeout=120)
     row = next(line for line in r.stdout.splitlines() if line.startswith(status.run_id))
     assert row.split()[1] == "unsubmitted", r.stdout
+
+
+def _sbatch_of(run_dir) -> list[int]:
+    """The pids of the sbatch processes submitting ``run_dir``'s script (left behind by a killed cockpit)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"sbatch") and any(str(run_dir).encode() in a for a in argv):
+                found.append(int(entry))
+    return found
+
+
+def test_a_cockpit_killed_during_submit_leaves_its_run_unsubmitted_not_starting(stopped_controller, tmp_path):
+    """SIGKILL cannot be handled: the run's status.json names the submitting cockpit (pid, start time, host, boot),
+    and `ps` finds it gone and records the run unsubmitted, without asking Slurm (the controller is still stopped)."""
+    cluster, runs = stopped_controller, tmp_path / "runs"
+    job = str(write_job(tmp_path, "killedsub", nodes=1, procs_per_node=1))
+    c = Cockpit(cluster, runs, "run", job, "--no-preflight")
+    wait_for(lambda: c.said("waiting for sbatch"), 60, "the line about sbatch")
+    [(run_dir, status)] = list_runs(runs)
+    assert status.state == "starting" and status.submitter and status.submitter["pid"] == c.proc.pid, status
+    assert c.end(signal.SIGKILL) == -signal.SIGKILL
+    for pid in _sbatch_of(run_dir):  # the orphaned sbatch would submit the job once the controller answers
+        os.kill(pid, signal.SIGKILL)
+    r = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--json"], capture_output=True, text=True, cwd=REPO,
+                       env=env_for(cluster, runs), timeout=60)
+    assert r.returncode == 0, r.stderr
+    [run] = [run for run in json.loads(r.stdout)["runs"] if run["run_id"] == status.run_id]
+    assert run["state"] == "unsubmitted", run
+    assert f"pid {c.proc.pid}" in run["note"] and "sbatch" in run["note"], run["note"]
+    [(_, recorded)] = list_runs(runs)  # written back: every later reader sees it without working it out again
+    assert recorded.state == "unsubmitted" and recorded.ended is not None, recorded
+    r = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", "--json", status.run_id], capture_output=True,
+                       text=True, cwd=REPO, env=env_for(cluster, runs), timeout=60)
+    assert [f["code"] for f in json.loads(r.stdout)["findings"]] == ["unsubmitted"], r.stdout + r.stderr
+    # the controller may still take the request sbatch had sent before it was killed: no such job is left behind
+    os.kill(cluster.pids["slurmctld"], signal.SIGCONT)
+    cluster.run("scancel", "--name", "killedsub", check=False, timeout=60)

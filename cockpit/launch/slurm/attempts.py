@@ -12,14 +12,17 @@ Read from the run directory, incrementally (a long run's logs are large and the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cockpit.render.sbatch import START_MARK
 from cockpit.run import layout
+from cockpit.run.attempts import Attempt as RunAttempt
 from cockpit.run.store import tail_lines
 
-_START = re.compile(re.escape(START_MARK) + r"(\d+) job=(\S+) nodes=(\S*)")
+_START = re.compile(re.escape(START_MARK) + r"(\d+) job=(\S+) nodes=(\S*)(?: .* time=(\d+))?")
 _RANK0_START = "[cockpit] start rank=0 "
 _RESUMED = re.compile(r"^\[cockpit\] resumed from .* step=(\d+) epoch=\d+")
 # slurmstepd's line in the batch log when the job is being requeued (`scontrol requeue`, by the job itself):
@@ -33,6 +36,7 @@ class Attempt:
     job_id: str
     nodes: str  # the allocation of this attempt (hostlist)
     resumed_step: int | None  # the checkpoint step training resumed from; None: started from scratch
+    started: float | None = None  # wall time of the start (the start line's time=), None where it has none
 
 
 class LineScanner:
@@ -64,7 +68,7 @@ class AttemptLog:
         self.batch = LineScanner(batch_log)
         self.logs_dir = logs_dir
         self.rank0: dict[Path, LineScanner] = {}
-        self.starts: list[tuple[int, str, str]] = []
+        self.starts: list[tuple[int, str, str, float | None]] = []
         self.requeue_asked = False  # Slurm said, since the last start, that it is requeueing the job
         self.resumed: dict[Path, list[int | None]] = {}  # per rank-0 log: one entry per process start
 
@@ -77,7 +81,8 @@ class AttemptLog:
         for line in self.batch.new_lines():
             m = _START.search(line)
             if m:
-                self.starts.append((int(m.group(1)), m.group(2), m.group(3)))
+                self.starts.append((int(m.group(1)), m.group(2), m.group(3),
+                                    float(m.group(4)) if m.group(4) else None))
                 self.requeue_asked = False
             elif REQUEUE_MARK in line:
                 self.requeue_asked = True
@@ -85,8 +90,8 @@ class AttemptLog:
             for path in sorted(self.logs_dir.glob("rank-0.*.log"), key=_mtime):
                 self._scan_rank0(path)
         steps = [s for path in self.rank0 for s in self.resumed[path]]
-        return [Attempt(restart, job, nodes, steps[i] if i < len(steps) else None)
-                for i, (restart, job, nodes) in enumerate(self.starts)]
+        return [Attempt(restart, job, nodes, steps[i] if i < len(steps) else None, started)
+                for i, (restart, job, nodes, started) in enumerate(self.starts)]
 
     def _scan_rank0(self, path: Path) -> None:
         if path not in self.rank0:
@@ -130,3 +135,36 @@ def attempt_start(run_dir: Path) -> float | None:
             except (ValueError, IndexError):
                 return None
     return None
+
+
+REQUEUED = "requeued by Slurm"  # an attempt's cause when Slurm itself started the job again
+
+
+def with_requeues(attempts: list[RunAttempt], base: int, starts: list[Attempt], job_id: str, run_started: float,
+                  ended: Callable[[int], float | None]) -> list[RunAttempt] | None:
+    """The run's attempts with each start of job ``job_id`` that Slurm requeued (``starts``' restart > 0) as an
+    attempt of its own, numbered as its ranks' COCKPIT_ATTEMPT is (``base``, the attempt the job's submission
+    started, plus the restart: the batch script's count): the attempt before it closed as ``requeued``, why
+    ``REQUEUED``. A run without recover: gets its first attempt here (from the job's first start, else
+    ``run_started``). ``ended(n)``: when attempt n's ranks ended (their exit records), None where none says.
+    None where nothing is new. Pure."""
+    mine = [a for a in starts if a.job_id == job_id]
+    known = {a.attempt for a in attempts}
+    new = [a for a in mine if a.restart > 0 and base + a.restart not in known]
+    if not new:
+        return None
+    out = list(attempts)
+    if not out:
+        first = next((a.started for a in mine if a.restart == 0 and a.started is not None), None)
+        out.append(RunAttempt(base, first if first is not None else run_started))
+    for start in sorted(new, key=lambda a: a.restart):
+        number = base + start.restart
+        began = start.started if start.started is not None else time.time()
+        last = out[-1]
+        if last.ended is None:
+            end = ended(last.attempt)
+            out[-1] = replace(last, ended=end if end is not None and end <= began else began, end="requeued",
+                              cause=f"{REQUEUED} (SLURM_RESTART_COUNT={start.restart}, job {job_id})",
+                              decision=f"{REQUEUED}: attempt {number} started on {start.nodes or '?'}")
+        out.append(RunAttempt(number, began))
+    return out

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from cockpit.launch import submitter
 from cockpit.launch.site import DEFAULT_MASTER_PORT, Ended, LaunchError
 from cockpit.launch.slurm.preflight import install_nodecheck
 from cockpit.launch.slurm.submission import parse_job_id, render_facts, submit_env
@@ -39,6 +40,7 @@ from cockpit.slurm.query import JobView, query_jobs
 from cockpit.spec.model import JobSpec
 
 SCRIPT = Path(layout.SBATCH_SCRIPT)
+SBATCH_TIMEOUT = 120.0  # seconds sbatch is given to answer
 
 def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...] = ()) -> Path:
     """Create the run directory with the job copy, the batch script and a `starting` status (not submitted)."""
@@ -55,7 +57,8 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
     status = RunStatus(run_id=run_id, name=spec.name, launcher="slurm", job_file=str(Path(job_path).resolve()),
                        hosts=[], world_size=None if trials else spec.world_size,
                        stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
-                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
+                       recover=spec.recover.to_dict() if spec.recover.enabled else None,
+                       submitter=submitter.this_process())
     for i, args in enumerate(trials):
         tdir = layout.trial_dir(run_dir, i)
         (tdir / layout.LOGS).mkdir(mode=0o700, parents=True)
@@ -85,7 +88,8 @@ def submit(run_dir: Path, sbatch: str = "sbatch") -> str:
     try:
         with said_after("sbatch to submit the job: the Slurm controller is slow to answer (up to 120 s; Ctrl-C "
                         "gives up, the run is then not submitted)"), interruptible():
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=run_dir, env=submit_env())
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=SBATCH_TIMEOUT, cwd=run_dir,
+                               env=submit_env())
     except Interrupted as exc:
         why = (f"not submitted: cockpit was ended ({exc}) while sbatch was submitting the job (if sbatch had "
                f"reached the controller, squeue --me --name {status.name} shows the job)")
@@ -124,6 +128,28 @@ def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
     status.state, status.exit_code, status.note = "unsubmitted", 1, why
     status.ended = time.time()
     write_status(run_dir, status)
+
+
+SUBMIT_WITHIN = SBATCH_TIMEOUT + 60.0  # seconds from a run's creation in which its submitter records sbatch's answer
+
+
+def _never_submitted(run_dir: Path, status: RunStatus, now: float | None = None) -> RunStatus:
+    """A run with no job id and no supervisor: ``unsubmitted`` (written back) once the cockpit that was submitting
+    it is gone (killed while sbatch waited: SIGKILL, the OOM killer, a reboot), or, where this host cannot look at
+    that process, once the time sbatch is given has long passed; else left as it is (sbatch may still answer)."""
+    dead = submitter.gone(status.submitter)
+    if dead is False:
+        return status
+    now = time.time() if now is None else now
+    if dead is None and now - status.created < SUBMIT_WITHIN:
+        return status
+    sub = status.submitter or {}
+    who = f"cockpit (pid {sub.get('pid')} on {sub.get('host')})" if dead else "the cockpit that was submitting it"
+    how = ("ended without recording sbatch's answer (killed: SIGKILL, the OOM killer or a reboot)" if dead else
+           f"recorded no answer from sbatch within {SUBMIT_WITHIN:.0f} s of the run's creation")
+    _refused(run_dir, status, f"not submitted: {who} {how} (if sbatch had reached the controller, "
+                              f"squeue --me --name {status.name} shows the job)")
+    return status
 
 
 def job_ids(status: RunStatus) -> list[str]:
@@ -173,8 +199,12 @@ def job_views(statuses: Iterable[RunStatus], runner: RunCommand = run_command) -
 def reconcile(run_dir: Path, status: RunStatus, views: dict[str, JobView]) -> RunStatus:
     """Fix the state of a Slurm run whose supervisor died, from ``views`` (see ``job_views``); written back
     once the job is over. A run with a live supervisor, or one Slurm says nothing about, is left alone."""
+    if status.final or supervisor_alive(status):
+        return status
+    if not job_ids(status):
+        return _never_submitted(run_dir, status)
     mine = [views[j] for j in job_ids(status) if j in views]
-    if status.final or supervisor_alive(status) or not mine:
+    if not mine:
         return status
     if not all(v.final for v in mine):
         status.state = "running" if any(v.state == "running" for v in mine) else "starting"

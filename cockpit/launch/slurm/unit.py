@@ -71,6 +71,8 @@ class SlurmJobUnit:
         self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
                                                                                      errors="replace")
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
+        # the run's attempt this job's submission started (its requeues are the next ones: the batch script's count)
+        self.base_attempt = max(len(book.status.attempts) - 1, 0)
         self.preflight_failed = False  # the job ended in the preflight, before training: note says why
 
     @property
@@ -123,6 +125,8 @@ class SlurmJobUnit:
             self.book.changed()
             return
         self.history = self.attempts.read()
+        if self.trial is None:  # a sweep's trials are runs of their own, without the run's attempts
+            self.book.requeued(self)
         if tracker.error != self.error:
             self.error = tracker.error
             self.book.changed()
@@ -132,7 +136,7 @@ class SlurmJobUnit:
                 self._lost()
         elif view is not None:
             self.misses = 0
-            if view.final and self.requeue and not self._settled(view):
+            if view.final and self._may_requeue(view) and not self._settled(view):
                 return
             if not view.final:
                 self.final_seen = None
@@ -141,6 +145,12 @@ class SlurmJobUnit:
                 if view.final:
                     self._ended(view)
                 self.book.changed()
+
+    def _may_requeue(self, view: JobView) -> bool:
+        """Whether an end state may be a requeue passing through: the job asks for requeues (#SBATCH --requeue),
+        Slurm said it is requeueing it (`scontrol requeue` of any job: the cluster's JobRequeue=1, Slurm's default,
+        allows it), or a node failed under it (Slurm requeues such a job where it may)."""
+        return self.requeue or self.attempts.requeue_asked or view.slurm_state == "NODE_FAIL"
 
     def _settled(self, view: JobView) -> bool:
         """True once an end state has held REQUEUE_SETTLE seconds with no new restart (see __init__)."""
@@ -260,6 +270,16 @@ class SlurmBook:
         else:
             self.cancelled = True
 
+    def requeued(self, node: SlurmJobUnit) -> None:
+        """Each start of ``node``'s job that Slurm requeued, as an attempt of the run (written at once): so the
+        goodput, ps's ATTEMPTS and the diagnosis of the last attempt count it (slurm_attempts.with_requeues)."""
+        s = self.status
+        found = slurm_attempts.with_requeues(s.attempts, node.base_attempt, node.history, node.job_id,
+                                             s.started or s.created, lambda n: _attempt_end(self.run_dir, n))
+        if found is not None:
+            s.attempts = found
+            self.changed()
+
     def stop_unanswered(self, tracker: JobTracker) -> bool:
         """A stop was asked for long ago and Slurm has not answered since (controller down, cluster gone):
         the supervisor should not wait forever."""
@@ -300,6 +320,18 @@ def make_slurm_nodes(status: RunStatus, run_dir: Path, runner: RunCommand = run_
         raise SystemExit(f"cockpit supervisor: {run_dir} was never submitted (no Slurm job id in status.json)")
     book = SlurmBook(status, run_dir, runner, **tracker_args)
     return [book.add(SlurmJobUnit(entry, book)) for entry in status.nodes]
+
+
+def _attempt_end(run_dir: Path, attempt: int) -> float | None:
+    """When attempt ``attempt``'s ranks ended: the latest of its exit records, which the batch script set aside
+    in logs/attempt-<N>/ at the requeued start; None where there is none."""
+    aside = run_dir / layout.LOGS / f"attempt-{attempt}"
+    try:
+        names = os.listdir(aside)
+    except OSError:
+        return None
+    files = {p[0]: (p[1], aside / name) for name in names if (p := layout.parse_rank_file(name)) and p[2] == "exit"}
+    return max((e.time for e in rank_exits(aside, files).values()), default=None)
 
 
 def _exit_count(logs: Path) -> int:

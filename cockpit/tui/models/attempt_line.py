@@ -2,18 +2,18 @@
 
 One bar across the width, each attempt's share of the wall time drawn in its own number, the time between
 attempts (noticing the end, tearing down, starting again) as dots, and how each ended at its right edge
-(x: failure, s: stall, ■: stopped, ✓: succeeded, ▶: still running); then one line per attempt that says when,
-how it ended, where it failed, the step it reached, and the run's goodput. Why text and not a chart widget:
-the line must read the same in a screenshot, a log of the TUI test, and on a 80-column terminal.
+(x: failure, s: stall, ■: stopped, r: requeued by Slurm, ✓: succeeded, ▶: still running); then one line per
+attempt that says when, how it ended, where it failed, the step it reached, and the run's goodput. Why text and
+not a chart widget: the line must read the same in a screenshot, a log of the TUI test, and on a 80-column terminal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cockpit.run.attempts import Attempt
+from cockpit.run.attempts import Attempt, pauses
 
-ENDS = {"failure": "x", "stall": "s", "stopped": "■", "succeeded": "✓", None: "▶"}
+ENDS = {"failure": "x", "stall": "s", "stopped": "■", "requeued": "r", "succeeded": "✓", None: "▶"}
 GAP = "·"
 
 
@@ -41,7 +41,7 @@ def rows(attempts: Sequence[Attempt], now: float) -> list[str]:
         return []
     begin = attempts[0].started
     out = []
-    for a in attempts:
+    for a, pause in zip(attempts, pauses(list(attempts)), strict=True):
         took = (a.ended if a.ended is not None else now) - a.started
         end = a.end or "running"
         who = f" rank {a.culprit_rank} on {a.culprit_host}" if a.culprit_rank is not None else ""
@@ -49,7 +49,9 @@ def rows(attempts: Sequence[Attempt], now: float) -> list[str]:
         resumed = f" (resumed from {a.resumed_from})" if a.resumed_from is not None else ""
         lost = f", lost {a.lost_s:.0f} s" if a.lost_s else ""
         cause = f": {a.cause}" if a.cause and a.end in ("failure", "stall") else ""
-        out.append(f"#{a.attempt} +{a.started - begin:.0f} s, {took:.0f} s, {end}{who}{step}{resumed}{lost}{cause}")
+        after = f", resumed after {pause:.0f} s stopped" if a.resumed else ""
+        out.append(f"#{a.attempt} +{a.started - begin:.0f} s{after}, {took:.0f} s, {end}{who}{step}{resumed}{lost}"
+                   f"{cause}")
     return out
 
 
