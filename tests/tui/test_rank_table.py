@@ -42,3 +42,19 @@ async def test_past_lazy_from_rows_off_screen_get_their_cells_when_scrolled_to()
 async def test_below_lazy_from_every_row_gets_its_cells_at_once():
     first, before, after = await show_all(40)
     assert first == before == after == ["7", "1.00", "0s", ""]
+
+
+async def test_rows_a_taller_table_shows_get_their_waiting_cells():
+    app = Table()
+    async with app.run_test(size=(60, 30)) as pilot:
+        table = app.query_one(RankTable)
+        table.styles.height = 4
+        await pilot.pause()
+        sources = [("n", r) for r in range(LAZY_FROM + 1)]
+        table.rebuild(sources)
+        for source in sources:
+            table.show(source, ("7", "1.00", "0s", ""))
+        assert cells(table, 12) == ["", "", "", ""]
+        table.styles.height = 20
+        await until(pilot, lambda: cells(table, 12)[0] == "7", what="row 12's cells once the table shows it")
+        assert cells(table, 60) == ["", "", "", ""]  # still off screen

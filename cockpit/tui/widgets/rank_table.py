@@ -47,13 +47,15 @@ class RankTable(DataTable):
     def show(self, source: tuple, cells: tuple) -> None:
         """Put ``cells`` in ``source``'s row, if they changed: every update_cell invalidates the whole
         table's render cache. Past LAZY_FROM rows, a row off screen gets them once scrolled to."""
-        if self._cells.get(source) == cells:
-            self._waiting.pop(source, None)
+        if self._waiting.get(source, self._cells.get(source)) == cells:  # 4,096 rows a second: the cheap case first
             return
         if len(self._sources) > LAZY_FROM and not self._on_screen(source):
             self._waiting[source] = cells
             return
         self._waiting.pop(source, None)
+        self._put(source, cells)
+
+    def _put(self, source: tuple, cells: tuple) -> None:
         try:
             for (key, _, _), value in zip(COLUMNS[1:], cells, strict=True):
                 self.update_cell(repr(source), key, value)
@@ -68,8 +70,17 @@ class RankTable(DataTable):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
-        for source in [s for s in self._waiting if self._on_screen(s)]:
-            self.show(source, self._waiting[source])
+        self._flush()
+
+    def on_resize(self) -> None:
+        self._flush()  # the rows a first show found off screen (no size yet), or that a taller table shows
+
+    def _flush(self) -> None:
+        """Put the waiting cells of the rows on screen (_on_screen's)."""
+        top = int(self.scroll_y)
+        for source in self._sources[max(0, top - 2):top + self.size.height]:
+            if source in self._waiting:
+                self._put(source, self._waiting.pop(source))
 
     def select(self, view: tuple | None) -> None:
         """Move the cursor to ``view``'s row (MERGED: "all ranks"), if the table has one."""
