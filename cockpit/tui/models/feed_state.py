@@ -111,6 +111,7 @@ class FeedState:
         by_source = batch.by_source()
         view = self.view
         texts, prefixed = {}, {}
+        self.store.expect(by_source)
         for source, lines in by_source.items():
             texts[source] = [line.text for line in lines]
             prefixed[source] = self.store.add(source, texts[source], lines[-1].t_read, merge=False)
