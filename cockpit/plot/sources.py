@@ -126,13 +126,14 @@ class PrintedLines:
 
     def poll(self, skip: Collection[int]) -> Polled:
         out: Polled = {}
-        pids = layout.rank_files(self.run_dir, "pid")
-        for rank, (_host, path) in sorted(layout.rank_files(self.run_dir, "log").items()):
+        files = layout.rank_file_names(self.run_dir, ("pid", "log"))  # one listing, paths as text: 4,096 ranks
+        pids = files["pid"]
+        for rank, (_host, name) in sorted(files["log"].items()):
             if rank in skip:
                 continue
-            log = self._logs.get(rank)
+            log, path = self._logs.get(rank), Path(name)
             if log is None or log.path != path:
-                log = self._logs[rank] = _Log(path, _mtime(pids[rank][1]) if rank in pids else None)
+                log = self._logs[rank] = _Log(path, _mtime(Path(pids[rank][1])) if rank in pids else None)
             points = log.points()
             if points:
                 out[rank] = (points, False)

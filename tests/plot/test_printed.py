@@ -173,3 +173,13 @@ def test_a_log_replaced_by_a_shorter_one_is_read_again_from_its_start(tmp_path):
     [zero] = reader.series()
     assert zero.loss[:2] == (0.5, 0.25) and zero.times[1] == pytest.approx(1_700_000_200)
     assert all(t <= 1_700_000_200 for t in zero.times)
+
+
+def test_a_poll_of_some_ranks_reads_only_their_printed_lines(tmp_path):
+    """The side panel's poll of a few ranks (RunSeries.poll(only)) reads no other rank's log: the printed
+    lines of 4,096 logs each second held the TUI's GIL. A later poll of all reads the rest whole."""
+    for rank in range(4):
+        log(tmp_path, rank, "".join(f"step {i} loss={1 / i}\n" for i in range(1, 6)))
+    reader = RunSeries(tmp_path)
+    assert reader.poll(only={1}) and reader.ranks() == [1]
+    assert reader.poll() and reader.ranks() == [0, 1, 2, 3] and reader.series([2])[0].counts == (1, 2, 3, 4, 5)

@@ -202,3 +202,19 @@ def test_the_feed_process_dies_with_its_parent(tmp_path, how):
         for pid in (feed_pid, holder):
             if pid and alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_batch_carries_the_counts_of_the_sources_that_changed_only():
+    """4,096 ranks: a count of every source in every frame was most of it. The UI adds what a batch carries
+    to what it has (the Viewer above does the same), so its counts stay whole."""
+    from cockpit.logs.filetail import Line
+    from cockpit.logs.tail import Batch
+    from cockpit.tui.models.feed_state import FeedState
+
+    state = FeedState()
+    state.on_batch(Batch([Line((HOST, r), f"rank {r} up", 0, 0, 1.0) for r in range(3)], {}))
+    assert {s: st.lines for s, st in state.take().stats.items()} == {(HOST, 0): 1, (HOST, 1): 1, (HOST, 2): 1}
+    state.on_batch(Batch([Line((HOST, 1), "rank 1 again", 1, 0, 2.0)], {(HOST, 2): 5}))
+    stats = state.take().stats
+    assert stats.keys() == {(HOST, 1), (HOST, 2)} and stats[(HOST, 1)].lines == 2 and stats[(HOST, 2)].dropped == 5
+    assert state.take().stats == {}

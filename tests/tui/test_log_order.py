@@ -78,3 +78,19 @@ def test_the_feed_puts_an_ended_runs_lines_in_time_order_and_a_live_runs_as_read
     live.on_status(status)
     live.on_batch(batch_of(sources))
     assert live.store.view(None) == [f"[n:{r}] {t}" for r in (0, 1) for t in sources[("n", r)]]
+
+
+def test_at_scale_a_sample_of_ranks_is_read_and_the_rest_get_its_median_step_times(tmp_path):
+    """4,096 ranks' metrics records took the whole of the TUI's open: at most ``most`` ranks are read, spread
+    over the ranks, and every other rank gets each step's median time among them."""
+    run_dir, _ = ended_run(tmp_path)
+    for rank, late in ((2, 0.2), (3, 7.0)):  # rank 3's records are its own: read only when it is sampled
+        (run_dir / "logs" / f"rank-{rank}.n.log").write_text("[cockpit] step=10 loss=0.5\n")
+        with open(run_dir / "metrics" / f"rank-{rank}.jsonl", "w") as f:
+            f.writelines(json.dumps({"step": s, "time": T0 + s + late, "loss": 0.5}) + "\n" for s in range(1, 31))
+    sources = [("n", r) for r in range(4)]
+    sampled = run_clocks(run_dir, most=3)(sources)  # ranks 0, 2 and 3 (first and last included); rank 1 pooled
+    assert sampled[("n", 3)].steps[10] == T0 + 17.0 and sampled[("n", 0)].steps[10] == T0 + 10
+    assert sampled[("n", 1)].steps[10] == T0 + 10.2  # the median of 10.0, 10.2 and 17.0
+    every = run_clocks(run_dir, most=4)(sources)
+    assert every[("n", 1)].steps[10] == T0 + 10.1 and every[("n", 1)].end == T0 + 35

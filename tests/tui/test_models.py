@@ -260,3 +260,18 @@ def test_staged_dir_is_not_a_run(tmp_path):
 
     (tmp_path / STAGE_DIR).mkdir()
     assert list_runs(Path(tmp_path)) == []
+
+
+def test_the_stores_lines_in_all_are_bounded_each_source_keeping_an_equal_share():
+    """4,096 ranks x max_lines each let the feed process grow past 400 MB: past ``total_lines`` in all, each
+    source keeps its share (its newest lines); below it, max_lines each as before."""
+    store = LogStore(max_lines=100, total_lines=300)
+    store.add(("n", 0), [f"a{i}" for i in range(150)], None)
+    store.add(("n", 1), [f"b{i}" for i in range(150)], None)
+    assert store.keep == 100 and store.view(("n", 0)) == [f"a{i}" for i in range(50, 150)]
+    store.expect([("n", r) for r in range(6)])  # a batch of six sources: 50 lines each
+    for r in range(6):
+        store.add(("n", r), [f"{r}-{i}" for i in range(80)], None)
+    assert store.keep == 50 and sum(len(log.ring) for log in store.sources.values()) == 300
+    assert store.view(("n", 1)) == [f"1-{i}" for i in range(30, 80)]
+    assert store.sources[("n", 1)].lines == 230  # every line counted, kept or not

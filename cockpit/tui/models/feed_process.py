@@ -162,42 +162,81 @@ class FeedProcess:
             self._end()
 
 
-def run_clocks(run_dir: Path) -> Clocks:
+CLOCK_RANKS = 64  # ranks whose metrics records are read for an ended run's merged order, at most
+
+
+def run_clocks(run_dir: Path, most: int = CLOCK_RANKS) -> Clocks:
     """What the files say of when each source's lines were written (cockpit.tui.models.log_order): its log's
     mtime, the times of its rank's metrics records by step (cockpit's own or a framework's files, not the
     printed lines, whose times are what is estimated), and when its process started (a rank's pid record's
-    mtime, else the run's start). Read once, when first asked: only an ended run asks."""
+    mtime, else the run's start). Read once, when first asked: only an ended run asks.
+
+    At most ``most`` ranks' metrics are read (spread over the ranks): 4,096 ranks' records took 15 s, the
+    whole of the TUI's open. The other ranks get, per step, the median of the read ranks' times: ranks that
+    train together finish a step within one collective of each other, so the order moves by at most that."""
     known: dict[int, dict[int, float]] = {}
-    read = [False]
+    pooled: dict[int, float] = {}
+    paths: dict[tuple, Path] = {}
+    pids: dict[int, tuple[str, Path]] = {}
+    started: list[float | None] = []  # the run's start, once read
 
     def clocks(sources: list[tuple]) -> dict[tuple, SourceClock]:
-        from cockpit.plot.series import METRICS
-        from cockpit.plot.source import RunSeries
-        from cockpit.plot.sources import PRINTED
         from cockpit.run import layout
         from cockpit.run.store import read_status
         from cockpit.run.watch import discover
 
-        if not read[0]:
-            reader = RunSeries(run_dir)
-            reader.poll_all()
-            origins = reader.origins()
-            if reader.source() == METRICS:
-                known.update({s.rank: dict(zip(s.counts, s.times, strict=True)) for s in reader.series()
-                              if origins.get(s.rank) != PRINTED})
-            read[0] = True
-        paths, pids = discover(run_dir), layout.rank_files(run_dir, "pid")
-        status = read_status(run_dir)
-        started = status.started if status is not None else None
+        if not started:
+            ranks = sorted({s[1] for s in sources if isinstance(s[1], int)})
+            known.update(_step_times(run_dir, _spread(ranks, most)))
+            pooled.update(_median_steps(known.values()) if len(ranks) > most else {})
+            status = read_status(run_dir)
+            started.append(status.started if status is not None else None)
+        if not paths or any(source not in paths for source in sources):  # an ended run's files: listed once
+            paths.update(discover(run_dir))
+            pids.update(layout.rank_files(run_dir, "pid"))
         out = {}
         for source in sources:
             rank = source[1] if isinstance(source[1], int) else None
             pid = pids.get(rank) if rank is not None else None
-            out[source] = SourceClock(_mtime(paths.get(source)), known.get(rank, {}) if rank is not None else {},
-                                      (_mtime(pid[1]) if pid else None) or started)
+            steps = known.get(rank, pooled) if rank is not None else {}
+            out[source] = SourceClock(_mtime(paths.get(source)), steps,
+                                      (_mtime(pid[1]) if pid else None) or started[0])
         return out
 
     return clocks
+
+
+def _spread(ranks: list[int], most: int) -> list[int] | None:
+    """At most ``most`` of ``ranks``, evenly spread, first and last included; None: all of them."""
+    if len(ranks) <= most:
+        return None
+    return sorted({ranks[round(i * (len(ranks) - 1) / max(1, most - 1))] for i in range(most)})
+
+
+def _step_times(run_dir: Path, ranks: list[int] | None) -> dict[int, dict[int, float]]:
+    """rank -> step -> when its metrics record was written (``ranks`` only, unless None)."""
+    from cockpit.plot.series import METRICS
+    from cockpit.plot.source import RunSeries
+    from cockpit.plot.sources import PRINTED
+
+    reader = RunSeries(run_dir)
+    for _ in range(1000):  # what RunSeries.poll_all does, for these ranks
+        if not reader.poll(ranks):
+            break
+    if reader.source() != METRICS:
+        return {}
+    origins = reader.origins()
+    return {s.rank: dict(zip(s.counts, s.times, strict=True)) for s in reader.series(ranks)
+            if origins.get(s.rank) != PRINTED}
+
+
+def _median_steps(tracks) -> dict[int, float]:
+    """step -> the median of the tracks' times for it."""
+    by_step: dict[int, list[float]] = {}
+    for track in tracks:
+        for step, t in track.items():
+            by_step.setdefault(step, []).append(t)
+    return {step: sorted(ts)[len(ts) // 2] for step, ts in by_step.items()}
 
 
 def _mtime(path: Path | None) -> float | None:

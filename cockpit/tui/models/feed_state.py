@@ -3,7 +3,8 @@
 Every tailed line is stored (bounded, see log_store), filtered for the view in focus, and scanned by the log
 parser for failures. ``take()`` hands out what the UI needs since its last batch, and only that: the new lines
 of the view in focus (or, when the UI fell more than ``max_lines`` behind, the newest ``max_lines`` with
-``reset``), the status when it changed, new live events, and per-source counts. The other views' lines stay
+``reset``), the status when it changed, new live events, and the counts of the sources that changed (4,096
+ranks: a dict of every source in every batch was most of a frame). The other views' lines stay
 here until the UI switches to one of them (``set_view``).
 
 The live scan has a CPU budget (``parse_budget`` of each second, at most ``scan_slice`` per batch): in its own
@@ -62,7 +63,7 @@ class Drained:
     reset: bool
     status: RunStatus | None
     events: list[LiveEvent]
-    stats: dict[tuple, SourceStats]
+    stats: dict[tuple, SourceStats]  # of the sources that changed since the last batch only
     finished: bool
     skipped: int = 0
     lines_per_s: float = 0.0
@@ -91,6 +92,7 @@ class FeedState:
         self._events: list[LiveEvent] = []
         self._seen: set = set()
         self._stats_new = False
+        self._changed: set[tuple] = set()  # sources whose counts changed since the last take
         self.finished = False
         self._finished_sent = False
         self._parsers: dict[tuple, LineParser] = {}
@@ -109,6 +111,7 @@ class FeedState:
         by_source = batch.by_source()
         view = self.view
         texts, prefixed = {}, {}
+        self.store.expect(by_source)
         for source, lines in by_source.items():
             texts[source] = [line.text for line in lines]
             prefixed[source] = self.store.add(source, texts[source], lines[-1].t_read, merge=False)
@@ -120,6 +123,7 @@ class FeedState:
             self._queue(merged)
         for source, count in batch.dropped.items():
             self.store.dropped(source, count)
+        self._changed.update(by_source, batch.dropped)
         self._stats_new = True
         start, count, rate = self._rate
         count += len(batch.lines)
@@ -209,7 +213,9 @@ class FeedState:
         status = self._status if self._status_new else None
         self._status_new = False
         events, self._events = self._events, []
-        stats = {s: SourceStats(log.lines, log.last_time, log.dropped) for s, log in self.store.sources.items()}
+        sources = self.store.sources
+        stats = {s: SourceStats(sources[s].lines, sources[s].last_time, sources[s].dropped) for s in self._changed}
+        self._changed.clear()
         self._stats_new = False
         self._finished_sent = self.finished
         return Drained(lines, reset, status, events, stats, self.finished, self.skipped, self._rate[2],

@@ -1,6 +1,7 @@
 """Bounded per-rank log storage for the run view.
 
-Why chunks: the run view keeps the last 10,000 lines of every rank (64 ranks: 640,000 lines). As one Python
+Why chunks: the run view keeps the last 10,000 lines of every rank (64 ranks: 640,000 lines; past
+TOTAL_LINES in all, fewer of each). As one Python
 string per line that is ~160 bytes a line (~100 MB); kept as one joined string per delivered batch it is about
 the bytes themselves, and a rank's newest batches, once they add up to COMPRESS_FROM bytes, are joined and
 compressed as one chunk (zlib level 1, a few times smaller; zlib releases the GIL while it works; one call per
@@ -19,6 +20,9 @@ from dataclasses import dataclass
 
 MERGED = None  # the view key of the merged view, every source with a [host:rank] prefix
 COMPRESS_FROM = 32 * 1024  # bytes of the newest plain chunks that are joined and compressed as one
+# lines kept across all sources: 64 ranks keep max_lines each (640,000), 4,096 ranks 244 each (their views
+# show those; the files have every line), where 10,000 each let the feed process grow past 400 MB
+TOTAL_LINES = 1_000_000
 
 
 class LineRing:
@@ -102,19 +106,33 @@ class SourceLog:
 
 
 class LogStore:
-    """Every source's last ``max_lines`` lines, and the merged view's last ``max_lines`` (prefixed)."""
+    """Every source's last lines (``max_lines``, fewer once ``total_lines`` shared by all sources is less: see
+    ``keep``), and the merged view's last ``max_lines`` (prefixed)."""
 
-    def __init__(self, max_lines: int = 10_000):
-        self.max_lines = max_lines
+    def __init__(self, max_lines: int = 10_000, total_lines: int = TOTAL_LINES):
+        self.max_lines, self.total_lines = max_lines, total_lines
         self.sources: dict[tuple, SourceLog] = {}
         self.merged = LineRing(max_lines, compress=False)
+        self.keep = max_lines  # lines kept of each source now; a ring is cut to it when it next takes lines
+
+    def expect(self, sources) -> None:
+        """Make room for ``sources`` before their lines come (a catch-up of 4,096 ranks in one batch: every
+        ring then keeps the same share, not the first ones a larger one)."""
+        for source in sources:
+            self._log(source)
+
+    def _log(self, source: tuple) -> SourceLog:
+        log = self.sources.get(source)
+        if log is None:
+            log = self.sources[source] = SourceLog(LineRing(self.keep))
+            self.keep = max(1, min(self.max_lines, self.total_lines // len(self.sources)))
+        return log
 
     def add(self, source: tuple, texts: list[str], when: float | None, merge: bool = True) -> list[str]:
         """Keep ``texts``; returns them with the source's prefix (what the merged view shows), which go into the
         merged view too unless ``merge`` is False (the caller puts them there in an order of its own)."""
-        log = self.sources.get(source)
-        if log is None:
-            log = self.sources[source] = SourceLog(LineRing(self.max_lines))
+        log = self._log(source)
+        log.ring.maxlen = self.keep
         log.ring.extend(texts)
         log.lines += len(texts)
         log.last_time = when
@@ -125,10 +143,7 @@ class LogStore:
         return prefixed
 
     def dropped(self, source: tuple, count: int) -> None:
-        log = self.sources.get(source)
-        if log is None:
-            log = self.sources[source] = SourceLog(LineRing(self.max_lines))
-        log.dropped += count
+        self._log(source).dropped += count
 
     def view(self, key: tuple | None) -> list[str]:
         if key is MERGED:

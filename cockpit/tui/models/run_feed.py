@@ -134,7 +134,8 @@ class RunFeed:
                 p.lines, p.reset = p.lines[-self.max_lines:], True
         p.status = d.status or p.status
         p.events += d.events
-        p.stats, p.finished, p.skipped, p.lines_per_s = d.stats, d.finished, d.skipped, d.lines_per_s
+        p.stats.update(d.stats)  # the sources that changed: the counts of both batches, the newer winning
+        p.finished, p.skipped, p.lines_per_s = d.finished, d.skipped, d.lines_per_s
 
     def _lost(self) -> None:
         """The feed process's output ended: a stop, or it failed (then say what it printed)."""

@@ -56,10 +56,15 @@ class RunFindings(CockpitScreen):
     def diagnose(self) -> None:
         from dataclasses import replace
 
-        from cockpit.insight.diagnosis import diagnose_run
-        from cockpit.run.handle import Run
+        from cockpit.tui.models.diagnose_process import APART_FROM, diagnose_apart
 
-        report = diagnose_run(Run.load(self.run_dir))
+        if len(self.stats) >= APART_FROM:  # thousands of logs: parsed in a process of its own, not under our GIL
+            report = diagnose_apart(self.run_dir)
+        else:
+            from cockpit.insight.diagnosis import diagnose_run
+            from cockpit.run.handle import Run
+
+            report = diagnose_run(Run.load(self.run_dir))
         hidden = runview.HIDDEN_FROM_REPORT
         report = replace(report, findings=tuple(f for f in report.findings if f.code not in hidden))
         if not get_current_worker().is_cancelled:  # a newer diagnosis replaced this one: do not show a stale one

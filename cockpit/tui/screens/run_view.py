@@ -199,8 +199,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         if d.error:
             self.notify(d.error, title="live logs", severity="error", timeout=15)
         self.rate = d.lines_per_s
-        new_sources = set(d.stats) - set(self.stats)
-        self.stats = d.stats
+        new_sources = d.stats.keys() - self.stats.keys()
+        self.stats.update(d.stats)  # the sources that changed since the last batch
         if new_sources:
             self._rebuild_ranks()
         if d.status is not None and (self.status is None or d.status.to_json() != self.status.to_json()):
