@@ -52,7 +52,9 @@ async def test_a_healed_run_shows_its_attempts(tmp_path, monkeypatch):
     run_dir = healed_run(tmp_path, 1)
 
     async def check(pilot, panel) -> None:
-        await until(pilot, lambda: panel.has_class("-shown"), what="the attempts panel")
+        # shown, and laid out: the class and the text come first, the new height with the next layout (a
+        # loaded machine read a height of 0 between the two)
+        await until(pilot, lambda: panel.has_class("-shown") and panel.region.height > 0, what="the attempts panel")
         lines = str(panel.content).split("\n")
         assert lines[0].startswith("attempts 2") and lines[0].endswith("✓") and "x" in lines[0], lines
         assert lines[1].startswith("#0 +0 s, ") and "failure rank " in lines[1] and "RuntimeError" in lines[1]
