@@ -274,6 +274,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def unrecognized(args: argparse.Namespace, extra: list[str]) -> str:
+    """argparse's refusal of arguments no option takes; for `run`, where they are most likely the script's
+    (`cockpit run job.yaml --epochs 1`, a torchrun habit), the hint says they go after `--`."""
+    text = f"unrecognized arguments: {' '.join(extra)}"
+    if args.command != "run" or args.resume:  # a resumed run keeps the arguments it was started with
+        return text
+    return (f"{text} (hint: arguments for the script go after --: "
+            f"cockpit run {args.job or 'JOB.yaml'} -- {' '.join(extra)})")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `cockpit run job.yaml [options] -- ARGS`: everything after the first -- belongs to the script.
@@ -290,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         from cockpit.tui.app import run_tui
 
         return run_tui(argv[1:])
-    args = build_parser(argv[0]).parse_args(argv)
+    parser = build_parser(argv[0])
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(unrecognized(args, extra))
     args.script_args = script_args
     try:
         code = args.func(args)
