@@ -166,7 +166,8 @@ def run_clocks(run_dir: Path) -> Clocks:
     """What the files say of when each source's lines were written (cockpit.tui.models.log_order): its log's
     mtime, the times of its rank's metrics records by step (cockpit's own or a framework's files, not the
     printed lines, whose times are what is estimated), and when its process started (a rank's pid record's
-    mtime, else the run's start). Read once, when first asked: only an ended run asks."""
+    mtime, else the run's start), and when each attempt started. Read once, when first asked: only an ended run
+    asks."""
     known: dict[int, dict[int, float]] = {}
     read = [False]
 
@@ -189,12 +190,13 @@ def run_clocks(run_dir: Path) -> Clocks:
         paths, pids = discover(run_dir), layout.rank_files(run_dir, "pid")
         status = read_status(run_dir)
         started = status.started if status is not None else None
+        attempts = {a.attempt: a.started for a in status.attempts} if status is not None else {}
         out = {}
         for source in sources:
             rank = source[1] if isinstance(source[1], int) else None
             pid = pids.get(rank) if rank is not None else None
             out[source] = SourceClock(_mtime(paths.get(source)), known.get(rank, {}) if rank is not None else {},
-                                      (_mtime(pid[1]) if pid else None) or started)
+                                      (_mtime(pid[1]) if pid else None) or started, attempts)
         return out
 
     return clocks
