@@ -85,7 +85,8 @@ def test_the_feed_puts_an_ended_runs_lines_in_time_order_and_a_live_runs_as_read
 # marker line each attempt writes into every log is what places attempt 0's traceback before attempt 1.
 MARK = "[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 3 starts: relaunched after a failure of attempt 0 (rank 1 on n)"
 H0 = ["[cockpit] start rank=0", "[cockpit] step=10 loss=0.5", "RuntimeError: Connection reset by peer", MARK,
-      "[cockpit] start rank=0", "[cockpit] step=20 loss=0.3", "[cockpit] finish rank=0"]
+      "[cockpit] start rank=0", "[cockpit] resumed from checkpoints/latest.pt step=10 epoch=0",
+      "[cockpit] step=20 loss=0.3", "[cockpit] finish rank=0"]
 H1 = ["[cockpit] start rank=1", "[demo] rank 1: injecting failure after step 12 (attempt 0)",
       "Traceback (most recent call last):", "RuntimeError: injected failure", MARK, "[cockpit] start rank=1",
       "[cockpit] finish rank=1"]
@@ -96,7 +97,8 @@ def test_an_attempts_lines_come_before_the_next_attempts_marker_in_every_log():
     """The run view's "all ranks" of a healed run showed rank 1's attempt-0 traceback after the agent's `attempt 1
     starts` line (found on a fresh clone, issue 33's new-user pass)."""
     attempts = {0: T0, 1: T0 + 20}
-    clocks = {("n", 0): SourceClock(T0 + 40, {10: T0 + 25, 12: T0 + 27, 20: T0 + 35}, T0 + 21, attempts),
+    # rank 0's step 10 is attempt 0's record (attempt 1 resumed from it), 12 and 20 attempt 1's
+    clocks = {("n", 0): SourceClock(T0 + 40, {10: T0 + 10, 12: T0 + 27, 20: T0 + 35}, T0 + 21, attempts),
               ("n", 1): SourceClock(T0 + 40, {12: T0 + 27}, T0 + 21, attempts),
               ("n", "agent"): SourceClock(T0 + 40, {}, None, attempts)}
     logs = {("n", 0): H0, ("n", 1): H1, ("n", "agent"): HA}

@@ -45,18 +45,32 @@ def line_times(texts: Sequence[str], clock: SourceClock) -> list[float]:
     later = clock.end if clock.end is not None else float("inf")
     out = [0.0] * len(texts)
     steps, attempts = clock.steps, clock.attempts
+    marks = _attempt_marks(texts, attempts)
+    since = -float("inf")  # the start of the attempt the line is in: a step's record from before it is another's
     for i in range(len(texts) - 1, -1, -1):
-        if attempts and (m := ATTEMPT.search(texts[i])) is not None and int(m.group(1)) in attempts:
-            out[i] = later = min(later, attempts[int(m.group(1))])
+        if i in marks:
+            out[i] = later = min(later, marks[i])
             later -= BEFORE
             continue
         if steps and (m := STEP.search(texts[i])) is not None:
+            since = max((t for j, t in marks.items() if j < i), default=-float("inf"))
             known = steps.get(int(m.group(1)))
-            if known is not None:
+            if known is not None and known >= since:
                 later = min(later, known)
         out[i] = later
     if out and clock.start is not None:
         out[0] = min(out[0], clock.start)
+    return out
+
+
+def _attempt_marks(texts: Sequence[str], attempts: Mapping[int, float]) -> dict[int, float]:
+    """line index -> start of the attempt whose marker line it is (attempts after the first, cockpit.contract)."""
+    if not attempts:
+        return {}
+    out = {}
+    for i, text in enumerate(texts):
+        if (m := ATTEMPT.search(text)) is not None and int(m.group(1)) in attempts:
+            out[i] = attempts[int(m.group(1))]
     return out
 
 
