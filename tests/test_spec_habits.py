@@ -138,3 +138,15 @@ def test_script_arguments_without_the_double_dash_are_told_where_they_go(tmp_pat
     r = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--epochs", "1"], capture_output=True, text=True,
                        cwd=REPO, env=env, timeout=60)
     assert r.returncode == 2 and "unrecognized arguments: --epochs 1" in r.stderr and "hint" not in r.stderr
+
+
+def test_the_tuis_options_work_without_the_word_tui(tmp_path):
+    """`cockpit` alone is the TUI, so `cockpit --run last` is its --run: before, argparse took the run id for a
+    command ("invalid choice: 'nosuch'"). A run that does not exist is refused before the UI starts."""
+    from helpers import cockpit_env
+
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs"))
+    for argv in (["--run", "nosuch"], ["--run=nosuch"], ["tui", "--run", "nosuch"]):
+        r = subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, cwd=REPO,
+                           env=env, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2 and "no run 'nosuch'" in r.stderr and "invalid choice" not in r.stderr, r.stderr

@@ -274,6 +274,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# `cockpit --run last` as `cockpit tui --run last`: `cockpit` alone is the TUI, so its options are taken without
+# the word (before, argparse read the option's value as a command: "invalid choice: 'last'")
+TUI_OPTIONS = ("--nodes", "--job", "--run", "--runs-dir", "--theme", "--interval")
+
+
 def unrecognized(args: argparse.Namespace, extra: list[str]) -> str:
     """argparse's refusal of arguments no option takes; for `run`, where they are most likely the script's
     (`cockpit run job.yaml --epochs 1`, a torchrun habit), the hint says they go after `--`."""
@@ -291,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, script_args = argv[:at], argv[at + 1:]
-    if not argv or argv[0] == "tui":
+    if not argv or argv[0] == "tui" or argv[0].partition("=")[0] in TUI_OPTIONS:
         # `cockpit` alone opens the terminal UI; `cockpit tui --help` lists its options. Textual is imported
         # only here, so every other command starts without it.
         from cockpit.tui import before_textual
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         before_textual()
         from cockpit.tui.app import run_tui
 
-        return run_tui(argv[1:])
+        return run_tui(argv[1:] if argv and argv[0] == "tui" else argv)
     parser = build_parser(argv[0])
     args, extra = parser.parse_known_args(argv)
     if extra:
