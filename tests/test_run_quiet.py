@@ -32,3 +32,45 @@ def test_quiet_success_has_no_rank_line_and_its_summary(tmp_path):
 
 # A quiet healed run keeping its whole summary: test_heal_local's
 # test_a_raise_is_healed_from_the_last_checkpoint_and_accounted runs jobs/demo-heal.yaml -q and checks it.
+
+
+# What the demo's failing run wrote, as the tail engine hands it over: rank 1's traceback (its exception line is
+# its last line, and long enough to be held for a hard wrap), rank 0's lost peer, then torchrun's reaction.
+RANK1 = ["[demo] rank 1: injecting failure 'raise' after step 5 (attempt 0)",
+         "[rank1]: Traceback (most recent call last):", '[rank1]:   File "/w/demo.py", line 79, in maybe_fail',
+         "[rank1]:     raise RuntimeError(msg)",
+         "[rank1]: RuntimeError: injected failure on rank 1 after step 5 (--fail-mode raise)"]
+RANK0 = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "/w/demo.py", line 105, in train',
+         "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+         "closed by peer [127.0.0.1]:54703. This is typically caused by a remote worker crashing."]
+AGENT = ["W1128 05:18:39.654000 25297 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 25348 "
+         "closing signal SIGTERM"]
+
+
+def test_the_failing_ranks_own_exception_is_a_live_note_before_its_consequences(tmp_path, capsys):
+    """On a fresh clone `run -q` of the failing demo noted only torchrun's `worker_failed` (its SIGTERM to the
+    other rank) and rank 0's lost peer: rank 1's own RuntimeError, the cause, was held by the parser as a line a
+    hard wrap might continue, and a plain exception was no note (issue 33's new-user pass)."""
+    from cockpit.cli.console import Painter
+    from cockpit.cli.notices import LiveFindings
+    from cockpit.logs.filetail import Line
+
+    def batch(source, texts):
+        return [Line(source, text, i, 0, 0.0) for i, text in enumerate(texts)]
+
+    live = LiveFindings(Painter(False), tmp_path)
+    live.feed_batch(batch(("vm", 1), RANK1))
+    live.feed_batch(batch(("vm", 0), RANK0))
+    live.feed_batch(batch(("vm", "agent"), AGENT))
+    live.feed_batch([])  # a batch from nobody: everyone went quiet
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cockpit: [")]
+    assert notes[0] == ("cockpit: [vm:1] python_exception: [rank1]: RuntimeError: injected failure on rank 1 after "
+                        "step 5 (--fail-mode raise)"), notes
+    # then the consequences, as before: rank 0's lost peer (not a python_exception of its own) and torchrun's
+    assert [note.split(": ")[1].split()[:2] for note in notes[1:]] == [["[vm:0]", "gloo_error"],
+                                                                     ["[vm:agent]", "worker_failed"]], notes
+    (tmp_path / "stop.json").write_text("{}")  # once a stop was asked for, an exception is that stop's echo
+    stopping = LiveFindings(Painter(False), tmp_path)
+    stopping.feed_batch(batch(("vm", 1), RANK1))
+    stopping.feed_batch(batch(("vm", 0), []))
+    assert "cockpit: [" not in capsys.readouterr().err

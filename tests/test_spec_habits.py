@@ -120,3 +120,33 @@ def test_run_with_a_rank_the_job_will_not_have_is_refused_before_anything_starts
     assert r.returncode == 2, r.stdout + r.stderr
     assert "jobs/demo.yaml: the job has ranks 0-1, not rank 5 (hint: leave out --rank" in r.stderr, r.stderr
     assert not runs.exists() or not any(runs.iterdir())  # nothing was launched
+
+
+def test_script_arguments_without_the_double_dash_are_told_where_they_go(tmp_path):
+    """`cockpit run job.yaml --epochs 1` (torchrun's habit: the script's arguments follow it): refused before
+    anything starts, exit 2, with the command that works; other commands keep argparse's plain refusal."""
+    from helpers import cockpit_env
+
+    runs = tmp_path / "runs"
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs))
+    r = subprocess.run([sys.executable, "-m", "cockpit", "run", "jobs/demo.yaml", "--epochs", "1"],
+                       capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert ("unrecognized arguments: --epochs 1 (hint: arguments for the script go after --: "
+            "cockpit run jobs/demo.yaml -- --epochs 1)") in r.stderr, r.stderr
+    assert not runs.exists() or not any(runs.iterdir())  # nothing was launched
+    r = subprocess.run([sys.executable, "-m", "cockpit", "ps", "--epochs", "1"], capture_output=True, text=True,
+                       cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 2 and "unrecognized arguments: --epochs 1" in r.stderr and "hint" not in r.stderr
+
+
+def test_the_tuis_options_work_without_the_word_tui(tmp_path):
+    """`cockpit` alone is the TUI, so `cockpit --run last` is its --run: before, argparse took the run id for a
+    command ("invalid choice: 'nosuch'"). A run that does not exist is refused before the UI starts."""
+    from helpers import cockpit_env
+
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs"))
+    for argv in (["--run", "nosuch"], ["--run=nosuch"], ["tui", "--run", "nosuch"]):
+        r = subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, cwd=REPO,
+                           env=env, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2 and "no run 'nosuch'" in r.stderr and "invalid choice" not in r.stderr, r.stderr

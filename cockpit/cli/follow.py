@@ -143,8 +143,7 @@ def follow(run_dir: Path, args, skip_existing: bool, owner: bool = False, banner
             else:
                 out.write("".join(text))
             behind.note(batch.behind_bytes)
-        for line in batch.lines:
-            live.feed(line.source, line.text)
+        live.feed_batch(batch.lines)
         if bars:
             bars.show()  # where a notice took it away
 

@@ -274,6 +274,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# `cockpit --run last` as `cockpit tui --run last`: `cockpit` alone is the TUI, so its options are taken without
+# the word (before, argparse read the option's value as a command: "invalid choice: 'last'")
+TUI_OPTIONS = ("--nodes", "--job", "--run", "--runs-dir", "--theme", "--interval")
+
+
+def unrecognized(args: argparse.Namespace, extra: list[str]) -> str:
+    """argparse's refusal of arguments no option takes; for `run`, where they are most likely the script's
+    (`cockpit run job.yaml --epochs 1`, a torchrun habit), the hint says they go after `--`."""
+    text = f"unrecognized arguments: {' '.join(extra)}"
+    if args.command != "run" or args.resume:  # a resumed run keeps the arguments it was started with
+        return text
+    return (f"{text} (hint: arguments for the script go after --: "
+            f"cockpit run {args.job or 'JOB.yaml'} -- {' '.join(extra)})")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `cockpit run job.yaml [options] -- ARGS`: everything after the first -- belongs to the script.
@@ -281,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, script_args = argv[:at], argv[at + 1:]
-    if not argv or argv[0] == "tui":
+    if not argv or argv[0] == "tui" or argv[0].partition("=")[0] in TUI_OPTIONS:
         # `cockpit` alone opens the terminal UI; `cockpit tui --help` lists its options. Textual is imported
         # only here, so every other command starts without it.
         from cockpit.tui import before_textual
@@ -289,8 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         before_textual()
         from cockpit.tui.app import run_tui
 
-        return run_tui(argv[1:])
-    args = build_parser(argv[0]).parse_args(argv)
+        return run_tui(argv[1:] if argv and argv[0] == "tui" else argv)
+    parser = build_parser(argv[0])
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(unrecognized(args, extra))
     args.script_args = script_args
     try:
         code = args.func(args)

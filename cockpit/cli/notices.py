@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cockpit.cli.console import Painter
 from cockpit.launch import registry, supervision
+from cockpit.logs.parse.kinds import PYTHON_EXCEPTION
 from cockpit.run import layout
 from cockpit.run.store import STOP_FILE, RunStatus
 
@@ -56,11 +57,16 @@ class Output:
 
 class LiveFindings:
     """The diagnose parser on the live stream: the first occurrence of each failure kind per rank is
-    announced on stderr as it appears (the full diagnosis comes with the summary). Once a stop was asked
-    for, the teardown's messages (torchrun's worker_failed, the ranks' SIGTERMs) are that stop, not news."""
+    announced on stderr as it appears (the full diagnosis comes with the summary), and so is a rank's own
+    uncaught exception (a traceback's last line that names no kind and no lost peer: most often the cause,
+    where torchrun's worker_failed and the peers' errors that follow are its consequences). Once a stop was
+    asked for, the teardown's messages (torchrun's worker_failed, the ranks' SIGTERMs) are that stop, not news."""
 
     def __init__(self, painter: Painter, run_dir: Path):
+        from cockpit.logs.diagnose.cause import is_consequence
         from cockpit.logs.parse.parser import LineParser
+
+        self._consequence = is_consequence
 
         self.painter, self.stop_file = painter, run_dir / STOP_FILE
         self.parsers: dict = {}
@@ -68,15 +74,30 @@ class LiveFindings:
         self.stopping = False
         self._new_parser = LineParser
 
+    def feed_batch(self, lines) -> None:
+        """A batch of the tail engine's lines. First the held line (one that a hard wrap might continue) of each
+        source that wrote nothing since: it went quiet, so the line is whole. A rank's traceback is most often
+        the last thing it writes, its exception line held until then."""
+        fresh = {line.source for line in lines}
+        for source, parser in self.parsers.items():
+            if source not in fresh:
+                self._announce(source, parser.flush())
+        for line in lines:
+            self.feed(line.source, line.text)
+
     def feed(self, source: tuple, text: str) -> None:
         parser = self.parsers.get(source)
         if parser is None:
             parser = self.parsers[source] = self._new_parser()
         host, rank = source
-        for event in parser.feed(text, host=host, rank=None if rank == "agent" else rank):
-            if event.is_failure and not self.stopping:  # a stop writes stop.json before any signal
+        self._announce(source, parser.feed(text, host=host, rank=None if rank == "agent" else rank))
+
+    def _announce(self, source: tuple, events) -> None:
+        for event in events:
+            news = event.is_failure or (event.kind == PYTHON_EXCEPTION and not self._consequence(event))
+            if news and not self.stopping:  # a stop writes stop.json before any signal
                 self.stopping = self.stop_file.exists()
-            if event.is_failure and (source, event.kind) not in self.seen and not self.stopping:
+            if news and (source, event.kind) not in self.seen and not self.stopping:
                 self.seen.add((source, event.kind))
                 notice(f"{self.painter.prefix(source)} {self.painter.paint(event.kind, '1;31')}: "
                        f"{event.text.strip()[:200]}")

@@ -46,9 +46,18 @@ def earlier_attempts(run: Run) -> list:
     from cockpit.logs.diagnose.model import Finding
 
     attempts: list[Attempt] = run.status.attempts if run.status is not None else []
-    return [Finding("info", "earlier_attempt", f"attempt {a.attempt} ended by {a.end or 'unknown'}"
-                    + (f": {a.cause}" if a.cause else ""), a.decision or "", ())
-            for a in attempts[:-1]]
+    return [Finding("info", "earlier_attempt", attempt_title(a), a.decision or "", ()) for a in attempts[:-1]]
+
+
+# How an attempt ended (cockpit.run.attempts.ENDS), in words after "attempt N"
+END_WORDS = {"failure": "ended by a failure", "stall": "ended by a stall", "stopped": "was stopped",
+             "requeued": "was requeued by Slurm", "succeeded": "succeeded"}
+
+
+def attempt_title(a: Attempt) -> str:
+    """`attempt 0 ended by a failure: rank 1 raised ...`, `attempt 0 was stopped`."""
+    words = END_WORDS.get(a.end or "", f"ended ({a.end or 'how is unknown'})")
+    return f"attempt {a.attempt} {words}" + (f": {a.cause}" if a.cause else "")
 
 
 def first_failed_trial(run: Run) -> Run | None:

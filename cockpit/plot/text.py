@@ -16,7 +16,9 @@ COLORS = ("blue+", "orange+", "green+", "red+", "magenta+", "cyan+", "yellow", "
 MARKERS = ("•", "x", "+", "o", "*", "#", "%", "=")
 SHADES = "░▒▓█"  # rate relative to the median cell: <40%, <70%, <90%, from 90%
 STALLED, NO_DATA = "·", " "
-HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · no progress"
+# blank: a rank with no record there, before its first step (starting: imports, the model, the rendezvous) or
+# after it ended; a new user read the empty first third of a healthy run as a problem
+HEAT_LEGEND = "█ ≥90%  ▓ ≥70%  ▒ ≥40%  ░ <40%  · no progress  blank: not started or ended"
 WAIT_LEGEND = "waiting: █ ≥75% ▓ ≥50% ▒ ≥25% ░ <25%"
 
 

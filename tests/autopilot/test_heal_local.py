@@ -87,7 +87,7 @@ def test_a_raise_is_healed_from_the_last_checkpoint_and_accounted(tmp_path):
     findings = json.loads(diag.stdout)["findings"]
     assert not [f for f in findings if f["severity"] == "error"], findings
     assert [f["title"] for f in findings if f["code"] == "earlier_attempt"] == [
-        f"attempt 0 ended by failure: {first.cause}"], findings
+        f"attempt 0 ended by a failure: {first.cause}"], findings
 
 
 def test_a_hang_is_found_as_a_stall_and_healed(tmp_path):

@@ -57,3 +57,17 @@ def test_the_summary_says_the_pause_apart_from_the_lost_time():
 def test_a_resumed_attempt_round_trips_and_an_older_one_reads_unchanged():
     assert Attempt.from_dict(RESUMED.to_dict()) == RESUMED and RESUMED.to_dict()["resumed"] is True
     assert "resumed" not in STOPPED.to_dict()  # a status.json of an older cockpit reads and writes back as it was
+
+
+@pytest.mark.parametrize(("end", "words"), [("stopped", "attempt 0 was stopped"),
+                                            ("failure", "attempt 0 ended by a failure"),
+                                            ("stall", "attempt 0 ended by a stall"),
+                                            ("requeued", "attempt 0 was requeued by Slurm"),
+                                            (None, "attempt 0 ended (how is unknown)")])
+def test_an_earlier_attempts_finding_says_how_it_ended_in_words(end, words):
+    """The TUI's findings, `diagnose` and the run summary showed `attempt 0 ended by stopped` for a run stopped and
+    resumed (found on a fresh clone, issue 33's new-user pass)."""
+    from cockpit.insight.diagnosis import attempt_title
+
+    assert attempt_title(replace(STOPPED, end=end, cause=None)) == words
+    assert attempt_title(replace(STOPPED, end=end, cause="rank 1 raised X")) == f"{words}: rank 1 raised X"

@@ -88,6 +88,7 @@ def test_the_heat_map_shows_a_stalled_rank_as_no_progress_while_the_others_go_on
     assert set(tail) == {"·"}, tail
     text = draw(chart, 60, 10)
     assert "· no progress" in text and "100% = the median, 10 steps/s" in text
+    assert "blank: not started or ended" in text  # the blank cells are said too (the new-user pass, issue 33)
     ended = charts.heat_chart(healthy[:2] + [stalled] + healthy[2:], "t", columns=40, rows=10, ended={2})
     assert set("".join(ch for ch, _ in dict(heat_rows(ended))["2"][-20:])) == {" "}  # it exited: done, not stuck
 

@@ -31,3 +31,12 @@ def test_the_panel_is_empty_for_one_attempt_and_has_the_goodput():
     head, first, second = text.split("\n")
     assert head.startswith("attempts 2 · goodput 62% 0") and head.endswith("✓") and len(head) == 60
     assert first.startswith("#0 +0 s, 40 s, failure") and len(first) <= 60 and second.startswith("#1 +50 s")
+
+
+def test_the_last_attempts_end_is_the_last_cell_whatever_the_rounding():
+    """A real run (stopped, then resumed: wall times as status.json had them) drew `✓·` at 53 and 54 cells: its
+    end, at the right edge, computed as 52.99999999 cells (issue 33's new-user pass at 80x24)."""
+    run = [Attempt(0, 1795843235.57093, ended=1795843258.6, end="stopped"),
+           Attempt(1, 1795843261.1, ended=1795843287.606, end="succeeded", resumed=True)]
+    for width in range(20, 120):
+        assert bar(run, 0.0, width).endswith("✓"), width

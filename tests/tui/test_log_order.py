@@ -94,3 +94,44 @@ def test_at_scale_a_sample_of_ranks_is_read_and_the_rest_get_its_median_step_tim
     assert sampled[("n", 1)].steps[10] == T0 + 10.2  # the median of 10.0, 10.2 and 17.0
     every = run_clocks(run_dir, most=4)(sources)
     assert every[("n", 1)].steps[10] == T0 + 10.1 and every[("n", 1)].end == T0 + 35
+
+
+# A run that relaunched itself (demo-heal: rank 1 raised after step 12 in attempt 0; attempt 1 started at T0 + 20
+# and resumed from step 10). Rank 1 prints no steps, and its repeated "step 12" names attempt 1's record; the
+# marker line each attempt writes into every log is what places attempt 0's traceback before attempt 1.
+MARK = "[cockpit] attempt 1 (COCKPIT_ATTEMPT=1) of 3 starts: relaunched after a failure of attempt 0 (rank 1 on n)"
+H0 = ["[cockpit] start rank=0", "[cockpit] step=10 loss=0.5", "RuntimeError: Connection reset by peer", MARK,
+      "[cockpit] start rank=0", "[cockpit] resumed from checkpoints/latest.pt step=10 epoch=0",
+      "[cockpit] step=20 loss=0.3", "[cockpit] finish rank=0"]
+H1 = ["[cockpit] start rank=1", "[demo] rank 1: injecting failure after step 12 (attempt 0)",
+      "Traceback (most recent call last):", "RuntimeError: injected failure", MARK, "[cockpit] start rank=1",
+      "[cockpit] finish rank=1"]
+HA = ["torchrun: Sending process closing signal SIGTERM", MARK, "torchrun: starting"]
+
+
+def test_an_attempts_lines_come_before_the_next_attempts_marker_in_every_log():
+    """The run view's "all ranks" of a healed run showed rank 1's attempt-0 traceback after the agent's `attempt 1
+    starts` line (found on a fresh clone, issue 33's new-user pass)."""
+    attempts = {0: T0, 1: T0 + 20}
+    # rank 0's step 10 is attempt 0's record (attempt 1 resumed from it), 12 and 20 attempt 1's
+    clocks = {("n", 0): SourceClock(T0 + 40, {10: T0 + 10, 12: T0 + 27, 20: T0 + 35}, T0 + 21, attempts),
+              ("n", 1): SourceClock(T0 + 40, {12: T0 + 27}, T0 + 21, attempts),
+              ("n", "agent"): SourceClock(T0 + 40, {}, None, attempts)}
+    logs = {("n", 0): H0, ("n", 1): H1, ("n", "agent"): HA}
+    merged = [logs[source][i] for source, i in in_time_order(logs, clocks)]
+    marks = [i for i, text in enumerate(merged) if text == MARK]
+    assert marks == [8, 9, 10], merged  # the three markers together, after the 8 lines of attempt 0
+    assert sorted(merged[:8]) == sorted([*H0[:3], *H1[:4], *HA[:1]])
+    assert sorted(merged[11:]) == sorted([*H0[4:], *H1[5:], *HA[2:]])
+    times = line_times(H1, clocks[("n", 1)])
+    assert times == sorted(times) and times[4] == T0 + 20 and max(times[:4]) < T0 + 20
+
+
+def test_the_feed_reads_when_each_attempt_started(tmp_path):
+    from cockpit.run.attempts import Attempt
+
+    run_dir, status = ended_run(tmp_path)
+    status.attempts = [Attempt(0, T0, ended=T0 + 19, end="failure"), Attempt(1, T0 + 20, ended=T0 + 41,
+                                                                              end="succeeded")]
+    write_status(run_dir, status)
+    assert run_clocks(run_dir)([("n", 1)])[("n", 1)].attempts == {0: T0, 1: T0 + 20}

@@ -180,3 +180,16 @@ async def test_at_80x24_the_runs_health_and_the_run_views_first_keys_are_on_scre
         palette = next(key.region for key in view.query(FooterKey) if key.has_class("-command-palette"))
         for action in ("back", "stop", "fix", "diagnose", "app.help"):
             assert shown[action].width and shown[action].right <= palette.x, (action, shown[action], palette)
+
+
+async def test_the_runs_footer_says_how_to_open_a_run(ctx, runs):
+    """The focused table's own enter (Select, hidden) hid the screen's `enter Open`: at 80x24 and 120x36 the footer
+    said only `g Refresh  f1 Help` (issue 33's new-user pass). The key the footer shows opens the run."""
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f4")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
+        shown = app.screen.active_bindings["enter"].binding
+        assert (shown.description, shown.show) == ("Open", True)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")

@@ -15,6 +15,7 @@ from cockpit.run.attempts import Attempt, pauses
 
 ENDS = {"failure": "x", "stall": "s", "stopped": "■", "requeued": "r", "succeeded": "✓", None: "▶"}
 GAP = "·"
+EPS = 1e-6  # a cell boundary computed as 52.99999999 is 53: the last attempt's end in the last cell, not before it
 
 
 def bar(attempts: Sequence[Attempt], now: float, width: int) -> str:
@@ -26,8 +27,8 @@ def bar(attempts: Sequence[Attempt], now: float, width: int) -> str:
     scale = width / (end - begin)
     cells = [GAP] * width
     for a in attempts:
-        lo = min(int((a.started - begin) * scale), width - 1)
-        hi = min(max(int(((a.ended if a.ended is not None else now) - begin) * scale), lo + 1), width)
+        lo = min(int((a.started - begin) * scale + EPS), width - 1)
+        hi = min(max(int(((a.ended if a.ended is not None else now) - begin) * scale + EPS), lo + 1), width)
         mark = str(a.attempt % 10)
         for i in range(lo, hi):
             cells[i] = mark

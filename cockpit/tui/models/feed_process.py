@@ -169,7 +169,8 @@ def run_clocks(run_dir: Path, most: int = CLOCK_RANKS) -> Clocks:
     """What the files say of when each source's lines were written (cockpit.tui.models.log_order): its log's
     mtime, the times of its rank's metrics records by step (cockpit's own or a framework's files, not the
     printed lines, whose times are what is estimated), and when its process started (a rank's pid record's
-    mtime, else the run's start). Read once, when first asked: only an ended run asks.
+    mtime, else the run's start), and when each attempt started. Read once, when first asked: only an ended run
+    asks.
 
     At most ``most`` ranks' metrics are read (spread over the ranks): 4,096 ranks' records took 15 s, the
     whole of the TUI's open. The other ranks get, per step, the median of the read ranks' times: ranks that
@@ -179,6 +180,7 @@ def run_clocks(run_dir: Path, most: int = CLOCK_RANKS) -> Clocks:
     paths: dict[tuple, Path] = {}
     pids: dict[int, tuple[str, Path]] = {}
     started: list[float | None] = []  # the run's start, once read
+    attempts: dict[int, float] = {}  # when each attempt started, read with it
 
     def clocks(sources: list[tuple]) -> dict[tuple, SourceClock]:
         from cockpit.run import layout
@@ -191,6 +193,7 @@ def run_clocks(run_dir: Path, most: int = CLOCK_RANKS) -> Clocks:
             pooled.update(_median_steps(known.values()) if len(ranks) > most else {})
             status = read_status(run_dir)
             started.append(status.started if status is not None else None)
+            attempts.update({a.attempt: a.started for a in status.attempts} if status is not None else {})
         if not paths or any(source not in paths for source in sources):  # an ended run's files: listed once
             paths.update(discover(run_dir))
             pids.update(layout.rank_files(run_dir, "pid"))
@@ -200,7 +203,7 @@ def run_clocks(run_dir: Path, most: int = CLOCK_RANKS) -> Clocks:
             pid = pids.get(rank) if rank is not None else None
             steps = known.get(rank, pooled) if rank is not None else {}
             out[source] = SourceClock(_mtime(paths.get(source)), steps,
-                                      (_mtime(pid[1]) if pid else None) or started[0])
+                                      (_mtime(pid[1]) if pid else None) or started[0], attempts)
         return out
 
     return clocks

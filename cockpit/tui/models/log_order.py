@@ -10,7 +10,9 @@ line when the file was last changed (its mtime). Every other line is given the t
 known time in its file (it was written no later), so a burst (a traceback) stays in one piece and is placed
 where its rank's output ended. Each file's own order is kept. A rank that prints no steps thus shows its first
 line at the start and the rest at its end: right for start-up and failure lines, late for lines it printed
-along the way.
+along the way. A run that relaunched itself (recover:, `run --resume`, a Slurm requeue) has one more anchor: the
+marker line that starts each attempt after the first in every log was written when that attempt started, and
+every line before it in its file before then, so one attempt's traceback never shows after the next one started.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
+from cockpit import contract
+
 STEP = re.compile(r"\bstep[=: ]\s*(\d+)\b", re.IGNORECASE)
+ATTEMPT = re.compile(re.escape(contract.ATTEMPT_MARK) + r"(\d+) \(")  # the marker line of an attempt after the first
+BEFORE = 1e-6  # a line before an attempt's marker: just before that attempt started, so every marker follows them
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,7 @@ class SourceClock:
     end: float | None  # its last line: the file's mtime (None: unknown)
     steps: Mapping[int, float] = field(default_factory=dict)  # step -> when its metrics record was written
     start: float | None = None  # its first line, about: when its process started (None: unknown)
+    attempts: Mapping[int, float] = field(default_factory=dict)  # attempt -> when it started (status.json)
 
 
 def line_times(texts: Sequence[str], clock: SourceClock) -> list[float]:
@@ -37,15 +44,33 @@ def line_times(texts: Sequence[str], clock: SourceClock) -> list[float]:
     repeated steps keep the file's order)."""
     later = clock.end if clock.end is not None else float("inf")
     out = [0.0] * len(texts)
-    steps = clock.steps
+    steps, attempts = clock.steps, clock.attempts
+    marks = _attempt_marks(texts, attempts)
+    since = -float("inf")  # the start of the attempt the line is in: a step's record from before it is another's
     for i in range(len(texts) - 1, -1, -1):
+        if i in marks:
+            out[i] = later = min(later, marks[i])
+            later -= BEFORE
+            continue
         if steps and (m := STEP.search(texts[i])) is not None:
+            since = max((t for j, t in marks.items() if j < i), default=-float("inf"))
             known = steps.get(int(m.group(1)))
-            if known is not None:
+            if known is not None and known >= since:
                 later = min(later, known)
         out[i] = later
     if out and clock.start is not None:
         out[0] = min(out[0], clock.start)
+    return out
+
+
+def _attempt_marks(texts: Sequence[str], attempts: Mapping[int, float]) -> dict[int, float]:
+    """line index -> start of the attempt whose marker line it is (attempts after the first, cockpit.contract)."""
+    if not attempts:
+        return {}
+    out = {}
+    for i, text in enumerate(texts):
+        if (m := ATTEMPT.search(text)) is not None and int(m.group(1)) in attempts:
+            out[i] = attempts[int(m.group(1))]
     return out
 
 

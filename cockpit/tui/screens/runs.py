@@ -27,6 +27,13 @@ COLUMNS = ("RUN", "STATE", "HEALTH", "AGE", "RANKS", "NODES", "LAUNCHER")
 JOB_COLUMNS = ("JOBID", "NAME", "STATE", "NODES", "TIME/LIMIT", "ARRAY/RUN")
 
 
+class RunsTable(DataTable):
+    """A table whose rows open (a run, a Slurm job): DataTable's own enter is hidden from the footer, and as the
+    focused widget's binding it hid the screen's `enter Open` too, so nothing on screen said how to open a run."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Open", show=True)]
+
+
 class RunsScreen(CockpitScreen):
     TITLE = "Runs"
     BINDINGS = [Binding("enter", "open_run", "Open", show=True), Binding("g", "reload", "Refresh")]
@@ -39,8 +46,8 @@ class RunsScreen(CockpitScreen):
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
         with Vertical(id="runs"):
-            yield DataTable(id="runs-table", cursor_type="row")
-            yield DataTable(id="jobs-table", cursor_type="row", classes="hidden")
+            yield RunsTable(id="runs-table", cursor_type="row")
+            yield RunsTable(id="jobs-table", cursor_type="row", classes="hidden")
         yield Footer()
 
     def on_mount(self) -> None:
