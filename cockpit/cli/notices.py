@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -99,8 +100,25 @@ class LiveFindings:
                 self.stopping = self.stop_file.exists()
             if news and (source, event.kind) not in self.seen and not self.stopping:
                 self.seen.add((source, event.kind))
-                notice(f"{self.painter.prefix(source)} {self.painter.paint(event.kind, '1;31')}: "
-                       f"{event.text.strip()[:200]}")
+                notice(f"{self.painter.prefix(source)} {self.painter.paint(kind_label(event.kind), '1;31')}: "
+                       f"{_GLOG_STAMP.sub('', event.text.strip(), count=1)[:200]}")
+
+
+# torch's own log lines begin with a glog stamp ("W1128 05:18:39.101000 19121 torch/.../api.py:1028] "): the note
+# says what happened, the file has the stamp
+_GLOG_STAMP = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? +\d+ [^\]\s]*\] *")
+_LABELS = {PYTHON_EXCEPTION: "exception", "worker_failed": "torchrun stopped the workers"}
+
+
+def kind_label(kind: str) -> str:
+    """A live note's words for an event kind: diagnose's title up to its colon ("Gloo error", "CUDA out of
+    memory", "NCCL remote error"), not the kind's code name."""
+    from cockpit.logs.diagnose.advice import KIND_ADVICE
+
+    if kind in _LABELS:
+        return _LABELS[kind]
+    title = KIND_ADVICE.get(kind, ("", ""))[1]
+    return title.split(":")[0].split(" (")[0] if title else kind.replace("_", " ")
 
 
 class Behind:
