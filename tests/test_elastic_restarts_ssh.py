@@ -93,3 +93,25 @@ def test_a_move_outside_the_restart_folders_is_refused(tmp_path):
     assert (tmp_path / layout.LOGS / "rank-1.n2.exit").exists() and offsets == {"logs/rank-1.n2.exit": 7}
     write_chunk(tmp_path, True, offsets, {"path": "logs/rank-1.n2.exit", "moved": "logs/restart-0/rank-1.n2.exit"})
     assert (tmp_path / layout.LOGS / "rank-1.n2.exit").exists()  # a node that shares the run directory: its own
+
+
+def test_a_look_without_the_supervisor_moves_no_later_round_over_an_earlier_ones_copy(tmp_path):
+    """`cockpit attach` of an ssh run whose supervisor is gone asks each node once, from what is here
+    (cockpit.launch.ssh.orphan.copied): round 0's record was moved here already and round 1's copied; the node
+    has since started round 2. Only round 1's copy moves, to restart-1/."""
+    from cockpit.launch.ssh.orphan import copied
+
+    node, here = tmp_path / "node", tmp_path / "here"
+    (here / layout.LOGS).mkdir(parents=True)
+    _write(node / layout.LOGS / "rank-1.n2.exit", "3 10.0\n")
+    offsets: dict[str, int] = {}
+    _follow(node, here, offsets)
+    _set_aside(node, "rank-1.n2.exit", 0)
+    _write(node / layout.LOGS / "rank-1.n2.exit", "3 20.0\n")
+    _follow(node, here, offsets)  # the supervisor's last look, then it died
+    _set_aside(node, "rank-1.n2.exit", 1)
+    _write(node / layout.LOGS / "rank-1.n2.exit", "0 30.0\n")
+    _follow(node, here, copied(here))
+    logs = here / layout.LOGS
+    assert [(logs / p).read_text() for p in ("restart-0/rank-1.n2.exit", "restart-1/rank-1.n2.exit",
+                                             "rank-1.n2.exit")] == ["3 10.0\n", "3 20.0\n", "0 30.0\n"]
