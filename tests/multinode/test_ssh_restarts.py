@@ -3,7 +3,14 @@
 the first round(s); while torchrun has restarts left the ssh side stops nothing, the node's copies of a round's
 exit records move to logs/restart-<K>/ here as they did there, and the summary says which rank failed and which
 restart of how many followed. Runs use --grace 60, so a stop the test sees is the ssh launcher's, not the
-supervisor's last resort."""
+supervisor's last resort.
+
+The script keys its process group by torchrun's round (a PrefixStore over torchrun's store), as torch
+once did for every script: torch 2.13 keeps one TCPStore across torchrun's restarts (static_tcp_rendezvous.py creates
+it once; rendezvous.py's "We create a new TCPStore for every retry so no need to add prefix" does not hold for
+it), so a restarted round's gloo ranks can read the previous round's addresses and hang connecting to them (seen
+here under load with a plain init_process_group("gloo"): round 1 stuck in _new_process_group_helper for
+minutes; the previous commit's run of the test timed out connecting to such an address too)."""
 
 from __future__ import annotations
 
@@ -21,12 +28,16 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = textwrap.dedent("""\
     import os, sys
+    from datetime import timedelta
     import torch
     import torch.distributed as dist
 
     fail_rounds = int(sys.argv[1])
     restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
-    dist.init_process_group("gloo")
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=timedelta(seconds=120))
+    dist.init_process_group("gloo", store=dist.PrefixStore(f"round-{restart}", store),
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     rank = dist.get_rank()
     t = torch.ones(1)
     dist.all_reduce(t)
