@@ -115,3 +115,21 @@ def test_a_look_without_the_supervisor_moves_no_later_round_over_an_earlier_ones
     logs = here / layout.LOGS
     assert [(logs / p).read_text() for p in ("restart-0/rank-1.n2.exit", "restart-1/rank-1.n2.exit",
                                              "rank-1.n2.exit")] == ["3 10.0\n", "3 20.0\n", "0 30.0\n"]
+
+
+def test_between_two_wrappers_moves_the_stale_record_is_no_failure_of_this_round(tmp_path):
+    """Round 1 starts: rank 1's wrapper set its round-0 record aside, rank 0's not yet. The ssh side, which stops
+    every node on a failure once no restart is left, must not read rank 0's round-0 exit 143 as round 1's."""
+    from cockpit.run.restarts import this_round
+    from cockpit.run.store import first_failure, rank_exits
+
+    logs = tmp_path / layout.LOGS
+    _write(logs / "rank-0.n2.exit", "143 11.0\n")
+    _write(logs / "rank-1.n2.exit", "3 10.0\n")
+    assert this_round(tmp_path, rank_exits(tmp_path)) == rank_exits(tmp_path)  # no restart yet: every record
+    _set_aside(tmp_path, "rank-1.n2.exit", 0)
+    exits = rank_exits(tmp_path)
+    assert first_failure(exits) is not None and this_round(tmp_path, exits) == {}
+    _set_aside(tmp_path, "rank-0.n2.exit", 0)
+    _write(logs / "rank-1.n2.exit", "3 20.0\n")  # round 1's own failure counts
+    assert [(r, e.status) for r, e in this_round(tmp_path, rank_exits(tmp_path)).items()] == [(1, 3)]

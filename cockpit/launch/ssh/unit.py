@@ -42,7 +42,7 @@ from cockpit.launch.ssh.stream import signal_name, watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
 from cockpit.run import layout
 from cockpit.run.records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
-from cockpit.run.restarts import restarts_left
+from cockpit.run.restarts import restarts_left, this_round
 from cockpit.run.store import RunStatus, first_failure, rank_exits, write_status
 
 TICK = 0.3
@@ -303,7 +303,8 @@ class SSHRun:
 
     async def _look(self) -> None:
         """One round: notice failures, start the sweeps that are due, finish when all is over."""
-        failed = first_failure(rank_exits(self.run_dir, skip=frozenset(self.plan.left_out))) is not None
+        exits = rank_exits(self.run_dir, skip=frozenset(self.plan.left_out))
+        failed = first_failure(this_round(self.run_dir, exits) if self.status.max_restarts else exits) is not None
         if failed and not self._torchrun_restarts():
             self._failure()
         now = time.monotonic()
