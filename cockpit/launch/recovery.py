@@ -265,10 +265,15 @@ def stall_outcome(found: dict) -> Outcome:
                    node=link_node(found.get("link")))
 
 
+# the link finding kinds that name a node to leave out (cockpit.hang.linkfind.LinkFinding.kind): a slow link is not
+BLAMING_LINKS = ("dead_link", "unreachable", "ras_missing")
+
+
 def link_node(link: object) -> str | None:
     """The node a stall's link finding (cockpit.hang.linkwords.link_dict) blames: its link is dead (its peers'
-    sockets toward it are stuck) or it did not answer at all; None where no single node is to blame."""
-    if not isinstance(link, dict) or link.get("kind") not in ("dead_link", "unreachable"):
+    sockets toward it are stuck), it did not answer at all, or NCCL's RAS names a missing or dead process on it
+    alone (ras_missing: the sockets showed nothing); None where no single node is to blame."""
+    if not isinstance(link, dict) or link.get("kind") not in BLAMING_LINKS:
         return None
     node = link.get("node")
     return node if isinstance(node, str) and node else None

@@ -10,10 +10,11 @@ cockpit import, cockpit.node.ifaces (stdlib only too), is inlined into the sourc
     listen JSON  bind the master port (0: any free one), print it (or why not), accept connections until
                  stdin closes: the other nodes' `check` connects to it, which proves the port is reachable.
     watch JSON   follow a started node: new bytes of the run directory's logs/ and metrics/ files (base64,
-                 from given offsets, so a reconnect resumes), then how the node's torchrun ended, read
-                 from the exit record its launch shell writes, or "gone" if that shell vanished without one.
-                 Ends after reporting the end, or when stdin closes (cockpit's side went away); with
-                 "once", after one round, reporting {"running": true} if the node's torchrun still runs.
+                 from given offsets, so a reconnect resumes), and of logs/restart-<K>/, with a "moved" line for
+                 each copied file set aside there (torchrun restarted the workers); then how the node's
+                 torchrun ended, read from the exit record its launch shell writes, or "gone" if that shell
+                 vanished without one. Ends after reporting the end, or when stdin closes (cockpit's side went
+                 away); with "once", after one round, reporting {"running": true} if the node's torchrun still runs.
     stacks JSON  ask this node's ranks of a run for their stacks (cockpit.hang.gather): a marker into each
                  rank's .stacks file, a dump request, SIGURG to each rank's pid; then, per rank, the text
                  after the marker, its last beat and a digest of its Flight Recorder dump. First, when asked
@@ -123,9 +124,39 @@ def alive(pid: int, start: str | None) -> bool:
     return fields[0] != b"Z" and (start is None or fields[19].decode() == start)
 
 
+def restart_subs(run_dir: str) -> list[str]:
+    """logs/restart-<K>/ of the run, by K: where the rank wrapper sets a round's exit records aside when torchrun
+    restarts the workers (max_restarts; cockpit.run.layout.restart_dirs)."""
+    try:
+        names = os.listdir(os.path.join(run_dir, "logs"))
+    except OSError:
+        return []
+    rounds = sorted(int(n[8:]) for n in names if n.startswith("restart-") and n[8:].isdigit())
+    return [f"logs/restart-{k}" for k in rounds]
+
+
+def moves(run_dir: str, offsets: dict[str, int]) -> None:
+    """Emit {"path": "logs/X", "moved": "logs/restart-K/X"} for each followed file of logs/ that the rank wrapper
+    set aside since it was copied (a round's exit record, at a restart), oldest round first, so cockpit's side
+    moves its copy too; its offset moves with it. Before any new byte: a new record of the same name in logs/
+    is the next round's."""
+    for sub in restart_subs(run_dir):
+        try:
+            names = sorted(os.listdir(os.path.join(run_dir, sub)))
+        except OSError:
+            continue
+        for name in names:
+            old, new = f"logs/{name}", f"{sub}/{name}"
+            if old in offsets and new not in offsets:
+                emit({"path": old, "moved": new})
+                offsets[new] = offsets.pop(old)
+
+
 def copy_new(run_dir: str, offsets: dict[str, int]) -> None:
-    """Emit every new byte of the followed files since ``offsets`` (updated in place)."""
-    for sub in FOLLOWED:
+    """Emit every new byte of the followed files since ``offsets`` (updated in place), after the moves of files
+    set aside at a restart (``moves``)."""
+    moves(run_dir, offsets)
+    for sub in (*FOLLOWED, *restart_subs(run_dir)):
         try:
             names = sorted(os.listdir(os.path.join(run_dir, sub)))
         except OSError:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from cockpit.run import layout
-from cockpit.run.records import FirstFailure
+from cockpit.run.records import FirstFailure, RankExit
 from cockpit.run.store import first_failure, rank_exits
 
 NO_RECORD = "no exit record says which rank failed"
@@ -21,6 +21,27 @@ def restarts_left(max_restarts: int | None, made: int, torchrun_ended: bool, sto
     ``max_restarts`` restarts), rather than the end of the run: not once torchrun itself ended or a stop was
     asked for."""
     return bool(max_restarts) and not stopping and not torchrun_ended and made < (max_restarts or 0)
+
+
+def set_aside_ranks(aside: Path) -> set[int]:
+    """The ranks whose exit record is in ``aside`` (a logs/restart-<K>/)."""
+    try:
+        names = os.listdir(aside)
+    except OSError:
+        return set()
+    return {parsed[0] for parsed in map(layout.parse_rank_file, names) if parsed is not None and parsed[2] == "exit"}
+
+
+def this_round(run_dir: Path, exits: dict[int, RankExit]) -> dict[int, RankExit]:
+    """``exits`` (logs/) without the records of the round torchrun restarted from that their wrappers have not set
+    aside yet: once torchrun restarted, a rank's record in logs/ is this round's only where the same rank's record
+    is in the latest logs/restart-<K>/ (each wrapper moves its own at its start, one after another; a node's copy
+    follows a moment later). Without this, the moment between two wrappers' moves shows a stale failure."""
+    dirs = layout.restart_dirs(run_dir)
+    if not dirs:
+        return exits
+    moved = set_aside_ranks(dirs[-1])
+    return {r: e for r, e in exits.items() if r in moved}
 
 
 def round_failure(aside: Path) -> FirstFailure | None:

@@ -246,7 +246,8 @@ def _write_run(spec, job_path, runs_dir, extra_args, launch: SSHLaunch, options,
                        hosts=list(spec.hosts), world_size=None if nproc is None else nproc * spec.num_nodes,
                        note=note,
                        stall_after=spec.stall_after, on_stall=spec.on_stall, start_after=spec.start_after,
-                       recover=spec.recover.to_dict() if spec.recover.enabled else None)
+                       recover=spec.recover.to_dict() if spec.recover.enabled else None,
+                       max_restarts=spec.max_restarts or None)
     write_status(run_dir, status)
     return run_dir
 

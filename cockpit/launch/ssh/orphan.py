@@ -51,6 +51,15 @@ def left_behind(stopped: dict[str, str]) -> list[str]:
     return [h for h, text in stopped.items() if text.startswith("could not") or "survived" in text]
 
 
+def copied(run_dir: Path) -> dict[str, int]:
+    """The offsets of what a node's `watch` copied here so far (its files' sizes), the rounds torchrun restarted
+    from (logs/restart-<K>/) included: the agent then moves only the copies of records the node set aside since
+    (cockpit.node.agent.moves), not the current round's over an earlier round's."""
+    followed = [run_dir / layout.LOGS, run_dir / layout.METRICS, *layout.restart_dirs(run_dir)]
+    return {p.relative_to(run_dir).as_posix(): p.stat().st_size
+            for sub in followed if sub.is_dir() for p in sub.iterdir() if p.is_file()}
+
+
 def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatus:
     """An ssh run whose supervisor died (killed, this machine rebooted): its nodes ran on without it. Ask
     each node once: copy what its run directory gained since (logs, metrics, exit records; not for a node
@@ -59,9 +68,7 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
     nobody follows it; a node that cannot be asked leaves it at that too."""
     plan = read_plan(run_dir)
     known = {n.host: n for n in status.nodes or ()}
-    offsets = {f"{p.parent.name}/{p.name}": p.stat().st_size
-               for sub in (layout.LOGS, layout.METRICS) if (run_dir / sub).is_dir() for p in (run_dir / sub).iterdir()
-               if p.is_file()}
+    offsets = copied(run_dir)
 
     async def one(pool: RemotePool, p: NodePlan) -> tuple[str, str | None]:
         node = known.get(p.host)

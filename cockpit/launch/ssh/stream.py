@@ -6,14 +6,16 @@ and by ``orphan.recover``, which asks once when the supervisor is gone.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import signal
 from pathlib import Path
 
 from cockpit.launch.ssh.plan import NodePlan
 from cockpit.launch.ssh.shell import agent_exit_file
+from cockpit.run import layout
 
-_FOLLOWED = re.compile(r"^(logs|metrics)/[^/]+$")
+_FOLLOWED = re.compile(r"^((logs|metrics)|logs/restart-[0-9]+)/[^/]+$")  # restart-<K>: cockpit.run.layout
 
 
 def watch_args(plan: NodePlan, pid: int | None, start: str | None, offsets: dict[str, int]) -> dict:
@@ -25,9 +27,13 @@ def watch_args(plan: NodePlan, pid: int | None, start: str | None, offsets: dict
 
 def write_chunk(run_dir: Path, shared: bool, offsets: dict[str, int], msg: dict) -> None:
     """Put a streamed piece of a node's log or metrics file in place under ``run_dir`` and advance
-    ``offsets``; only files directly under logs/ or metrics/, nothing for a node that shares ``run_dir``."""
+    ``offsets`` (or move a copy the node set aside: ``move_copy``); only files directly under logs/,
+    logs/restart-<K>/ or metrics/, nothing for a node that shares ``run_dir``."""
     rel = msg["path"]
     if shared or not _FOLLOWED.match(rel) or ".." in rel:
+        return
+    if "moved" in msg:
+        move_copy(run_dir, offsets, rel, msg["moved"])
         return
     path = run_dir / rel
     path.parent.mkdir(mode=0o700, exist_ok=True)
@@ -40,6 +46,19 @@ def write_chunk(run_dir: Path, shared: bool, offsets: dict[str, int], msg: dict)
         f.seek(int(msg["offset"]))
         f.write(data)
     offsets[rel] = int(msg["offset"]) + len(data)
+
+
+def move_copy(run_dir: Path, offsets: dict[str, int], rel: str, to: str) -> None:
+    """The node set a copied file aside (the rank wrapper, when torchrun restarted the workers: logs/X.exit to
+    logs/restart-K/X.exit): move the copy here too, with its offset, so that logs/ holds the current round's
+    records alone here as there (cockpit.run.restarts reads the rounds from logs/restart-K/)."""
+    if not _FOLLOWED.match(to) or ".." in to or not to.startswith(f"{layout.LOGS}/{layout.RESTART_PREFIX}"):
+        return
+    (run_dir / to).parent.mkdir(mode=0o700, exist_ok=True)
+    if (run_dir / rel).is_file():  # else never copied (set aside before the agent looked): it comes as ``to``
+        os.replace(run_dir / rel, run_dir / to)
+    if rel in offsets:
+        offsets[to] = offsets.pop(rel)
 
 
 def signal_name(number: int) -> str:

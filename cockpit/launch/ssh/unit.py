@@ -12,7 +12,9 @@ The supervisor (cockpit.launch.supervisor) polls them like local torchruns. Behi
   torchrun ``failure_grace`` seconds to tear its own node down, then every node's run processes are found
   by COCKPIT_RUN_ID and stopped (SIGTERM, SIGKILL after ``kill_grace``); ``terminate()`` (cockpit stop) does
   the same at once with ``stop_grace``. When every node has ended, one last sweep makes sure nothing of the
-  run is left on any node; only then do the nodes report their exit codes.
+  run is left on any node; only then do the nodes report their exit codes. With the job's max_restarts, a
+  rank's failure while torchrun has restarts left is no failure of the run: torchrun restarts the workers
+  (the node's copies of the ended round's exit records move to logs/restart-<K>/ as the node's own did).
 
 torchrun names the failing rank per node only; the supervisor names the earliest failing rank across the
 run from the exit records followed here. A torchrun that died before any rank failed (killed, OOM) is the
@@ -40,6 +42,7 @@ from cockpit.launch.ssh.stream import signal_name, watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
 from cockpit.run import layout
 from cockpit.run.records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
+from cockpit.run.restarts import restarts_left, this_round
 from cockpit.run.store import RunStatus, first_failure, rank_exits, write_status
 
 TICK = 0.3
@@ -300,7 +303,9 @@ class SSHRun:
 
     async def _look(self) -> None:
         """One round: notice failures, start the sweeps that are due, finish when all is over."""
-        if first_failure(rank_exits(self.run_dir, skip=frozenset(self.plan.left_out))) is not None:
+        exits = rank_exits(self.run_dir, skip=frozenset(self.plan.left_out))
+        failed = first_failure(this_round(self.run_dir, exits) if self.status.max_restarts else exits) is not None
+        if failed and not self._torchrun_restarts():
             self._failure()
         now = time.monotonic()
         everyone_done = all(n.done for n in self.nodes)
@@ -317,6 +322,13 @@ class SSHRun:
             if all(n.drained for n in self.nodes):
                 self.finished = True
                 self.changed()
+
+    def _torchrun_restarts(self) -> bool:
+        """A rank's failure now is torchrun's to handle: it restarts the workers while it has restarts left (the
+        job's max_restarts; cockpit.run.restarts), as on a local run. The rounds so far are the ones set aside here
+        (logs/restart-<K>/, mirrored from a node that does not share the run directory)."""
+        made = len(layout.restart_dirs(self.run_dir))
+        return restarts_left(self.status.max_restarts, made, any(n.done for n in self.nodes), self.stopping is not None)
 
     async def _sweep(self, node: SSHUnit) -> None:
         """Stop the run's processes on ``node``; retried while the node is unreachable (until given up)."""
