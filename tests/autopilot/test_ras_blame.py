@@ -61,3 +61,16 @@ def test_on_slurm_the_node_ras_names_is_excluded_from_the_requeue(tmp_path):
     assert d.retry and d.leave_out == ("n2",)
     script = str((tmp_path / "commands" / "sbatch.sh").resolve())
     assert sbatch_argv(tmp_path, d.leave_out) == ["sbatch", "--parsable", "--exclude=n2", script]
+
+
+def test_on_slurm_an_address_ras_names_that_no_node_has_is_not_excluded():
+    """RAS may name an address no node of the gather maps to: the finding names it as it is, but --exclude takes
+    node names, so only the run's own hosts are left out (a Slurm run's hosts are known once it started)."""
+    from cockpit.launch.slurm.relaunch import node_names
+    from cockpit.run.status import RunStatus
+
+    status = RunStatus(run_id="r", name="r", launcher="slurm", job_file="job.yaml", hosts=["n1", "n2"], world_size=4)
+    assert node_names(status, ("172.16.64.213", "n2")) == ("n2",)
+    assert node_names(status, ("172.16.64.213",)) == ()
+    unknown = RunStatus(run_id="r", name="r", launcher="slurm", job_file="job.yaml", hosts=[], world_size=4)
+    assert node_names(unknown, ("n7",)) == ("n7",)  # hosts not known yet: the blame stands

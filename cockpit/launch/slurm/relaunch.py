@@ -45,9 +45,17 @@ def shown(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
+def node_names(status: RunStatus, leave_out: tuple[str, ...]) -> tuple[str, ...]:
+    """The blamed nodes that are nodes of the run (where its hosts are known): a finding may name what no node of
+    the run is called (NCCL RAS names an address no node has), which --exclude would refuse as a bad node name."""
+    hosts = set(status.hosts or ())
+    return tuple(n for n in leave_out if n in hosts) if hosts else leave_out
+
+
 def replacement(run_dir: Path, status: RunStatus, leave_out: tuple[str, ...], sbatch: str = "sbatch") -> str | None:
     """None where Slurm could run the job without ``leave_out`` (and the nodes left out before); else why not,
     from ``sbatch --test-only``, which asks the scheduler without submitting anything."""
+    leave_out = node_names(status, leave_out)
     exclude = tuple(dict.fromkeys((*excluded(status), *leave_out)))
     argv = sbatch_argv(run_dir, exclude, test_only=True, sbatch=sbatch)
     try:
@@ -68,6 +76,7 @@ def resubmit(run_dir: Path, status: RunStatus, attempt: int, leave_out: tuple[st
     cockpit.render.sbatch). Raises SlurmError with sbatch's answer."""
     entry = _job(status)
     old = entry.slurm or SlurmJob(None)
+    leave_out = node_names(status, leave_out)
     exclude = tuple(dict.fromkeys((*excluded(status), *leave_out)))
     argv = sbatch_argv(run_dir, exclude, sbatch=sbatch)
     env = {**submit_env(), contract.ATTEMPT: str(attempt)}
