@@ -150,3 +150,23 @@ def test_the_tuis_options_work_without_the_word_tui(tmp_path):
         r = subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, cwd=REPO,
                            env=env, timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode == 2 and "no run 'nosuch'" in r.stderr and "invalid choice" not in r.stderr, r.stderr
+
+
+def test_a_command_without_its_run_says_how_to_name_one_and_options_before_a_command_say_where_they_go(tmp_path):
+    """`cockpit logs` alone: argparse's "required: RUN" said nothing of `last` or `ps`; `cockpit --runs-dir X ps`
+    (options first, a git/docker habit) took the options for the TUI's and said "unrecognized arguments: ps"."""
+    from helpers import cockpit_env
+
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(tmp_path / "runs"))
+
+    def cockpit(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, cwd=REPO,
+                              env=env, timeout=60, stdin=subprocess.DEVNULL)
+
+    for command in ("logs", "plot", "diagnose", "attach"):
+        r = cockpit(command)
+        assert r.returncode == 2 and f"`last` names the newest: cockpit {command} last" in r.stderr, r.stderr
+    r = cockpit("stop")  # stopping is explicit: no `last` offered
+    assert r.returncode == 2 and "`cockpit ps` lists your runs)" in r.stderr and "last" not in r.stderr, r.stderr
+    r = cockpit("--runs-dir", str(tmp_path / "runs"), "ps")
+    assert r.returncode == 2 and f"cockpit ps --runs-dir {tmp_path / 'runs'}" in r.stderr, r.stderr

@@ -11,6 +11,7 @@ import argparse
 import errno
 import os
 import sys
+from typing import NoReturn
 
 from cockpit import __version__
 from cockpit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
@@ -259,11 +260,22 @@ COMMANDS = {"validate": _add_validate, "render": _add_render, "run": _add_run, "
             "doctor": _add_fleet, "sweep": _add_sweep, "plot": _add_plot, "tui": _add_tui, "diagnose": _add_diagnose}
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of a command without its run says how to name one."""
+
+    def error(self, message: str) -> NoReturn:
+        if "arguments are required: RUN" in message or "arguments are required: PATH|RUN" in message:
+            command = self.prog.split()[-1]
+            last = "" if command == "stop" else f"; `last` names the newest: {self.prog} last"
+            message = f"{message} (hint: `cockpit ps` lists your runs{last})"
+        super().error(message)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """cockpit's parser. ``command``: with only that command's arguments, when it is one (the one being run:
     a start then builds one command's parser and imports one family's module, not all fourteen; the help and
     errors it prints are the same); else every command's (--help, and the error that lists them)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="cockpit", description="Compose, launch, follow and diagnose PyTorch DDP training "
         "(local, SSH, Slurm). With no command, opens the terminal UI.")
     parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
@@ -296,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, script_args = argv[:at], argv[at + 1:]
+    if argv and argv[0].partition("=")[0] in TUI_OPTIONS and (cmd := next((a for a in argv if a in COMMANDS), None)):
+        # `cockpit --runs-dir X ps`: options before the command are the TUI's; say where the command's go
+        print(f"cockpit: error: options go after the command: cockpit {cmd} {' '.join(a for a in argv if a != cmd)}",
+              file=sys.stderr)
+        return 2
     if not argv or argv[0] == "tui" or argv[0].partition("=")[0] in TUI_OPTIONS:
         # `cockpit` alone opens the terminal UI; `cockpit tui --help` lists its options. Textual is imported
         # only here, so every other command starts without it.
