@@ -72,6 +72,8 @@ def test_a_limited_run_without_a_start_time_is_unknown_not_a_traceback():
 def test_no_limit_fits_and_an_ended_run_reports_progress():
     f = forecast(points=steady(10, 1.0), total_steps=20, now=1010.0, elapsed=10.0, gpus=2)
     assert f.fits == "yes" and f.why == "no time limit"
+    # `ps` says the eta alone: "fits" means within a time limit, and there is none (the new-user pass)
+    assert f.remaining_s == pytest.approx(10.0) and f.short() == f"eta {hms(10.0)}" and "fits" not in f.short()
     done = forecast(points=steady(20, 1.0), total_steps=20, now=1030.0, elapsed=3600.0, gpus=2, ended=True)
     assert done.ended and done.line() == "progress: ended at step 20/20, 1 s/step; 2.00 GPU-h"
 

@@ -23,6 +23,7 @@ from typing import Literal
 
 Fits = Literal["yes", "no", "unknown"]
 FITS: tuple[Fits, ...] = ("yes", "no", "unknown")
+NO_LIMIT = "no time limit"  # Forecast.why of a run with no time limit (a local run, a Slurm job without --time)
 WINDOW = 20  # recent step intervals the median is taken over
 
 
@@ -55,6 +56,8 @@ class Forecast:
         if self.fits == "unknown":
             eta = f"eta {hms(self.remaining_s)} " if self.remaining_s is not None else ""
             return f"{eta}?"
+        if self.fits == "yes" and self.why == NO_LIMIT:  # nothing to fit in: "fits" would say nothing
+            return f"eta {hms(self.remaining_s)}"
         if self.fits == "yes":
             return f"eta {hms(self.remaining_s)} fits"
         return f"eta {hms(self.remaining_s)} {self.requeues} requeue{'s' if self.requeues != 1 else ''}"
@@ -151,7 +154,7 @@ def forecast(*, points: Iterable[tuple[float, int]], total_steps: int | None, no
     if time_limit is None:
         if limited:
             return replace(base, why="time limit unknown (hint: set slurm.time)")
-        return replace(base, fits="yes", why="no time limit", requeues=0)
+        return replace(base, fits="yes", why=NO_LIMIT, requeues=0)
     used = elapsed if attempt_elapsed is None else attempt_elapsed
     if used is None:  # no start time recorded: unknown, not a guess
         return replace(base, why="time used unknown (the run has no start time)")
