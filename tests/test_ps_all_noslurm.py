@@ -39,3 +39,18 @@ def test_a_slurm_that_does_not_answer_is_an_error_and_stdout_claims_no_jobs(tmp_
     assert r.returncode == 1, r.stdout + r.stderr
     assert "no Slurm jobs" not in r.stdout and r.stdout == ""
     assert "cockpit: your Slurm jobs are not listed: " in r.stderr
+
+
+def test_a_slurm_client_that_cannot_find_its_cluster_is_said_in_one_line():
+    """scontrol without a configuration prints three error lines and then its fatal one: `ps --all` said all four
+    inside one notice (the new-user pass); the fatal line is what it means."""
+    from cockpit.slurm.command import last_words
+
+    said = ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+            "scontrol: error: fetch_config: DNS SRV lookup failed\n"
+            "scontrol: error: _establish_config_source: failed to fetch config\n"
+            "scontrol: fatal: Could not establish a configuration source\n")
+    assert last_words(said) == "scontrol: fatal: Could not establish a configuration source"
+    assert last_words("squeue: error: Invalid user\nsome trailing words\n") == "squeue: error: Invalid user"
+    assert last_words("Slurm accounting storage is disabled\n") == "Slurm accounting storage is disabled"
+    assert last_words("") == ""

@@ -14,6 +14,16 @@ class SlurmError(RuntimeError):
     """A Slurm command failed or is missing; the message has the command, its error and a hint."""
 
 
+def last_words(stderr: str) -> str:
+    """What a failed Slurm command said, in one line: its last line (scontrol's "fatal: ..." comes after its
+    error lines), or its last error line where the last says nothing of one."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    errors = [line for line in lines if "fatal" in line or "error" in line]
+    return lines[-1] if not errors or lines[-1] in errors else errors[-1]
+
+
 class SlurmMissing(SlurmError):
     """No Slurm client on this machine at all (the command is not on PATH): not a cluster that failed to answer."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.slurm.command import RunCommand, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, last_words, run_command
 from cockpit.slurm.filenames import PatternFacts, Resolved, resolve
 from cockpit.slurm.query import History, SlurmEnd, _colon_status, _none, _tail, _wait_status
 
@@ -221,7 +221,7 @@ def _run_squeue(argv: list[str], runner: RunCommand) -> list[UserJob]:
     if r.returncode != 0:
         if "Invalid job id" in r.stderr:  # asked for one job, and the controller has forgotten it
             return []
-        raise SlurmError(f"squeue exited {r.returncode}: {r.stderr.strip()} (hint: is slurmctld up? "
+        raise SlurmError(f"squeue exited {r.returncode}: {last_words(r.stderr)} (hint: is slurmctld up? "
                          "`scontrol ping`)")
     return parse_squeue(r.stdout)
 
@@ -232,7 +232,7 @@ def _history(history: History | None, user: str | None, ids: set[str] | None, ru
     if history.accounting:
         r = runner(sacct_argv(user, sorted(ids) if ids else None))
         if r.returncode != 0:
-            raise SlurmError(f"sacct exited {r.returncode}: {r.stderr.strip()}")
+            raise SlurmError(f"sacct exited {r.returncode}: {last_words(r.stderr)}")
         return parse_sacct(r.stdout)
     if history.jobcomp_file:
         from pathlib import Path

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.slurm.command import RunCommand, SlurmError, run_command
+from cockpit.slurm.command import RunCommand, SlurmError, last_words, run_command
 from cockpit.slurm.states import lookup
 
 SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "exit_code", "RestartCnt", "NodeList")
@@ -177,7 +177,7 @@ class History:
 def read_history(runner: RunCommand = run_command) -> History:
     r = runner(["scontrol", "show", "config"])
     if r.returncode != 0:
-        raise SlurmError(f"scontrol show config exited {r.returncode}: {r.stderr.strip()} "
+        raise SlurmError(f"scontrol show config exited {r.returncode}: {last_words(r.stderr)} "
                          "(hint: is slurmctld up? `scontrol ping`)")
     return History.from_config(parse_config(r.stdout))
 
@@ -191,7 +191,7 @@ def squeue(job_ids: Iterable[str], runner: RunCommand = run_command) -> dict[str
     if r.returncode != 0:
         if "Invalid job id" in r.stderr:  # asked for one job only, and it has left the controller's memory
             return {}
-        raise SlurmError(f"squeue exited {r.returncode}: {r.stderr.strip()} (hint: `scontrol ping`)")
+        raise SlurmError(f"squeue exited {r.returncode}: {last_words(r.stderr)} (hint: `scontrol ping`)")
     views = parse_squeue(r.stdout)
     return {k: v for k, v in views.items() if k in ids or k.split("_")[0] in ids}
 
@@ -204,7 +204,7 @@ def finished(job_ids: Iterable[str], history: History, runner: RunCommand = run_
     if history.accounting:
         r = runner(sacct_argv(ids))
         if r.returncode != 0:
-            raise SlurmError(f"sacct exited {r.returncode}: {r.stderr.strip()}")
+            raise SlurmError(f"sacct exited {r.returncode}: {last_words(r.stderr)}")
         return {k: v for k, v in parse_sacct(r.stdout).items() if k in ids}
     if history.jobcomp_file:
         try:
