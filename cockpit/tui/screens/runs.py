@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Footer
 from cockpit.insight.diagnosis import duration, health
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import JobsListed, RunsListed
+from cockpit.tui.models.paths import NAV_WIDTH, fit_path
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar
 
@@ -122,7 +123,9 @@ class RunsScreen(CockpitScreen):
         if current in keys:
             table.move_cursor(row=keys.index(current), animate=False)
         active = sum(not s.final for _, s in self.runs)
-        where = self.capp.ctx.runs_dir
+        said = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''} · {active} active · in "
+        # at 80 columns the path was cut off ("in /tmp/tmp.x/.lo"): ~ for home, then ~/…/cockpit/runs
+        where = fit_path(str(self.capp.ctx.runs_dir), self.size.width - NAV_WIDTH - len(said))
         self.query_one(NavBar).info = (
             f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''} · {active} active · in {where}"
             if self.runs else f"no runs in {where} yet: compose a job and launch it (F3)")
