@@ -170,3 +170,17 @@ def test_a_command_without_its_run_says_how_to_name_one_and_options_before_a_com
     assert r.returncode == 2 and "`cockpit ps` lists your runs)" in r.stderr and "last" not in r.stderr, r.stderr
     r = cockpit("--runs-dir", str(tmp_path / "runs"), "ps")
     assert r.returncode == 2 and f"cockpit ps --runs-dir {tmp_path / 'runs'}" in r.stderr, r.stderr
+
+
+def test_torchruns_own_restarts_on_the_static_rendezvous_are_warned_of():
+    """torch 2.13's static rendezvous keeps one store across torchrun's restarts, without the per-round prefix
+    c10d's has: a plain torchrun of a 2-rank gloo script whose rank 1 fails once failed 1 restart in 3 here,
+    rank 1 connecting to the old round's address (an ssh helper saw a restarted round hang in init_process_group)."""
+    [w] = [w for w in parse_spec(BASE + "max_restarts: 2\n", "job.yaml").warnings if w.path == "max_restarts"]
+    assert "static rendezvous" in w.message and "recover: attempts" in w.hint
+    ssh = BASE + "launcher: ssh\nnodes: [a, b]\nmax_restarts: 2\n"
+    [w] = [w for w in parse_spec(ssh, "job.yaml").warnings if w.path == "max_restarts"]
+    assert w.hint.startswith("rdzv: c10d")
+    c10d = parse_spec(ssh + "rdzv: c10d\n", "job.yaml").warnings
+    assert not [w for w in c10d if w.path == "max_restarts"]
+    assert not [w for w in parse_spec(BASE, "job.yaml").warnings if w.path == "max_restarts"]

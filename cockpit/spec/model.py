@@ -249,6 +249,13 @@ def _check_rules(check: Checker, spec: JobSpec) -> None:
     if spec.launcher == "local" and spec.rdzv == "c10d":
         check.warn(("rdzv",), "a local run always uses the static rendezvous, whose store cockpit holds to 127.0.0.1 "
                    "(c10d would start a second store for the ranks on every interface)", "drop rdzv:")
+    if spec.max_restarts and spec.runner == TORCHRUN and (spec.launcher == "local" or spec.rdzv == "static"):
+        # torch 2.13's static rendezvous keeps one store, without a prefix per round (c10d's has one): measured
+        # with a plain torchrun, rank 1 failing once, gloo: 1 restart in 3 failed in init_process_group
+        check.warn(("max_restarts",), "with the static rendezvous torchrun keeps its first round's keys in the "
+                   "store: a restarted round's ranks may connect to the old round's addresses and fail to form "
+                   "their process group", "recover: attempts: N (starts torchrun afresh)" if spec.launcher == "local"
+                   else "rdzv: c10d (a store per round), or recover: attempts: N")
     said = any(p.path in ("script", "module") for p in check.problems)  # a bad value is already a problem
     if (spec.script is None) == (spec.module is None) and not said:
         check.problem(("script",), "give exactly one of script: or module:",
