@@ -131,3 +131,42 @@ def test_validate_and_render_of_a_job_load_no_run_store_or_process_tools(argv, a
     # and did its work: validate said ok, render wrote the node script (torchrun) or the batch script (sbatch)
     wrote = "#SBATCH" if "slurm" in argv[1] else "torchrun"
     assert (f"{argv[1]}: ok" in r.stdout) if argv[0] == "validate" else (wrote in r.stdout), r.stdout
+
+
+# What `cockpit validate` and `cockpit render` of a valid local job must not import (issue 29): socket (its enums
+# are a tenth of a validate: the interface names come from _socket) and difflib (only a wrong key or value asks
+# for a did-you-mean).
+@pytest.mark.parametrize("argv", [["validate", "jobs/demo.yaml"], ["render", "jobs/demo.yaml"]])
+def test_validate_and_render_of_a_valid_job_load_no_socket_or_difflib(argv):
+    code = PROBE.format(argv=argv, heavy=("socket", "difflib"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    loaded = json.loads(r.stderr.rsplit("LOADED=", 1)[1])
+    assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"
+    assert (f"{argv[1]}: ok" in r.stdout) if argv[0] == "validate" else ("torchrun" in r.stdout), r.stdout
+
+
+# PyYAML's pure-Python reader compiles a large character class at import (40% of `python -c pass`): imported
+# through cockpit.spec it is compiled when the reader first uses it, and then refuses what it refused before.
+DEFERRED_PATTERN = """
+import re, sys
+import cockpit.spec.model
+import yaml
+from cockpit.spec import pyyaml
+held = yaml.reader.Reader.NON_PRINTABLE
+deferred = type(held) is pyyaml._Deferred and held._compiled is None
+try:
+    yaml.load("a: b\\x07", Loader=yaml.SafeLoader)
+    refused = False
+except yaml.reader.ReaderError:
+    refused = True
+ok = yaml.load("a: caf\\u00e9", Loader=yaml.SafeLoader) == {"a": "caf\\u00e9"}
+print(deferred, refused, ok, re.compile is pyyaml._compile, held.pattern == pyyaml.NON_PRINTABLE)
+"""
+
+
+def test_pyyamls_reader_pattern_is_compiled_when_first_used_and_refuses_the_same():
+    r = subprocess.run([sys.executable, "-c", DEFERRED_PATTERN], capture_output=True, text=True, cwd=REPO,
+                       timeout=60, check=True)
+    # deferred until used (a PyYAML with another pattern: False, and this test says so); then the reader refuses a
+    # control character and reads the rest as before; re.compile is re's own again
+    assert r.stdout.split() == ["True", "True", "True", "True", "True"], r.stdout

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.insight.diagnosis import duration, health, history_line
-from cockpit.run.store import FirstFailure, RankExit, RunStatus, rank_files
+from cockpit.run.store import UNREADABLE, FirstFailure, RankExit, RunStatus, is_sweep, rank_files
 from cockpit.run.trust import owner
 
 if TYPE_CHECKING:
@@ -151,8 +151,6 @@ def _folded_exit_rows(rows: list[tuple[int, str, str, float | None]]) -> list[st
 
 def _forecast_line(run_dir: Path, status: RunStatus) -> str:
     """Will it finish in time, and the GPU-hours (a sweep: its trials' sum); cockpit.insight.forecast."""
-    from cockpit.run.store import is_sweep
-
     if is_sweep(status):
         from cockpit.insight.sweep_table import sweep_gpu_hours, trial_rows
 
@@ -205,8 +203,6 @@ def _describe(rank: RankExit, stopped_at: float | None = None) -> str:
 def _forecast_cells(run_dir: Path, status: RunStatus, now: float, stored: Forecast | None = None) -> str:
     """ps's FORECAST and GPU-H cells: ``eta 12m fits`` / ``2 requeues`` / ``?``, GPU-hours or ``cpu``; from
     ``stored``, a finished run's forecast (cockpit.run.summary), where there is one."""
-    from cockpit.run.store import UNREADABLE, is_sweep
-
     if status.state == UNREADABLE:
         return f"{'-':<16} {'-':>6}"
     if is_sweep(status):
@@ -278,11 +274,16 @@ def _frozen(status: RunStatus) -> tuple[int, str] | None:
 
 def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast] | None = None) -> str:
     """The ps table; ``stored``: the forecasts of finished runs, by run directory (cockpit.insight.listing)."""
+    return table_of([(run_dir, s, stored.get(run_dir) if stored else None) for run_dir, s in rows])
+
+
+def table_of(rows: Iterable[tuple[Path, RunStatus, Forecast | None]]) -> str:
+    """The ps table of (run directory, status, its stored forecast or None) rows: `cockpit ps`'s own, which has
+    each run's forecast at hand (not a mapping by path: hashing thousands of paths twice)."""
     out = [f"{'RUN':<38} {'STATE':<11} {'LAUNCHER':<8} {'NODES':<20} {'RANKS':>5} {'ATTEMPTS':>8} {'AGE':>9}  "
            f"{'FORECAST':<16} {'GPU-H':>6}  HEALTH"]
     now = time.time()
-    stored = stored or {}
-    for run_dir, s in rows:
+    for run_dir, s, forecast in rows:
         nodes = ",".join(s.hosts)
         if len(nodes) > 20:  # many nodes: as a hostlist (n[000-511]), not the first three names
             from cockpit.hang.words import hosts_text
@@ -292,7 +293,7 @@ def ps_table(rows: list[tuple[Path, RunStatus]], stored: Mapping[Path, Forecast]
         out.append(f"{s.run_id:<38} {s.state:<11} {s.launcher:<8} {nodes[:20]:<20} "
                    f"{s.world_size if s.world_size is not None else '?':>5} {attempts_cell(s):>8} "
                    f"{duration(now - s.created):>9}  "
-                   f"{_forecast_cells(run_dir, s, now, stored.get(run_dir))}  {health(s, frozen)}")
+                   f"{_forecast_cells(run_dir, s, now, forecast)}  {health(s, frozen)}")
         # Sweeps: one indented row per trial (a Slurm array task), with its own state and arguments.
         for node in s.nodes:
             if (t := node.trial) is not None:

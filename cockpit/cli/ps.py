@@ -37,10 +37,9 @@ def cmd_ps(args) -> int:
     if args.json:
         print_json(listed)
     elif listed:
-        from cockpit.cli.console import ps_table
+        from cockpit.cli.console import table_of
 
-        print(ps_table([(item.run_dir, item.status) for item in listed if item.status is not None],
-                       {item.run_dir: item.forecast for item in listed if item.forecast is not None}))
+        print(table_of((item.run_dir, item.status, item.forecast) for item in listed if item.status is not None))
     elif wanted.active:
         notice(f"no runs in {runs_dir} match {wanted.said() or 'the filters'} (cockpit ps lists them all)")
     else:

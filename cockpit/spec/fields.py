@@ -4,7 +4,6 @@ value looks like (names, hosts, Slurm times, hostlists) is cockpit.spec.formats;
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from typing import Any, TypeGuard
@@ -22,6 +21,14 @@ _OWNED_ENV = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_AD
               "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
 _OWNED_HINT = {"CUDA_VISIBLE_DEVICES": "pick GPUs with gpus: [0, 1]", "MASTER_PORT": "use master_port:",
                "CUDA_DEVICE_ORDER": "cockpit always sets PCI_BUS_ID, the nvidia-smi order"}
+
+
+def _close_matches(word: str, known: tuple[str, ...], cutoff: float) -> list[str]:
+    """difflib's closest match of ``word`` among ``known``; difflib is imported only for a file with a wrong key
+    or value (a valid job file's validate and render do not pay for it: issue 29)."""
+    import difflib
+
+    return difflib.get_close_matches(word, known, n=1, cutoff=cutoff)
 
 
 class Checker:
@@ -47,7 +54,7 @@ class Checker:
             return False
         for key in value:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                close = _close_matches(key, known, 0.6)
                 hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
                 self.problem((*path, key), f"unknown key {key!r}", hint)
         return True
@@ -129,7 +136,7 @@ class Checker:
             return default
         if str(value) not in choices:
             same = [c for c in choices if c.lower() == str(value).lower()]  # `backend: DDP`: the case only
-            close = same or difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
+            close = same or _close_matches(str(value), choices, 0.5)
             hint = f"did you mean {close[0]!r}?" if close else f"one of: {' | '.join(choices)}"
             self.problem(path, f"{value!r} is not one of {' | '.join(choices)}", hint)
             return default

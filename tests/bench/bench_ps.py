@@ -61,6 +61,7 @@ LOOP = ("import json, os, sys\n"
 GOAL_X_LOOP = 2.0
 GOAL_MS_AT_5000 = 300.0
 GOAL_FLAT = 1.25
+BASELINE: Path | None = None  # --baseline: another checkout's cockpit, an arm of its own (before / after in one run)
 
 
 def writers_key() -> str:
@@ -140,10 +141,14 @@ def arms(path: Path) -> dict:
             "ps": benchkit.cockpit_argv("ps", "--runs-dir", str(path)),
             "ps --json": benchkit.cockpit_argv("ps", "--runs-dir", str(path), "--json")}
 
-    def arm(a: list[str]):
+    def arm(a: list[str], env: dict = env):
         return lambda: (lambda c: {"wall": c.wall, "rss": c.peak_rss_mb})(benchkit.run_child(a, env=env))
 
-    return {name: arm(a) for name, a in argv.items()}
+    got = {name: arm(a) for name, a in argv.items()}
+    if BASELINE is not None:
+        base = benchkit.with_bytecode(benchkit.cockpit_env(PYTHONPATH=str(BASELINE)))
+        got["ps base"] = arm(argv["ps"], base)
+    return got
 
 
 def check_listing(path: Path, size: int) -> None:
@@ -206,7 +211,11 @@ def main() -> int:
     ap.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     ap.add_argument("--profile", action="store_true", help="then cProfile ps at the largest size of each kind")
     ap.add_argument("--smoke", action="store_true", help="10 short runs, one run each (the suite's smoke test)")
+    ap.add_argument("--baseline", type=Path, metavar="DIR", help="also `ps` with the cockpit of checkout DIR (e.g. "
+                    "a `git worktree` of main), alternated with the others: before and after in one run")
     args = ap.parse_args()
+    global BASELINE
+    BASELINE = args.baseline
     if args.smoke:
         args.sizes, args.long, args.runs = [10], [], 1
     report = benchkit.Report("ps")

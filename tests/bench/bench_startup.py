@@ -57,6 +57,8 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="one run each (the test suite's smoke test)")
     parser.add_argument("--profile", action="store_true", help="then each command's slowest imports")
     parser.add_argument("--instructions", action="store_true", help="then each command's instructions (callgrind)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", help="also each cockpit command with the cockpit of "
+                        "checkout DIR (e.g. a `git worktree` of main), alternated with the others")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     report = benchkit.Report("startup")
@@ -67,6 +69,10 @@ def main() -> int:
         cmds = commands(runs_dir, torchrun=not args.no_torchrun)
         arms = {name: (lambda argv=argv: {"wall": benchkit.run_child(argv, env=env).wall})
                 for name, argv in cmds.items()}
+        if args.baseline:  # the same cockpit commands with another checkout's cockpit first on the path
+            base = benchkit.with_bytecode(benchkit.cockpit_env(PYTHONPATH=str(args.baseline)))
+            arms.update({f"{name} (base)": (lambda argv=argv: {"wall": benchkit.run_child(argv, env=base).wall})
+                         for name, argv in cmds.items() if name.startswith("cockpit")})
         times = {name: [r["wall"] for r in rs] for name, rs in benchkit.alternated(arms, runs).items()}
     floor = benchkit.median(times[ANCHOR])
     torch = benchkit.median(times["torchrun --help"]) if "torchrun --help" in times else None
@@ -79,7 +85,7 @@ def main() -> int:
         key = name.replace("cockpit ", "").split()[0].lstrip("-")
         report.figure(name, {"wall_ms": [round(t * 1000, 1) for t in ts], "median_ms": round(med * 1000, 1),
                              "x_python": round(med / floor, 2), "x_torchrun": round(med / torch, 3) if torch else None})
-        if name.startswith("cockpit"):
+        if name.startswith("cockpit") and not name.endswith("(base)"):
             line += "   " + report.goal(f"{key} x python", f"<= {GOAL_X_PYTHON}x python -c pass",
                                         round(med / floor, 2), med / floor <= GOAL_X_PYTHON)
             if torch:

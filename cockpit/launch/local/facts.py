@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import replace
@@ -48,9 +47,11 @@ def here(spec: JobSpec, facts: LocalFacts, environ=None, inherit: bool = True, t
     """``facts`` with what this machine says before a local run: the module of a module: job as the job's
     python finds it from the workdir (in ``environ``, default this process's), the network interface names,
     and (``inherit``) the *_SOCKET_IFNAME of ``environ``, which the ranks inherit."""
+    from _socket import if_nameindex  # (socket.if_nameindex itself: socket.py's enums cost 10% of a validate)
+
     environ = os.environ if environ is None else environ
     try:
-        names = tuple(name for _, name in socket.if_nameindex())
+        names = tuple(name for _, name in if_nameindex())
     except OSError:
         names = None
     inherited = tuple((k, environ[k]) for k in IFNAME_VARS if k in environ) if inherit else ()
