@@ -287,3 +287,36 @@ def test_a_listing_takes_each_line_from_the_index_it_opened(runs):
         assert kept.take(next(iter(whole))) is None and kept.take("no-such-run") is None and kept.left() == 0
     table(runs)  # the empty index: every run read the slow way, and the index made again
     assert index.read(runs, listing._HEAD) == whole
+
+
+def test_a_run_made_again_under_its_name_or_its_status_removed_or_edited_in_place_is_read_again(runs):
+    """Behind the index's back (issue 29): a run directory removed and made again under the same name (another
+    run, its own files), a status.json removed from a run directory that is still there, and a status.json edited
+    in place (the same file, not replaced: a hand edit, another tool) to another state. Each marked entry is not
+    believed: each run is listed as list_runs reads it now, and its entry made again or dropped."""
+    table(runs)
+    for name in ("a-ok", "b-gpu", "c-failed"):
+        mark(runs, name)
+    shutil.rmtree(runs / "a-ok")
+    make_run(runs, "a-ok", status("a-ok", 0, state="stopped", exit_code=1), steps=5)
+    (runs / "b-gpu" / layout.STATUS).unlink()
+    edited = runs / "c-failed" / layout.STATUS
+    before = os.stat(edited)
+    text = edited.read_text().replace('"exit_code": 1', '"exit_code": 7')
+    with open(edited, "r+") as f:  # in place: the same inode
+        f.write(text)
+        f.truncate()
+    assert os.stat(edited).st_ino == before.st_ino
+    assert cockpit("ps", "--json", runs_dir=runs).stdout == reference_json(runs)
+    shown = table(runs)
+    assert MARK not in shown
+    [a_row] = [line for line in shown.splitlines() if line.startswith("a-ok ")]
+    assert " stopped " in a_row
+    assert not any(line.startswith("b-gpu ") for line in shown.splitlines())  # no status: no run (as list_runs)
+    got = entries(runs)
+    assert "b-gpu" not in got
+    for name in ("a-ok", "c-failed"):
+        st = os.stat(runs / name / layout.STATUS)
+        assert got[name].status == (st.st_ino, st.st_mtime_ns, st.st_size)
+    c_row = dict(zip(summary.ROW_FIELDS, got["c-failed"].row, strict=True))
+    assert c_row["exit_code"] == 7 and c_row["launcher"] == "local"
