@@ -134,11 +134,14 @@ def test_validate_and_render_of_a_job_load_no_run_store_or_process_tools(argv, a
 
 
 # What `cockpit validate` and `cockpit render` of a valid local job must not import (issue 29): socket (its enums
-# are a tenth of a validate: the interface names come from _socket) and difflib (only a wrong key or value asks
-# for a did-you-mean).
+# are a tenth of a validate: the interface names come from _socket), difflib (only a wrong key or value asks for a
+# did-you-mean) and the interface advice (only a job that sets GLOO_/NCCL_SOCKET_IFNAME is checked with it).
 @pytest.mark.parametrize("argv", [["validate", "jobs/demo.yaml"], ["render", "jobs/demo.yaml"]])
-def test_validate_and_render_of_a_valid_job_load_no_socket_or_difflib(argv):
-    code = PROBE.format(argv=argv, heavy=("socket", "difflib"))
+def test_validate_and_render_of_a_valid_job_load_no_socket_difflib_or_interface_advice(argv):
+    from cockpit.preflight import ifadvice, local
+
+    assert local.IFNAME_VARS == (ifadvice.GLOO, ifadvice.NCCL)  # (spelled out there, so as not to import it)
+    code = PROBE.format(argv=argv, heavy=("socket", "difflib", "cockpit.preflight.ifadvice"))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     loaded = json.loads(r.stderr.rsplit("LOADED=", 1)[1])
     assert loaded == [], f"cockpit {' '.join(argv)} loaded {loaded}"

@@ -11,10 +11,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from cockpit.preflight import ifadvice
-
 if TYPE_CHECKING:  # the nodes' records are read by the node checks alone, not by `cockpit validate`'s file checks
     from cockpit.fleet.records import Interface, NodeReport
+    from cockpit.preflight import ifadvice  # (the interface checks import it: not `cockpit validate`, issue 29)
     from cockpit.spec.model import JobSpec
 
 Level = Literal["ok", "warn", "FAIL"]
@@ -179,6 +178,8 @@ def versions(spec: JobSpec, facts: JobFacts) -> list[Check]:
 
 def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
     """The job's *_SOCKET_IFNAME exists on every node (not lo for several nodes); gloo's hostname fallback."""
+    from cockpit.preflight import ifadvice
+
     nodes = {n.host: n.interfaces for n in facts.up() if n.interfaces is not None}
     multi = spec.num_nodes > 1
     advice = ifadvice.advise(nodes) if multi and len(nodes) == len(facts.up()) else None
@@ -217,6 +218,8 @@ def interfaces(spec: JobSpec, facts: JobFacts) -> list[Check]:
 
 def _on_shared_subnets(nodes: ifadvice.Nodes) -> dict[str, set[str]] | None:
     """host -> its interfaces on a subnet every node shares; None when there is none (a routed network)."""
+    from cockpit.preflight import ifadvice
+
     subnets = ifadvice.common_subnets(nodes)
     if not subnets:
         return None
@@ -233,6 +236,8 @@ def _named_interface(var: str, value: str, nodes: ifadvice.Nodes, multi: bool, h
     interfaces that are down or have no IPv4 are skipped, as NCCL skips them ("^docker,lo" on a node with
     an unused NIC is fine); at least one must be left, on a subnet every node shares (``shared``: host ->
     those interfaces; None: the nodes share none, a routed network, where up with IPv4 has to do)."""
+    from cockpit.preflight import ifadvice
+
     out = []
     for host, ifaces in nodes.items():
         chosen = ifadvice.selected(var, value, ifaces)
@@ -262,6 +267,8 @@ def _named_interface(var: str, value: str, nodes: ifadvice.Nodes, multi: bool, h
 
 
 def _live(iface: Interface) -> bool:
+    from cockpit.preflight import ifadvice
+
     return iface.up and bool(ifadvice.networks(iface))
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cockpit.preflight import ifadvice
 from cockpit.preflight.checks import FAIL, OK, Check, JobFacts, gpus, versions
 
 if TYPE_CHECKING:
@@ -21,7 +20,9 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 HOST = "localhost"
-IFNAME_VARS = (ifadvice.GLOO, ifadvice.NCCL)  # what selects the ranks' network interface
+# what selects the ranks' network interface (cockpit.preflight.ifadvice's GLOO, NCCL: imported by the checks of
+# a job that sets one, not by every `cockpit validate`, issue 29)
+IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ def interface_checks(spec: JobSpec, facts: LocalFacts) -> list[Check]:
         value = env.get(var)
         if value is None:
             continue
+        from cockpit.preflight import ifadvice  # (a job that sets one: not every `cockpit validate`)
+
         sel = ifadvice.parse(var, value)
         missing = [n for n in sel.names if n not in facts.interfaces] if var == ifadvice.GLOO else []
         if missing or not any(sel.matches(name) for name in facts.interfaces):
