@@ -37,6 +37,22 @@ def test_the_title_says_state_view_filter_follow_and_skips():
                      "live scan skipped 12 lines (d: full diagnosis)")
 
 
+def test_an_ended_runs_all_ranks_says_its_order_is_an_estimate():
+    """Issue 33's new-user pass: a log line carries no time (the rank wrapper appends the output as it is), so an
+    ended run's merged order is cockpit.tui.models.log_order's estimate, and the title says so; live, it does not
+    (lines show as read). At 80 columns the default filter's words make room for it."""
+    status = RunStatus(run_id="r", name="demo", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
+                       state="succeeded", exit_code=0)
+    everything = LineFilter().describe()
+    title = runview.title_text(status, MERGED, everything, True, 0)
+    assert title == f"succeeded (exit 0) · local · 2 ranks · all ranks, order estimated · {everything} · follow"
+    narrow = runview.title_text(status, MERGED, everything, True, 0, width=78)
+    assert narrow == "succeeded (exit 0) · local · 2 ranks · all ranks, order estimated · follow"
+    assert runview.title_text(status, MERGED, "errors", True, 0, width=78).endswith("· errors · follow")
+    status.state, status.exit_code = "running", None
+    assert " · all ranks · " in runview.title_text(status, MERGED, everything, True, 0, width=78)
+
+
 def test_findings_rows_put_hangs_first_then_the_report_or_the_events():
     rows = runview.finding_rows([STRAGGLER], None, [EVENT])
     assert [(r.id, r.style, r.disabled) for r in rows] == [("h0", "bold yellow", False), ("e0", "", False)]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -118,6 +118,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_class(self.app.size.width < runview.NARROW, "-narrow")
         trials = self.query_one("#trials", DataTable)
         for key, title, width in runview.TRIAL_COLUMNS:
             trials.add_column(title, key=key, width=width)
@@ -129,6 +130,12 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.set_interval(1.0, self._tick)
         self.query_one(RankLog).focus()
         self.call_after_refresh(gc.freeze)  # this screen's widgets: out of the collector's scans (see app.py)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Under NARROW columns the side panel goes under the log (app.tcss); the attempts' rows rewrap."""
+        self.set_class(event.size.width < runview.NARROW, "-narrow")
+        if self.status is not None:
+            self._show_attempts()
 
     def action_charts(self) -> None:
         from cockpit.tui.screens.charts import ChartsScreen
@@ -277,7 +284,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         if not self._skipped and self.feed.skipped:
             self._skipped = self.feed.skipped  # the first skip shows at once; the count then moves with _tick
         # the skipped count is not per batch: a title that changes repaints the whole width of the screen
-        text = runview.title_text(self.status, self.view, self.filter.describe(), self.follow, self._skipped)
+        text = runview.title_text(self.status, self.view, self.filter.describe(), self.follow, self._skipped,
+                                  self.size.width - 2)
         title = self.query_one("#run-title", Static)
         if str(title.content) != text:  # one line, fixed size: repaint it alone, no layout (this runs per batch)
             title.update(text, layout=False)
