@@ -12,6 +12,7 @@ from cockpit.tui.models.log_filter import LEVEL_NAMES
 from cockpit.tui.models.log_store import MERGED, label
 
 if TYPE_CHECKING:
+    from cockpit.insight.forecast import Forecast
     from cockpit.insight.sweep_table import TrialRow
     from cockpit.logs.diagnose.model import Report
     from cockpit.run.store import RunStatus
@@ -44,7 +45,10 @@ def title_text(status: RunStatus | None, view: tuple | None, filter_text: str, f
     lines show in the order they are read, each poll's ranks one after the other); where that leaves the line
     longer than ``width``, the filter is left out while it is the default (all lines)."""
     s = status
-    state = "reading…" if s is None else s.state + (f" (exit {s.exit_code})" if s.final else "")
+    # a stopped run's code is torchrun's after the stop (1, from its SignalException): a failure that did not
+    # happen, which `cockpit run` / `attach` do not say either (they exit 143 or 130); the rank table has each code
+    code = s is not None and s.final and s.state != "stopped"
+    state = "reading…" if s is None else s.state + (f" (exit {s.exit_code})" if code else "")
     launcher = "" if s is None else f" · {s.launcher}"
     ranks = "" if s is None or s.world_size is None else f" · {s.world_size} ranks"
     shown = (ESTIMATED if s is not None and s.final else "all ranks") if view is MERGED else label(view)
@@ -54,6 +58,17 @@ def title_text(status: RunStatus | None, view: tuple | None, filter_text: str, f
     if width is not None and len(" · ".join(parts)) > width and filter_text == LEVEL_NAMES["all"]:
         parts.remove(filter_text)
     return " · ".join(parts)
+
+
+def forecast_text(forecast: Forecast, status: RunStatus) -> str:
+    """The line under the title: the forecast's, but for a live run that stalls (or whose rank is stopped) no eta:
+    the rate from before the stall promised an end ("9s to go; fits: yes" beside the STALL finding, issue 33 item
+    8, as `cockpit ps` said before it too showed `? no progress`)."""
+    if forecast.ended or not any(f.kind in ("stall", "stopped") for f in status.findings):
+        return forecast.line()
+    done = "?" if forecast.steps_done is None else forecast.steps_done
+    total = "?" if forecast.total_steps is None else forecast.total_steps
+    return f"forecast: step {done}/{total}; ? no progress (no eta while it is stalled); {forecast.gpu_text()}"
 
 
 @dataclass(frozen=True)
