@@ -49,8 +49,13 @@ def test_an_ended_runs_all_ranks_says_its_order_is_an_estimate():
     narrow = runview.title_text(status, MERGED, everything, True, 0, width=78)
     assert narrow == "succeeded (exit 0) · local · 2 ranks · all ranks, order estimated · follow"
     assert runview.title_text(status, MERGED, "errors", True, 0, width=78).endswith("· errors · follow")
+    # one log (a 1-rank run without its agent's) is in its own order: nothing estimated
+    one = runview.title_text(status, MERGED, everything, True, 0, width=78, sources=1)
+    assert " · all ranks · " in one and "2 ranks" in one
     status.state, status.exit_code = "running", None
     assert " · all ranks · " in runview.title_text(status, MERGED, everything, True, 0, width=78)
+    status.world_size = 1
+    assert " · 1 rank · " in runview.title_text(status, MERGED, everything, True, 0)
 
 
 def test_findings_rows_put_hangs_first_then_the_report_or_the_events():

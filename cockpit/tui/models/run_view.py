@@ -39,19 +39,21 @@ ESTIMATED = "all ranks, order estimated"
 
 
 def title_text(status: RunStatus | None, view: tuple | None, filter_text: str, follow: bool, skipped: int,
-               width: int | None = None) -> str:
+               width: int | None = None, sources: int = 2) -> str:
     """The line above the log: the run's state, the view and its filter, follow, and lines the live scan
     skipped (the full diagnosis reads them). An ended run's "all ranks" says its order is an estimate (live,
-    lines show in the order they are read, each poll's ranks one after the other); where that leaves the line
-    longer than ``width``, the filter is left out while it is the default (all lines)."""
+    lines show in the order they are read, each poll's ranks one after the other; a run of one log, ``sources``,
+    has its own order); where that leaves the line longer than ``width``, the filter is left out while it is the
+    default (all lines)."""
     s = status
     # a stopped run's code is torchrun's after the stop (1, from its SignalException): a failure that did not
     # happen, which `cockpit run` / `attach` do not say either (they exit 143 or 130); the rank table has each code
     code = s is not None and s.final and s.state != "stopped"
     state = "reading…" if s is None else s.state + (f" (exit {s.exit_code})" if code else "")
     launcher = "" if s is None else f" · {s.launcher}"
-    ranks = "" if s is None or s.world_size is None else f" · {s.world_size} ranks"
-    shown = (ESTIMATED if s is not None and s.final else "all ranks") if view is MERGED else label(view)
+    ranks = "" if s is None or s.world_size is None else f" · {s.world_size} rank{'s' if s.world_size != 1 else ''}"
+    estimated = s is not None and s.final and sources > 1
+    shown = (ESTIMATED if estimated else "all ranks") if view is MERGED else label(view)
     parts = [f"{state}{launcher}{ranks}", shown, filter_text, "follow" if follow else "paused"]
     if skipped:
         parts.append(f"live scan skipped {skipped} lines (d: full diagnosis)")

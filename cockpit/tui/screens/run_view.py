@@ -290,7 +290,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             self._skipped = self.feed.skipped  # the first skip shows at once; the count then moves with _tick
         # the skipped count is not per batch: a title that changes repaints the whole width of the screen
         text = runview.title_text(self.status, self.view, self.filter.describe(), self.follow, self._skipped,
-                                  self.size.width - 2)
+                                  self.size.width - 2, len(self.stats))
         title = self.query_one("#run-title", Static)
         if str(title.content) != text:  # one line, fixed size: repaint it alone, no layout (this runs per batch)
             title.update(text, layout=False)
