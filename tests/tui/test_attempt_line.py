@@ -28,9 +28,20 @@ def test_the_rows_say_when_how_where_and_how_far():
 def test_the_panel_is_empty_for_one_attempt_and_has_the_goodput():
     assert timeline(HEALED[:1], 0.5, 200.0, 80) == ""
     text = timeline(HEALED, 0.62, 200.0, 60)
-    head, first, second = text.split("\n")
+    head, first, more, second = text.split("\n")
     assert head.startswith("attempts 2 · goodput 62% 0") and head.endswith("✓") and len(head) == 60
     assert first.startswith("#0 +0 s, 40 s, failure") and len(first) <= 60 and second.startswith("#1 +50 s")
+    # the row longer than the width goes on under its text, whole: cut at 60, it lost its cause
+    assert more.startswith("   ") and more.endswith("rank 1 had a GPU fault (Xid)") and len(more) <= 60
+    assert " ".join([first, more.strip()]) == rows(HEALED, 200.0)[0]
+
+
+def test_a_row_takes_two_lines_at_most():
+    """At 80x24 the panel must leave the log its rows: a longer row ends in "…" on its second line."""
+    long = Attempt(0, 0.0, ended=10.0, end="failure", culprit_rank=1, culprit_host="vm", cause="x " * 80, step=3)
+    text = timeline([long, Attempt(1, 12.0, ended=20.0, end="succeeded")], None, 20.0, 78)
+    lines = text.split("\n")
+    assert len(lines) == 4 and lines[2].endswith("…") and all(len(t) <= 78 for t in lines), lines
 
 
 def test_the_last_attempts_end_is_the_last_cell_whatever_the_rounding():

@@ -101,7 +101,7 @@ async def test_live_validation_and_preview(ctx):
         assert error(compose, "backend") == ("↳ dp (DataParallel) runs in one process on one node "
                                              "(hint: use backend: ddp for several nodes)")
         assert error(compose, "gpus") == ""
-        assert text(compose, "#problems").startswith("✗ 1 problem\ndemo.yaml:")
+        assert text(compose, "#problems").startswith("✗ 1 problem\nbackend: dp (DataParallel)")  # by field
         assert compose.query_one("#preview").text.startswith("(the preview appears")
         await set_field(pilot, compose, "pg_backend", "nccl")
         assert "nccl needs GPUs and this job uses none" in error(compose, "pg_backend")

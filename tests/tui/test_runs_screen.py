@@ -21,7 +21,7 @@ async def open_failed_run(app, pilot) -> RunViewScreen:
     await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
     table = app.screen.query_one("#runs-table")
     assert [str(table.get_row_at(i)[1]) for i in range(3)] == ["failed", "succeeded", "stopped"]  # newest first
-    assert [str(c) for c in table.get_row_at(0)][2:] == ["-", "10.0 min", "2", "node0", "local"]  # HEALTH: ended
+    assert [str(c) for c in table.get_row_at(0)][2:] == ["-", "10.0 min", "2", "local", "node0"]  # HEALTH: ended
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
     view = app.screen
@@ -193,3 +193,28 @@ async def test_the_runs_footer_says_how_to_open_a_run(ctx, runs):
         assert (shown.description, shown.show) == ("Open", True)
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
+
+
+async def test_at_80x24_the_log_has_the_width_and_a_progress_line_shows_its_loss(ctx, runs):
+    """Issue 33's new-user pass: beside the side panel the log was 42 columns at 80x24, and a progress line's
+    loss= was off its right edge. Under 100 columns the rank table and the sparklines go under the log, which
+    has the whole width; from 100 they stand beside it again, as the terminal is resized."""
+    from cockpit.tui.widgets.rank_table import RankTable
+
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f4")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.runs, what="the runs list")
+        await pilot.press("down", "enter")  # the run that succeeded: its ranks printed progress lines
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen), what="the run view")
+        view = app.screen
+        log = view.query_one(RankLog)
+        await until(pilot, lambda: any("loss=" in t for t in log.lines), what="a progress line in the log")
+        line = next(t for t in log.lines if "loss=" in t)
+        ranks = view.query_one(RankTable)
+        assert view.has_class("-narrow")
+        assert log.scrollable_content_region.width >= len(line) > 42, (log.region, line)
+        assert ranks.region.y >= log.region.bottom and ranks.region.height >= 4, (ranks.region, log.region)
+        await pilot.resize_terminal(120, 36)
+        await until(pilot, lambda: not view.has_class("-narrow") and ranks.region.right <= log.region.x,
+                    what="the side panel beside the log at 120 columns")

@@ -37,6 +37,27 @@ def test_the_title_says_state_view_filter_follow_and_skips():
                      "live scan skipped 12 lines (d: full diagnosis)")
 
 
+def test_an_ended_runs_all_ranks_says_its_order_is_an_estimate():
+    """Issue 33's new-user pass: a log line carries no time (the rank wrapper appends the output as it is), so an
+    ended run's merged order is cockpit.tui.models.log_order's estimate, and the title says so; live, it does not
+    (lines show as read). At 80 columns the default filter's words make room for it."""
+    status = RunStatus(run_id="r", name="demo", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
+                       state="succeeded", exit_code=0)
+    everything = LineFilter().describe()
+    title = runview.title_text(status, MERGED, everything, True, 0)
+    assert title == f"succeeded (exit 0) · local · 2 ranks · all ranks, order estimated · {everything} · follow"
+    narrow = runview.title_text(status, MERGED, everything, True, 0, width=78)
+    assert narrow == "succeeded (exit 0) · local · 2 ranks · all ranks, order estimated · follow"
+    assert runview.title_text(status, MERGED, "errors", True, 0, width=78).endswith("· errors · follow")
+    # one log (a 1-rank run without its agent's) is in its own order: nothing estimated
+    one = runview.title_text(status, MERGED, everything, True, 0, width=78, sources=1)
+    assert " · all ranks · " in one and "2 ranks" in one
+    status.state, status.exit_code = "running", None
+    assert " · all ranks · " in runview.title_text(status, MERGED, everything, True, 0, width=78)
+    status.world_size = 1
+    assert " · 1 rank · " in runview.title_text(status, MERGED, everything, True, 0)
+
+
 def test_findings_rows_put_hangs_first_then_the_report_or_the_events():
     rows = runview.finding_rows([STRAGGLER], None, [EVENT])
     assert [(r.id, r.style, r.disabled) for r in rows] == [("h0", "bold yellow", False), ("e0", "", False)]
@@ -73,3 +94,31 @@ def test_an_evidence_line_in_the_merged_view_and_in_its_own():
     # the source's view holds its last 50 of 100 lines: line 60 is row 9
     assert runview.evidence_target(SRC, 60, "boom", SRC, 100, 50) == ("boom", 9)
     assert runview.evidence_target(None, 3, None, SRC, None, 50) == (None, None)
+
+
+def test_a_stalled_runs_forecast_promises_no_end():
+    """Issue 33's new-user pass: a stalled live run's line said "9s to go; fits: yes (no time limit)" beside its
+    STALL finding (the rate from before the stall); `cockpit ps` says `? no progress` there, so does the view."""
+    from cockpit.insight.forecast import Forecast
+
+    status = RunStatus(run_id="r", name="demo", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
+                       state="running")
+    forecast = Forecast("yes", "no time limit", steps_done=5, total_steps=400, seconds_per_step=0.02,
+                        remaining_s=9.0, gpus=0)
+    assert runview.forecast_text(forecast, status) == forecast.line() and "to go" in forecast.line()
+    status.findings = [LiveFinding(kind="stall", text="no rank made progress")]
+    text = runview.forecast_text(forecast, status)
+    assert text.startswith("forecast: step 5/400; ? no progress") and "to go" not in text and "fits" not in text
+    status.findings = [STRAGGLER]  # a straggler still makes progress: its eta stands
+    assert runview.forecast_text(forecast, status) == forecast.line()
+
+
+def test_a_stopped_runs_title_says_no_exit_code():
+    """Issue 33's new-user pass: the TUI's title said `stopped (exit 1)` (torchrun's code after the stop, from its
+    SignalException) where `cockpit attach` says exit code 143 and `cockpit run`'s own Ctrl-C 130: a failure that
+    did not happen. A stopped run's title says stopped; a failed one keeps its code."""
+    status = RunStatus(run_id="r", name="demo", launcher="local", job_file="j.yaml", hosts=["vm"], world_size=2,
+                       state="stopped", exit_code=1)
+    assert runview.title_text(status, SRC, "errors", True, 0).startswith("stopped · local · 2 ranks · ")
+    status.state = "failed"
+    assert runview.title_text(status, SRC, "errors", True, 0).startswith("failed (exit 1) · local · ")

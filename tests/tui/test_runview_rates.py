@@ -61,6 +61,16 @@ async def test_the_side_panel_says_the_rank_tables_rate(tmp_path):
         await until(pilot, lambda: str(view.query_one("#sps-label").content).startswith("steps/s 3"),
                     what="the panel's rate")
         assert table == "3.10" and str(view.query_one("#sps-label").content) == f"steps/s {table}"
+        # the watchdog's next figure: the panel says it with the table, not a metrics read later (read once a
+        # second, it said the status before the table's; here no read comes at all)
+        view.read_metrics = lambda: None
+        progress["0"] = RankProgress("localhost", "running", step=34, step_source="metrics", rate=4.2)
+        status = view.status
+        write_status(run_dir, RunStatus(run_id=status.run_id, name="rates", launcher="local", job_file="/j.yaml",
+                                        hosts=["localhost"], world_size=2, state="running", created=T0,
+                                        started=T0 + 1, progress=progress))
+        await until(pilot, lambda: str(ranks.get_row_at(1)[2]) == "4.20", what="the table's new rate", timeout=20)
+        assert str(view.query_one("#sps-label").content) == "steps/s 4.20"
 
 
 def test_a_rate_the_table_counts_otherwise_is_said_for_what_it_is():

@@ -64,4 +64,22 @@ def timeline(attempts: Sequence[Attempt], goodput: float | None, now: float, wid
     if goodput is not None:
         head += f" · goodput {goodput:.0%}"
     line = bar(attempts, now, max(width - len(head) - 1, 2 * len(attempts)))
-    return "\n".join([f"{head} {line}", *(r[:width] for r in rows(attempts, now))])
+    return "\n".join([f"{head} {line}", *(w for r in rows(attempts, now) for w in wrapped(r, width))])
+
+
+INDENT = "   "  # a row's second line, under its text rather than its number
+ROW_LINES = 2  # at most, per row: the panel must leave the log its rows at 80x24
+
+
+def wrapped(row: str, width: int) -> list[str]:
+    """``row`` in lines of at most ``width``: cut at its end, it lost the cause and where the attempt failed (the
+    part a reader wants) at 80 columns; a row longer than ROW_LINES lines ends in "…"."""
+    if len(row) <= width or width <= 2 * len(INDENT):
+        return [row[:width]]
+    import textwrap
+
+    lines = textwrap.wrap(row, width, subsequent_indent=INDENT, break_on_hyphens=False)
+    if len(lines) > ROW_LINES:
+        lines = lines[:ROW_LINES]
+        lines[-1] = lines[-1][:width - 1] + "…"
+    return lines

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cockpit.fleet.records import NodeReport
 from cockpit.spec.model import BACKENDS, LAUNCHERS, PG_BACKENDS, PRECISIONS, JobSpec
+from cockpit.spec.yamlpos import Problem
 from cockpit.tui.models import form as jobform
 
 # (field, label, kind, choices or placeholder); slurm fields are shown only for launcher: slurm
@@ -82,22 +83,31 @@ def preview_text(spec: JobSpec, facts) -> str:
         return f"cannot render: {exc}"
 
 
-def summary(checked: jobform.Checked, label: str) -> str:
-    """The line over the preview: the job in a few words, or its problems, positioned in ``label``."""
+def summary(checked: jobform.Checked) -> str:
+    """The line over the preview: the job in a few words, or its problems, each by its field."""
     spec = checked.spec
     if spec is None:
         n = len(checked.problems)
-        return f"✗ {n} problem{'s' if n != 1 else ''}\n" + "\n".join(p.format(label) for p in checked.problems)
+        return f"✗ {n} problem{'s' if n != 1 else ''}\n" + "\n".join(map(problem_line, checked.problems))
     if checked.problems:  # valid as a file, but its launcher would refuse it here (form.with_here)
         n = len(checked.problems)
         return (f"⚠ valid file, would not run here: {n} problem{'s' if n != 1 else ''}\n"
-                + "\n".join(p.format(label) for p in checked.problems))
+                + "\n".join(map(problem_line, checked.problems)))
     procs = "one per GPU" if spec.nprocs is None else str(spec.nprocs)
     world = f" = world {spec.world_size}" if spec.world_size else ""
     trials = f" · sweep of {len(spec.sweep.trials())}" if spec.sweep else ""
     gpus = {0: "CPU", None: "all GPUs"}.get(spec.gpus_per_node, f"{spec.gpus_per_node} GPU/node")
     return (f"✓ valid · {spec.launcher} · {spec.num_nodes} node{'s' if spec.num_nodes != 1 else ''} × {procs}"
             f"{world} · {gpus} · {spec.dist_backend} · {spec.precision}{trials}")
+
+
+def problem_line(p: Problem) -> str:
+    """A problem by its field, as `cockpit validate` says it less its ``file:line:col``: the form's YAML is made
+    from the fields, not the file (a new job has none; an opened one loses its comments), so a position in it
+    pointed into a file that does not exist yet ("job.yaml:1:13", issue 33's new-user pass) or at another line."""
+    level = "warning: " if p.warning else ""
+    hint = f" (hint: {p.hint})" if p.hint else ""
+    return f"{level}{p.path or 'job'}: {p.message}{hint}"
 
 
 def field_error(problems: list) -> str:

@@ -8,15 +8,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cockpit.tui.models.log_filter import LEVEL_NAMES
 from cockpit.tui.models.log_store import MERGED, label
 
 if TYPE_CHECKING:
+    from cockpit.insight.forecast import Forecast
     from cockpit.insight.sweep_table import TrialRow
     from cockpit.logs.diagnose.model import Report
     from cockpit.run.store import RunStatus
     from cockpit.tui.models.feed_state import LiveEvent
 
 APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
+# columns under which the side panel goes under the log: beside it, 80 columns left the log 42, and a progress
+# line's loss= off its right edge (issue 33's new-user pass); 100 leaves it 62, which holds one
+NARROW = 100
 # under a storm (a batch of more than STORM_LINES lines), at most 10: each repaint redraws every row of the log,
 # and on a busy machine a key press that lands behind one waits for it (bench_tui: key p50 halved)
 APPLY_EVERY_STORM, STORM_LINES = 0.1, 1000
@@ -28,18 +33,44 @@ def apply_every(batch_lines: int) -> float:
     return APPLY_EVERY_STORM if batch_lines > STORM_LINES else APPLY_EVERY
 
 
-def title_text(status: RunStatus | None, view: tuple | None, filter_text: str, follow: bool, skipped: int) -> str:
+# the merged view of an ended run: its lines carry no time (the rank wrapper appends the process's output to
+# its file as it is, the way torchrun's own files do); cockpit.tui.models.log_order places them by what is known
+ESTIMATED = "all ranks, order estimated"
+
+
+def title_text(status: RunStatus | None, view: tuple | None, filter_text: str, follow: bool, skipped: int,
+               width: int | None = None, sources: int = 2) -> str:
     """The line above the log: the run's state, the view and its filter, follow, and lines the live scan
-    skipped (the full diagnosis reads them)."""
+    skipped (the full diagnosis reads them). An ended run's "all ranks" says its order is an estimate (live,
+    lines show in the order they are read, each poll's ranks one after the other; a run of one log, ``sources``,
+    has its own order); where that leaves the line longer than ``width``, the filter is left out while it is the
+    default (all lines)."""
     s = status
-    state = "reading…" if s is None else s.state + (f" (exit {s.exit_code})" if s.final else "")
+    # a stopped run's code is torchrun's after the stop (1, from its SignalException): a failure that did not
+    # happen, which `cockpit run` / `attach` do not say either (they exit 143 or 130); the rank table has each code
+    code = s is not None and s.final and s.state != "stopped"
+    state = "reading…" if s is None else s.state + (f" (exit {s.exit_code})" if code else "")
     launcher = "" if s is None else f" · {s.launcher}"
-    ranks = "" if s is None or s.world_size is None else f" · {s.world_size} ranks"
-    shown = "all ranks" if view is MERGED else label(view)
+    ranks = "" if s is None or s.world_size is None else f" · {s.world_size} rank{'s' if s.world_size != 1 else ''}"
+    estimated = s is not None and s.final and sources > 1
+    shown = (ESTIMATED if estimated else "all ranks") if view is MERGED else label(view)
     parts = [f"{state}{launcher}{ranks}", shown, filter_text, "follow" if follow else "paused"]
     if skipped:
         parts.append(f"live scan skipped {skipped} lines (d: full diagnosis)")
+    if width is not None and len(" · ".join(parts)) > width and filter_text == LEVEL_NAMES["all"]:
+        parts.remove(filter_text)
     return " · ".join(parts)
+
+
+def forecast_text(forecast: Forecast, status: RunStatus) -> str:
+    """The line under the title: the forecast's, but for a live run that stalls (or whose rank is stopped) no eta:
+    the rate from before the stall promised an end ("9s to go; fits: yes" beside the STALL finding, issue 33 item
+    8, as `cockpit ps` said before it too showed `? no progress`)."""
+    if forecast.ended or not any(f.kind in ("stall", "stopped") for f in status.findings):
+        return forecast.line()
+    done = "?" if forecast.steps_done is None else forecast.steps_done
+    total = "?" if forecast.total_steps is None else forecast.total_steps
+    return f"forecast: step {done}/{total}; ? no progress (no eta while it is stalled); {forecast.gpu_text()}"
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ class ComposeScreen(JobFile, CockpitScreen):
         for name in jobform.FIELD_NAMES:
             self._show_error(name, composeview.field_error(by_field.get(name, [])))
         self._show_note("advice", message.advice, after="nccl_socket_ifname")
-        self.query_one(JobPreview).show(composeview.summary(checked, self._label()), checked.spec is not None,
+        self.query_one(JobPreview).show(composeview.summary(checked), checked.spec is not None,
                                         message.preview, checked.text)
 
     def _show_note(self, name: str, text: str, after: str) -> None:

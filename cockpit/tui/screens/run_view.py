@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -100,6 +100,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self._spec: JobSpec | Literal[False] | None = None  # read once by the forecast worker (False: unreadable)
         self._trial_cells: list[tuple] | None = None  # the trial table's rows as shown
         self._sweep = False  # the forecast said it is a sweep (its trials' table is shown)
+        self._side: MetricsRead | None = None  # the side panel's last metrics read
+        self._side_status: RunStatus | None = None  # the status its rate was last taken from
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -118,6 +120,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_class(self.app.size.width < runview.NARROW, "-narrow")
         trials = self.query_one("#trials", DataTable)
         for key, title, width in runview.TRIAL_COLUMNS:
             trials.add_column(title, key=key, width=width)
@@ -129,6 +132,12 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.set_interval(1.0, self._tick)
         self.query_one(RankLog).focus()
         self.call_after_refresh(gc.freeze)  # this screen's widgets: out of the collector's scans (see app.py)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Under NARROW columns the side panel goes under the log (app.tcss); the attempts' rows rewrap."""
+        self.set_class(event.size.width < runview.NARROW, "-narrow")
+        if self.status is not None:
+            self._show_attempts()
 
     def action_charts(self) -> None:
         from cockpit.tui.screens.charts import ChartsScreen
@@ -245,6 +254,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
             table.show(source, cells)
+        if self.status is not self._side_status:  # the panel's rate: the table's, from the same status
+            self._side_status = self.status
+            self._show_side()
 
     def _tick(self) -> None:
         if self._covered():
@@ -277,7 +289,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         if not self._skipped and self.feed.skipped:
             self._skipped = self.feed.skipped  # the first skip shows at once; the count then moves with _tick
         # the skipped count is not per batch: a title that changes repaints the whole width of the screen
-        text = runview.title_text(self.status, self.view, self.filter.describe(), self.follow, self._skipped)
+        text = runview.title_text(self.status, self.view, self.filter.describe(), self.follow, self._skipped,
+                                  self.size.width - 2, len(self.stats))
         title = self.query_one("#run-title", Static)
         if str(title.content) != text:  # one line, fixed size: repaint it alone, no layout (this runs per batch)
             title.update(text, layout=False)
@@ -306,12 +319,20 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.post_message(MetricsRead(series, origin))
 
     def on_metrics_read(self, message: MetricsRead) -> None:
+        self._side = message
+        self._show_side()
+
+    def _show_side(self) -> None:
+        """The side panel from the last metrics read, its rate from the status the rank table shows: read once a
+        second, the panel's rate said the status before the table's, another number for the same rank."""
         # a sweep's metrics are its trials': the charts (c) show them. Not "rows were shown": a plain run's forecast
         # sets an empty trial table too, and its side panel said "a sweep" (issue 33 item 8)
-        series, rate = message.series, None
+        if self._side is None:
+            return
+        series, rate = self._side.series, None
         if series is not None and series.counts:  # the rank table's figure where it counts the same (item 8)
             rec = ((self.status.progress if self.status else {}) or {}).get(str(series.rank))
-            rate = side_rate(series, message.origin, rec, bool(self.status and self.status.final), SPARK_CELLS)
+            rate = side_rate(series, self._side.origin, rec, bool(self.status and self.status.final), SPARK_CELLS)
         self.query_one(MetricsPlot).show(series, "a sweep: c charts its trials" if self._sweep else None, rate)
 
     # --- the forecast, and a sweep's trials --------------------------------------------------------------------
@@ -331,7 +352,8 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             rows = sort_rows(trial_rows(self.run_dir, status, now, spec=spec), self.trial_sort)
             self.post_message(ForecastRead(runview.sweep_line(rows, self.trial_sort), rows))
         else:
-            self.post_message(ForecastRead(run_forecast(self.run_dir, status, spec=spec, now=now).line(), None))
+            forecast = run_forecast(self.run_dir, status, spec=spec, now=now)
+            self.post_message(ForecastRead(runview.forecast_text(forecast, status), None))
 
     def on_forecast_read(self, message: ForecastRead) -> None:
         line = self.query_one("#run-forecast", Static)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -19,12 +19,12 @@ from textual.widgets import DataTable, Footer
 from cockpit.insight.diagnosis import duration, health
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import JobsListed, RunsListed
+from cockpit.tui.models import runs_table
 from cockpit.tui.models.paths import NAV_WIDTH, fit_path
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.widgets.navbar import NavBar
 
-# HEALTH next to STATE: what a narrow terminal (80 columns) must still show; the columns that matter least last
-COLUMNS = ("RUN", "STATE", "HEALTH", "AGE", "RANKS", "NODES", "LAUNCHER")
+COLUMNS = runs_table.COLUMNS
 JOB_COLUMNS = ("JOBID", "NAME", "STATE", "NODES", "TIME/LIMIT", "ARRAY/RUN")
 
 
@@ -43,6 +43,7 @@ class RunsScreen(CockpitScreen):
         super().__init__()
         self.runs: list[tuple[Path, RunStatus]] = []
         self.jobs: list[tuple[str, str | None, str]] = []  # (job id, owning run's directory, output hint)
+        self._listed: RunsListed | None = None  # the last list, shown again to fit a new width
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -113,12 +114,14 @@ class RunsScreen(CockpitScreen):
         table = self.query_one("#runs-table", DataTable)
         current = self._current()
         now = self.capp.ctx.clock()
+        self._listed = message
         table.clear()
-        for run_dir, s in self.runs:
-            nodes = ",".join(s.hosts) or "-"
-            table.add_row(s.run_id, s.state, health(s, message.frozen.get(run_dir)),
-                          duration(max(0.0, now - s.created)), "?" if s.world_size is None else str(s.world_size),
-                          nodes[:24], s.launcher, key=str(run_dir))
+        rows = [(s.run_id, s.state, health(s, message.frozen.get(run_dir)), duration(max(0.0, now - s.created)),
+                 "?" if s.world_size is None else str(s.world_size), s.launcher, ",".join(s.hosts) or "-")
+                for run_dir, s in self.runs]
+        width = table.scrollable_content_region.width or self.app.size.width
+        for (run_dir, _), cells in zip(self.runs, runs_table.fit(rows, width), strict=True):
+            table.add_row(*cells, key=str(run_dir))
         keys = [str(d) for d, _ in self.runs]
         if current in keys:
             table.move_cursor(row=keys.index(current), animate=False)
@@ -129,6 +132,10 @@ class RunsScreen(CockpitScreen):
         self.query_one(NavBar).info = (
             f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''} · {active} active · in {where}"
             if self.runs else f"no runs in {where} yet: compose a job and launch it (F3)")
+
+    def on_resize(self, _: events.Resize) -> None:
+        if self._listed is not None:  # NODES takes the room the other columns leave
+            self.call_after_refresh(self.on_runs_listed, self._listed)
 
     def _current(self) -> str | None:
         table = self.query_one("#runs-table", DataTable)
