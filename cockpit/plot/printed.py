@@ -4,11 +4,13 @@ prints, read back from its log by cockpit.plot.sources. Pure: one line of text i
 The forms read::
 
     step 10 loss=2.31 lr=0.001                              key=value pairs
+    rank 0 epoch 1 step 16 loss 0.1234                      "loss N" beside "step N" (only with a step)
     Epoch 1 | step 20 | loss: 1.92                          key: value pairs, "step N"
     {'loss': 0.53, 'learning_rate': 4e-05, 'epoch': 0.5}    a printed dict (Hugging Face Trainer's log)
 
 Strict on purpose, so that ordinary output invents nothing: a line counts only when it holds a *training loss*
-(``loss``, ``train_loss``, ``train/loss``, ... as a number after ``=`` or ``:``). NCCL's ``cudaDev 0 busId 1000``,
+(``loss``, ``train_loss``, ``train/loss``, ... as a number after ``=`` or ``:``, or after a space on a line that
+also names its step: ``loss 0.5`` alone is prose). NCCL's ``cudaDev 0 busId 1000``,
 torchrun's ``exitcode : 1 (pid: 1234)``, a printed config dict, an evaluation dict (``eval_loss`` only) and the
 Trainer's closing summary (``train_runtime``) yield nothing. A progress bar's frame (``50%|█████ |``) is skipped:
 its refresh is not a step. The step is the line's ``step`` / ``global_step`` / ``it`` / ``iter`` /
@@ -29,6 +31,8 @@ _PAIR = re.compile(rf"(?<![\w./-])([A-Za-z_][\w./-]*)\s*(?:=|:)\s*({_NUMBER})(?!
 _STEP_WORDS = ("step", "global_step", "it", "iter", "iteration")
 # "step 20", "global_step=20", "it: 20", also "step 20/100"; not "12.3it/s" (a word character before "it")
 _STEP = re.compile(r"(?<![\w.])(step|global_step|it|iter|iteration)\b\s*[=:]?\s*(\d+)(?![\w.:])", re.IGNORECASE)
+# "loss 0.1234" with no = or :, read only on a line that names its step ("step 16 loss 0.1234")
+_SPACED_LOSS = re.compile(rf"(?<![\w./-])(loss|train_loss|training_loss)\s+({_NUMBER})(?![\w.:])", re.IGNORECASE)
 _BAR = re.compile(r"\d+%\|")  # a tqdm frame
 # the training loss under the names frameworks and scripts give it, most specific first
 LOSS_KEYS = ("loss", "train_loss", "train/loss", "loss/train", "train.loss", "training_loss", "train_loss_step",
@@ -52,13 +56,21 @@ def read_line(line: str) -> Reading | None:
     if not text or len(text) > MAX_LINE or ("%|" in text and _BAR.search(text)):
         return None
     values = _dict_values(text) if text.startswith("{") and text.endswith("}") else _pair_values(text)
-    if not values or any(k in values for k in _SUMMARY_KEYS):
+    if any(k in values for k in _SUMMARY_KEYS):
         return None
     loss = next((values[k] for k in LOSS_KEYS if k in values), None)
     if loss is None:
+        return _spaced(text)
+    return Reading(loss, _step(text, values), tuple(values.items()))
+
+
+def _spaced(text: str) -> Reading | None:
+    """A "step 16 loss 0.1234" line (the loss after a space): read only when the line names its step too."""
+    found = _SPACED_LOSS.search(text) if "oss" in text else None
+    if found is None or (step := _STEP.search(text)) is None:
         return None
-    step = _step(text, values)
-    return Reading(loss, step, tuple(values.items()))
+    loss = float(found.group(2))
+    return Reading(loss, int(step.group(2)), ((found.group(1).lower(), loss),))
 
 
 def _pair_values(text: str) -> dict[str, float]:

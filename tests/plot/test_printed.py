@@ -30,6 +30,8 @@ FIXTURES = REPO / "tests" / "fixtures"
     ("it: 7 | train/loss=3.5e-01", 0.35, 7),
     ("[rank1]: iteration 40 loss: 0.125 tokens/s: 1200", 0.125, 40),
     ("epoch 3 loss=0.5 12.3it/s", 0.5, None),  # "it/s" is a rate, not a step
+    ("lightning: rank 0 epoch 1 step 16 loss 0.1234", 0.1234, 16),  # a spaced loss beside its step
+    ("plain: rank 1 step 20 loss 2.5e-01", 0.25, 20),
 ])
 def test_progress_forms_are_read(line, loss, step):
     reading = read_line(line)
@@ -49,7 +51,9 @@ def test_a_diverged_loss_is_read_as_it_is():
     "{'eval_loss': 0.4, 'eval_runtime': 0.2, 'epoch': 1.0}",  # evaluation: not the training loss
     "{'train_runtime': 12.5, 'train_samples_per_second': 80.0, 'train_loss': 0.61, 'epoch': 1.0}",  # HF's summary
     "Epoch 0:  50%|█████     | 5/10 [00:00<00:00, 12.3it/s, v_num=0, train_loss=0.512]",  # a bar's frame
-    "lightning: rank 0 epoch 1 step 16 loss 0.1234",  # a loss without = or : is prose
+    "the loss 0.1234 was fine at epoch 3",            # a spaced loss with no step on its line is prose
+    "step 16 eval_loss 0.4",                           # a spaced loss must be the training loss
+    "step 16 loss 0.1234abc",
     "see foo.loss=3 in the config",                    # a key inside a dotted name
     "",
 ])
