@@ -153,3 +153,18 @@ def test_a_refusal_still_wins_over_the_warning(tmp_path):
     r = cockpit("validate", str(path))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "env.GLOO_SOCKET_IFNAME: GLOO_SOCKET_IFNAME=nosuchif0" in r.stderr and "warning" not in r.stderr
+
+
+def test_run_says_the_warning_before_the_ranks_start(tmp_path):
+    """`cockpit run` of a spawning script under torchrun says validate's warning on stderr before its start line
+    (the branch that spawns is not taken here: the ranks print and end, so the run is short and succeeds)."""
+    path = job(tmp_path, "import sys\nif len(sys.argv) > 9:\n    import torch.multiprocessing as mp\n"
+                         "    mp.spawn(print, nprocs=2)\nprint('no spawn today', flush=True)\n",
+               "procs_per_node: 1\n")
+    r = cockpit("run", str(path), "-q", COCKPIT_RUNS_DIR=str(tmp_path / "runs"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    warning = "cockpit: warning: runner: train.py calls torch.multiprocessing.spawn (line 4)"
+    assert warning in r.stderr and "set `runner: spawn`" in r.stderr, r.stderr
+    runs = list((tmp_path / "runs").iterdir())
+    recorded = json.loads((runs[0] / "preflight.json").read_text())["checks"]
+    assert [(c["name"], c["level"]) for c in recorded] == [("runner", "warn")]

@@ -106,8 +106,11 @@ def cmd_run(args, spec, job_path: str) -> int:
             notice("interrupted before the run was made: nothing was started")
             return 130
         if args.no_preflight:
-            for check in _failed_preflight(run_dir):
+            for check in _preflight(run_dir, "FAIL"):
                 notice(f"preflight (ignored: --no-preflight): {check['name']}: {check['detail']}")
+        for check in _preflight(run_dir, "warn"):
+            hint = f" (hint: {check['hint']})" if check.get("hint") else ""
+            notice(f"warning: {check['name']}: {check['detail']}{hint}")
         try:
             pid = launch.start(run_dir, grace=args.grace)
         except launch.LaunchError as exc:
@@ -160,12 +163,13 @@ def _detached(run_dir: Path, pid: int, presses: int) -> int:
     return 0
 
 
-def _failed_preflight(run_dir) -> list[dict]:
-    """The failed checks an ssh launch recorded in <run>/preflight.json (none for other launchers)."""
+def _preflight(run_dir, level: str) -> list[dict]:
+    """The checks of ``level`` (FAIL / warn) the launch recorded in <run>/preflight.json: an ssh launch's
+    checks, a local launch's warnings; none for a Slurm launch."""
     path = run_dir / layout.PREFLIGHT
     if not path.exists():
         return []
-    return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == "FAIL"]
+    return [c for c in json.loads(path.read_text(encoding="utf-8"))["checks"] if c["level"] == level]
 
 
 def refresh(rows: list[tuple[Path, RunStatus]]) -> list[tuple[Path, RunStatus]]:

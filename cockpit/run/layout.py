@@ -8,7 +8,7 @@ a run directory, the supervisor, the followers (CLI and TUI) and the diagnosis t
     ../.index                    in the runs directory: every finished run's summary in one file, for ps
                                  (cockpit.run.index)
     stop.json                    a stop asked for: {"grace": seconds, "by": who}, read by the supervisor
-    preflight.json               ssh runs: the checks and facts the launch was decided on
+    preflight.json               ssh runs: the checks and facts the launch was decided on; local: its warnings
     rerun.json                   a sweep's rerun: {"of": the old run id, "trials": [indices]}
     commands/node-<N>.sh         the rendered script of node N; commands/sbatch.sh (Slurm), commands/ssh.json
     hook/sitecustomize.py        the rank-side hook (cockpit.node.rankhook), first on each rank's PYTHONPATH;

@@ -90,11 +90,14 @@ class LocalLauncher(NoScheduler):
 
     def prepare(self, spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str, ...],
                 options: LaunchOptions) -> Path:
+        checks: list = []
         if options.preflight:
             from cockpit.launch.local import facts
 
-            facts.check(spec, job_path)
-        return prepare(spec, job_path, runs_dir, extra_args)
+            checks = facts.check(spec, job_path)
+        run_dir = prepare(spec, job_path, runs_dir, extra_args)
+        _record_warnings(run_dir, checks)
+        return run_dir
 
     def schedule(self, run_dir: Path) -> None:
         """Nothing to hand over: the supervisor starts torchrun itself."""
@@ -261,3 +264,17 @@ def prepare(spec: JobSpec, job_path: str, runs_dir: Path, extra_args: tuple[str,
                        max_restarts=spec.max_restarts or None)
     write_status(run_dir, status)
     return run_dir
+
+
+def _record_warnings(run_dir: Path, checks: list) -> None:
+    """The preflight's warnings (a script that spawns its own processes under torchrun, ...) kept in
+    <run>/preflight.json, where `cockpit run` reads them to say them before the ranks' first line."""
+    from cockpit.preflight.checks import WARN
+
+    warned = [c.to_dict() for c in checks if c.level == WARN]
+    if warned:
+        import json
+
+        from cockpit.run.store import write_atomic
+
+        write_atomic(run_dir / layout.PREFLIGHT, json.dumps({"checks": warned}, indent=2) + "\n")
