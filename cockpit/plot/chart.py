@@ -191,14 +191,19 @@ DIVERGED = 2.0  # a loss that rose past this many times its first value diverged
 
 
 def diverged(series: RankSeries) -> str | None:
-    """How a run's loss diverged, or None: not finite from some step, or risen past DIVERGED x its first."""
+    """How a run's loss diverged, or None: not finite from some step, or above DIVERGED x its first at its last
+    point and since some step. A spike the run came back from is not a divergence: that trial may end best."""
     step = series.first_nonfinite()
     if step is not None:
         return f"loss not finite from step {step}"
     pts = series.losses()
     first = pts[0][1] if pts else 0.0
-    risen = next((x for x, y in pts if first > 0 and y > DIVERGED * first), None)
-    return None if risen is None else f"loss above {DIVERGED:g}x its first from step {risen}"
+    if first <= 0 or not pts or pts[-1][1] <= DIVERGED * first:
+        return None
+    since = len(pts) - 1
+    while since > 0 and pts[since - 1][1] > DIVERGED * first:
+        since -= 1
+    return f"loss above {DIVERGED:g}x its first from step {pts[since][0]:g}"
 
 
 def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:

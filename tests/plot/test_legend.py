@@ -35,6 +35,17 @@ def test_a_diverged_trial_is_named_drawn_last_and_in_the_note():
     assert chart.note == "trial 1 --lr 1.0: loss not finite from step 13"
     rising = charts.trials_chart([("t", trial([1.0, 0.8, 1.5, 2.5, 3.0]))], "sw")
     assert rising.lines[0].label == "t (diverged)" and rising.note == "t: loss above 2x its first from step 4"
+    again = charts.trials_chart([("t", trial([1.0, 2.5, 0.9, 2.2, 3.0]))], "sw")  # risen since step 4, not 2
+    assert again.lines[0].label == "t (diverged)" and again.note == "t: loss above 2x its first from step 4"
+
+
+def test_a_spike_the_trial_came_back_from_is_not_called_diverged():
+    """The new-user pass: a trial at a high learning rate spiked to 279 at step 3, then ended the best of two;
+    it was labelled diverged. Only a loss still above 2x its first at the end (or not finite) is."""
+    chart = charts.trials_chart([("trial 0 --lr 50.0", trial([1.0, 3.0, 279.0, 0.5, 0.076])),
+                                 ("trial 1 --lr 0.01", trial([1.0, 0.9, 0.8, 0.7, 0.6]))], "sw")
+    assert [line.label for line in chart.lines] == ["trial 0 --lr 50.0", "trial 1 --lr 0.01"]
+    assert chart.note == ""
 
 
 def test_the_y_axis_makes_room_for_the_legend_above_what_would_be_under_it():
