@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import os
 import signal
 import sys
@@ -99,6 +100,7 @@ class Supervisor:
         self.outcomes: list[recovery.Outcome] = []  # how the earlier attempts ended
         self.decision: recovery.Decision | None = None  # the last attempt's, once it ended
         self.left_out: frozenset[str] = frozenset()  # nodes recover: left out: their late exit records do not count
+        self.timeline: dict[str, float] = {}  # wall times of this attempt's end and the relaunch (_timeline)
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -164,6 +166,7 @@ class Supervisor:
             return False
         self.stalled = found
         self.failed_at, self.fail_grace = time.monotonic(), min(self.grace, STALL_GRACE)
+        self.timeline.setdefault("noticed", time.time())
         blamed = recovery.link_node(found.get("link"))  # cut off (its link dead, or silent): no use waiting for it
         for node in self.nodes:
             node.terminate()
@@ -179,6 +182,7 @@ class Supervisor:
             changed = self._track_restarts() or changed
         if self.failed_at is None and self.status.first_failure is not None and not self._torchrun_restarts():
             self.failed_at = now  # the attempt ends: torchrun gets its grace to tear the rest down
+            self.timeline.setdefault("noticed", time.time())
         if self.watchdog is not None and not self.status.stop_requested:
             changed = self.watchdog.tick() or changed
         if self.write_error is not None and not self.status.stop_requested:
@@ -266,7 +270,9 @@ class Supervisor:
         s = self.status
         if self.policy is None or s.stop_requested or self.write_error is not None:
             return False
+        self.timeline["over"] = time.time()
         self._leftovers()
+        self.timeline["stopped"] = time.time()
         failed = self.stalled is not None or s.first_failure is not None or any(n.poll() for n in self.nodes)
         if not failed:
             return False
@@ -279,6 +285,7 @@ class Supervisor:
         self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked,
                                         self.launcher.replacement_hint)
         self.outcomes.append(outcome)
+        self.timeline["evidence"] = time.time()
         attempt_files.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
         s.note = self.decision.words
         if not self.decision.retry:
@@ -287,14 +294,25 @@ class Supervisor:
         if self.decision.env or self.decision.unset:
             attempt_files.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
         attempt_files.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
+        self.timeline["marked"] = time.time()
         if not self._relaunch(attempt + 1):
             return False
         self.left_out |= frozenset(self.decision.leave_out)
         s.first_failure, s.ranks, s.findings, s.progress, s.watch, s.restarts = None, {}, [], {}, None, []
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()
+        self._timeline(attempt + 1, outcome.at)
         self.save()
         return True
+
+    def _timeline(self, attempt: int, failed: float | None) -> None:
+        """supervisor.log's line of where a relaunch's seconds went, as wall times (tests/bench/bench_restart.py
+        reads it): the failure (its exit record) or the stall's finding, noticed, the attempt over (its processes
+        ended), the rest stopped, the evidence read, the records moved and marked, the next attempt spawned."""
+        times = {"failed": failed, **self.timeline, "spawned": time.time()}
+        self.timeline = {}
+        _log(f"cockpit supervisor: relaunch timeline of attempt {attempt}: "
+             + json.dumps({k: round(v, 3) for k, v in times.items() if v is not None}))
 
     def _relaunch(self, attempt: int) -> bool:
         """The launcher's part of a relaunch (Slurm: sbatch again, without the blamed node); False, with the
