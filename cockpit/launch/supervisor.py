@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
 RESERVE_BYTES = 64 << 10
+KILLED = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # a launcher's exit code after the supervisor's own kill
 STALL_GRACE = 3.0  # a stalled attempt relaunched: its ranks cannot checkpoint (a collective hangs), so no long wait
 
 
@@ -340,6 +341,8 @@ class Supervisor:
         s.progress = {r: replace(p, state="exited") if r in s.ranks else p for r, p in s.progress.items()}
         codes = [node.poll() or 0 for node in self.nodes]
         s.exit_code = next((c for c in codes if c != 0), 0)
+        if self.escalated and not s.stop_requested and s.first_failure is not None and s.exit_code in KILLED:
+            s.exit_code = 1  # our SIGTERM/SIGKILL ended torchrun after its grace: the job failed, as torchrun says
         if self.write_error is not None:
             s.state, s.exit_code = "failed", s.exit_code or 1
             s.note = _join(f"{self.write_error}: the run was stopped, since it could not be recorded", s.note)
@@ -356,7 +359,7 @@ class Supervisor:
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
             s.note = f"{s.note}; {why}" if s.note else why
         if self.decision is not None and not self.decision.retry:  # not retried, or gave up: the run failed
-            s.state, s.exit_code = "failed", s.exit_code or 1
+            s.state, s.exit_code = "failed", 1
         if leftover:
             s.note = _join(s.note, f"{leftover} leftover processes needed SIGKILL")
         if s.state == "failed" and (disk := disk_trouble(self.run_dir)):
