@@ -63,7 +63,9 @@ POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
 RESERVE_BYTES = 64 << 10
 KILLED = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # a launcher's exit code after the supervisor's own kill
-STALL_GRACE = 3.0  # a stalled attempt relaunched: its ranks cannot checkpoint (a collective hangs), so no long wait
+# A stalled attempt relaunched: its stacks are gathered already, and its ranks cannot checkpoint (a collective
+# hangs): a rank that acts on SIGTERM (a plain script's default action) is gone within it, a hung one never is.
+STALL_GRACE = 1.0
 
 
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:

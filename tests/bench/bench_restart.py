@@ -69,16 +69,17 @@ def timelines(run: Path) -> dict[int, dict[str, float]]:
     return found
 
 
-def one_round(repo: Path, steps: int, fail_step: int, failures: int) -> dict:
+def one_round(repo: Path, steps: int, fail_step: int, failures: int, mode: str = "kill") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(tmp) / "job.yaml"
         job.write_text(f"name: bench-restart\nscript: {REPO / 'tests' / 'bench' / 'restart_probe.py'}\n"
-                       "launcher: local\ngpus: none\nrecover:\n  attempts: 2\n")
+                       "launcher: local\ngpus: none\nrecover:\n  attempts: 2\n"
+                       + ("stall_after: 5\n" if mode == "hang" else ""))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "COCKPIT_RUNS_DIR": f"{tmp}/runs",
                "NO_COLOR": "1", "PYTHONPATH": str(repo)}
         r = subprocess.run([sys.executable, "-m", "cockpit", "run", str(job), "-q", "--", "--epochs", "1",
                             "--steps-per-epoch", str(steps), "--hidden", "16", "--checkpoint-every", "5",
-                            "--fail-rank", "1", "--fail-step", str(fail_step), "--fail-mode", "kill",
+                            "--fail-rank", "1", "--fail-step", str(fail_step), "--fail-mode", mode,
                             "--fail-attempts", str(failures)], capture_output=True, text=True, env=env, cwd=repo)
         [run] = list((Path(tmp) / "runs").iterdir())
         status = json.loads((run / "status.json").read_text())
@@ -133,6 +134,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--fail-mode", choices=("kill", "hang"), default="kill", help="hang: the stall is found "
+                        "(stall_after: 5) and healed; its detection is the stall threshold, not counted in the goal")
     parser.add_argument("--against", type=Path, default=None, help="another checkout (the baseline): its rounds "
                         "alternate with this one's")
     args = parser.parse_args()
@@ -141,7 +144,7 @@ def main() -> None:
     results: dict[str, list[dict]] = {name: [] for name, _ in arms}
     for i in range(rounds):
         for name, repo in arms if i % 2 == 0 else arms[::-1]:
-            res = one_round(repo, steps, 12, failures)
+            res = one_round(repo, steps, 12, failures, args.fail_mode)
             results[name].append(res)
             load = os.getloadavg()[0]
             for k, t in enumerate(res["relaunches"]):
