@@ -7,9 +7,11 @@ round only, under a grace of 1 s that the restarted round outlasts."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from helpers import REPO, cockpit_env
@@ -18,7 +20,7 @@ from cockpit.insight.restarted import restarted_over, torchrun_restarts
 from cockpit.logs.diagnose.model import Finding
 from cockpit.run import layout
 from cockpit.run.records import FirstFailure
-from cockpit.run.restarts import NO_RECORD, restarts, restarts_left
+from cockpit.run.restarts import NO_RECORD, SETTLE_S, restarts, restarts_left
 from cockpit.run.status import RunStatus, StatusError
 
 
@@ -51,6 +53,25 @@ def test_rounds_set_aside_name_their_failure_and_the_latest_is_read_again(tmp_pa
     _exit(logs / "restart-1", 0, 1, 20.0)
     again = restarts(tmp_path, first)
     assert again[0] is first[0] and (again[1].rank, again[1].status) == (0, 1)
+
+
+def test_a_round_blames_the_rank_that_died_first_not_the_one_that_lost_its_peer(tmp_path):
+    # rank 0's wrapper stamped its end first (a busy machine), but its log says its peer went away: rank 1's
+    # failure, 0.3 s later by the stamps, is the round's cause, as for the run's own first failure
+    logs = tmp_path / layout.LOGS
+    _exit(logs / "restart-0", 0, 1, 10.0)
+    _exit(logs / "restart-0", 1, 1, 10.3)
+    (logs / "rank-0.vm.log").write_text("step 5\nRuntimeError: [gloo/transport/tcp/pair.cc:537] Read error "
+                                        "[127.0.0.1]:4775: Connection reset by peer\n")
+    (logs / "rank-1.vm.log").write_text("step 5\nValueError: bad batch\n")
+    [found] = restarts(tmp_path, [])
+    assert (found.rank, found.status) == (1, 1), found
+    # once the round settled, the next round's lines in the same logs change nothing: its verdict stands
+    (logs / "rank-1.vm.log").write_text("Connection reset by peer\n" + "round 1 step\n" * 100)
+    old = time.time() - SETTLE_S - 1
+    os.utime(logs / "restart-0", (old, old))
+    assert restarts(tmp_path, [found]) == [found]
+    assert restarts(tmp_path, [])[0].rank == 1  # (a first look still reads it: nothing known yet)
 
 
 def test_restarts_round_trip_in_status_json_and_a_bad_one_is_refused():

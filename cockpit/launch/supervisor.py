@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import os
 import signal
 import sys
@@ -61,7 +62,10 @@ if TYPE_CHECKING:
 POLL = 0.2
 RESERVE = ".reserve"  # freed when status.json cannot be written (a full disk), so that the last write fits
 RESERVE_BYTES = 64 << 10
-STALL_GRACE = 3.0  # a stalled attempt relaunched: its ranks cannot checkpoint (a collective hangs), so no long wait
+KILLED = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # a launcher's exit code after the supervisor's own kill
+# A stalled attempt relaunched: its stacks are gathered already, and its ranks cannot checkpoint (a collective
+# hangs): a rank that acts on SIGTERM (a plain script's default action) is gone within it, a hung one never is.
+STALL_GRACE = 1.0
 
 
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
@@ -99,6 +103,7 @@ class Supervisor:
         self.outcomes: list[recovery.Outcome] = []  # how the earlier attempts ended
         self.decision: recovery.Decision | None = None  # the last attempt's, once it ended
         self.left_out: frozenset[str] = frozenset()  # nodes recover: left out: their late exit records do not count
+        self.timeline: dict[str, float] = {}  # wall times of this attempt's end and the relaunch (_timeline)
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -164,6 +169,7 @@ class Supervisor:
             return False
         self.stalled = found
         self.failed_at, self.fail_grace = time.monotonic(), min(self.grace, STALL_GRACE)
+        self.timeline.setdefault("noticed", time.time())
         blamed = recovery.link_node(found.get("link"))  # cut off (its link dead, or silent): no use waiting for it
         for node in self.nodes:
             node.terminate()
@@ -179,6 +185,7 @@ class Supervisor:
             changed = self._track_restarts() or changed
         if self.failed_at is None and self.status.first_failure is not None and not self._torchrun_restarts():
             self.failed_at = now  # the attempt ends: torchrun gets its grace to tear the rest down
+            self.timeline.setdefault("noticed", time.time())
         if self.watchdog is not None and not self.status.stop_requested:
             changed = self.watchdog.tick() or changed
         if self.write_error is not None and not self.status.stop_requested:
@@ -266,7 +273,9 @@ class Supervisor:
         s = self.status
         if self.policy is None or s.stop_requested or self.write_error is not None:
             return False
+        self.timeline["over"] = time.time()
         self._leftovers()
+        self.timeline["stopped"] = time.time()
         failed = self.stalled is not None or s.first_failure is not None or any(n.poll() for n in self.nodes)
         if not failed:
             return False
@@ -279,6 +288,7 @@ class Supervisor:
         self.decision = recovery.decide(self.policy, self.outcomes, outcome, attempt, len(s.hosts), leave_out, blocked,
                                         self.launcher.replacement_hint)
         self.outcomes.append(outcome)
+        self.timeline["evidence"] = time.time()
         attempt_files.end_attempt(self.run_dir, s, outcome.end, outcome, self.decision.words)
         s.note = self.decision.words
         if not self.decision.retry:
@@ -287,14 +297,25 @@ class Supervisor:
         if self.decision.env or self.decision.unset:
             attempt_files.apply_fix(self.run_dir, self.decision.env, self.decision.unset)
         attempt_files.mark(self.run_dir, attempt + 1, outcome, self.policy.attempts)
+        self.timeline["marked"] = time.time()
         if not self._relaunch(attempt + 1):
             return False
         self.left_out |= frozenset(self.decision.leave_out)
         s.first_failure, s.ranks, s.findings, s.progress, s.watch, s.restarts = None, {}, [], {}, None, []
         self.failed_at, self.escalated, self.stalled, self.fail_grace = None, False, None, self.grace
         self._start_attempt()
+        self._timeline(attempt + 1, outcome.at)
         self.save()
         return True
+
+    def _timeline(self, attempt: int, failed: float | None) -> None:
+        """supervisor.log's line of where a relaunch's seconds went, as wall times (tests/bench/bench_restart.py
+        reads it): the failure (its exit record) or the stall's finding, noticed, the attempt over (its processes
+        ended), the rest stopped, the evidence read, the records moved and marked, the next attempt spawned."""
+        times = {"failed": failed, **self.timeline, "spawned": time.time()}
+        self.timeline = {}
+        _log(f"cockpit supervisor: relaunch timeline of attempt {attempt}: "
+             + json.dumps({k: round(v, 3) for k, v in times.items() if v is not None}))
 
     def _relaunch(self, attempt: int) -> bool:
         """The launcher's part of a relaunch (Slurm: sbatch again, without the blamed node); False, with the
@@ -322,6 +343,8 @@ class Supervisor:
         s.progress = {r: replace(p, state="exited") if r in s.ranks else p for r, p in s.progress.items()}
         codes = [node.poll() or 0 for node in self.nodes]
         s.exit_code = next((c for c in codes if c != 0), 0)
+        if self.escalated and not s.stop_requested and s.first_failure is not None and s.exit_code in KILLED:
+            s.exit_code = 1  # our SIGTERM/SIGKILL ended torchrun after its grace: the job failed, as torchrun says
         if self.write_error is not None:
             s.state, s.exit_code = "failed", s.exit_code or 1
             s.note = _join(f"{self.write_error}: the run was stopped, since it could not be recorded", s.note)
@@ -338,7 +361,7 @@ class Supervisor:
             why = f"the launcher exited with {s.exit_code} before any rank reported an exit: see {where}"
             s.note = f"{s.note}; {why}" if s.note else why
         if self.decision is not None and not self.decision.retry:  # not retried, or gave up: the run failed
-            s.state, s.exit_code = "failed", s.exit_code or 1
+            s.state, s.exit_code = "failed", 1
         if leftover:
             s.note = _join(s.note, f"{leftover} leftover processes needed SIGKILL")
         if s.state == "failed" and (disk := disk_trouble(self.run_dir)):

@@ -7,6 +7,7 @@ there into status.json's ``restarts``, and lets torchrun restart while it has re
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from cockpit.run import layout
@@ -14,6 +15,10 @@ from cockpit.run.records import FirstFailure, RankExit
 from cockpit.run.store import first_failure, rank_exits
 
 NO_RECORD = "no exit record says which rank failed"
+SETTLE_S = 5.0
+"""Seconds after the last record moved into a round's logs/restart-<K>/ in which the round is read again (its
+wrappers move their records one by one); after that its failure stands, so that the next round's lines, appended
+to the same rank logs, never change which rank the round blames."""
 
 
 def restarts_left(max_restarts: int | None, made: int, torchrun_ended: bool, stopping: bool) -> bool:
@@ -44,8 +49,10 @@ def this_round(run_dir: Path, exits: dict[int, RankExit]) -> dict[int, RankExit]
     return {r: e for r, e in exits.items() if r in moved}
 
 
-def round_failure(aside: Path) -> FirstFailure | None:
-    """The first failure among the exit records of a round set aside in ``aside``; None where there is none."""
+def round_failure(aside: Path, run_dir: Path | None = None) -> FirstFailure | None:
+    """The first failure among the exit records of a round set aside in ``aside``; None where there is none.
+    Chosen as the run's own first failure is (cockpit.run.store.first_failure): given the run's ``run_dir``, a rank
+    whose log says it lost its peer is not blamed over one that died first, however the two were stamped."""
     files: dict[int, tuple[str, Path]] = {}
     try:
         names = os.listdir(aside)
@@ -55,18 +62,24 @@ def round_failure(aside: Path) -> FirstFailure | None:
         parsed = layout.parse_rank_file(name)
         if parsed is not None and parsed[2] == "exit":
             files[parsed[0]] = (parsed[1], aside / name)
-    first = first_failure(rank_exits(aside, files))
-    return None if first is None else FirstFailure.of(first, first.describe())
+    first = first_failure(rank_exits(aside, files), run_dir)
+    if first is None:
+        return None
+    from cockpit.logs.diagnose.peerloss import EARLY_EXIT
+
+    return FirstFailure.of(first, EARLY_EXIT if first.status == 0 else first.describe())
 
 
 def restarts(run_dir: Path, known: list[FirstFailure]) -> list[FirstFailure]:
     """Each restart torchrun made so far, by the failure that ended its round: ``known`` kept for the rounds
-    whose records are all set aside (every round before the latest), the latest read again (its ranks' wrappers
-    move their records one by one)."""
+    whose records are all set aside (every round before the latest), the latest read again while records still
+    arrive (its ranks' wrappers move them one by one: ``SETTLE_S``), its ranks' logs looked at for a lost peer."""
     dirs = layout.restart_dirs(run_dir)
     out = list(known[:max(len(dirs) - 1, 0)])
+    if dirs and len(known) >= len(dirs) and time.time() - _mtime(dirs[-1]) > SETTLE_S:
+        out.append(known[len(dirs) - 1])
     for aside in dirs[len(out):]:
-        found = round_failure(aside)
+        found = round_failure(aside, run_dir)
         out.append(found or FirstFailure(None, "", 0, _mtime(aside), NO_RECORD))
     return out
 

@@ -26,9 +26,10 @@ def job(tmp_path: Path, script: str, recover: str, extra: str = "") -> Path:
     return path
 
 
-def run(tmp_path: Path, job_file: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path, object]:
+def run(tmp_path: Path, job_file: Path, *args: str, opts: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess,
+                                                                                        Path, object]:
     runs = tmp_path / "runs"
-    r = subprocess.run([sys.executable, "-m", "cockpit", "run", str(job_file), "-q", "--", *args],
+    r = subprocess.run([sys.executable, "-m", "cockpit", "run", str(job_file), "-q", *opts, "--", *args],
                        capture_output=True, text=True, cwd=REPO, timeout=400,
                        env=cockpit_env(COCKPIT_RUNS_DIR=str(runs), NO_COLOR="1"))
     [(run_dir, status)] = list_runs(runs)
@@ -120,6 +121,15 @@ def test_attempts_used_up_give_up_and_exit_1(tmp_path):
     assert [a.end for a in status.attempts] == ["failure", "failure"]
     assert status.note.startswith("gave up after 2 attempts: rank 0 was killed by SIGKILL"), status.note
     assert "gave up after 2 attempts" in r.stdout
+
+
+def test_attempts_used_up_after_a_grace_too_short_for_torchrun_still_exit_1(tmp_path):
+    # --grace 0: the supervisor itself ends torchrun (SIGTERM) before its teardown is over; its 143 is the
+    # supervisor's doing, not the job's: the run that gave up exits 1 all the same
+    r, _run_dir, status = run(tmp_path, job(tmp_path, "demo.py", "  attempts: 1\n"), *TINY, "--fail-rank", "1",
+                              "--fail-step", "3", "--fail-mode", "kill", opts=("--grace", "0"))
+    assert r.returncode == 1 and status.state == "failed" and status.exit_code == 1, r.stdout + r.stderr
+    assert status.note.startswith("gave up after 2 attempts: rank 1 was killed by SIGKILL"), status.note
 
 
 def test_a_stop_asked_for_is_never_relaunched(tmp_path):

@@ -58,6 +58,10 @@ def test_submit_without_sbatch_marks_the_run_unsubmitted(tmp_path):
         slurm.submit(run_dir, sbatch=str(tmp_path / "no-such-sbatch"))
     status = read_status(run_dir)
     assert status.state == "unsubmitted" and status.note == "sbatch is not installed here"
+    for i in (0, 1):  # each trial is a run of its own (`cockpit ps`, `cockpit logs RUN/trial-1`): never submitted
+        trial = read_status(run_dir / f"trial-{i}")
+        assert (trial.state, trial.exit_code) == ("unsubmitted", 1), trial
+        assert trial.note.endswith("; sbatch is not installed here") and trial.ended == status.ended
 
 
 def test_attempts_of_a_real_requeued_run(tmp_path):

@@ -124,10 +124,17 @@ def _submitted(node: NodeRecord, job_id: str) -> NodeRecord:
 
 
 def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
-    """Nothing was submitted: the run is ``unsubmitted`` (no rank ran: not failed), with why."""
+    """Nothing was submitted: the run is ``unsubmitted`` (no rank ran: not failed), with why; a sweep's trials
+    (each a run of its own, trial-<i>/status.json) too, or they would stay ``starting`` for ever."""
     status.state, status.exit_code, status.note = "unsubmitted", 1, why
     status.ended = time.time()
     write_status(run_dir, status)
+    for node in status.nodes:
+        trial = read_status(Path(node.run_dir)) if node.trial is not None and node.run_dir else None
+        if trial is not None and trial.state == "starting":
+            trial.state, trial.exit_code, trial.ended = "unsubmitted", 1, status.ended
+            trial.note = f"{trial.note}; {why}" if trial.note else why
+            write_status(Path(node.run_dir), trial)
 
 
 SUBMIT_WITHIN = SBATCH_TIMEOUT + 60.0  # seconds from a run's creation in which its submitter records sbatch's answer
