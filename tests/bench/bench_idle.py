@@ -3,6 +3,7 @@ nothing is written, and how soon a new line shows with both cores busy (issue 29
 
     python tests/bench/bench_idle.py [--files 1024] [--idle 20] [--lines 40] [--load 2] [--rounds 3]
                                      [--json PATH|-] [--smoke]
+    python tests/bench/bench_idle.py --engine [--files 1024] [--idle 10] [--rounds 5] [--root DIR]
 
 The run is made with cockpit's own writers (``create_run_dir``, ``write_status``): state running, its
 supervisor a live stand-in process (a ``sleep``), ``--files`` ranks over 8 hosts, each rank's log file there.
@@ -20,6 +21,12 @@ that notes the time each line comes:
 3. Latency under load: ``--load`` busy processes (``python -c 'while 1: pass'``) start; ``--lines`` lines, each
    stamped with time.time() as it is written to a random file, 100-300 ms apart; each follower's delay from
    the write to the line coming out of its stdout; the busy processes stop.
+
+``--engine``: the tail engine alone (cockpit.logs.tail.Tailer as `logs -f` makes it: lossless, 50 ms quiet
+pace), in a child process following ``--files`` quiet files, with inotify and with polling only
+(``notify=False``: what NFS and Lustre get), the two arms alternated ``--rounds`` times: each arm's CPU over
+``--idle`` seconds after 3 s to settle, as % of one core. ``--root DIR`` runs another checkout's engine (a
+``git worktree`` of main: the before).
 
 Printed: per round and median [min-max] over the rounds, idle CPU % and latency p50/p99/max; issue 29's goals:
 idle <= 1% of a core, latency p99 no worse than before the idle work (``LATENCY_BEFORE_MS`` below, measured on
@@ -183,6 +190,57 @@ def one_round(args: argparse.Namespace, tmp: Path) -> dict:
         shutil.rmtree(tmp / "runs", ignore_errors=True)
 
 
+ENGINE_CHILD = """
+import asyncio, sys
+from cockpit.logs.tail import Tailer
+async def main(paths, notify):
+    async with Tailer(lossless=True, idle_poll_interval=0.05, batch_window=0.0, notify=notify) as tailer:
+        for i, p in enumerate(paths):
+            tailer.add(i, p)
+        print("ready", flush=True)
+        async for _ in tailer:
+            pass
+asyncio.run(main(sys.argv[2:], sys.argv[1] == "inotify"))
+"""
+
+
+def engine_arm(root: Path, mode: str, paths: list[Path], idle: float) -> float:
+    """The engine of ``root`` following ``paths`` (``mode``: inotify or polling): % of a core over ``idle`` s."""
+    env = benchkit.cockpit_env()
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.Popen([sys.executable, "-c", ENGINE_CHILD, mode, *map(str, paths)], env=env,
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", f"{mode}: no start"
+        time.sleep(3)  # its first poll of every file, then its quiet pace
+        c0, t0 = _ticks(proc.pid), time.monotonic()
+        time.sleep(idle)
+        return 100 * (_ticks(proc.pid) - c0) / TICK / (time.monotonic() - t0)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def engine_bench(args: argparse.Namespace, report: benchkit.Report) -> None:
+    root = Path(args.root).resolve() if args.root else benchkit.ROOT
+    with tempfile.TemporaryDirectory(prefix="bench-idle-engine-") as tmp:
+        paths = [Path(tmp) / f"rank-{r}.node{r % HOSTS}.log" for r in range(args.files)]
+        for p in paths:
+            p.write_bytes(b"a line\n")
+        got = benchkit.alternated({m: (lambda m=m: {"pct": engine_arm(root, m, paths, args.idle)})
+                                   for m in ("inotify", "polling")}, args.rounds, warmup=0)
+    print(f"the tail engine of {root}: {args.files:,} quiet files, {args.idle:g} s idle, {args.rounds} rounds "
+          f"alternated; load {report.load_before} -> {benchkit.load()}")
+    for mode, runs in got.items():
+        values = [r["pct"] for r in runs]
+        print(f"  {mode:8} idle {', '.join(f'{v:.2f}' for v in values)}: {benchkit.spread(values, '{:.2f}')} "
+              f"% of a core")
+        report.figure(f"engine {mode}", {"idle_pct": [round(v, 3) for v in values]})
+        med = benchkit.median(values)
+        print("  " + report.goal(f"engine {mode} idle", f"<= {GOAL_IDLE_PCT:g}% of a core", round(med, 3),
+                                 med <= GOAL_IDLE_PCT))
+
+
 def pct(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))]
 
@@ -223,7 +281,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     ap.add_argument("--smoke", action="store_true", help="16 files, 1 s idle, 3 lines (the suite's smoke test)")
+    ap.add_argument("--engine", action="store_true", help="the tail engine alone: inotify vs polling only")
+    ap.add_argument("--root", metavar="DIR", help="--engine: the checkout whose engine runs (default: this one)")
     args = ap.parse_args()
+    if args.engine:
+        report = benchkit.Report("idle-engine")
+        engine_bench(args, report)
+        report.dump(args.json)
+        return 0
     if args.smoke:
         args.files, args.idle, args.lines, args.load, args.rounds = 16, 1.0, 3, 0, 1
     if not shutil.which("tail"):
