@@ -208,7 +208,8 @@ def engine_arm(root: Path, mode: str, paths: list[Path], idle: float) -> float:
     """The engine of ``root`` following ``paths`` (``mode``: inotify or polling): % of a core over ``idle`` s."""
     env = benchkit.cockpit_env()
     env["PYTHONPATH"] = str(root)
-    proc = subprocess.Popen([sys.executable, "-c", ENGINE_CHILD, mode, *map(str, paths)], env=env,
+    # cwd: ``-c`` puts the working directory first on sys.path; there, it is ``root``'s cockpit that runs
+    proc = subprocess.Popen([sys.executable, "-c", ENGINE_CHILD, mode, *map(str, paths)], env=env, cwd=root,
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", f"{mode}: no start"
