@@ -25,8 +25,8 @@ that notes the time each line comes:
 ``--engine``: the tail engine alone (cockpit.logs.tail.Tailer as `logs -f` makes it: lossless, 50 ms quiet
 pace), in a child process following ``--files`` quiet files, with inotify and with polling only
 (``notify=False``: what NFS and Lustre get), the two arms alternated ``--rounds`` times: each arm's CPU over
-``--idle`` seconds after 3 s to settle, as % of one core. ``--root DIR`` runs another checkout's engine (a
-``git worktree`` of main: the before).
+``--idle`` seconds after 3 s to settle, as % of one core. ``--root DIR`` adds another checkout's engine (a
+``git worktree`` of main: the before) as two more arms, alternated with these.
 
 Printed: per round and median [min-max] over the rounds, idle CPU % and latency p50/p99/max; issue 29's goals:
 idle <= 1% of a core, latency p99 no worse than before the idle work (``LATENCY_BEFORE_MS`` below, measured on
@@ -223,23 +223,26 @@ def engine_arm(root: Path, mode: str, paths: list[Path], idle: float) -> float:
 
 
 def engine_bench(args: argparse.Namespace, report: benchkit.Report) -> None:
-    root = Path(args.root).resolve() if args.root else benchkit.ROOT
+    roots = {"": benchkit.ROOT}
+    if args.root:
+        roots["before "] = Path(args.root).resolve()
     with tempfile.TemporaryDirectory(prefix="bench-idle-engine-") as tmp:
         paths = [Path(tmp) / f"rank-{r}.node{r % HOSTS}.log" for r in range(args.files)]
         for p in paths:
             p.write_bytes(b"a line\n")
-        got = benchkit.alternated({m: (lambda m=m: {"pct": engine_arm(root, m, paths, args.idle)})
-                                   for m in ("inotify", "polling")}, args.rounds, warmup=0)
-    print(f"the tail engine of {root}: {args.files:,} quiet files, {args.idle:g} s idle, {args.rounds} rounds "
-          f"alternated; load {report.load_before} -> {benchkit.load()}")
-    for mode, runs in got.items():
+        arms = {f"{label}{m}": (lambda root=root, m=m: {"pct": engine_arm(root, m, paths, args.idle)})
+                for label, root in roots.items() for m in ("inotify", "polling")}
+        got = benchkit.alternated(arms, args.rounds, warmup=0)
+    print(f"the tail engine: {args.files:,} quiet files, {args.idle:g} s idle, {args.rounds} rounds alternated; "
+          + ", ".join(f"{label or 'this checkout '}{root}" for label, root in roots.items())
+          + f"; load {report.load_before} -> {benchkit.load()}")
+    for name, runs in got.items():
         values = [r["pct"] for r in runs]
-        print(f"  {mode:8} idle {', '.join(f'{v:.2f}' for v in values)}: {benchkit.spread(values, '{:.2f}')} "
-              f"% of a core")
-        report.figure(f"engine {mode}", {"idle_pct": [round(v, 3) for v in values]})
         med = benchkit.median(values)
-        print("  " + report.goal(f"engine {mode} idle", f"<= {GOAL_IDLE_PCT:g}% of a core", round(med, 3),
-                                 med <= GOAL_IDLE_PCT))
+        print(f"  {name:16} idle {', '.join(f'{v:.2f}' for v in values)}: {benchkit.spread(values, '{:.2f}')} % of a "
+              "core; " + report.goal(f"engine {name} idle", f"<= {GOAL_IDLE_PCT:g}% of a core", round(med, 3),
+                                     med <= GOAL_IDLE_PCT))
+        report.figure(f"engine {name}", {"idle_pct": [round(v, 3) for v in values]})
 
 
 def pct(sorted_values: list[float], q: float) -> float:
@@ -283,7 +286,7 @@ def main() -> int:
     ap.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     ap.add_argument("--smoke", action="store_true", help="16 files, 1 s idle, 3 lines (the suite's smoke test)")
     ap.add_argument("--engine", action="store_true", help="the tail engine alone: inotify vs polling only")
-    ap.add_argument("--root", metavar="DIR", help="--engine: the checkout whose engine runs (default: this one)")
+    ap.add_argument("--root", metavar="DIR", help="--engine: also this checkout's engine (the before), alternated")
     args = ap.parse_args()
     if args.engine:
         report = benchkit.Report("idle-engine")
