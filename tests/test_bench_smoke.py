@@ -26,6 +26,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_dense.py": "goal >= 1 M lines/s",
     "bench_fleet.py": "cockpit/ssh-cm",
     "bench_hang.py": "stall -> finding",
+    "bench_hookcost.py": "x hook off",
     "bench_idle.py": "goal <= 1% of a core",
     "bench_live.py": "every line shown: yes",
     "bench_parse.py": "goal >= 3 M lines/s",
@@ -42,6 +43,7 @@ RESULT = {  # what each benchmark prints once it has measured
 }
 MODES = [  # (bench, its other mode's arguments, what that prints once it has measured)
     ("bench_train.py", ["--hook"], "goal median >= 0.99"),
+    ("bench_idle.py", ["--engine", "--files", "16", "--idle", "1", "--rounds", "1"], "polling "),
     ("bench_tui.py", ["--on-charts"], "charts, m to the next chart"),
 ]
 

@@ -3,14 +3,17 @@ nothing is written, and how soon a new line shows with both cores busy (issue 29
 
     python tests/bench/bench_idle.py [--files 1024] [--idle 20] [--lines 40] [--load 2] [--rounds 3]
                                      [--json PATH|-] [--smoke]
+    python tests/bench/bench_idle.py --engine [--files 1024] [--idle 10] [--rounds 5] [--root DIR]
 
 The run is made with cockpit's own writers (``create_run_dir``, ``write_status``): state running, its
 supervisor a live stand-in process (a ``sleep``), ``--files`` ranks over 8 hosts, each rank's log file there.
-Per round, both followers start on the same files, both as a user runs them, stdout a pipe read by a thread
+Per round, the followers start on the same files, each as a user runs it, stdout a pipe read by a thread
 that notes the time each line comes:
 
   tail -F       ``tail -q -n 0 -F FILE...`` (inotify where the file system has it)
   logs -f       ``cockpit logs RUN -f``
+  logs -f --no-fold   the same without the fold (a line no other rank repeats waits 0.15 s in the fold): the
+                latency goal's arm, like for like with the before, measured before the fold existed
 
 1. Both follow every file: one line is appended to each file and the round waits until both have shown all
    of them, then 5 s for the followers to settle into their quiet pace.
@@ -20,6 +23,12 @@ that notes the time each line comes:
 3. Latency under load: ``--load`` busy processes (``python -c 'while 1: pass'``) start; ``--lines`` lines, each
    stamped with time.time() as it is written to a random file, 100-300 ms apart; each follower's delay from
    the write to the line coming out of its stdout; the busy processes stop.
+
+``--engine``: the tail engine alone (cockpit.logs.tail.Tailer as `logs -f` makes it: lossless, 50 ms quiet
+pace), in a child process following ``--files`` quiet files, with inotify and with polling only
+(``notify=False``: what NFS and Lustre get), the two arms alternated ``--rounds`` times: each arm's CPU over
+``--idle`` seconds after 3 s to settle, as % of one core. ``--root DIR`` adds another checkout's engine (a
+``git worktree`` of main: the before) as two more arms, alternated with these.
 
 Printed: per round and median [min-max] over the rounds, idle CPU % and latency p50/p99/max; issue 29's goals:
 idle <= 1% of a core, latency p99 no worse than before the idle work (``LATENCY_BEFORE_MS`` below, measured on
@@ -52,6 +61,9 @@ from cockpit.launch import procs  # noqa: E402
 from cockpit.run.store import RunStatus, create_run_dir, write_status  # noqa: E402
 
 HOSTS = 8
+# the latency goal's arm: the same follow without the fold, which holds a line 0.15 s for the other ranks' copies
+# (cockpit.cli.linefold, issue 32, after the before below was measured): like for like with that before
+NO_FOLD = "logs -f --no-fold"
 GOAL_IDLE_PCT = 1.0
 # main before issue 29 (e44e39a): cockpit logs -f's p99 under load, median of 3 rounds [108-166], 1-min load 8.7-11.7
 LATENCY_BEFORE_MS: float | None = 109.0
@@ -150,7 +162,8 @@ def one_round(args: argparse.Namespace, tmp: Path) -> dict:
         run_dir, paths = make_run(tmp / "runs", args.files, sleeper.pid)
         env = benchkit.cockpit_env(COCKPIT_RUNS_DIR=str(tmp / "runs"))
         followers = [Follower("tail -F", ["tail", "-q", "-n", "0", "-F", *map(str, paths)], env),
-                     Follower("logs -f", benchkit.cockpit_argv("logs", str(run_dir), "-f"), env)]
+                     Follower("logs -f", benchkit.cockpit_argv("logs", str(run_dir), "-f"), env),
+                     Follower(NO_FOLD, benchkit.cockpit_argv("logs", str(run_dir), "-f", "--no-fold"), env)]
         time.sleep(2)  # both open their files; then every file gets a line both must show
         for i, p in enumerate(paths):
             append(p, f"bench-idle ready {i} {time.time():.6f}\n")
@@ -183,6 +196,61 @@ def one_round(args: argparse.Namespace, tmp: Path) -> dict:
         shutil.rmtree(tmp / "runs", ignore_errors=True)
 
 
+ENGINE_CHILD = """
+import asyncio, sys
+from cockpit.logs.tail import Tailer
+async def main(paths, notify):
+    async with Tailer(lossless=True, idle_poll_interval=0.05, batch_window=0.0, notify=notify) as tailer:
+        for i, p in enumerate(paths):
+            tailer.add(i, p)
+        print("ready", flush=True)
+        async for _ in tailer:
+            pass
+asyncio.run(main(sys.argv[2:], sys.argv[1] == "inotify"))
+"""
+
+
+def engine_arm(root: Path, mode: str, paths: list[Path], idle: float) -> float:
+    """The engine of ``root`` following ``paths`` (``mode``: inotify or polling): % of a core over ``idle`` s."""
+    env = benchkit.cockpit_env()
+    env["PYTHONPATH"] = str(root)
+    # cwd: ``-c`` puts the working directory first on sys.path; there, it is ``root``'s cockpit that runs
+    proc = subprocess.Popen([sys.executable, "-c", ENGINE_CHILD, mode, *map(str, paths)], env=env, cwd=root,
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", f"{mode}: no start"
+        time.sleep(3)  # its first poll of every file, then its quiet pace
+        c0, t0 = _ticks(proc.pid), time.monotonic()
+        time.sleep(idle)
+        return 100 * (_ticks(proc.pid) - c0) / TICK / (time.monotonic() - t0)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def engine_bench(args: argparse.Namespace, report: benchkit.Report) -> None:
+    roots = {"": benchkit.ROOT}
+    if args.root:
+        roots["before "] = Path(args.root).resolve()
+    with tempfile.TemporaryDirectory(prefix="bench-idle-engine-") as tmp:
+        paths = [Path(tmp) / f"rank-{r}.node{r % HOSTS}.log" for r in range(args.files)]
+        for p in paths:
+            p.write_bytes(b"a line\n")
+        arms = {f"{label}{m}": (lambda root=root, m=m: {"pct": engine_arm(root, m, paths, args.idle)})
+                for label, root in roots.items() for m in ("inotify", "polling")}
+        got = benchkit.alternated(arms, args.rounds, warmup=0)
+    print(f"the tail engine: {args.files:,} quiet files, {args.idle:g} s idle, {args.rounds} rounds alternated; "
+          + ", ".join(f"{label or 'this checkout '}{root}" for label, root in roots.items())
+          + f"; load {report.load_before} -> {benchkit.load()}")
+    for name, runs in got.items():
+        values = [r["pct"] for r in runs]
+        med = benchkit.median(values)
+        print(f"  {name:16} idle {', '.join(f'{v:.2f}' for v in values)}: {benchkit.spread(values, '{:.2f}')} % of a "
+              "core; " + report.goal(f"engine {name} idle", f"<= {GOAL_IDLE_PCT:g}% of a core", round(med, 3),
+                                     med <= GOAL_IDLE_PCT))
+        report.figure(f"engine {name}", {"idle_pct": [round(v, 3) for v in values]})
+
+
 def pct(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))]
 
@@ -205,11 +273,11 @@ def summarize(rounds: list[dict], report: benchkit.Report) -> None:
         report.figure(n, {"idle_pct": [round(x, 3) for x in idle], "idle_pct_median": round(benchkit.median(idle), 3),
                           "latency_p50_ms": [round(x, 1) for x in p50], "latency_p99_ms": [round(x, 1) for x in p99]})
     idle = benchkit.median(r["idle_pct"]["logs -f"] for r in rounds)
-    p99 = benchkit.median(pct(r["latency_ms"]["logs -f"], .99) for r in rounds)
+    p99 = benchkit.median(pct(r["latency_ms"][NO_FOLD], .99) for r in rounds)
     print(f"logs -f idle {idle:.2f} % of a core: "
           + report.goal("logs -f idle", f"<= {GOAL_IDLE_PCT:g}% of a core", round(idle, 3), idle <= GOAL_IDLE_PCT))
     before = "not yet recorded" if LATENCY_BEFORE_MS is None else f"{LATENCY_BEFORE_MS:g} ms"
-    print(f"logs -f latency p99 under load {p99:.0f} ms: "
+    print(f"{NO_FOLD} latency p99 under load {p99:.0f} ms: "
           + report.goal("logs -f latency p99", f"<= the p99 before issue 29 ({before})", round(p99, 1),
                         None if LATENCY_BEFORE_MS is None else p99 <= LATENCY_BEFORE_MS))
 
@@ -223,7 +291,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", metavar="PATH", help="write the figures and goals as JSON (- for stdout)")
     ap.add_argument("--smoke", action="store_true", help="16 files, 1 s idle, 3 lines (the suite's smoke test)")
+    ap.add_argument("--engine", action="store_true", help="the tail engine alone: inotify vs polling only")
+    ap.add_argument("--root", metavar="DIR", help="--engine: also this checkout's engine (the before), alternated")
     args = ap.parse_args()
+    if args.engine:
+        report = benchkit.Report("idle-engine")
+        engine_bench(args, report)
+        report.dump(args.json)
+        return 0
     if args.smoke:
         args.files, args.idle, args.lines, args.load, args.rounds = 16, 1.0, 3, 0, 1
     if not shutil.which("tail"):

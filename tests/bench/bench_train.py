@@ -35,7 +35,8 @@ per sample over the same window, summed over the ranks (each metrics record's ``
 CPU time); per round the ratios hook on / hook off and FR off / hook off of both; printed median [min-max] over
 the rounds, the rounds below 0.99, and issue 29's goal (the median of hook on / hook off >= 0.99), with its
 load-proof twin: the median CPU per sample of hook on / hook off <= 1.01. samples/s moves with whatever else
-shares the machine (a round at load 6-11 spread 0.5-2.0); the CPU a sample costs does not.
+shares the machine (a round at load 6-11 spread 0.5-2.0); the CPU a sample costs less so. bench_hookcost.py
+counts the same cost in instructions a step (callgrind), which load does not change at all.
 """
 
 from __future__ import annotations
