@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_PACKAGES=(shellcheck openssh-server slurmctld slurmd slurm-client munge tmux iproute2)
+APT_PACKAGES=(shellcheck openssh-server slurmctld slurmd slurm-client munge tmux iproute2 valgrind)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
