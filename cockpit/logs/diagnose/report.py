@@ -55,10 +55,11 @@ def read_lines(path: str | os.PathLike[str], block: int = 1 << 20, *, follow: bo
 
 
 MARK_LINE_CAP = 1 << 16  # a marker line is short; a longer "marker" is some other line
-DIAGNOSE_BLOCK = 1 << 18
-"""The block `cockpit diagnose` parses at a time. Measured (bench_parse.py): 1 MiB blocks, and the copies the
-parser makes of them (the part after the last newline joined to the next block), each cost fresh pages; at
-256 KiB the allocator reuses them: 2% NCCL INFO rank logs parsed in ~0.21 s per 1M lines instead of ~0.31."""
+DIAGNOSE_BLOCK = 1 << 17
+"""The block `cockpit diagnose` parses at a time. Measured (bench_parse.py, a fresh process per run): 1 MiB
+blocks, and the copies the parser makes of them (up to the last newline; the line left open joined to the next
+block), each came as fresh pages: on 2% NCCL INFO rank logs 0.10-0.13 s of system time per 1M lines, a third of
+diagnose's time; 0.05-0.10 s at 256 KiB, 0.02 s at 128 KiB, where the allocator reuses its memory."""
 
 
 def read_blocks(path: str | os.PathLike[str], block: int = DIAGNOSE_BLOCK, *, follow: bool = True,

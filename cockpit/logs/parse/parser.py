@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
+from cockpit.logs.parse.comm import Template
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, has_word
 from cockpit.logs.parse.kinds import (
@@ -36,6 +37,7 @@ from cockpit.logs.parse.kinds import (
     NCCL_INIT_START,
     PYTHON_EXCEPTION,
     WORKER_FAILED,
+    Hit,
 )
 from cockpit.logs.parse.memo import PROBE_EVERY, Memo, Segment, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
@@ -89,6 +91,7 @@ class LineParser:
         self._more = False  # block_events: more blocks follow (the memo walk may hold a block's last lines back)
         self._rest: list[bytes] | None = None  # lines held back, read before the next block's
         self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
+        self._comms: dict[tuple[bytes, bytes], Template | None] = {}  # NCCL init blocks read (``comm``)
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -114,10 +117,22 @@ class LineParser:
             # None: most lines hold a trigger word. A crash loop (the last block dense, its runs repeating) is
             # not scanned again but on one block in PROBE_EVERY: the scan would stop as dense ~35 KB in.
             dense = self._dense and self._memo.repeating() and self._memo.blocks % PROBE_EVERY
-            marks = None if dense else scan.marks(block, self._scratch)
-            self._dense = marks is None
-            if marks is not None:
-                return feed_marked(self, block, marks, host, rank)
+            self._dense = True
+            if not dense:
+                marks: list[int] = []
+                scratch = self._scratch
+                special = b"\r" in block or b"\x1b" in block
+                resume = scan.paused_marks(block, scratch, 0, marks, special=special)
+                if resume is not None:
+                    self._dense = False
+                    return feed_marked(self, block, marks, host, rank, resume,
+                                       lambda at, into, after: scan.paused_marks(
+                                           block, scratch, at, into, pause_after=after, special=special))
+        return self._dense_rest(block, host, rank)
+
+    def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]:
+        """The walk of a block (or of its rest) that the scanner calls dense, or of every block without one."""
+        self._dense = True
         if self._memo.use_block():  # most lines hold a trigger word, or no scanner: repeats are worth a look
             return feed_repeated(self, block, host, rank)
         return feed_gated(self, block, host, rank)
@@ -234,6 +249,12 @@ class LineParser:
             hits = [(PYTHON_EXCEPTION, {})]  # the traceback's last line, whatever its type is called
         if not hits:
             return []
+        return self._emit(lineno, text, host, rank, hits, channel_key)
+
+    def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
+              channel_key: tuple[str, str] | None) -> list[Event]:
+        """The events of a record's ``hits`` (``classify``'s, not empty): facts reported before left out.
+        ``channel_key``: a channel line's, reported with it (``_record_events`` tested it first)."""
         if channel_key is not None:
             self._seen.add(channel_key)
         where: Origin | None = None
