@@ -55,6 +55,12 @@ MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
 
 
+CLASSIFIED_MAX = 4096
+CLASSIFIED_LONGEST = 512
+"""Records whose ``classify`` answer is kept (a pure function of the text): a warning printed again and again in
+the same words (``... pass in use_reentrant=...``, ~1% of a generated rank log, holds "in use") is classified
+once. Bounded: that many texts of at most that many characters, then it starts again."""
+
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
 
 
@@ -92,6 +98,7 @@ class LineParser:
         self._rest: list[bytes] | None = None  # lines held back, read before the next block's
         self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
         self._comms: dict[tuple[bytes, bytes], Template | None] = {}  # NCCL init blocks read (``comm``)
+        self._classified: dict[str, list[Hit]] = {}  # record text -> classify's hits (not changed by callers)
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -244,7 +251,13 @@ class LineParser:
             channel_key = channel_key_of(text)
             if channel_key in self._seen:
                 return []
-        hits = classify(text)
+        hits = self._classified.get(text)
+        if hits is None:
+            hits = classify(text)
+            if len(text) <= CLASSIFIED_LONGEST:
+                if len(self._classified) >= CLASSIFIED_MAX:
+                    self._classified.clear()
+                self._classified[text] = hits
         if (self._trace.prefix is not None or "Traceback (" in text) and self._trace.read(lineno, text) and not hits:
             hits = [(PYTHON_EXCEPTION, {})]  # the traceback's last line, whatever its type is called
         if not hits:
