@@ -361,7 +361,7 @@ def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | N
     parser._lineno = first_line
     parser._more = True
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
-    for block in blocks:
+    for block in _gathered(blocks, parser):
         cut = block.rfind(b"\n")
         if cut < 0:
             pending.append(block)
@@ -381,3 +381,26 @@ def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | N
         rest, parser._rest = parser._rest, None
         yield parser.feed_block(b"\n".join(rest), host, rank)
     yield parser.flush()
+
+
+DENSE_READ = 1 << 20
+"""While the scanner finds the log dense and its runs repeat (a crash loop), blocks are read joined up to this
+many bytes: the
+memo's runs (``memo``) are found whole in a larger block (the corpus repeated: ~0.16 s per 0.4M lines in
+128 KiB blocks, ~0.09 in 1 MiB ones), where an ordinary log is cheaper in small ones (``report``)."""
+
+
+def _gathered(blocks: Iterable[bytes], parser: LineParser) -> Iterator[bytes]:
+    """``blocks``, consecutive ones joined up to ``DENSE_READ`` bytes while the parser reads a crash loop."""
+    pieces: list[bytes] = []
+    size = 0
+    for block in blocks:
+        pieces.append(block)
+        size += len(block)
+        if parser._dense and size < DENSE_READ and parser._memo.repeating():
+            continue
+        yield block if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()
+        size = 0
+    if pieces:
+        yield b"".join(pieces)
