@@ -107,3 +107,21 @@ def test_a_rank_logs_init_blocks_are_read_as_units(monkeypatch: pytest.MonkeyPat
     assert starts > 10 and len(units) == starts and all(units)
     assert not any("Connected all" in text for text in fed)  # the lines inside each unit were not fed
     assert sum(1 for text in fed if "Init COMPLETE" in text) == starts  # the last lines were
+
+
+@needs_scanner
+def test_undecodable_bytes_inside_a_block_do_not_move_its_lines():
+    """A line with bytes that are not UTF-8 before a line with facts: the unit finds each line by its bytes."""
+    prefix = b"gpu000:31000:%d [1] NCCL INFO "
+    lines = []
+    for tid in (113, 114, 113):
+        head = _HEAD.format(tid, tid).encode()
+        lines += [prefix % tid + head + b" - Init START", prefix % tid + b"Setting affinity \xff\xfe to ffff",
+                  prefix % tid + b"Channel 00/0 : 1[1] -> 2[2] via P2P/IPC/read", prefix % tid + b"Connected all rings",
+                  prefix % tid + head + b" - Init COMPLETE"]
+    data = b"\n".join(lines) + b"\n"
+    assert parse_blocks([data]) == parse_lines(_physical_bytes(data))
+
+
+def _physical_bytes(data: bytes) -> list[str]:
+    return _physical(data.decode("utf-8", "replace").encode())

@@ -127,7 +127,8 @@ def _template(body: bytes, prefix: str, has_word: Callable[[str], int]) -> Templ
     the parser's usual way (see the module docstring)."""
     if b"\r" in body or b"\x1b" in body or b"exitcode" in body or b"Traceback (" in body:
         return None
-    texts = body[1:].decode("utf-8", "replace").split("\n")
+    raw = body[1:].split(b"\n")
+    texts = [line.decode("utf-8", "replace") for line in raw]
     hit_lines, offset = [], 0
     channels: set[tuple[str, str] | None] = set()
     for i, rest in enumerate(texts):
@@ -144,7 +145,7 @@ def _template(body: bytes, prefix: str, has_word: Callable[[str], int]) -> Templ
                 hit_lines.append((i, offset, hits, via))
                 if via:
                     channels.add(channel_key(text))
-        offset += len(rest.encode()) + 1
+        offset += len(raw[i]) + 1  # in bytes: an undecodable byte is one byte, not U+FFFD's three
     last = prefix + texts[-1]
     return Template(hit_lines, len(texts), len(last) >= WRAP_MIN and bool(has_word(last) & TRIGGER))
 
