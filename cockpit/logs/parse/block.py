@@ -15,10 +15,13 @@ walk is half of the parser's code and none of its state. Pure and stdlib-only. N
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import Protocol
 
+from cockpit.logs.parse.comm import Template, replay
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
+from cockpit.logs.parse.kinds import Hit
 from cockpit.logs.parse.memo import Memo, Segment, Sink
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.runs import channel_run
@@ -54,6 +57,20 @@ class Records(Protocol):
     def _reshape(self, text: str, host: str | None, rank: int | None) -> list[Event]: ...
 
     def _hold(self, text: str, host: str | None, rank: int | None, trigger: bool) -> None: ...
+
+    def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]: ...
+
+    _comms: dict[tuple[bytes, bytes], Template | None]
+
+    def flush(self) -> list[Event]: ...
+
+    def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
+              channel: tuple[str, str] | None) -> list[Event]: ...
+
+
+Resume = Callable[[int, list[int], int], "int | None"]
+"""``feed_marked``'s ``more``: (from offset, marks to add to, no pause up to) -> where the scan paused, -1, or
+None."""
 
 
 def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None) -> list[Event]:
@@ -99,17 +116,37 @@ def feed_gated(parser: Records, block: bytes, host: str | None, rank: int | None
     parser._lineno = first + len(lines)
     return out
 
-def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | None, rank: int | None) -> list[Event]:
+def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | None, rank: int | None,
+                resume: int = -1, more: Resume | None = None) -> list[Event]:
     """``feed_block`` where a scanner marked the lines with flags (``scan``): the same walk, from
     marked line to marked line. The lines between are decoded only while the parser is not clean (a table
-    record, or a held record with a trigger word, is open) and as far back as ``_catch_up`` needs."""
+    record, or a held record with a trigger word, is open) and as far back as ``_catch_up`` needs.
+
+    ``resume`` >= 0: the scan paused there, after an NCCL init line's mark (``scan.Scanner.paused_marks``);
+    once that line is handled (and the lines up to ``Init COMPLETE`` read as one, ``comm``), ``more(pos,
+    marks, after)`` adds the marks from ``pos`` on, pausing at an init line that ends past ``after``, and says
+    where it paused (-1: the end), or None where the block reads as dense: then the rest of it takes the
+    parser's dense walk (``_dense_rest``)."""
     out: list[Event] = []
     first = parser._lineno
     size = len(block)
     pos = index = 0  # offset and block index of the first line not handled yet
     k, n_marks = 0, len(marks)
     table = parser._table
+    after = -1  # where the scan resumes: no pause on the line there (an Init COMPLETE after a unit)
     while True:
+        if k == n_marks and resume >= 0 and more is not None:
+            resume = more(max(pos, resume), marks, after)  # type: ignore[assignment]
+            if resume is None:
+                parser._lineno = first + index
+                if out and parser._sink is not None:  # before the segments the dense walk may hand it
+                    parser._sink.add(out)
+                    out = []
+                found = parser._dense_rest(block[pos:], host, rank)
+                if found:
+                    out += found
+                return out
+            n_marks, after = len(marks), -1
         if k < n_marks:  # the next marked line: from before its first mark to its end, flags of all its marks
             at = marks[k] >> MARK_SHIFT
             start = block.rfind(b"\n", pos, at) + 1 or pos
@@ -163,6 +200,15 @@ def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | Non
         if found:
             out += found
         pos = end + 1
+        if not special and "Init START" in text and (
+                unit := replay(parser, block, pos, text, first + index, host, rank, parser._gate.of_text)) is not None:
+            found, pos, lines = unit  # the lines up to Init COMPLETE, read as one (``comm``)
+            if found:
+                out += found
+            index += lines
+            k = bisect_right(marks, (pos - 1) << MARK_SHIFT | 7, k)
+            after = block.find(b"\n", pos)
+            continue
         if not special and " via " in text and (run := channel_run(parser, block, pos, text)) is not None:
             pos, lines, last = run  # lines that give nothing: hold the last, as feeding them all would
             index += lines

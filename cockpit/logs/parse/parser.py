@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
+from cockpit.logs.parse.comm import Template
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, has_word
 from cockpit.logs.parse.kinds import (
@@ -36,6 +37,7 @@ from cockpit.logs.parse.kinds import (
     NCCL_INIT_START,
     PYTHON_EXCEPTION,
     WORKER_FAILED,
+    Hit,
 )
 from cockpit.logs.parse.memo import PROBE_EVERY, Memo, Segment, Sink
 from cockpit.logs.parse.prefix import Origin, origin, strip_ansi, text_rank, timestamp
@@ -52,6 +54,12 @@ __all__ = ["FAILURE_KINDS", "INFO_KINDS", "Event", "LineParser", "block_events",
 MAX_TEXT = 2000
 """Event text is cut here (a flattened traceback or a progress bar can be megabytes)."""
 
+
+CLASSIFIED_MAX = 4096
+CLASSIFIED_LONGEST = 512
+"""Records whose ``classify`` answer is kept (a pure function of the text): a warning printed again and again in
+the same words (``... pass in use_reentrant=...``, ~1% of a generated rank log, holds "in use") is classified
+once. Bounded: that many texts of at most that many characters, then it starts again."""
 
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
 
@@ -89,6 +97,8 @@ class LineParser:
         self._more = False  # block_events: more blocks follow (the memo walk may hold a block's last lines back)
         self._rest: list[bytes] | None = None  # lines held back, read before the next block's
         self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
+        self._comms: dict[tuple[bytes, bytes], Template | None] = {}  # NCCL init blocks read (``comm``)
+        self._classified: dict[str, list[Hit]] = {}  # record text -> classify's hits (not changed by callers)
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -114,10 +124,22 @@ class LineParser:
             # None: most lines hold a trigger word. A crash loop (the last block dense, its runs repeating) is
             # not scanned again but on one block in PROBE_EVERY: the scan would stop as dense ~35 KB in.
             dense = self._dense and self._memo.repeating() and self._memo.blocks % PROBE_EVERY
-            marks = None if dense else scan.marks(block, self._scratch)
-            self._dense = marks is None
-            if marks is not None:
-                return feed_marked(self, block, marks, host, rank)
+            self._dense = True
+            if not dense:
+                marks: list[int] = []
+                scratch = self._scratch
+                special = b"\r" in block or b"\x1b" in block
+                resume = scan.paused_marks(block, scratch, 0, marks, special=special)
+                if resume is not None:
+                    self._dense = False
+                    return feed_marked(self, block, marks, host, rank, resume,
+                                       lambda at, into, after: scan.paused_marks(
+                                           block, scratch, at, into, pause_after=after, special=special))
+        return self._dense_rest(block, host, rank)
+
+    def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]:
+        """The walk of a block (or of its rest) that the scanner calls dense, or of every block without one."""
+        self._dense = True
         if self._memo.use_block():  # most lines hold a trigger word, or no scanner: repeats are worth a look
             return feed_repeated(self, block, host, rank)
         return feed_gated(self, block, host, rank)
@@ -229,11 +251,23 @@ class LineParser:
             channel_key = channel_key_of(text)
             if channel_key in self._seen:
                 return []
-        hits = classify(text)
+        hits = self._classified.get(text)
+        if hits is None:
+            hits = classify(text)
+            if len(text) <= CLASSIFIED_LONGEST:
+                if len(self._classified) >= CLASSIFIED_MAX:
+                    self._classified.clear()
+                self._classified[text] = hits
         if (self._trace.prefix is not None or "Traceback (" in text) and self._trace.read(lineno, text) and not hits:
             hits = [(PYTHON_EXCEPTION, {})]  # the traceback's last line, whatever its type is called
         if not hits:
             return []
+        return self._emit(lineno, text, host, rank, hits, channel_key)
+
+    def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
+              channel_key: tuple[str, str] | None) -> list[Event]:
+        """The events of a record's ``hits`` (``classify``'s, not empty): facts reported before left out.
+        ``channel_key``: a channel line's, reported with it (``_record_events`` tested it first)."""
         if channel_key is not None:
             self._seen.add(channel_key)
         where: Origin | None = None
@@ -327,7 +361,7 @@ def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | N
     parser._lineno = first_line
     parser._more = True
     pending: list[bytes] = []  # a line still open: kept as pieces, so a huge line is not copied per block
-    for block in blocks:
+    for block in _gathered(blocks, parser):
         cut = block.rfind(b"\n")
         if cut < 0:
             pending.append(block)
@@ -347,3 +381,26 @@ def block_events(blocks: Iterable[bytes], host: str | None = None, rank: int | N
         rest, parser._rest = parser._rest, None
         yield parser.feed_block(b"\n".join(rest), host, rank)
     yield parser.flush()
+
+
+DENSE_READ = 1 << 20
+"""While the scanner finds the log dense and its runs repeat (a crash loop), blocks are read joined up to this
+many bytes: the
+memo's runs (``memo``) are found whole in a larger block (the corpus repeated: ~0.16 s per 0.4M lines in
+128 KiB blocks, ~0.09 in 1 MiB ones), where an ordinary log is cheaper in small ones (``report``)."""
+
+
+def _gathered(blocks: Iterable[bytes], parser: LineParser) -> Iterator[bytes]:
+    """``blocks``, consecutive ones joined up to ``DENSE_READ`` bytes while the parser reads a crash loop."""
+    pieces: list[bytes] = []
+    size = 0
+    for block in blocks:
+        pieces.append(block)
+        size += len(block)
+        if parser._dense and size < DENSE_READ and parser._memo.repeating():
+            continue
+        yield block if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()
+        size = 0
+    if pieces:
+        yield b"".join(pieces)

@@ -43,8 +43,14 @@ def _literal(word: str) -> bytes:
 # failure-table head's ``]: ?$`` is no anchored pattern either (with it a database took ~15 ms to compile, without
 # it ~3): the literals ``]:\n`` and ``]: \n`` (``HEAD``: their mark is moved back onto the line's own newline),
 # and a block's very end tested apart.
+PAUSE_DENSE = 4 * DENSE
+"""No pause where the block so far has a mark every ``PAUSE_DENSE`` bytes or closer (an error-dense log, where a
+pause at every init line cost ~6% and the walk reads no unit)."""
 HEAD = 8
-_WORDS = (*((_literal(w), TRIGGER) for w in trigger_words()),
+INIT = 16
+"""The pattern id of ``Init `` (an NCCL init line's word; its mark is a ``TRIGGER``): a paused scan
+(``Scanner.paused_marks``) stops right after it."""
+_WORDS = (*((_literal(w), INIT if w == "Init " else TRIGGER) for w in trigger_words()),
           (_literal("]:\n"), HEAD), (_literal("]: \n"), HEAD))
 # One-byte patterns slow a scan down by half: compiled in only for blocks that hold one (a memchr first).
 _SPECIAL = ((rb"\r", SPECIAL), (rb"\x1b", SPECIAL))
@@ -75,28 +81,52 @@ class Scanner:
         """Every match in ``block`` as ``end << MARK_SHIFT | flag``, in offset order; None (the scan stops
         there) once the block reads as dense: a mark every ``DENSE`` bytes or closer past the first
         ``DENSE_SLACK``. ``scratch``: a dict the caller keeps (scratch space per database)."""
-        special = b"\r" in block or b"\x1b" in block
+        out: list[int] = []
+        return None if self.paused_marks(block, scratch, 0, out, pause_after=len(block)) is None else out
+
+    def paused_marks(self, block: bytes, scratch: dict[bool, Any], start: int, out: list[int], *,
+                     pause_after: int = -1, special: bool | None = None) -> int | None:
+        """``marks`` of ``block[start:]`` (at offsets in ``block``) added to ``out``, the marks of the block
+        before ``start``, which count toward its density; None once the block reads as dense. Paused: the scan
+        stops right after the first ``Init `` that ends past ``pause_after`` (an NCCL init line: the block
+        walk may read the lines up to ``Init COMPLETE`` as one, ``comm``, whose ~40 marks would only cost a
+        callback each), and returns where to resume: the end of that match; else -1, the block's end. Not in
+        a block with \r or ESC: a mark of theirs after ``Init `` on the same line would be missed.
+        ``special``: whether the block holds \r or ESC, where the caller knows (a resumed scan's block)."""
+        if special is None:
+            special = b"\r" in block or b"\x1b" in block
         db = self._db(special)
         space = scratch.get(special)
         if space is None:
             space = scratch[special] = self._hs.Scratch(db)
-        out: list[int] = []
         add = out.append
+        before = len(out)
+        stopped = [-1]
+        pause_after = len(block) if special else pause_after
 
         def on_match(flag: int, _start: int, end: int, _flags: int, _context: object) -> bool:
+            end += start
             if flag == HEAD:  # the match ends after the line's newline: its mark is that newline
                 end, flag = end - 1, TRIGGER
+            elif flag == INIT:
+                add(end << MARK_SHIFT | TRIGGER)
+                if end > pause_after and len(out) * PAUSE_DENSE <= end + DENSE_SLACK:
+                    stopped[0] = end
+                    return True
+                return len(out) * DENSE > end + DENSE_SLACK
             add(end << MARK_SHIFT | flag)
             return len(out) * DENSE > end + DENSE_SLACK  # True stops the scan
 
         try:
-            db.scan(block, match_event_handler=on_match, scratch=space)
+            db.scan(memoryview(block)[start:] if start else block, match_event_handler=on_match, scratch=space)
         except self._hs.ScanTerminated:
-            return None
-        if block.endswith((b"]:", b"]: ")):  # a head on the block's last line, which has no newline
-            out.append(len(block) << MARK_SHIFT | TRIGGER)
-        out.sort()  # hyperscan reports by end offset: only a head's mark, moved back a byte, may need placing
-        return out
+            if stopped[0] < 0:
+                return None
+        if stopped[0] < 0 and block.endswith((b"]:", b"]: ")) and block.rfind(b"\n") + 1 >= start:
+            out.append(len(block) << MARK_SHIFT | TRIGGER)  # a head on the block's last line (no newline), unread
+        # hyperscan reports by end offset: only a head's mark, moved back a byte, may need placing
+        out[before:] = sorted(out[before:])
+        return stopped[0]
 
     def has_word(self, scratch: dict[bool, Any]) -> Callable[[bytes], bool]:
         """``gate.has_word`` in C, for one template at a time (~1.5 us where the stdlib's regex takes ~9):

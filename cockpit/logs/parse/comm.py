@@ -1,0 +1,175 @@
+"""The lines of an NCCL communicator's init between ``Init START`` and ``Init COMPLETE``, read as one unit.
+
+Each communicator NCCL makes prints, on each rank, a block of ~50 lines behind its own prefix
+(``host:pid:tid [dev] NCCL INFO ``): ``Init START``, affinity, trees, a line per channel and peer, ``Connected
+all rings``, thresholds, ``Init COMPLETE``. A job that makes a communicator per process group and per
+checkpoint prints hundreds of them per rank, and on such ordinary rank logs they were most of what the parser
+did: every marked line of a block took a Python step (``block.feed_marked``), a few of them a regex or ten.
+
+Between ``Init START`` and the next ``Init COMPLETE``, where every line starts with the same prefix, the lines
+are records of their own (one prefix: no line continues another, ``LineParser._joins``), and what each gives
+depends only on its text and on which facts were already reported (``LineParser._seen``). Of a rank's blocks
+most differ from the one before only in NCCL's thread id (``tid``) inside that prefix. So a ``Template``
+(the block's lines with their prefix cut off, keyed with the prefix less its tid) keeps each line's rule hits
+before the facts already reported are left out (``rules.classify``'s answer): a block seen before gives its
+events by running only that last step again (``LineParser._emit``) on the lines that have hits, with their own
+text and line numbers: one ``find``, two ``count``s, one ``replace`` and one dict lookup in C for the block.
+The ``Init START`` and ``Init COMPLETE`` lines themselves (their comm and commId differ per block) take the
+parser's usual way.
+
+What this relies on: a line's hits do not change with the tid (decimal digits between two ``:`` and the
+`` [dev]``): no trigger word holds a digit, origin reads the host, pid and device but not the tid, and no
+rule reads a number there (``tests/logs/test_comm_blocks.py`` checks blocks of the corpus and generated ones
+against the line-by-line parser). Not taken where the block could be read otherwise: an open table record or
+traceback, a held line that is not the ``Init START`` line, a line with ``\\r`` or ESC, ``exitcode``, a
+table head's ``]:``, ``Traceback (``, a failure (all kept for the usual way), or a last line with hits.
+
+Pure and stdlib-only. No IO.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Protocol
+
+from cockpit.logs.parse.event import FAILURE_SET, Event
+from cockpit.logs.parse.gate import TRIGGER
+from cockpit.logs.parse.kinds import Hit
+from cockpit.logs.parse.rules import classify
+from cockpit.logs.parse.runs import channel_key
+from cockpit.logs.parse.table import FailureTable
+from cockpit.logs.parse.trace import Traceback
+from cockpit.logs.parse.wrap import WRAP_MIN
+
+MAX_LINES = 256
+"""Lines between ``Init START`` and ``Init COMPLETE`` read as one unit at most (NCCL prints 40-200)."""
+TEMPLATES = 64
+"""Templates kept per parser; past it they are dropped and made again (bounded memory)."""
+
+_PREFIX = re.compile(r"([\w.\-]+:\d+:)(\d+)( \[\d+\] NCCL INFO )")
+_COMPLETE = b"Init COMPLETE"
+
+
+class Template:
+    """A block's lines without their prefix: the ones with hits, (index, offset in the cut lines, hits,
+    whether `` via `` is in it), how many lines, and whether the last holds a trigger word."""
+
+    __slots__ = ("hit_lines", "last_trigger", "lines")
+
+    def __init__(self, hit_lines: list[tuple[int, int, list[Hit], bool]], lines: int, last_trigger: bool):
+        self.hit_lines = hit_lines
+        self.lines = lines
+        self.last_trigger = last_trigger
+
+
+class Parser(Protocol):
+    """What ``replay`` reads and writes of ``parser.LineParser``."""
+
+    _held: str | None
+    _held_more: list[str] | None
+    _table: FailureTable
+    _trace: Traceback
+    _seen: set[tuple[object, ...]]
+    _fresh: list[Event | None] | None
+    _comms: dict[tuple[bytes, bytes], Template | None]
+    _lineno: int
+
+    def flush(self) -> list[Event]: ...
+
+    def _hold(self, text: str, host: str | None, rank: int | None, trigger: bool) -> None: ...
+
+    def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
+              channel: tuple[str, str] | None) -> list[Event]: ...
+
+
+def replay(parser: Parser, block: bytes, pos: int, start_line: str, lineno: int, host: str | None,
+           rank: int | None, has_word: Callable[[str], int]) -> tuple[list[Event], int, int] | None:
+    """After the ``Init START`` line ``start_line`` (line ``lineno``, just fed; the next line at ``block[pos]``):
+    the events of the lines up to the next ``Init COMPLETE`` line, where they are one unit, as feeding them
+    would give them (and the parser left as it would be), with the offset of the ``Init COMPLETE`` line and the
+    lines stepped over; None where the block is not one (then nothing changed). ``has_word``: the gate's test
+    of a line's template, for the last line (whether it is held with a trigger word)."""
+    if (parser._table.record is not None or parser._trace.prefix is not None or parser._fresh is not None
+            or parser._held_more is not None or (parser._held is not None and parser._held is not start_line)):
+        return None
+    m = _PREFIX.match(start_line)
+    if m is None or not start_line.isascii():
+        return None
+    prefix = m.group().encode()
+    hit = block.find(_COMPLETE, pos)
+    if hit < 0:
+        return None
+    stop = block.rfind(b"\n", pos, hit) + 1  # the Init COMPLETE line's start
+    if stop <= pos:
+        return None
+    lines = block.count(b"\n", pos, stop)
+    cut = b"\n" + prefix
+    if lines > MAX_LINES or block.count(cut, pos - 1, stop) != lines or not block.startswith(prefix, stop):
+        return None
+    body = block[pos - 1:stop - 1].replace(cut, b"\n")  # each line after its own newline, prefix cut off
+    key = ((m.group(1) + m.group(3)).encode(), body)
+    comms = parser._comms
+    if key in comms:
+        template = comms[key]
+    else:
+        template = _template(body, prefix.decode(), has_word)
+        if len(comms) >= TEMPLATES:
+            comms.clear()
+        comms[key] = template
+    if template is None:
+        return None
+    return _events(parser, template, block, pos, stop, prefix, lineno, host, rank), stop, lines
+
+
+def _template(body: bytes, prefix: str, has_word: Callable[[str], int]) -> Template | None:
+    """What the lines of ``body`` (each after a newline, prefix cut off) give; None where the block must take
+    the parser's usual way (see the module docstring)."""
+    if b"\r" in body or b"\x1b" in body or b"exitcode" in body or b"Traceback (" in body:
+        return None
+    raw = body[1:].split(b"\n")
+    texts = [line.decode("utf-8", "replace") for line in raw]
+    hit_lines, offset = [], 0
+    channels: set[tuple[str, str] | None] = set()
+    for i, rest in enumerate(texts):
+        text = prefix + rest
+        if text.endswith(("]:", "]: ")):
+            return None
+        hits = classify(text) if has_word(text) & TRIGGER else []
+        if hits:
+            if i == len(texts) - 1 or any(kind in FAILURE_SET for kind, _ in hits):
+                return None
+            via = " via " in text
+            # a channel line whose key an earlier one of the block has gives nothing: reported by then
+            if not via or (key := channel_key(text)) is None or key not in channels:
+                hit_lines.append((i, offset, hits, via))
+                if via:
+                    channels.add(channel_key(text))
+        offset += len(raw[i]) + 1  # in bytes: an undecodable byte is one byte, not U+FFFD's three
+    last = prefix + texts[-1]
+    return Template(hit_lines, len(texts), len(last) >= WRAP_MIN and bool(has_word(last) & TRIGGER))
+
+
+def _events(parser: Parser, template: Template, block: bytes, pos: int, stop: int, prefix: bytes, lineno: int,
+            host: str | None, rank: int | None) -> list[Event]:
+    """The events of a block's lines by ``template``, the parser left as after its last line."""
+    out = parser.flush() if parser._held is not None else []  # the Init START line (no line joins it)
+    seen, width = parser._seen, len(prefix)
+    for i, offset, hits, via in template.hit_lines:
+        at = pos + offset + i * width
+        text = block[at:block.find(b"\n", at)].decode("utf-8", "replace")
+        channel = None
+        if via:
+            channel = channel_key(text)
+            if channel in seen:
+                continue
+        found = parser._emit(lineno + 1 + i, text, host, rank, hits, channel)
+        if found:
+            out += found
+    text = block[block.rfind(b"\n", pos - 1, stop - 1) + 1:stop - 1].decode("utf-8", "replace")
+    parser._lineno = lineno + template.lines
+    if len(text) >= WRAP_MIN:
+        parser._hold(text, host, rank, template.last_trigger)
+    else:
+        parser._held = None
+    return out
