@@ -36,15 +36,18 @@ from cockpit.tui.models import attempt_line
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
+from cockpit.tui.models.rank_groups import RankInfo
 from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age, side_rate
 from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.models.run_view import APPLY_EVERY
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.run_control import RunControls
 from cockpit.tui.screens.run_findings import RunFindings
+from cockpit.tui.screens.run_ranks import RunRanks
 from cockpit.tui.widgets.findings_list import FindingsList
 from cockpit.tui.widgets.metrics_plot import SIDE_POINTS, SPARK_CELLS, MetricsPlot
 from cockpit.tui.widgets.navbar import NavBar
+from cockpit.tui.widgets.rank_groups import RankGroupTable
 from cockpit.tui.widgets.rank_log import RankLog
 from cockpit.tui.widgets.rank_table import RankTable
 
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 
-class RunViewScreen(RunFindings, RunControls, CockpitScreen):
+class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
     TITLE = "Run"
     # The footer shows them in this order, the most needed first, so that at 80 columns the keys a failing or
     # hanging run calls for (stop it, fix it, why, help) are the ones shown; the rest show from 120 columns, and
@@ -108,7 +111,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         yield Static("", id="run-attempts", markup=False)
         with Horizontal(id="run-body"):
             with Vertical(id="run-side"):
-                yield RankTable(id="ranks")
+                yield RankGroupTable(id="ranks")  # flat up to 64 ranks, by groups past them
                 yield MetricsPlot(id="plot")
             with Vertical(id="run-main"):
                 yield DataTable(id="trials", cursor_type="row")
@@ -230,7 +233,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         table.select(self.view)
 
     def _update_ranks(self) -> None:
-        table = self.query_one(RankTable)
+        table = self.query_one(RankGroupTable)
         now = self.capp.ctx.clock()
         ranks = (self.status.ranks if self.status else {}) or {}
         progress = (self.status.progress if self.status else {}) or {}
@@ -240,11 +243,12 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
             rec = progress.get(str(rank)) if rank != "agent" else None
             # the log's own last write, once the watchdog saw it
             last = (rec.last_output if rec else None) or st.last_time
-            age = "-" if last is None or not live else short_age(now - last)
+            seconds = None if last is None or not live else now - last
+            age = "-" if seconds is None else short_age(seconds)
             end = ranks.get(str(rank)) if rank != "agent" else None
             exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
-            table.show(source, cells)
+            table.show(source, cells, RankInfo.of(rec, exit_code, seconds))
 
     def _tick(self) -> None:
         if self._covered():
