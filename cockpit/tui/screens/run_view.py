@@ -239,8 +239,9 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         now = self.capp.ctx.clock()
         ranks = (self.status.ranks if self.status else {}) or {}
         progress = (self.status.progress if self.status else {}) or {}
-        for source, st in self.stats.items():
-            live = self.status is None or not self.status.final  # an ended run's ages say nothing
+        live = self.status is None or not self.status.final  # an ended run's ages say nothing
+
+        def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
             host, rank = source
             rec = progress.get(str(rank)) if rank != "agent" else None
             # the log's own last write, once the watchdog saw it
@@ -250,7 +251,9 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
             end = ranks.get(str(rank)) if rank != "agent" else None
             exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
-            table.show(source, cells, RankInfo.of(rec, exit_code, seconds))
+            return cells, RankInfo.of(rec, exit_code, seconds)
+
+        table.show_rows(list(self.stats.items()), row)  # past 64 ranks a slice at a time (widgets.rank_groups)
 
     def _tick(self) -> None:
         if self._covered():
