@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cockpit.plot.fold import FOLD_FROM, by_node, outliers, percentiles
+from cockpit.plot.fold import FOLD_FROM, by_node, fold_lines
 from cockpit.plot.series import UNITS, WAIT, Ended, Heat, RankSeries, band, heat, lived, stalled, straggler
 
 MAX_LINES = 8
@@ -231,11 +231,10 @@ def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: i
 def folded_lines(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:
     """Many ranks' lines folded (cockpit.plot.fold): the p10-p90 band, the median, and the outlier ranks'
     own lines, the farthest first."""
-    buckets = max(10, width)
-    xs, p10, p50, p90 = percentiles(named, buckets)
+    (xs, p10, p50, p90), outliers = fold_lines(named, max(10, width))
     lines = [Line(f"p90 of {len(named)}", xs, p90, HIGH), Line(f"p50 of {len(named)}", xs, p50, MEAN),
              Line("p10", xs, p10, LOW)]
-    for k in outliers(named, buckets):
+    for k in outliers:
         label, p = named[k]
         lines.append(Line(f"{label} (outlier)", tuple(x for x, _ in p), tuple(y for _, y in p)))
     return tuple(lines)
