@@ -110,9 +110,12 @@ class Tailer:
     def __init__(self, *, poll_interval: float = 0.01, idle_poll_interval: float = 0.25,
                  batch_window: float = 0.025, max_buffered_lines_per_source: int = 10_000,
                  max_line_bytes: int = 64 * 1024, max_read_bytes: int = 256 * 1024, lossless: bool = False,
-                 notify: bool = True, full_poll_interval: float = 5.0, frames: bool = False) -> None:
+                 notify: bool = True, full_poll_interval: float = 5.0, frames: bool = False,
+                 max_batch_lines: int | None = None) -> None:
         """``frames``: also deliver each source's progress bar while it is drawn (Batch.frames), for a live view
-        that shows a line before its newline."""
+        that shows a line before its newline. ``max_batch_lines``: no source is read while that many lines wait
+        to be delivered (the others are read once they are): a catch-up of 4,096 files' history comes in
+        batches of about that size (plus one file's read), not one batch holding all of it."""
         if not (0 < poll_interval <= idle_poll_interval <= full_poll_interval and batch_window >= 0
                 and max_buffered_lines_per_source >= 1):
             raise ValueError("need 0 < poll_interval <= idle_poll_interval <= full_poll_interval, batch_window >= 0, "
@@ -123,6 +126,8 @@ class Tailer:
         self._maxlen = max_buffered_lines_per_source
         self._lossless = lossless
         self._gated = False  # lossless: a source was not read because its buffer was full
+        self._max_batch = max_batch_lines
+        self._held = False  # max_batch_lines: sources were not read because the batch waiting is full
         self._follower_opts = {"max_line_bytes": max_line_bytes, "max_read_bytes": max_read_bytes}
         self._entries: dict[Hashable, _Entry] = {}
         self._pending_lines = 0
@@ -232,6 +237,9 @@ class Tailer:
             behind = sum(e.follower.unread for e in self._entries.values())
             self._gated = False
             self._wake.set()
+        if self._held:
+            self._held = False
+            self._wake.set()
         batch = Batch(lines, self._pending_dropped, behind, self._pending_frames)
         self._pending_lines, self._pending_dropped, self._pending_frames = 0, {}, {}
         return batch
@@ -299,6 +307,10 @@ class Tailer:
         for source in sources:
             entry = self._entries[source]
             follower = entry.follower
+            if self._max_batch is not None and not final and self._pending_lines >= self._max_batch:
+                self._held = True  # read once this batch is taken
+                self._due.again(source)
+                continue
             if self._lossless and not final and len(entry.buffer) >= self._maxlen:
                 self._gated = True  # the file keeps the backlog; read on once the consumer caught up
                 self._due.again(source)

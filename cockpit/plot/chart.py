@@ -2,14 +2,17 @@
 series before anything is drawn, so the terminal, the TUI and the PNG draw the same chart. Pure.
 
 One line per rank while there are at most ``MAX_LINES`` ranks; beyond that the mean with the min and the max
-(a band), because eight overlaid lines are already the most a reader can tell apart.
+(a band), because eight overlaid lines are already the most a reader can tell apart; beyond FOLD_FROM ranks
+(cockpit.plot.fold) the median with the p10-p90 band and the outlier ranks' own lines, and the heat maps a row
+per node when the ranks' hosts are known.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from cockpit.plot.fold import FOLD_FROM, by_node, fold_lines
 from cockpit.plot.series import UNITS, WAIT, Ended, Heat, RankSeries, band, heat, lived, stalled, straggler
 
 MAX_LINES = 8
@@ -55,24 +58,27 @@ HEAT_LABELS = 9  # the heat map's row labels ("120-127 ") take this many columns
 def build(metric: str, series: Sequence[RankSeries], title: str, width: int, height: int,
           beats: Sequence[RankSeries] = (), ended: Ended = (), log_y: bool = False,
           span: tuple[float, float] | None = None, until: float | None = None,
-          quiet: float | None = None) -> Chart:
+          quiet: float | None = None, hosts: Mapping[int, str] | None = None) -> Chart:
     """The chart of ``metric`` (one of METRICS) for a ``width`` x ``height`` cell area; ``beats``: the rank
     hook's series, which the wait chart reads; ``ended``: the ranks whose process exited, and when
     (cockpit.plot.series.Ended); ``log_y``: the line charts' y axis on a log scale; ``span``: the run's time
     span (cockpit.plot.source.RunSeries.span), so that the rate, heat and wait charts share one time axis;
     ``until``: the run's end, or now while it runs, where their time axis ends (a stall of every rank is
-    time without points); ``quiet``: the run's stall threshold in seconds (cockpit.plot.series.stalled)."""
+    time without points); ``quiet``: the run's stall threshold in seconds (cockpit.plot.series.stalled);
+    ``hosts``: rank -> host, the heat maps' rows by node beyond FOLD_FROM ranks."""
     columns, rows = max(1, width - HEAT_LABELS), max(1, height - 5)
     if until is not None:
         span = (min(span[0], until) if span else until, max(span[1], until) if span else until)
     if metric == "wait":
-        return wait_chart(beats, f"{title}: share of time waiting in collectives", columns, rows, span)
+        return wait_chart(beats, f"{title}: share of time waiting in collectives", columns, rows, span, hosts)
     if metric == "loss":
         return replace(loss_chart(series, f"{title}: loss per rank", width), log_y=log_y)
     if metric == "rate":
         chart = rate_chart(series, f"{title}: {_unit(series)} per rank", width, span, ended, quiet)
         return replace(chart, log_y=log_y)
-    return heat_chart(series, f"{title}: {_unit(series)} per rank over time", columns, rows, ended, span, quiet)
+    per = "node (its slowest rank)" if hosts and len(series) > FOLD_FROM else "rank"
+    return heat_chart(series, f"{title}: {_unit(series)} per {per} over time", columns, rows, ended, span, quiet,
+                      hosts)
 
 
 def _unit(series: Sequence[RankSeries]) -> str:
@@ -137,18 +143,25 @@ def _ranks(ranks: list[int]) -> str:
 
 def heat_chart(series: Sequence[RankSeries], title: str, columns: int, rows: int,
                ended: Ended = (), span: tuple[float, float] | None = None,
-               quiet: float | None = None) -> HeatChart:
+               quiet: float | None = None, hosts: Mapping[int, str] | None = None) -> HeatChart:
     """The rank x time grid of rates (cockpit.plot.series.heat) for ``columns`` x ``rows`` cells; ``ended``:
-    the ranks whose process exited, and when."""
-    grid = heat(list(series), columns, rows, ended=ended, span=span, quiet=quiet)
+    the ranks whose process exited, and when; ``hosts``: a row per node beyond FOLD_FROM ranks."""
+    fold = bool(hosts) and len(series) > FOLD_FROM
+    grid = heat(list(series), columns, len(series) if fold else rows, ended=ended, span=span, quiet=quiet)
+    if fold and hosts:
+        grid = by_node(grid, hosts, rows)[0]
     return HeatChart(title, grid, note="" if grid.labels else _NO_POINTS)
 
 
 def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int,
-               span: tuple[float, float] | None = None) -> HeatChart:
+               span: tuple[float, float] | None = None, hosts: Mapping[int, str] | None = None) -> HeatChart:
     """The rank x time grid of the share of time each rank waited in collectives, and the straggler named
-    when one rank hardly waits while the others wait for it."""
-    grid = heat(list(beats), columns, rows, kind=WAIT, span=span)
+    when one rank hardly waits while the others wait for it; ``hosts``: a row per node beyond FOLD_FROM ranks."""
+    fold = bool(hosts) and len(beats) > FOLD_FROM
+    grid = heat(list(beats), columns, len(beats) if fold else rows, kind=WAIT, span=span)
+    members: dict[str, tuple[int, ...]] | None = None
+    if fold and hosts:
+        grid, members = by_node(grid, hosts, rows)
     if not grid.labels:
         return HeatChart(title, grid, note="no beats: the rank hook (logs/rank-R.HOST.beat) wrote none yet")
     if len(beats) == 1:
@@ -158,7 +171,9 @@ def wait_chart(beats: Sequence[RankSeries], title: str, columns: int, rows: int,
         return HeatChart(title, grid, note="no rank stands out")
     note = (f"rank {found[0]} waits {found[1]:.0%} of its time, the others {found[2]:.0%}: they wait for "
             f"rank {found[0]}")
-    return HeatChart(title, grid, note=note, flagged=tuple(lb for lb in grid.labels if _holds(lb, found[0])))
+    rank = found[0]
+    held = [lb for lb in grid.labels if (rank in members[lb] if members is not None else _holds(lb, rank))]
+    return HeatChart(title, grid, note=note, flagged=tuple(held))
 
 
 def _holds(label: str, rank: int) -> bool:
@@ -211,9 +226,23 @@ def lines_for(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: i
     the max over them all (``width``: the chart's columns, the band's buckets)."""
     if len(named) <= MAX_LINES:
         return tuple(Line(label, tuple(x for x, _ in p), tuple(y for _, y in p)) for label, p in named)
+    if len(named) > FOLD_FROM:
+        return folded_lines(named, width)
     xs, mean, lo, hi = band([p for _, p in named], max(10, width))
     return (Line(f"max of {len(named)}", xs, hi, HIGH), Line(f"mean of {len(named)}", xs, mean, MEAN),
             Line("min", xs, lo, LOW))
+
+
+def folded_lines(named: list[tuple[str, tuple[tuple[float, float], ...]]], width: int) -> tuple[Line, ...]:
+    """Many ranks' lines folded (cockpit.plot.fold): the p10-p90 band, the median, and the outlier ranks'
+    own lines, the farthest first."""
+    (xs, p10, p50, p90), outliers = fold_lines(named, max(10, width))
+    lines = [Line(f"p90 of {len(named)}", xs, p90, HIGH), Line(f"p50 of {len(named)}", xs, p50, MEAN),
+             Line("p10", xs, p10, LOW)]
+    for k in outliers:
+        label, p = named[k]
+        lines.append(Line(f"{label} (outlier)", tuple(x for x, _ in p), tuple(y for _, y in p)))
+    return tuple(lines)
 
 
 _NO_POINTS = ("no metrics: cockpit.train writes metrics/rank-R.jsonl; a script may append "

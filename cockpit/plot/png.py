@@ -71,7 +71,8 @@ def _lines(ax, chart: LineChart) -> None:
         ax.set_yscale("log")
     edges = {line.role: line for line in chart.lines if line.role in (LOW, HIGH)}
     if LOW in edges and HIGH in edges:
-        ax.fill_between(edges[LOW].xs, edges[LOW].ys, edges[HIGH].ys, color="0.85", label="min-max")
+        band = "min-max" if edges[LOW].label == "min" else "p10-p90"  # cockpit.plot.fold beyond 64 ranks
+        ax.fill_between(edges[LOW].xs, edges[LOW].ys, edges[HIGH].ys, color="0.85", label=band)
     for line in chart.lines:
         if line.role not in (LOW, HIGH):
             ax.plot(line.xs, line.ys, label=line.label, linewidth=1.2)

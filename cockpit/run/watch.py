@@ -52,7 +52,8 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
                      include: Callable[[tuple], bool] = lambda source: True,
                      until_final: bool = True, on_status: Callable[[RunStatus], RunStatus | None] | None = None,
                      skip_existing: bool = False, last_lines: int | None = None,
-                     lossless: bool = False, frames: bool = False) -> RunStatus | None:
+                     lossless: bool = False, frames: bool = False,
+                     batch_lines: int | None = None) -> RunStatus | None:
     """Deliver batches of lines to ``on_batch`` until the run is final (or forever if not until_final).
 
     Returns the final status. Lines written before the end are all delivered: once the status is final
@@ -61,13 +62,14 @@ async def follow_run(run_dir: Path, on_batch: Callable[[Batch], None], *,
     -n N`: the tail and what follows in one stream, none twice); files that appear later are read whole.
     ``on_status`` sees every status read and may return a newer one (the caller worked out the end of a
     run whose supervisor died). ``frames``: batches also carry each rank's progress bar while it is drawn
-    (cockpit.logs.tail.Batch.frames)."""
+    (cockpit.logs.tail.Batch.frames). ``batch_lines``: batches of about that many lines at most (a live view's
+    catch-up of a long run's history: cockpit.logs.tail.Tailer's max_batch_lines)."""
     # lossless (the CLI): also poll quickly when the logs are quiet — the first line after a pause must not
     # wait for a backed-off poll (64 stats every 50 ms cost well under 1% of a core) — and deliver each poll's
     # lines at once: one poll of every file is already a batch, a window on top only adds its length to every
     # line's latency (bench_run: p50 25 -> 6 ms) while a terminal takes 100 writes a second without effort
     tailer = (Tailer(lossless=True, idle_poll_interval=0.05, batch_window=0.0, frames=frames) if lossless else
-              Tailer(frames=frames))
+              Tailer(frames=frames, max_batch_lines=batch_lines))
     followed: set = set()
     first_round = [True]  # the files there when following began: skip_existing / last_lines apply to them
     seen = DirStamp(run_dir / layout.LOGS)

@@ -110,6 +110,8 @@ class ChartsRead(Message):
         self.local = local  # the run's ranks are all on this machine (the local launcher)
         self.drawn: tuple | None = None  # the chart's picture drawn by the worker (widgets chart_plot, heat_map)
         self.ready: Ready | None = None  # that picture as strips, prepared by the worker (widgets.ready_strips.Ready)
+        self.node: str | None = None  # the node whose ranks it shows (the charts' `n`); None: every node
+        self.nodes: list[str] = []  # the run's nodes, those of flagged ranks first
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ChartsRead)

@@ -476,3 +476,31 @@ def test_the_default_live_view_drops_the_oldest_lines_when_its_consumer_falls_be
 
     batch = run(reader())
     assert len(batch.lines) == 500 and batch.dropped == {"r0": 19_500} and batch.lines[-1].seq == 19_999
+
+
+def test_a_history_comes_in_batches_of_max_batch_lines_each_line_once(tmp_path):
+    """max_batch_lines (a live view's catch-up of 4,096 ranks' history, issue 32): no batch holds much more than
+    that many lines (one file's read beyond it at most), and every line of every file comes once, in order."""
+    files = 64
+    for k in range(files):
+        (tmp_path / f"r{k}.log").write_text("".join(f"{k} {i}\n" for i in range(500)))
+
+    async def main() -> list[Batch]:
+        tailer = Tailer(max_batch_lines=1000, notify=False)
+        for k in range(files):
+            tailer.add(k, tmp_path / f"r{k}.log")
+        batches: list[Batch] = []
+        deadline = time.monotonic() + 20
+        while sum(len(b.lines) for b in batches) < files * 500 and time.monotonic() < deadline:
+            batches.append(await asyncio.wait_for(tailer.next_batch(), 10))
+        await tailer.aclose()
+        return batches
+
+    batches = run(main(), timeout=30)
+    assert max(len(b.lines) for b in batches) <= 1000 + 500 and len(batches) >= files * 500 // 1500
+    by_source: dict[int, list[str]] = {}
+    for b in batches:
+        for line in b.lines:
+            by_source.setdefault(line.source, []).append(line.text)
+    assert by_source == {k: [f"{k} {i}" for i in range(500)] for k in range(files)}
+    assert not any(b.dropped for b in batches)

@@ -33,11 +33,32 @@ def next_pick(pick: int | None, ids: Sequence[int]) -> int | None:
     return later[0] if later else None
 
 
-def title_line(run: str, metric: str, pick: int | None, sweep: bool, log_y: bool = False) -> str:
+def title_line(run: str, metric: str, pick: int | None, sweep: bool, log_y: bool = False,
+               node: str | None = None) -> str:
     who = "trial" if sweep else "rank"
     picked = f"all {who}s" if pick is None else f"{who} {pick}"
+    picked = f"node {node}'s ranks" if node is not None else picked
     log = " · log y" if log_y and metric in ("loss", "rate") else ""
     return f"{run} · {NAMES[metric]} · {picked}{log}"  # the keys are the footer's
+
+
+def next_node(node: str | None, nodes: Sequence[str]) -> str | None:
+    """All (None) -> the first of ``nodes`` -> ... -> the last -> all again; a node no longer there starts over."""
+    if not nodes:
+        return None
+    if node is None or node not in nodes:
+        return nodes[0]
+    at = nodes.index(node) + 1
+    return nodes[at] if at < len(nodes) else None
+
+
+def node_order(hosts: dict[int, str], status) -> list[str]:
+    """The run's nodes, those holding a rank the watchdog flags (stall, straggler, ...) first, then by lowest
+    rank: the drill-down's order, the outliers one key away."""
+    progress = (status.progress if status is not None else None) or {}
+    flagged = {hosts.get(int(r)) for r, rec in progress.items() if r.isdigit() and rec.flag}
+    ordered = list(dict.fromkeys(hosts[r] for r in sorted(hosts)))
+    return sorted(ordered, key=lambda h: h not in flagged)
 
 
 def rank_gpus(rank_hosts: dict[int, str], gpu_ids: Sequence[int] | None) -> GpuMap:

@@ -39,6 +39,10 @@ from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_order import SourceClock
 
 PARENT_POLL = 0.5  # seconds between checks that the UI is still our parent
+# lines a batch from the tail engine holds at most (about): a live run's history is read in batches of this
+# size, each stored and sent on before the next is read. One batch of 4,096 ranks' history held every line as
+# an object at once (bench_scale: the feed process at 566 MB); a log storm's batches are far smaller
+CATCHUP_BATCH = 20_000
 _HEADER = 4
 
 
@@ -106,7 +110,7 @@ class FeedProcess:
         from cockpit.run.watch import follow_run
 
         try:
-            await follow_run(self.run_dir, self._on_batch, on_status=self._on_status)
+            await follow_run(self.run_dir, self._on_batch, on_status=self._on_status, batch_lines=CATCHUP_BATCH)
         except Exception:  # the UI reads what went wrong from our stderr once we are gone
             traceback.print_exc()
             self.failed = True

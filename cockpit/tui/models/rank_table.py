@@ -32,8 +32,10 @@ def rank_step(rec: RankProgress | None) -> str:
 def rank_rate(rec: RankProgress | None) -> str:
     """Steps per second in at most 4 characters."""
     rate = rec.rate if rec else None
-    if rate is None:
-        return ""
+    return "" if rate is None else fmt_rate(rate)
+
+
+def fmt_rate(rate: float) -> str:
     return f"{rate:.2f}"[:4] if rate < 10 else (f"{rate:.1f}" if rate < 100 else str(int(rate)))[:4]
 
 

@@ -67,6 +67,7 @@ class View:
     width: int
     height: int
     log_y: bool
+    node: str | None = None  # one node's ranks (the heat map's drill-down); None: every node
 
 
 class ChartsScreen(CockpitScreen):
@@ -76,6 +77,7 @@ class ChartsScreen(CockpitScreen):
         Binding("m", "next_metric", "Next chart"),
         Binding("r", "next_pick", "Next rank"),
         Binding("a", "all", "All ranks"),
+        Binding("n", "next_node", "Next node", show=False),
         Binding("l", "toggle_log", "Log y"),
     ]
 
@@ -85,6 +87,9 @@ class ChartsScreen(CockpitScreen):
         self.metric = metric
         self.pick: int | None = None  # one rank (a sweep: one trial); None: all
         self.ids: list[int] = []  # the ranks (trials) with points, as last read
+        self.node: str | None = None  # one node's ranks (`n`); None: all
+        self.nodes: list[str] = []  # the run's nodes, those of flagged ranks first (as last read)
+        self._hosts: dict[int, str] = {}  # rank -> host, read by the worker when the ranks change
         self.sweep = False
         self.shown: tuple | None = None  # what is on screen: (metric, pick, chart value), to skip equal redraws
         self._lock = threading.Lock()  # a cancelled worker's thread may still be reading
@@ -133,7 +138,7 @@ class ChartsScreen(CockpitScreen):
 
     def _view(self) -> View:
         body = self.query_one("#charts-body")
-        return View(self.pick, max(20, body.size.width), max(6, body.size.height), self.log_y)
+        return View(self.pick, max(20, body.size.width), max(6, body.size.height), self.log_y, self.node)
 
     def poll(self) -> None:
         """Read what the run appended (IO: in the worker) and build the charts anew if anything arrived."""
@@ -162,6 +167,14 @@ class ChartsScreen(CockpitScreen):
 
     def action_next_pick(self) -> None:
         self.pick = chartsview.next_pick(self.pick, self.ids)
+        self.node = None
+        self._changed()
+
+    def action_next_node(self) -> None:
+        """One node's ranks (past 64 ranks the heat maps show a row per node): the nodes of the ranks the
+        watchdog flags first, then in order; after the last, every node again."""
+        self.node = chartsview.next_node(self.node, self.nodes)
+        self.pick = None
         self._changed()
 
     def action_toggle_log(self) -> None:
@@ -170,7 +183,7 @@ class ChartsScreen(CockpitScreen):
         self._changed()
 
     def action_all(self) -> None:
-        self.pick = None
+        self.pick = self.node = None
         self._changed()
 
     def action_back(self) -> None:
@@ -188,7 +201,7 @@ class ChartsScreen(CockpitScreen):
             self.read_charts(self.metric, view, False, self._looks())
 
     def _show_title(self) -> None:
-        text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep, self.log_y)
+        text = chartsview.title_line(self.run_dir.name, self.metric, self.pick, self.sweep, self.log_y, self.node)
         self.query_one("#charts-title", Static).update(text, layout=False)
 
     # --- reading ------------------------------------------------------------------------------------------------
@@ -251,20 +264,21 @@ class ChartsScreen(CockpitScreen):
         if self._sweep_series is not None:
             read = self._read_sweep(metric, view.pick, view.width, view.height, view.log_y)
         else:
-            read = self._read_run(self._status, metric, view.pick, view.width, view.height, view.log_y)
+            read = self._read_run(self._status, metric, view.pick, view.width, view.height, view.log_y, view.node)
         return self._redrawn(read, looks)
 
     @staticmethod
     def _copy(read: ChartsRead) -> ChartsRead:
         """The same read as a new message (a message is posted once)."""
         out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
-        out.drawn, out.ready = read.drawn, read.ready
+        out.drawn, out.ready, out.node, out.nodes = read.drawn, read.ready, read.node, read.nodes
         return out
 
     @staticmethod
     def _redrawn(read: ChartsRead, looks: Looks) -> ChartsRead:
         """``read`` with its chart's picture drawn for ``looks`` (a new message: the old one may be in use)."""
         out = ChartsRead(read.metric, read.pick, read.chart, read.ids, read.gpus, read.sweep, read.local)
+        out.node, out.nodes = read.node, read.nodes
         paint = None
         if looks.plot is not None and isinstance(read.chart, LineChart) and read.chart.lines:
             out.drawn, paint = prerender(read.chart, *looks.plot), looks.plot_paint
@@ -275,7 +289,7 @@ class ChartsScreen(CockpitScreen):
         return out
 
     def _read_run(self, status, metric: str, pick: int | None, width: int, height: int,
-                  log_y: bool) -> ChartsRead:
+                  log_y: bool, node: str | None = None) -> ChartsRead:
         import time
 
         from cockpit.plot import chart as charts
@@ -286,6 +300,7 @@ class ChartsScreen(CockpitScreen):
             return ChartsRead(metric, pick, None, [], None, False)
         series = source.series()
         ids = [s.rank for s in series]
+        hosts = self._rank_hosts(ids)
         if metric == "gpu":
             from cockpit.launch import registry
 
@@ -293,15 +308,27 @@ class ChartsScreen(CockpitScreen):
             local = launcher is not None and launcher.runs_here
             return ChartsRead(metric, pick, None, ids, self._gpus(status), False, local)
         ranks = None if pick is None else [pick]
+        if node is not None:
+            ranks = [r for r in ids if hosts.get(r) == node]
         beats = source.beats(ranks) if metric == "wait" else ()
         ended = source.ended()  # also where a final run's time axis ends: its ranks' exits
         until, quiet = run_clock(status, time.time(), ended)
         chart = charts.build(metric, charts.pick(series, ranks), self.run_dir.name, width, height, beats, ended,
-                             log_y=log_y, span=source.span(), until=until, quiet=quiet)
+                             log_y=log_y, span=source.span(), until=until, quiet=quiet, hosts=hosts)
         if isinstance(chart, LineChart) and not chart.lines and (unread := source.skipped()):
             # what was found and not read (TensorBoard event files without the package): said with the note
             chart = replace(chart, note=chart.note + "".join(f"\n{path}: {why}" for path, why in unread))
-        return ChartsRead(metric, pick, chart, ids, None, False)
+        read = ChartsRead(metric, pick, chart, ids, None, False)
+        read.node, read.nodes = node, chartsview.node_order(hosts, status)
+        return read
+
+    def _rank_hosts(self, ids: list[int]) -> dict[int, str]:
+        """rank -> host, from the run's log files; read again when ranks appear (worker thread)."""
+        if set(ids) - self._hosts.keys():
+            from cockpit.run import layout
+
+            self._hosts = {rank: host for rank, (host, _) in layout.rank_files(self.run_dir, "log").items()}
+        return self._hosts
 
     def _read_sweep(self, metric: str, pick: int | None, width: int, height: int, log_y: bool) -> ChartsRead:
         from cockpit.insight.sweep_series import sweep_chart
@@ -332,9 +359,9 @@ class ChartsScreen(CockpitScreen):
 
     # --- drawing ------------------------------------------------------------------------------------------------
     def on_charts_read(self, message: ChartsRead) -> None:
-        if (message.metric, message.pick) != (self.metric, self.pick):
+        if (message.metric, message.pick, message.node) != (self.metric, self.pick, self.node):
             return  # a read for a chart no longer asked for; the one asked for is on its way
-        self.ids = message.ids
+        self.ids, self.nodes = message.ids, message.nodes or self.nodes
         chart = message.chart
         if self._first and message.metric == "loss" and message.ids and isinstance(chart, LineChart) \
                 and not chart.lines:
@@ -346,7 +373,7 @@ class ChartsScreen(CockpitScreen):
             self.sweep = message.sweep
             self._show_title()
         charts = self._gpu_charts(message) if message.metric == "gpu" else (message.chart,)
-        key = (message.metric, message.pick, charts)
+        key = (message.metric, message.pick, charts, message.node)
         if key == self.shown:
             return  # nothing new: no repaint (a finished run polls the same points every second)
         self.shown = key

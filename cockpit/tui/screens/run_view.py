@@ -36,15 +36,18 @@ from cockpit.tui.models import attempt_line
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
+from cockpit.tui.models.rank_groups import RankInfo
 from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age, side_rate
 from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.models.run_view import APPLY_EVERY
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.run_control import RunControls
 from cockpit.tui.screens.run_findings import RunFindings
+from cockpit.tui.screens.run_ranks import RunRanks
 from cockpit.tui.widgets.findings_list import FindingsList
 from cockpit.tui.widgets.metrics_plot import SIDE_POINTS, SPARK_CELLS, MetricsPlot
 from cockpit.tui.widgets.navbar import NavBar
+from cockpit.tui.widgets.rank_groups import RankGroupTable
 from cockpit.tui.widgets.rank_log import RankLog
 from cockpit.tui.widgets.rank_table import RankTable
 
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from cockpit.spec.model import JobSpec
 
 
-class RunViewScreen(RunFindings, RunControls, CockpitScreen):
+class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
     TITLE = "Run"
     # The footer shows them in this order, the most needed first, so that at 80 columns the keys a failing or
     # hanging run calls for (stop it, fix it, why, help) are the ones shown; the rest show from 120 columns, and
@@ -110,7 +113,7 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         yield Static("", id="run-attempts", markup=False)
         with Horizontal(id="run-body"):
             with Vertical(id="run-side"):
-                yield RankTable(id="ranks")
+                yield RankGroupTable(id="ranks")  # flat up to 64 ranks, by groups past them
                 yield MetricsPlot(id="plot")
             with Vertical(id="run-main"):
                 yield DataTable(id="trials", cursor_type="row")
@@ -212,7 +215,9 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         self.stats.update(d.stats)  # the sources that changed since the last batch
         if new_sources:
             self._rebuild_ranks()
-        if d.status is not None and (self.status is None or d.status.to_json() != self.status.to_json()):
+        # the feed sends a status only when its JSON changed (feed_state): no second comparison here, where a
+        # 4,096-rank status's to_json costs ~50 ms of the UI thread, twice per status (issue 32)
+        if d.status is not None:
             findings_changed = self.status is None or d.status.findings != self.status.findings
             self.status = d.status
             self._update_ranks()
@@ -239,21 +244,25 @@ class RunViewScreen(RunFindings, RunControls, CockpitScreen):
         table.select(self.view)
 
     def _update_ranks(self) -> None:
-        table = self.query_one(RankTable)
+        table = self.query_one(RankGroupTable)
         now = self.capp.ctx.clock()
         ranks = (self.status.ranks if self.status else {}) or {}
         progress = (self.status.progress if self.status else {}) or {}
-        for source, st in self.stats.items():
-            live = self.status is None or not self.status.final  # an ended run's ages say nothing
+        live = self.status is None or not self.status.final  # an ended run's ages say nothing
+
+        def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
             host, rank = source
             rec = progress.get(str(rank)) if rank != "agent" else None
             # the log's own last write, once the watchdog saw it
             last = (rec.last_output if rec else None) or st.last_time
-            age = "-" if last is None or not live else short_age(now - last)
+            seconds = None if last is None or not live else now - last
+            age = "-" if seconds is None else short_age(seconds)
             end = ranks.get(str(rank)) if rank != "agent" else None
             exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
-            table.show(source, cells)
+            return cells, RankInfo.of(rec, exit_code, seconds)
+
+        table.show_rows(list(self.stats.items()), row)  # past 64 ranks a slice at a time (widgets.rank_groups)
         if self.status is not self._side_status:  # the panel's rate: the table's, from the same status
             self._side_status = self.status
             self._show_side()
