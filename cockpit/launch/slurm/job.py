@@ -130,11 +130,14 @@ def _refused(run_dir: Path, status: RunStatus, why: str) -> None:
     status.ended = time.time()
     write_status(run_dir, status)
     for node in status.nodes:
-        trial = read_status(Path(node.run_dir)) if node.trial is not None and node.run_dir else None
+        if node.trial is None or not node.run_dir:
+            continue
+        trial_dir = Path(node.run_dir)
+        trial = read_status(trial_dir)
         if trial is not None and trial.state == "starting":
             trial.state, trial.exit_code, trial.ended = "unsubmitted", 1, status.ended
             trial.note = f"{trial.note}; {why}" if trial.note else why
-            write_status(Path(node.run_dir), trial)
+            write_status(trial_dir, trial)
 
 
 SUBMIT_WITHIN = SBATCH_TIMEOUT + 60.0  # seconds from a run's creation in which its submitter records sbatch's answer
