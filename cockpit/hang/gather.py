@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -26,6 +26,7 @@ from typing import Literal
 from cockpit.fs import safeio
 from cockpit.hang.evidence import Evidence, WorkerStack, new_request, workers_of
 from cockpit.hang.progress import RankSample
+from cockpit.hang.rankdir import RankDir
 from cockpit.hang.stacks import last_dump, marker, parse_flight_record
 from cockpit.hang.transport import TransportGather
 from cockpit.run import layout
@@ -86,12 +87,37 @@ def read_pid(path: str | os.PathLike[str]) -> int | None:
         return None
 
 
-def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSample]:
-    """One look at every rank that has a log, for cockpit.hang.progress. ``runs_here``: the ranks run on this
-    machine (their launcher's ``runs_here``), so their pids' process states are read too."""
-    files = layout.rank_file_names(run_dir, ("log", "exit", "pid"))  # one listing of logs/, paths as text
+def _pid(path: str, rankdir: RankDir | None, states: dict) -> int | None:
+    """The pid in a rank's pid file, its process state put into ``states`` (by pid: a process of many ranks).
+    Kept by ``rankdir`` while logs/ is unchanged: a pid file is written anew only by a new process of the rank
+    (a restart), after the one it names ended, so a kept pid whose process ended is read again."""
+    pid = rankdir.pids.get(path) if rankdir is not None else None
+    if pid is not None:
+        if pid not in states:
+            states[pid] = proc_state(pid)
+        if states[pid] != "exited":
+            return pid
+    pid = read_pid(path)
+    if pid and pid not in states:
+        states[pid] = proc_state(pid)
+    if pid and rankdir is not None:
+        rankdir.pids[path] = pid
+    return pid
+
+
+def samples(run_dir: Path, status: RunStatus, runs_here: bool, rankdir: RankDir | None = None,
+            only: Collection[int] | None = None) -> list[RankSample]:
+    """One look at every rank that has a log (or the ranks ``only`` names), for cockpit.hang.progress.
+    ``runs_here``: the ranks run on this machine (their launcher's ``runs_here``), so their pids' process states
+    are read too; ``rankdir``: the run's logs/ as the caller keeps it listed (cockpit.hang.rankdir)."""
+    if rankdir is None:
+        files = layout.rank_file_names(run_dir, ("log", "exit", "pid"))  # one listing of logs/, paths as text
+        exits = rank_exits(run_dir, files["exit"])
+    else:
+        files, exits = rankdir.names(("log", "exit", "pid")), rankdir.exits()
     logs, pids = files["log"], files["pid"]
-    exits = rank_exits(run_dir, files["exit"])
+    if only is not None:
+        logs = {r: logs[r] for r in only if r in logs}
     states: dict[int, Literal["running", "stopped", "exited"] | None] = {}  # by pid: a process of many ranks
     # a relaunched run (recover:) appends to the same logs and metrics: what came before this attempt is no progress
     since = status.attempts[-1].started if status.attempts else None
@@ -115,9 +141,7 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool) -> list[RankSampl
         if rank in exits:
             state = "exited"
         elif runs_here and rank in pids:
-            pid = read_pid(pids[rank][1])
-            if pid and pid not in states:
-                states[pid] = proc_state(pid)
+            pid = _pid(pids[rank][1], rankdir, states)
             state = states[pid] if pid else None
         beat = last_json_line(text[:-len(".log")] + ".beat")
         out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state, beat))
@@ -168,13 +192,20 @@ def wait_answers(logs: Path, asked: dict[int, tuple[str, int]], request: str, de
     """Each asked rank's answer (rank -> (host, offset of its marker)), once it has given it or at
     ``deadline``. A rank has answered when its beat carries ``request`` (the hook's beat thread writes it once
     it has dumped the Flight Recorder; the SIGURG dump came before) and its dump is there; until then only its
-    beat's tail is read each round, and an answered rank is read once, whole, and not again."""
+    beat's tail is read each round, and only when the beat file changed since the round before (a beat a
+    second, rounds ten times that: 4,096 ranks asked), and an answered rank is read once, whole, and not again."""
     answered: dict[int, Evidence] = {}
     pending = dict(asked)
+    beats = {r: f"{logs}/rank-{r}.{host}.beat" for r, (host, _o) in asked.items()}  # layout.rank_base, as text
+    seen: dict[int, tuple[int, int] | None] = {}  # rank -> (mtime_ns, size) of a beat read without the request
     while True:
         for rank, (host, offset) in list(pending.items()):
-            beat = last_json_line(Path(f"{layout.rank_base(logs.parent, rank, host)}.beat"))
+            stamp = _stamp(beats[rank])
+            if stamp is not None and seen.get(rank) == stamp:
+                continue  # unchanged since it was read without the request
+            beat = last_json_line(beats[rank])
             if (beat or {}).get("req") != request:
+                seen[rank] = stamp
                 continue
             answer = _answer(logs, rank, host, offset, request, beat)
             if answer.text:
@@ -186,6 +217,14 @@ def wait_answers(logs: Path, asked: dict[int, tuple[str, int]], request: str, de
     for rank, (host, offset) in pending.items():  # what the late ones gave by the deadline
         answered[rank] = _answer(logs, rank, host, offset, request)
     return dict(sorted(answered.items()))
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def local_link(run_dir: Path, pids: dict[int, int], hosts: dict[int, str] | None = None,

@@ -109,9 +109,7 @@ class Monitor:
             alive = alive or rec.state != "exited"
             verdict.ranks[s.rank] = rec
         if progressed:
-            if was_started:  # the start's silence has a budget of its own; it says nothing of later pauses
-                self.longest_gap = max(self.longest_gap, now - self.last_progress)
-            self.last_progress = now
+            self._progressed(now, was_started)
         verdict.quiet, verdict.since, verdict.longest_gap = now - self.last_progress, self.first_look, self.longest_gap
         verdict.phase = "running" if self.started else "starting"
         verdict.threshold, verdict.rule = self.threshold()
@@ -123,6 +121,30 @@ class Monitor:
                                             {s.rank: s.host for s in samples}, pausing)
         self._flags(verdict)
         return verdict
+
+    def probe(self, now: float, samples: list[RankSample]) -> bool:
+        """A look at a few ranks between two of ``look``'s (a large run's watchdog): True when one of them made
+        progress since it was last seen, which restarts the quiet clock as ``look`` would. Their sizes, steps and
+        counts are kept, so the next ``look`` counts that progress once. False, and nothing kept, before the run
+        started or for a rank ``look`` has not seen yet: then only a whole look can tell."""
+        if not self.started or self.last_progress is None or any(s.rank not in self.ranks for s in samples):
+            return False
+        progressed = False
+        for s in samples:
+            r = self.ranks[s.rank]
+            grew, n, moved = _moved(r, s)
+            if grew:
+                r.last_output = s.log_mtime or now
+            r.size, r.step, r.n = s.log_size, s.step, max(r.n, n)
+            progressed = progressed or moved
+        if progressed:
+            self._progressed(now, True)
+        return progressed
+
+    def _progressed(self, now: float, was_started: bool) -> None:
+        if was_started:  # the start's silence has a budget of its own; it says nothing of later pauses
+            self.longest_gap = max(self.longest_gap, now - (self.last_progress or now))
+        self.last_progress = now
 
     def threshold(self) -> tuple[float | None, ThresholdRule]:
         """(seconds of quiet that make a stall now, where that number comes from)."""
@@ -137,10 +159,8 @@ class Monitor:
     def _rank(self, now: float, s: RankSample) -> tuple[RankProgress, bool]:
         """This rank's progress record, and whether it made progress since the last look."""
         r = self.ranks.setdefault(s.rank, _Rank())
-        grew = s.log_size is not None and s.log_size != r.size and (r.size is not None or s.log_size > 0)
+        grew, n, moved = _moved(r, s)
         beat = s.beat or {}
-        n = int(beat.get("n") or 0)
-        moved = grew or (s.step is not None and s.step != r.step) or n > r.n
         if grew:
             r.last_output = s.log_mtime or now
         r.hooked = r.hooked or bool(beat)  # (a beat file caught while it rolls over reads as none)
@@ -172,6 +192,13 @@ class Monitor:
         elif verdict.straggler is not None:
             rank = verdict.straggler.rank
             ranks[rank] = replace(ranks[rank], flag="straggler")
+
+
+def _moved(r: _Rank, s: RankSample) -> tuple[bool, int, bool]:
+    """(its log grew, its collectives completed, it made progress) of a rank since ``r`` was kept."""
+    grew = s.log_size is not None and s.log_size != r.size and (r.size is not None or s.log_size > 0)
+    n = int((s.beat or {}).get("n") or 0)
+    return grew, n, grew or (s.step is not None and s.step != r.step) or n > r.n
 
 
 def _waited(beat: Beat) -> float:

@@ -20,6 +20,7 @@ from cockpit.hang import finding, gather
 from cockpit.hang.evidence import Evidence
 from cockpit.hang.linkwatch import Links, LinkWatch
 from cockpit.hang.progress import START_AFTER, Monitor, Verdict
+from cockpit.hang.rankdir import RankDir
 from cockpit.run import layout
 from cockpit.run.findings import LiveFinding
 from cockpit.run.progress import Flag
@@ -30,17 +31,21 @@ LOOK_EVERY = 1.0
 START_ASK_EVERY = 10.0
 HISTORY_KEEP = 20  # the last stalls that cleared (status.json is written every second: it stays small)
 HANG_KINDS = ("stall", "stopped")
+WHOLE_RANKS = 1024  # ranks read each second; a larger run is read whole less often, and probed between
+SENTINELS = 16  # ranks a probe reads
 Collect = Callable[[Path, RunStatus, set[int]], dict[int, Evidence]]
 
 
 class Watchdog:
     def __init__(self, run_dir: Path, status: RunStatus, collect: Collect, runs_here: bool, grace: float = 10.0,
-                 on_stall: Callable[[dict], bool] | None = None, links: Links | None = None):
+                 on_stall: Callable[[dict], bool] | None = None, links: Links | None = None,
+                 rankdir: RankDir | None = None):
         """``collect(run_dir, status, ranks)``: the ranks' stacks as the run's launcher gets them; ``runs_here``:
         its ranks run on this machine (their process states are read too); ``on_stall(finding)``: told of each
         stall once its evidence is gathered, True when it ends the attempt itself (the job's recover:), so that
         on_stall: stop does not stop the run. ``links()``: the ranks' connections as the run's launcher reads
-        them without disturbing them, for the slow-link watch (cockpit.hang.linkwatch)."""
+        them without disturbing them, for the slow-link watch (cockpit.hang.linkwatch). ``rankdir``: the run's
+        logs/ as the supervisor keeps it listed (cockpit.hang.rankdir), shared with its own look at exits."""
         self.run_dir, self.status, self.grace = run_dir, status, grace
         self.runs_here = runs_here
         start_after = status.start_after if status.start_after is not None else START_AFTER
@@ -53,6 +58,9 @@ class Watchdog:
         self.pg_backend = _pg_backend(run_dir)
         self.on_stall = on_stall
         self.linkwatch = LinkWatch(links) if links is not None else None
+        self.rankdir = rankdir if rankdir is not None else RankDir(run_dir)
+        self.next_whole = 0.0  # when every rank is read again (whole_every)
+        self.sentinels: tuple[int, ...] = ()  # the ranks a probe reads between whole looks
 
     def tick(self) -> bool:
         """One look when due; True when status changed (the caller writes it). Sets stop_requested when the
@@ -62,7 +70,11 @@ class Watchdog:
             return False
         self.next_look = now + LOOK_EVERY
         s, wall = self.status, time.time()
-        verdict = self.monitor.look(wall, gather.samples(self.run_dir, s, self.runs_here))
+        if self._probe(now, wall):
+            return False  # a few ranks made progress, and the whole look is not due: nothing to write
+        found = gather.samples(self.run_dir, s, self.runs_here, self.rankdir)
+        verdict = self.monitor.look(wall, found)
+        self.next_whole, self.sentinels = now + whole_every(len(found)), sentinels(verdict)
         watch = self._watch(verdict, wall)
         findings = [f for f in s.findings if f.kind in HANG_KINDS]
         episode = {"stall"} if verdict.stalled else set()
@@ -87,6 +99,15 @@ class Watchdog:
         changed = (findings, progress, watch, history) != (s.findings, s.progress, s.watch, s.history)
         s.findings, s.progress, s.watch, s.history = findings, progress, watch, history
         return changed
+
+    def _probe(self, now: float, wall: float) -> bool:
+        """Between two whole looks of a large run, a look at its sentinel ranks only: True when one made progress
+        (cockpit.hang.progress.Monitor.probe). A probe that sees none, a live hang finding, or a whole look
+        that is due: False, and the whole look follows."""
+        if now >= self.next_whole or not self.sentinels or any(f.kind in HANG_KINDS for f in self.status.findings):
+            return False
+        found = gather.samples(self.run_dir, self.status, self.runs_here, self.rankdir, self.sentinels)
+        return self.monitor.probe(wall, found)
 
     def _stragglers(self, verdict: Verdict) -> list[LiveFinding]:
         """The straggler rule's finding, and a slow link's (a straggler whose wait is network), each rank of it
@@ -169,6 +190,21 @@ class Watchdog:
         except OSError:
             return None
         return str(path)
+
+
+def whole_every(ranks: int) -> float:
+    """Seconds between two looks at every rank: each second up to WHOLE_RANKS ranks, then in proportion (4 s at
+    4,096), so that the watch costs the same share of a core at any size; probes fill the seconds between."""
+    return LOOK_EVERY * max(1.0, ranks / WHOLE_RANKS)
+
+
+def sentinels(verdict: Verdict) -> tuple[int, ...]:
+    """The ranks a probe reads: SENTINELS live ranks spread evenly over the run (over its nodes, as ranks are
+    numbered node by node); none for a run small enough to be looked at whole every second."""
+    live = [r for r, rec in sorted(verdict.ranks.items()) if rec.state != "exited"]
+    if len(verdict.ranks) <= WHOLE_RANKS or not live:
+        return ()
+    return tuple(dict.fromkeys(live[k * len(live) // SENTINELS] for k in range(SENTINELS)))
 
 
 def _alive(verdict: Verdict) -> bool:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from cockpit import contract
 from cockpit.fs.safeio import Untrusted
+from cockpit.hang.rankdir import RankDir
 from cockpit.launch import attempt_files, procs, recovery, registry
 from cockpit.launch.protocol import GivesUp
 from cockpit.launch.site import LaunchError
@@ -48,7 +49,6 @@ from cockpit.run.store import (
     RunStatus,
     failure_record,
     first_failure,
-    rank_exits,
     rank_record,
     read_status,
     stop_request,
@@ -104,6 +104,7 @@ class Supervisor:
         self.decision: recovery.Decision | None = None  # the last attempt's, once it ended
         self.left_out: frozenset[str] = frozenset()  # nodes recover: left out: their late exit records do not count
         self.timeline: dict[str, float] = {}  # wall times of this attempt's end and the relaunch (_timeline)
+        self.rankdir = RankDir(run_dir)  # the rank files of logs/, shared with the watchdog
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -160,7 +161,8 @@ class Supervisor:
             from cockpit.hang.watchdog import Watchdog
 
             self.watchdog = Watchdog(self.run_dir, s, self.launcher.stacks, self.launcher.runs_here, grace=self.grace,
-                                     on_stall=self._stall, links=lambda: self.launcher.links(self.run_dir, s))
+                                     on_stall=self._stall, links=lambda: self.launcher.links(self.run_dir, s),
+                                     rankdir=self.rankdir)
 
     def _stall(self, found: dict) -> bool:
         """The watchdog found a stall (its evidence gathered): with recover.on: stall, end the attempt now and
@@ -238,7 +240,7 @@ class Supervisor:
         return sum(node.kill() for node in self.nodes)
 
     def _record_exits(self, now: float) -> bool:
-        exits = rank_exits(self.run_dir, skip=self.left_out)
+        exits = self.rankdir.exits(skip=self.left_out)  # logs/ listed again only when it changed
         if len(exits) == len(self.status.ranks):
             return False
         if len(exits) < len(self.status.ranks):  # a new attempt (Slurm requeue) moved the old records away

@@ -16,8 +16,9 @@ cockpit import, cockpit.node.ifaces (stdlib only too), is inlined into the sourc
                  vanished without one. Ends after reporting the end, or when stdin closes (cockpit's side went
                  away); with "once", after one round, reporting {"running": true} if the node's torchrun still runs.
     stacks JSON  ask this node's ranks of a run for their stacks (cockpit.hang.gather): a marker into each
-                 rank's .stacks file, a dump request, SIGURG to each rank's pid; then, per rank, the text
-                 after the marker, its last beat and a digest of its Flight Recorder dump. First, when asked
+                 rank's .stacks file, a dump request, SIGURG to each rank's pid; then one line for the node,
+                 {"host", "ranks": [...]}: per rank, the text after the marker, its last beat and a digest of
+                 its Flight Recorder dump (the client handles a message per node, not per rank). First, when asked
                  ("transport": true), one {"transport": ...} line: the ranks' TCP sockets, the node's
                  interfaces and IB ports as raw text (cockpit.node.linkread), read before the ranks answer,
                  and, with "ras": ADDR (an nccl job), NCCL's RAS answer there (cockpit.node.rasask).
@@ -270,8 +271,8 @@ def stacks(args: dict) -> int:
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(0.1)
-    for rank, answer in sorted(answers.items()):
-        emit({"rank": rank, "host": host, **answer})
+    # one message for the node, its ranks' answers in it: the client handles one per node, not one per rank
+    emit({"host": host, "ranks": [{"rank": rank, "host": host, **answer} for rank, answer in sorted(answers.items())]})
     return 0
 
 

@@ -4,6 +4,7 @@ supervisor, watchdog and commands (not collected by pytest).
     python tests/bench/bench_scale.py --ranks 4096 [--nodes 512] [--json]   # a local run of 512 simulated hosts
     flock /tmp/cockpit-heavy.lock python tests/bench/bench_scale.py --ranks 512 --nodes 4 --ssh
     python tests/bench/bench_scale.py --smoke                               # 8 ranks, 2 hosts, seconds
+    python tests/bench/bench_scale.py --ranks 4096 --only steady,ps,stall   # the live side alone (no TUI, logs -f)
 
 Each rank writes 1 progress line/s (its log), a beat/s and a metrics record/s, as a real rank does under cockpit.
 ``--nodes`` defaults to ranks/8 (8 GPUs a node). Without ``--ssh`` the run is local, widened to the simulated
@@ -251,9 +252,8 @@ def launch(args: argparse.Namespace, ranks: int, nodes: int) -> harness.Sim:
 
 def measure(args: argparse.Namespace) -> dict:
     before = round(os.getloadavg()[0], 2)  # the machine's load before any stand-in runs (others' work)
-    only = set(args.only or STAGES)
-    ref = args.ref_stall if args.ref_stall is not None or "stall" not in only else (
-        reference_stall(args) if args.ranks != 8 else None)
+    ref = args.ref_stall if args.ref_stall is not None else (
+        reference_stall(args) if args.ranks != 8 and "stall" in args.only else None)
     began = time.perf_counter()
     sim = launch(args, args.ranks, args.nodes)
     figures: dict = {"ranks": args.ranks, "nodes": args.nodes, "launch": "ssh" if args.ssh else "local",
@@ -268,7 +268,7 @@ def measure(args: argparse.Namespace) -> dict:
                            ("stacks", lambda: stacks(sim)), ("logs_follow", lambda: follow(sim, args.window)),
                            ("tui", lambda: tui(sim, args.keys)),
                            ("stall", lambda: stalls(sim, args.stalls, args.stall_after))):
-            if name not in only:
+            if name not in args.only:
                 continue
             figures[name] = take()
             # each figure as it comes, on stderr: a later stage that fails (at 4,096 ranks, after minutes)
@@ -287,70 +287,65 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def goals(f: dict) -> dict[str, tuple[str, bool]]:
-    """Each goal of issue 32 whose stages ran (--only): (what it asks, met)."""
-    if not all(name in f for name in STAGES):
-        return partial_goals(f)
-    st, tu, sup = f["stall"], f["tui"], f["steady"]
-    clients = max(f["ps"]["rss_mb"], f["stacks"]["rss_mb"], f["logs_follow"]["rss_mb"], tu["rss_mb"])
+    """Each goal of issue 32 whose figures were measured (``--only``): (what it asks, met)."""
+    return {k: v for k, v in all_goals(f).items() if all(stage in f for stage in _NEEDS[k])}
+
+
+_NEEDS = {"stall": ("stall",), "stacks": ("stacks",), "ps": ("ps",), "logs_follow": ("logs_follow",),
+          "tui_open": ("tui",), "tui_keys": ("tui",), "supervisor_cpu": ("steady",), "supervisor_rss": ("steady",),
+          "client_rss": ("ps", "stacks", "logs_follow", "tui")}
+
+
+def all_goals(f: dict) -> dict[str, tuple[str, bool]]:
+    st, tu, sup = (f.get(k, {}) for k in ("stall", "tui", "steady"))
+    clients = max([f[k]["rss_mb"] for k in ("ps", "stacks", "logs_follow", "tui") if k in f] or [0.0])
     f["client_rss_mb"] = clients
     return {
-        "stall": (f"within 2 s of the 8-rank figure ({st['ref_8_ranks_s']} s), culprit named alone",
-                  st["s"] <= st["ref_8_ranks_s"] + 2 and st["named_alone"]),
-        "stacks": ("folded, <= 5 s, every rank answered",
-                   f["stacks"]["folded"] and f["stacks"]["s"] <= 5 and f["stacks"]["answered"] == f["ranks"]),
-        "ps": ("<= 0.5 s", f["ps"]["s"] <= 0.5),
-        "logs_follow": ("keeps up (lag p99 < 1 s), nothing lost", f["logs_follow"]["keeps_up"]),
-        "tui_open": ("<= 2 s", tu["open_s"] <= 2),
-        "tui_keys": ("p99 <= 50 ms", tu["key_p99_ms"] is not None and tu["key_p99_ms"] <= 50 and not tu["keys_lost"]),
-        "supervisor_cpu": ("<= 5% of a core", sup["supervisor_cpu_pct"] <= 5),
+        "stall": (f"within 2 s of the 8-rank figure ({st.get('ref_8_ranks_s')} s), culprit named alone",
+                  bool(st) and st["s"] <= st["ref_8_ranks_s"] + 2 and st["named_alone"]),
+        "stacks": ("folded, <= 5 s, every rank answered", "stacks" in f and f["stacks"]["folded"] and
+                   f["stacks"]["s"] <= 5 and f["stacks"]["answered"] == f["ranks"]),
+        "ps": ("<= 0.5 s", "ps" in f and f["ps"]["s"] <= 0.5),
+        "logs_follow": ("keeps up (lag p99 < 1 s), nothing lost", "logs_follow" in f and f["logs_follow"]["keeps_up"]),
+        "tui_open": ("<= 2 s", bool(tu) and tu["open_s"] <= 2),
+        "tui_keys": ("p99 <= 50 ms", bool(tu) and tu["key_p99_ms"] is not None and tu["key_p99_ms"] <= 50 and
+                     not tu["keys_lost"]),
+        "supervisor_cpu": ("<= 5% of a core", bool(sup) and sup["supervisor_cpu_pct"] <= 5),
         "supervisor_rss": ("<= 200 MB", f["supervisor_peak_rss_mb"] <= 200),
         "client_rss": ("<= 300 MB", clients <= 300),
     }
 
 
-def partial_goals(f: dict) -> dict[str, tuple[str, bool]]:
-    """--only tui: the TUI's goals (open, keys, its RSS as the client's)."""
-    if "tui" not in f:
-        return {}
-    tu = f["tui"]
-    return {"tui_open": ("<= 2 s", tu["open_s"] <= 2),
-            "tui_keys": ("p99 <= 50 ms", tu["key_p99_ms"] is not None and tu["key_p99_ms"] <= 50
-                         and not tu["keys_lost"]),
-            "client_rss": ("TUI <= 300 MB", tu["rss_mb"] <= 300)}
-
-
 def report(f: dict, met: dict) -> None:
-    if not all(name in f for name in STAGES):
-        print(json.dumps(f))
-        for key, (goal, ok) in met.items():
-            print(f"  {key:15} goal: {goal}: {'met' if ok else 'NOT met'}")
-        return
-    st, lf, tu, sup = f["stall"], f["logs_follow"], f["tui"], f["steady"]
+    st, lf, tu, sup = (f.get(k, {}) for k in ("stall", "logs_follow", "tui", "steady"))
     rows = [
-        ("stall detection", f"{st['s']} s beyond stall_after {st['stall_after']:g} s (max {st['max_s']}; "
-                            f"8 ranks: {st['ref_8_ranks_s']} s); named alone: {st['named_alone']}", "stall"),
-        ("cockpit stacks", f"{f['stacks']['s']} s text, {f['stacks']['json_s']} s --json; "
-                           f"{f['stacks']['answered']}/{f['ranks']} answered; {f['stacks']['lines']} lines "
-                           f"({'folded' if f['stacks']['folded'] else 'not folded'})", "stacks"),
-        ("cockpit ps", f"{f['ps']['s']} s (--json {f['ps']['json_s']} s, {f['ps']['ranks_seen']} ranks)", "ps"),
-        ("logs -f", f"{lf['shown']}/{lf['written']} lines, {lf['lost']} lost, {lf['duplicated']} twice; lag p50 "
-                    f"{lf['lag_p50_s']} s p99 {lf['lag_p99_s']} s; {lf['cpu_pct']}% CPU", "logs_follow"),
-        ("TUI open", f"{tu['open_s']} s (title {tu['title_s']} s)", "tui_open"),
-        ("TUI keys", f"p50 {tu['key_p50_ms']} ms p99 {tu['key_p99_ms']} ms ({tu['keys']} keys, "
-                     f"{tu['keys_lost']} lost)", "tui_keys"),
-        ("supervisor CPU", f"{sup['supervisor_cpu_pct']}% of a core (stand-ins: {sup['standins_cpu_pct']}% "
-                           f"in {sup['standins']} processes)", "supervisor_cpu"),
-        ("supervisor RSS", f"{sup['supervisor_rss_mb']} MB steady, {f['supervisor_peak_rss_mb']} MB peak",
+        ("stall detection", lambda: f"{st['s']} s beyond stall_after {st['stall_after']:g} s (max {st['max_s']}; "
+                                    f"8 ranks: {st['ref_8_ranks_s']} s); named alone: {st['named_alone']}", "stall"),
+        ("cockpit stacks", lambda: f"{f['stacks']['s']} s text, {f['stacks']['json_s']} s --json; "
+                                   f"{f['stacks']['answered']}/{f['ranks']} answered; {f['stacks']['lines']} lines "
+                                   f"({'folded' if f['stacks']['folded'] else 'not folded'})", "stacks"),
+        ("cockpit ps", lambda: f"{f['ps']['s']} s (--json {f['ps']['json_s']} s, {f['ps']['ranks_seen']} ranks)",
+         "ps"),
+        ("logs -f", lambda: f"{lf['shown']}/{lf['written']} lines, {lf['lost']} lost, {lf['duplicated']} twice; lag "
+                            f"p50 {lf['lag_p50_s']} s p99 {lf['lag_p99_s']} s; {lf['cpu_pct']}% CPU", "logs_follow"),
+        ("TUI open", lambda: f"{tu['open_s']} s (title {tu['title_s']} s)", "tui_open"),
+        ("TUI keys", lambda: f"p50 {tu['key_p50_ms']} ms p99 {tu['key_p99_ms']} ms ({tu['keys']} keys, "
+                             f"{tu['keys_lost']} lost)", "tui_keys"),
+        ("supervisor CPU", lambda: f"{sup['supervisor_cpu_pct']}% of a core (stand-ins: {sup['standins_cpu_pct']}% "
+                                   f"in {sup['standins']} processes)", "supervisor_cpu"),
+        ("supervisor RSS", lambda: f"{sup['supervisor_rss_mb']} MB steady, {f['supervisor_peak_rss_mb']} MB peak",
          "supervisor_rss"),
-        ("client RSS", f"{f['client_rss_mb']} MB (ps {f['ps']['rss_mb']}, stacks {f['stacks']['rss_mb']}, "
-                       f"logs -f {lf['rss_mb']}, TUI {tu['rss_mb']})", "client_rss"),
+        ("client RSS", lambda: f"{f['client_rss_mb']} MB (ps {f['ps']['rss_mb']}, stacks {f['stacks']['rss_mb']}, "
+                               f"logs -f {lf['rss_mb']}, TUI {tu['rss_mb']})", "client_rss"),
     ]
     print(f"{f['ranks']} ranks on {f['nodes']} nodes ({f['launch']}), {f['cores']} cores, load "
-          f"{f['load_avg_start']} -> {sup['load_avg']} (steady) -> {f['load_avg_end']}; watched after "
+          f"{f['load_avg_start']} -> {sup.get('load_avg')} (steady) -> {f['load_avg_end']}; watched after "
           f"{f['watched_after_s']} s")
     for name, value, key in rows:
+        if key not in met:
+            continue  # not measured (--only)
         goal, ok = met[key]
-        print(f"  {name:15} {value}\n  {'':15} goal: {goal}: {'met' if ok else 'NOT met'}")
+        print(f"  {name:15} {value()}\n  {'':15} goal: {goal}: {'met' if ok else 'NOT met'}")
     print(f"goals met: {'yes' if all(ok for _, ok in met.values()) else 'no'}")
 
 
@@ -368,12 +363,15 @@ def main() -> int:
     p.add_argument("--keys", type=int, default=40)
     p.add_argument("--window", type=float, default=20.0, help="seconds of logs -f before the run ends")
     p.add_argument("--age", type=float, default=0.0, help="seconds of run before the first stage (with --only)")
-    p.add_argument("--only", action="append", choices=STAGES,
-                   help="measure only this stage (repeatable), e.g. --only tui: its goals alone are judged")
+    p.add_argument("--only", default=",".join(STAGES), help=f"the stages measured, comma-separated (default: all "
+                   f"of {','.join(STAGES)}); goals_met covers those")
     args = p.parse_args()
     if args.smoke:
         args.ranks, args.nodes, args.stall_after, args.stalls, args.steady, args.keys, args.window = (
             8, 2, 2.0, 1, 2.0, 4, 3.0)
+    args.only = [w for w in args.only.split(",") if w]
+    if not args.only or set(args.only) - set(STAGES):
+        p.error(f"--only: give some of {','.join(STAGES)}")
     args.nodes = args.nodes or (4 if args.ssh else max(1, args.ranks // 8))
     args.stall_after = int(args.stall_after)  # the job file's stall_after: whole seconds
     args.lab = None

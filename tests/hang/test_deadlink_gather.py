@@ -48,7 +48,9 @@ def test_deadlink_agent_stacks_sends_the_ranks_sockets(tmp_path):
         node = node_transport(raw, "hostA")
         [s] = [s for s in node.sockets if s.peer.port == port]
         assert (s.state, s.peer.host, node.ranks[0].pid) == ("ESTAB", "127.0.0.1", rank.pid)
-        assert any(a.get("rank") == 0 for a in lines)  # and the stacks answer as before
+        from cockpit.launch.ssh.stacks import rank_answers
+
+        assert [a["rank"] for a in rank_answers(lines)] == [0]  # and the stacks answer, in the node's one message
     finally:
         rank.stdin.close()
         rank.wait(10)

@@ -60,14 +60,24 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None, timeout: f
                                                                "ras": ras[n.node_rank]}), timeout + 30)
     out = {}
     for answers in every:
-        for a in answers:
-            if "rank" not in a:
-                continue  # the node's transport line (below)
+        for a in rank_answers(answers):
             flight = parse_flight_record(a["fr"]) if a.get("fr") else None
             out[int(a["rank"])] = Evidence(int(a["rank"]), a["host"], last_dump(a.get("text") or ""), flight,
                                            a.get("beat"), workers_of(a.get("workers"), request))
     link = transport_of(run_dir, plan, every, waited)
     return {rank: replace(e, link=link) for rank, e in out.items()}
+
+
+def rank_answers(lines: Sequence[dict]) -> list[dict]:
+    """The per-rank answers in one node's lines: its {"host", "ranks": [...]} message (the agent's summary of
+    the node), or lines of one rank each; the node's transport line is not one (transport_of reads it)."""
+    out = []
+    for line in lines:
+        if isinstance(line.get("ranks"), list):
+            out += [a for a in line["ranks"] if isinstance(a, dict) and "rank" in a]
+        elif "rank" in line:
+            out.append(line)
+    return out
 
 
 def ask_every_node(plan: SSHPlan, ask: Callable[[NodePlan], tuple[str, dict]],

@@ -1,0 +1,97 @@
+"""The supervisor's watch at scale (issue 32): logs/ listed again only when it changed (cockpit.hang.rankdir), and
+a large run read whole every few seconds with a few sentinel ranks probed between (Monitor.probe, the watchdog's
+cadence). Real files in a run directory; progress verdicts with plain numbers."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from cockpit.hang.progress import Monitor, RankSample
+from cockpit.hang.rankdir import RankDir
+from cockpit.hang.watchdog import SENTINELS, WHOLE_RANKS, sentinels, whole_every
+from cockpit.run.progress import RankProgress
+
+
+def _old(logs) -> None:
+    """The directory's mtime a minute back: a listing taken now is taken well after it (no clock tick shared)."""
+    back = time.time() - 60
+    os.utime(logs, (back, back))
+
+
+def _logs(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for rank in range(4):
+        (logs / f"rank-{rank}.n0.log").write_text("step 1\n")
+    _old(logs)
+    return logs
+
+
+def test_logs_is_listed_once_while_it_is_unchanged_and_again_when_a_file_comes(tmp_path):
+    logs = _logs(tmp_path)
+    d = RankDir(tmp_path)
+    first = d.names(("log", "exit"))
+    assert sorted(first["log"]) == [0, 1, 2, 3] and first["exit"] == {} and d.listings == 1
+    with open(logs / "rank-0.n0.log", "a") as f:
+        f.write("step 2\n")  # appended to: the directory is unchanged
+    assert d.names(("log", "exit")) == first and d.exits() == {} and d.listings == 1
+    (logs / "rank-2.n0.exit").write_text("0 1700000000.5\n")  # created: the directory changed
+    assert d.exits()[2].status == 0 and d.listings == 2
+
+
+def test_an_exit_record_caught_half_written_is_read_again_until_whole(tmp_path):
+    logs = _logs(tmp_path)
+    record = logs / "rank-1.n0.exit"
+    record.write_text("1 1700000000")  # no newline yet: the stream has copied part of it
+    _old(logs)
+    d = RankDir(tmp_path)
+    assert d.exits()[1].time == 1700000000.0
+    with open(record, "a") as f:
+        f.write(".25\n")  # the rest: the directory does not change
+    assert d.exits()[1].time == 1700000000.25 and d.listings == 1
+    assert d.exits(frozenset({"n0"})) == {}  # a host left out (recover:): its records do not count
+
+
+def test_a_listing_taken_in_the_tick_of_a_change_is_not_trusted(tmp_path):
+    logs = _logs(tmp_path)
+    os.utime(logs)  # changed just now: a change in the same clock tick would not move the mtime
+    d = RankDir(tmp_path)
+    d.names(("log",))
+    d.names(("log",))
+    assert d.listings == 2  # listed again until a listing is taken well after the mtime it saw
+
+
+def _sample(rank, size, n, step=None):
+    return RankSample(rank, "n0", size, None, step, "running", {"t": 0.0, "sync": 0.0, "n": n})
+
+
+def test_a_probe_that_sees_progress_restarts_the_quiet_clock_and_it_is_counted_once():
+    m = Monitor(stall_after=10)
+    m.look(0.0, [_sample(r, 10, 1) for r in range(4)])  # every rank has done a collective: running
+    assert m.probe(5.0, [_sample(0, 20, 2)])  # rank 0 moved on
+    v = m.look(9.0, [_sample(0, 20, 2), *(_sample(r, 10, 1) for r in range(1, 4))])
+    assert v.quiet == 4.0 and not v.stalled  # the probe's progress, not counted again by the whole look
+    assert not m.probe(14.0, [_sample(0, 20, 2)])  # no progress since: the whole look decides
+    assert m.look(15.0, [_sample(0, 20, 2), *(_sample(r, 10, 1) for r in range(1, 4))]).stalled
+
+
+def test_a_probe_tells_nothing_before_the_run_started_or_of_a_rank_never_looked_at():
+    m = Monitor(stall_after=10)
+    assert not m.probe(1.0, [_sample(0, 10, 0)])  # no look yet
+    m.look(2.0, [_sample(0, 10, 0)])  # starting: nothing completed
+    assert not m.probe(3.0, [_sample(0, 20, 0)])
+    m.look(4.0, [_sample(0, 20, 1)])
+    assert not m.probe(5.0, [_sample(7, 20, 5)])
+
+
+def test_a_large_run_is_read_whole_less_often_and_probed_at_sentinels_spread_over_it():
+    assert whole_every(8) == whole_every(WHOLE_RANKS) == 1.0 and whole_every(4 * WHOLE_RANKS) == 4.0
+    from cockpit.hang.progress import Verdict
+
+    small = Verdict(ranks={r: RankProgress("n0", "running") for r in range(WHOLE_RANKS)})
+    assert sentinels(small) == ()  # read whole every second: no probe
+    ranks = {r: RankProgress(f"n{r // 8}", "exited" if r < 8 else "running") for r in range(4096)}
+    found = sentinels(Verdict(ranks=ranks))
+    assert len(found) == SENTINELS and min(found) == 8  # live ranks only
+    assert len({r // 8 for r in found}) == SENTINELS  # each on a node of its own
