@@ -66,6 +66,11 @@ KILLED = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # a launcher's exit code 
 # A stalled attempt relaunched: its stacks are gathered already, and its ranks cannot checkpoint (a collective
 # hangs): a rank that acts on SIGTERM (a plain script's default action) is gone within it, a hung one never is.
 STALL_GRACE = 1.0
+# Above this many nodes, the nodes' own states (their launchers' processes: a poll and a record each) are looked
+# at once a second while nothing else changed, not at every POLL: at 512 nodes, 5 looks a second were a fifth of
+# the supervisor's CPU (issue 32). A stop, a failure or another change still looks at once.
+MANY_NODES = 64
+NODES_EVERY = 1.0
 
 
 def make_nodes(status: RunStatus, run_dir: Path, grace: float | None = None) -> list:
@@ -105,6 +110,7 @@ class Supervisor:
         self.left_out: frozenset[str] = frozenset()  # nodes recover: left out: their late exit records do not count
         self.timeline: dict[str, float] = {}  # wall times of this attempt's end and the relaunch (_timeline)
         self.rankdir = RankDir(run_dir)  # the rank files of logs/, shared with the watchdog
+        self.nodes_due = 0.0  # MANY_NODES: when the nodes' states are looked at next
 
     def request_stop(self, *_: object) -> None:
         self.status.stop_requested = True
@@ -211,6 +217,10 @@ class Supervisor:
             self.status.note = _join(self.status.note if self.status.stop_requested else None,
                                      f"stopped the remaining processes after {took:g} s ({killed} needed SIGKILL)")
             changed = True
+        ending = self.stop_at is not None or self.failed_at is not None
+        if not (changed or ending or len(self.nodes) <= MANY_NODES or now >= self.nodes_due):
+            return True  # many nodes and nothing else changed: their states once a second (MANY_NODES)
+        self.nodes_due = now + NODES_EVERY
         done = all([node.poll() is not None for node in self.nodes])  # every node polled: a sweep's start there
         if not changed:  # a node moved on (a sweep's trial started or ended)
             changed = [node.describe() for node in self.nodes] != self.status.nodes
