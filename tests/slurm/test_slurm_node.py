@@ -178,3 +178,91 @@ def test_a_job_that_requeues_itself_is_not_over_while_it_passes_through_an_end_s
     now[0] += REQUEUE_SETTLE
     assert node.poll() == 0
     assert read_status(run_dir).nodes[0].slurm.restarts == 1
+
+
+def _batch_log(run_dir, *lines):
+    from cockpit.run import layout
+
+    log = layout.agent_log(run_dir, "sbatch")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+REQUEUE_LINE = "slurmstepd-n1: error: *** JOB 21 ON n1 CANCELLED AT 2026-11-27T18:02:11 DUE TO JOB REQUEUE ***"
+
+
+def test_a_requeue_whose_failed_state_holds_with_the_count_already_raised_is_not_the_end(tmp_path):
+    """The sequence squeue showed in a failed run of the real requeue test, under load: slurmstepd's 'DUE TO JOB
+    REQUEUE' in the batch log, then FAILED (NonZeroExitCode) with restarts already 1 for over REQUEUE_SETTLE,
+    then PENDING, then the next start. The run went on to succeed; cockpit had ended it FAILED after 5 s."""
+    from cockpit.launch.slurm.unit import REQUEUE_ASKED_SETTLE, REQUEUE_SETTLE
+
+    run_dir, status = submitted(tmp_path)
+    fake, now = ScriptedSlurm(), [0.0]
+    _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
+    assert node.poll() is None
+    _batch_log(run_dir, REQUEUE_LINE)
+    fake.lines["21"] = "21|FAILED|NonZeroExitCode|256|1|n1|"
+    for _ in range(4):  # 4 x 20 s: well past REQUEUE_SETTLE, within REQUEUE_ASKED_SETTLE
+        assert node.poll() is None
+        now[0] += 20.0
+    assert REQUEUE_SETTLE < 80.0 < REQUEUE_ASKED_SETTLE
+    assert read_status(run_dir).state != "failed"
+    fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
+    assert node.poll() is None and read_status(run_dir).state == "starting"
+    now[0] += 20.0
+    _batch_log(run_dir, "cockpit: start restart=1 job=21 nodes=n1 time=1795000130")
+    fake.lines["21"] = "21|RUNNING|None|0|1|n1|"
+    assert node.poll() is None
+    now[0] += 20.0
+    fake.lines["21"] = "21|COMPLETED|None|0|1|n1|"  # no #SBATCH --requeue, no requeue since the start: the end
+    assert node.poll() == 0 and read_status(run_dir).nodes[0].slurm.restarts == 1
+
+
+def test_a_requeued_job_cancelled_while_queued_again_ends_after_the_short_settle(tmp_path):
+    """An outside scancel of the requeued, pending job: CANCELLED with the raised count, after PENDING (or even
+    with PENDING unseen: a cancel is no requeue passing). The run ends within REQUEUE_SETTLE, not 180 s."""
+    from cockpit.launch.slurm.unit import REQUEUE_SETTLE
+
+    for seen_pending in (True, False):
+        (tmp_path / str(seen_pending)).mkdir()
+        run_dir, status = submitted(tmp_path / str(seen_pending))
+        fake, now = ScriptedSlurm(), [0.0]
+        _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
+        fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+        [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda now=now: now[0])
+        assert node.poll() is None
+        _batch_log(run_dir, REQUEUE_LINE)
+        if seen_pending:
+            fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
+            assert node.poll() is None
+            now[0] += 20.0
+        fake.lines["21"] = "21|CANCELLED|None|0|1||"
+        assert node.poll() is None
+        now[0] += REQUEUE_SETTLE
+        assert node.poll() is not None, seen_pending
+        assert node.describe().slurm.slurm_state == "CANCELLED"
+
+
+def test_a_job_requeued_then_failing_after_being_queued_again_ends_after_the_short_settle(tmp_path):
+    """Back in the queue after the requeue, then FAILED before any start line (e.g. the batch script could not
+    start): the requeue has passed, so this end is believed after REQUEUE_SETTLE."""
+    from cockpit.launch.slurm.unit import REQUEUE_SETTLE
+
+    run_dir, status = submitted(tmp_path)
+    fake, now = ScriptedSlurm(), [0.0]
+    _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
+    assert node.poll() is None
+    _batch_log(run_dir, REQUEUE_LINE)
+    fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
+    assert node.poll() is None
+    now[0] += 20.0
+    fake.lines["21"] = "21|FAILED|NonZeroExitCode|256|1|n1|"
+    assert node.poll() is None
+    now[0] += REQUEUE_SETTLE
+    assert node.poll() == 1 and node.describe().state == "failed"

@@ -71,6 +71,8 @@ class SlurmJobUnit:
         self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
                                                                                      errors="replace")
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
+        # the job was seen queued or running again since Slurm said it is requeueing it (see _settled)
+        self.back_since_requeue = False
         # the run's attempt this job's submission started (its requeues are the next ones: the batch script's count)
         self.base_attempt = max(len(book.status.attempts) - 1, 0)
         self.preflight_failed = False  # the job ended in the preflight, before training: note says why
@@ -140,6 +142,7 @@ class SlurmJobUnit:
                 return
             if not view.final:
                 self.final_seen = None
+                self.back_since_requeue = self.attempts.requeue_asked
             if view != self.view:
                 self.view = view
                 if view.final:
@@ -157,13 +160,24 @@ class SlurmJobUnit:
         now, restarts = self.book.tracker.clock(), view.restarts or 0
         if self.final_seen is None or self.final_seen[1] != restarts:
             self.final_seen = (now, restarts)
-        # Slurm said it is requeueing, and the job has not come back yet (its restart count is still the attempt's)
-        waiting = self.attempts.requeue_asked and restarts <= self.attempts.last_restart
+        waiting = self.attempts.requeue_asked and self._requeue_passing(view, restarts)
         settle = REQUEUE_ASKED_SETTLE if waiting else REQUEUE_SETTLE
         if now - self.final_seen[0] < settle:
             self.book.tracker.doubt(self.job_id)
             return False
         return True
+
+    def _requeue_passing(self, view: JobView, restarts: int) -> bool:
+        """Whether an end state seen after Slurm said it is requeueing the job (and before the job's next start
+        line) is that requeue passing through rather than the job's end. It is while the restart count is still
+        the attempt's; and also once the count went up, while the job was not seen back in the queue and the end
+        is no cancel: slurmctld raises the count when the requeue begins, and the killed batch shell's FAILED
+        (NonZeroExitCode) holds until the attempt's processes are cleaned up (seen on the test cluster, under
+        load: FAILED with restarts=1 for over 5 s, then PENDING). A CANCELLED after the job was queued again
+        (an outside scancel of the pending job), or one cockpit asked for, is the end."""
+        if restarts <= self.attempts.last_restart:
+            return True
+        return not self.back_since_requeue and view.slurm_state != "CANCELLED" and not self.book.cancel_wanted
 
     def _ended(self, view: JobView) -> None:
         row = lookup(view.slurm_state)
