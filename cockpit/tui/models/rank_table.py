@@ -4,11 +4,15 @@ slow). Cells are short and fixed-width so the side panel never jumps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.text import Text
 
 from cockpit.plot.series import METRICS, UNITS, RankSeries
 from cockpit.plot.sources import METRICS as METRICS_FILE
+from cockpit.plot.sources import PRINTED
 from cockpit.run.progress import RankProgress
+from cockpit.tui.models.printed_progress import PrintedProgress
 
 
 def short_age(seconds: float) -> str:
@@ -22,6 +26,18 @@ def short_age(seconds: float) -> str:
 COLUMNS = (("src", "SOURCE", 9), ("step", "STEP", 5), ("rate", "/s", 4), ("age", "LAST", 4), ("st", "ST", 5))
 FLAGS = {"stalled": ("stall", "bold red"), "stopped": ("stop", "bold red"), "straggler": ("slow", "bold yellow"),
          "culprit": ("STUCK", "bold red"), "waiting": ("wait", "yellow")}
+
+
+def shown_progress(rec: RankProgress | None, printed: PrintedProgress | None, host: str,
+                   now: float) -> RankProgress | None:
+    """The rank's record as the table shows it: the watchdog's, but where that has no cockpit metrics for the
+    rank (its step counts the hook's collectives, or there is none yet), the step and rate its printed progress
+    lines say (``printed``: the feed's, cockpit.tui.models.printed_progress), as the charts read them. A script
+    that prints ``step 250 loss 0.02`` showed STEP 0 (issue 33)."""
+    if printed is None or (rec is not None and rec.step_source == "metrics"):
+        return rec
+    base = rec if rec is not None else RankProgress(host, "unknown")
+    return replace(base, step=printed.step, step_source="printed", rate=printed.rate_at(now))
 
 
 def rank_step(rec: RankProgress | None) -> str:
@@ -55,13 +71,14 @@ def source_order(source: tuple) -> tuple:
 def side_rate(series: RankSeries, origin: str | None, rec: RankProgress | None, final: bool, cells: int) -> str:
     """The side panel's rate line for ``series``'s rank (issue 33 item 8: the panel and the table said two
     rates for one rank). Where the table's /s counts what the panel's series counts (cockpit.train's metrics
-    file, ``origin``; or the collectives of the hook's beats), the panel says the table's figure: one number,
-    the watchdog's over its last window (blank there: ``-`` here, e.g. a stalled rank). Otherwise (no table
+    file, ``origin``; a script's printed lines, shown_progress; or the collectives of the hook's beats), the
+    panel says the table's figure: one number, over the watchdog's last window (blank there: ``-`` here, e.g. a
+    stalled rank). Otherwise (no table
     figure, an ended run's, or a script's own steps where the table counts collectives) its series' latest
     interval of ``cells``, and, where the table counts something else, what that is."""
     unit = UNITS[series.source]
-    # what the table's count is called (status.json's step_source) when it is this series' count, else None
-    counted = ("metrics" if origin == METRICS_FILE else None) if series.source == METRICS else "syncs"
+    # what the table's count is called (its step_source) when it is this series' count, else None
+    counted = {METRICS_FILE: "metrics", PRINTED: "printed"}.get(origin or "") if series.source == METRICS else "syncs"
     if rec is not None and counted is not None and rec.step_source == counted and (rec.rate is not None or not final):
         return f"{unit} {rank_rate(rec) or '-'}"
     rates = series.rate(cells)

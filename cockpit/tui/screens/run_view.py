@@ -37,7 +37,14 @@ from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
 from cockpit.tui.models.rank_groups import RankInfo
-from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age, side_rate
+from cockpit.tui.models.rank_table import (
+    rank_rate,
+    rank_state,
+    rank_step,
+    short_age,
+    shown_progress,
+    side_rate,
+)
 from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.models.run_view import APPLY_EVERY
 from cockpit.tui.screens.base import CockpitScreen
@@ -252,7 +259,8 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
 
         def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
             host, rank = source
-            rec = progress.get(str(rank)) if rank != "agent" else None
+            # its printed steps where the watchdog has no metrics of it (cockpit.tui.models.printed_progress)
+            rec = shown_progress(progress.get(str(rank)), st.printed, host, now) if rank != "agent" else None
             # the log's own last write, once the watchdog saw it
             last = (rec.last_output if rec else None) or st.last_time
             seconds = None if last is None or not live else now - last
@@ -341,6 +349,9 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         series, rate = self._side.series, None
         if series is not None and series.counts:  # the rank table's figure where it counts the same (item 8)
             rec = ((self.status.progress if self.status else {}) or {}).get(str(series.rank))
+            st = next((st for (host, rank), st in self.stats.items() if rank == series.rank), None)
+            if st is not None:  # the table's record of the rank, its printed steps included
+                rec = shown_progress(rec, st.printed, rec.host if rec else "", self.capp.ctx.clock())
             rate = side_rate(series, self._side.origin, rec, bool(self.status and self.status.final), SPARK_CELLS)
         self.query_one(MetricsPlot).show(series, "a sweep: c charts its trials" if self._sweep else None, rate)
 
