@@ -1,9 +1,11 @@
 """The run view's rank table, as pure formatting: a row per source (rank or torchrun agent) with its last
 step, step rate, last-line age and state (exit code, or what cockpit.hang's watchdog says: stall, stop,
-slow). Cells are short and fixed-width so the side panel never jumps."""
+slow). Cells are short and fixed-width so the side panel never jumps as they change; SOURCE is as wide as
+the run's labels (source_width), set when its sources change."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from rich.text import Text
@@ -24,6 +26,31 @@ def short_age(seconds: float) -> str:
 
 
 COLUMNS = (("src", "SOURCE", 9), ("step", "STEP", 5), ("rate", "/s", 4), ("age", "LAST", 4), ("st", "ST", 5))
+SOURCE_MAX = 18  # SOURCE at most: a longer label is cut in its host (source_label), the side panel stays narrow
+PAD = 2  # a DataTable column's cell padding, one on each side
+
+
+def source_width(labels: Iterable[str]) -> int:
+    """SOURCE's width: its longest label (``node0:agent`` was cut to ``node0:age``), at least the width "all
+    ranks" needs and at most SOURCE_MAX."""
+    return min(SOURCE_MAX, max(COLUMNS[0][2], *map(len, labels)))
+
+
+def source_label(text: str, width: int) -> str:
+    """A ``host:rank`` label in ``width`` cells: the host cut with "…", its rank (or ``agent``) kept whole."""
+    if len(text) <= width:
+        return text
+    host, _, rank = text.rpartition(":")
+    keep = width - len(rank) - 2
+    return f"{host[:keep]}…:{rank}" if host and keep > 0 else text[:width - 1] + "…"
+
+
+def table_width(src_width: int) -> int:
+    """The table's width in cells with SOURCE ``src_width`` wide (38 - 1 at the default: the side panel's)."""
+    return src_width + sum(width for _, _, width in COLUMNS[1:]) + PAD * len(COLUMNS)
+
+
+SIDE_WIDTH = table_width(COLUMNS[0][2]) + 1  # app.tcss's #run-side (and, under 100 columns, #ranks): 38
 FLAGS = {"stalled": ("stall", "bold red"), "stopped": ("stop", "bold red"), "straggler": ("slow", "bold yellow"),
          "culprit": ("STUCK", "bold red"), "waiting": ("wait", "yellow")}
 

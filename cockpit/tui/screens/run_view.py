@@ -38,6 +38,7 @@ from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
 from cockpit.tui.models.rank_groups import RankInfo
 from cockpit.tui.models.rank_table import (
+    SIDE_WIDTH,
     rank_rate,
     rank_state,
     rank_step,
@@ -131,6 +132,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.width < runview.NARROW, "-narrow")
+        self._fit_side()
         trials = self.query_one("#trials", DataTable)
         for key, title, width in runview.TRIAL_COLUMNS:
             trials.add_column(title, key=key, width=width)
@@ -146,6 +148,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
     def on_resize(self, event: events.Resize) -> None:
         """Under NARROW columns the side panel goes under the log (app.tcss); the attempts' rows rewrap."""
         self.set_class(event.size.width < runview.NARROW, "-narrow")
+        self._fit_side()
         if self.status is not None:
             self._show_attempts()
 
@@ -247,8 +250,19 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
     def _rebuild_ranks(self) -> None:
         table = self.query_one(RankTable)
         table.rebuild(self.stats)
+        self._fit_side()
         self._update_ranks()
         table.select(self.view)
+
+    def _fit_side(self) -> None:
+        """The rank table's room as wide as its columns, SOURCE fitted to its labels (``node0:agent`` was cut
+        to ``node0:age``): the side panel beside the log, or under NARROW the table beside the sparklines. At
+        the default width, app.tcss's 38 (no inline width)."""
+        need = self.query_one(RankTable).width_needed + 1  # and the panel's border, or the table's scrollbar
+        wider = need if need > SIDE_WIDTH else None
+        narrow = self.has_class("-narrow")
+        self.query_one("#run-side").styles.width = None if narrow else wider
+        self.query_one("#ranks").styles.width = wider if narrow else None
 
     def _update_ranks(self) -> None:
         table = self.query_one(RankGroupTable)
