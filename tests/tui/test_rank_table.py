@@ -65,6 +65,7 @@ async def test_rows_a_taller_table_shows_get_their_waiting_cells():
 def test_source_fits_its_longest_label_and_cuts_a_long_host_keeping_its_rank():
     """Issue 33: SOURCE was 9 wide, ``node0:agent`` showed as ``node0:age``."""
     assert source_width(["vm:0", "vm:agent"]) == 9 and source_width(["node0:0", "node0:agent"]) == 11
+    assert source_width([]) == 9  # a grouped table (rank_groups) fits none
     assert source_width(["gpu-st-p4d-24xlarge-117:agent"]) == SOURCE_MAX
     assert source_label("node0:agent", 11) == "node0:agent"
     assert source_label("gpu-st-p4d-24xlarge-117:agent", SOURCE_MAX) == "gpu-st-p4d-…:agent"

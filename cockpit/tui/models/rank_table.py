@@ -33,7 +33,7 @@ PAD = 2  # a DataTable column's cell padding, one on each side
 def source_width(labels: Iterable[str]) -> int:
     """SOURCE's width: its longest label (``node0:agent`` was cut to ``node0:age``), at least the width "all
     ranks" needs and at most SOURCE_MAX."""
-    return min(SOURCE_MAX, max(COLUMNS[0][2], *map(len, labels)))
+    return min(SOURCE_MAX, max([COLUMNS[0][2], *map(len, labels)]))
 
 
 def source_label(text: str, width: int) -> str:
