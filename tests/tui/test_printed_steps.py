@@ -41,6 +41,10 @@ def test_a_history_read_in_one_go_is_one_look_not_a_rate():
     assert got == PrintedProgress(3000, T0 + 1e-4, None)  # not 3,000 steps in 0.3 s
     steps.feed(("n", 0), [("step 3020 loss=0.4", T0 + 2.0)])
     assert steps.progress(("n", 0)).rate == 10.0  # the next look a second on: (3020 - 3000) / 2 s
+    steps.feed(("n", 0), [("step 2900 loss=0.6", T0 + 4.0)])  # a new attempt, from its checkpoint
+    assert steps.progress(("n", 0)) == PrintedProgress(2900, T0 + 4.0, None)
+    steps.feed(("n", 0), [("step 2920 loss=0.6", T0 + 6.0)])
+    assert steps.progress(("n", 0)).rate == 10.0
 
 
 def test_the_step_is_the_one_the_charts_give_the_same_log(tmp_path):

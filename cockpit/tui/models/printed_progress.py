@@ -82,9 +82,12 @@ class PrintedSteps:
 
 
 def _look(looks: list[tuple[float, int]], t: float, step: int) -> bool:
-    """Put (t, step) into ``looks``: a new look LOOK after the last, else the last one's step moved on."""
+    """Put (t, step) into ``looks``: a new look LOOK after the last, else the last one's step moved on. A step
+    back (an attempt resumed from its checkpoint, recover:) starts the looks again: no negative rate."""
     if looks and looks[-1][1] == step:
         return False
+    if looks and step < looks[-1][1]:
+        looks.clear()
     if looks and t - looks[-1][0] < LOOK:
         looks[-1] = (looks[-1][0], step)
     else:
