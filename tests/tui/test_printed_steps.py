@@ -16,7 +16,7 @@ from cockpit.tui.app import CockpitApp
 from cockpit.tui.models.context import Context
 from cockpit.tui.models.feed_state import FeedState
 from cockpit.tui.models.fleet_feed import FixedFleet
-from cockpit.tui.models.printed_progress import WINDOW, PrintedProgress, PrintedSteps
+from cockpit.tui.models.printed_progress import COUNT_MOST, WINDOW, PrintedProgress, PrintedSteps
 from cockpit.tui.models.rank_table import rank_rate, rank_step, shown_progress
 from cockpit.tui.screens.run_view import RunViewScreen
 
@@ -36,10 +36,11 @@ def test_a_ranks_printed_step_and_its_rate_over_looks_a_second_apart():
 
 def test_a_history_read_in_one_go_is_one_look_not_a_rate():
     steps = PrintedSteps()
-    steps.feed(("n", 0), [(f"step {i} loss=0.5", T0 + i * 1e-4) for i in range(1, 3001)])
+    for start in range(0, 3000, 500):  # in batches, as the feed reads a long history
+        steps.feed(("n", 0), [(f"step {i} loss=0.5", T0 + i * 1e-4) for i in range(start + 1, start + 501)])
     got = steps.progress(("n", 0))
-    assert got == PrintedProgress(3000, T0 + 1e-4, None)  # not 3,000 steps in 0.3 s
-    steps.feed(("n", 0), [("step 3020 loss=0.4", T0 + 2.0)])
+    assert got == PrintedProgress(3000, T0 + 0.05, None)  # not 3,000 steps in 0.3 s
+    steps.feed(("n", 0), [("step 3020 loss=0.4", T0 + 2.05)])
     assert steps.progress(("n", 0)).rate == 10.0  # the next look a second on: (3020 - 3000) / 2 s
     steps.feed(("n", 0), [("step 2900 loss=0.6", T0 + 4.0)])  # a new attempt, from its checkpoint
     assert steps.progress(("n", 0)) == PrintedProgress(2900, T0 + 4.0, None)
@@ -62,11 +63,24 @@ def test_the_step_is_the_one_the_charts_give_the_same_log(tmp_path):
     assert not steps.feed(("n", "agent"), [("step 5 loss=1", T0)]) and steps.progress(("n", "agent")) is None
 
 
+def test_a_storm_of_lines_that_name_their_step_is_read_from_its_end():
+    """64 ranks x 1,000 lines/s of ``step=N loss=X``: a batch's last line says the step; the lines before it are
+    not parsed (here, unparsable ones before it change nothing). Past COUNT_MOST lines without a step of their
+    own in one batch, the rank's printed step is given up (the watchdog's figure shows)."""
+    steps = PrintedSteps()
+    batch = [("loss=oops", T0)] * 5 + [(f"step={i} loss=0.1 samples/s=1791.8", T0) for i in range(1, 1001)]
+    assert steps.feed(("n", 0), batch) and steps.progress(("n", 0)).step == 1000
+    counted = PrintedSteps()
+    counted.feed(("n", 0), [("{'loss': 0.5}", T0)] * 10)
+    assert counted.progress(("n", 0)).step == 10
+    assert not counted.feed(("n", 0), [("{'loss': 0.5}", T0 + 1)] * (COUNT_MOST + 1))
+    assert counted.progress(("n", 0)) is None and not counted.feed(("n", 0), [("{'loss': 0.5}", T0 + 2)])
+
+
 def test_the_feed_sends_each_ranks_printed_progress_with_its_counts():
     state = FeedState()
-    lines = [Line(("n", 0), "step 10 loss=2.0", 0, 0, T0), Line(("n", 1), "hello", 0, 0, T0),
-             Line(("n", 0), "step 20 loss=1.5", 1, 17, T0 + 1.5)]
-    state.on_batch(Batch(lines))
+    state.on_batch(Batch([Line(("n", 0), "step 10 loss=2.0", 0, 0, T0), Line(("n", 1), "hello", 0, 0, T0)]))
+    state.on_batch(Batch([Line(("n", 0), "step 20 loss=1.5", 1, 17, T0 + 1.5)]))
     stats = state.take().stats
     assert stats[("n", 0)].printed == PrintedProgress(20, T0 + 1.5, round(10 / 1.5, 3))
     assert stats[("n", 1)].printed is None

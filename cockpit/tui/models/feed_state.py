@@ -119,7 +119,7 @@ class FeedState:
         for source, lines in by_source.items():
             texts[source] = [line.text for line in lines]
             if _LOSS.search("\n".join(texts[source])):  # most batches of most sources: one search, no loss
-                self.printed.feed(source, ((line.text, line.t_read) for line in lines))
+                self.printed.feed(source, [(line.text, line.t_read) for line in lines])
             prefixed[source] = self.store.add(source, texts[source], lines[-1].t_read, merge=False)
             if view == source:
                 self._queue(texts[source])
