@@ -76,3 +76,19 @@ def test_the_failing_ranks_own_exception_is_a_live_note_before_its_consequences(
     stopping.feed_batch(batch(("vm", 1), RANK1))
     stopping.feed_batch(batch(("vm", 0), []))
     assert "cockpit: [" not in capsys.readouterr().err
+
+
+def test_a_long_note_is_cut_with_an_ellipsis(tmp_path, capsys):
+    """The README's `run -q` showed rank 0's Gloo error ending mid-word ("caused by a remote worker hangin"):
+    a note's text cut at NOTE_TEXT ends in "…"; a shorter one is whole."""
+    from cockpit.cli.console import Painter
+    from cockpit.cli.notices import NOTE_TEXT, LiveFindings
+    from cockpit.logs.filetail import Line
+
+    long = RANK0[2] + " Or the worker hanging, or a network partition; see the other ranks' logs for why." * 2
+    live = LiveFindings(Painter(False), tmp_path)
+    live.feed_batch([Line(("vm", 0), text, i, 0, 0.0) for i, text in enumerate([*RANK0[:2], long])])
+    live.feed_batch([])
+    [note] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cockpit: [")]
+    text = note.split("Gloo error: ", 1)[1]
+    assert len(text) == NOTE_TEXT and text.endswith("…") and long.startswith(text[:-1]), note

@@ -100,10 +100,12 @@ class LiveFindings:
                 self.stopping = self.stop_file.exists()
             if news and (source, event.kind) not in self.seen and not self.stopping:
                 self.seen.add((source, event.kind))
+                text = _GLOG_STAMP.sub('', event.text.strip(), count=1)
                 notice(f"{self.painter.prefix(source)} {self.painter.paint(kind_label(event.kind), '1;31')}: "
-                       f"{_GLOG_STAMP.sub('', event.text.strip(), count=1)[:200]}")
+                       f"{text if len(text) <= NOTE_TEXT else text[:NOTE_TEXT - 1] + '…'}")
 
 
+NOTE_TEXT = 200  # a note's text at most: a cut one ends in "…" (it ended mid-word: "a remote worker hangin")
 # torch's own log lines begin with a glog stamp ("W1128 05:18:39.101000 19121 torch/.../api.py:1028] "): the note
 # says what happened, the file has the stamp
 _GLOG_STAMP = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? +\d+ [^\]\s]*\] *")

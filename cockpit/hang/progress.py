@@ -178,7 +178,7 @@ class Monitor:
         return RankProgress(
             s.host, state or "unknown", step=step,
             step_source="metrics" if s.step is not None else ("syncs" if step is not None else None),
-            rate=_rate(r.steps, now, self.window), wait=share(r.beats.points, now, self.window),
+            rate=window_rate(r.steps, now, self.window), wait=share(r.beats.points, now, self.window),
             collective=beat.get("in"), in_since=beat.get("since"), last_output=r.last_output), moved
 
     @staticmethod
@@ -207,7 +207,9 @@ def _waited(beat: Beat) -> float:
     return float(beat.get("sync", 0.0)) + max(0.0, inside)
 
 
-def _rate(points: list[tuple[float, int]], now: float, window: float) -> float | None:
+def window_rate(points: list[tuple[float, int]], now: float, window: float) -> float | None:
+    """Steps per second over the ``window`` seconds before ``now`` of ``points`` ((time, step), oldest first),
+    rounded to 3 places; None with fewer than two points in it (the TUI's rank table rates printed steps alike)."""
     inside = [p for p in points if p[0] >= now - window - 1e-9]
     if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
         return None

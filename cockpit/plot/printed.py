@@ -64,6 +64,30 @@ def read_line(line: str) -> Reading | None:
     return Reading(loss, _step(text, values), tuple(values.items()))
 
 
+def readings(text: str) -> list[Reading]:
+    """The readings of one log line as its file holds it: a progress bar's frames (``\\r`` updates) each on its
+    own, a frame's refresh not being a step (read_line skips the bar itself, not a loss printed in a frame)."""
+    return [r for segment in text.split("\r") if (r := read_line(segment)) is not None]
+
+
+class StepCount:
+    """The step each reading of one rank's log stands for, its lines read in order: the line's own step, else the
+    count of the readings without one so far. Shared by the charts (cockpit.plot.sources) and the TUI's rank table,
+    so both say the same step. ``counting`` False: the log is read from a cut, where that count is not known, and a
+    reading without its own step stands for none."""
+
+    def __init__(self, counting: bool = True):
+        self.counted: int | None = 0 if counting else None
+
+    def step(self, reading: Reading) -> int | None:
+        if reading.step is not None:
+            return reading.step
+        if self.counted is None:
+            return None
+        self.counted += 1
+        return self.counted
+
+
 def _spaced(text: str) -> Reading | None:
     """A "step 16 loss 0.1234" line (the loss after a space): read only when the line names its step too."""
     found = _SPACED_LOSS.search(text) if "oss" in text else None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from cockpit.fs import safeio
-from cockpit.plot.printed import read_line
+from cockpit.plot.printed import StepCount, readings
 from cockpit.run import layout
 
 Point = tuple[int, float, float | None]
@@ -62,7 +62,7 @@ class _Log:
         own are left out then, as their count is not known."""
         self.path, self.offset, self.partial, self.skipping = path, start_at, b"", start_at > 0
         self.anchor: tuple[float, int] | None = None if started is None else (started, 0)
-        self.counted: int | None = 0 if start_at == 0 else None  # the step of a line without one: its count
+        self.count = StepCount(counting=start_at == 0)  # the step of a line without one: its count
 
     def read(self) -> list[tuple[bytes, float]]:
         """The whole lines appended since the last read, each with its interpolated time."""
@@ -70,7 +70,7 @@ class _Log:
             with safeio.open_regular(self.path) as f:
                 st = os.fstat(f.fileno())
                 if st.st_size < self.offset:  # replaced: read again from its start
-                    self.offset, self.partial, self.skipping, self.counted = 0, b"", False, 0
+                    self.offset, self.partial, self.skipping, self.count = 0, b"", False, StepCount()
                     self.anchor = None if self.anchor is None else (self.anchor[0], 0)
                 f.seek(self.offset)
                 data = f.read(CHUNK)
@@ -105,12 +105,9 @@ class _Log:
         for raw, time in self.read():
             if not _LOSS.search(raw):  # most lines: no loss, no need to decode and parse them
                 continue
-            for segment in raw.split(b"\r"):  # a progress bar's frames: each read on its own
-                reading = read_line(segment.decode("utf-8", "replace"))
-                step = None if reading is None else reading.step
-                if reading is not None and step is None and self.counted is not None:
-                    self.counted = step = self.counted + 1
-                if reading is not None and step is not None:
+            for reading in readings(raw.decode("utf-8", "replace")):  # a progress bar's frames: each on its own
+                step = self.count.step(reading)
+                if step is not None:
                     out.append((step, time, reading.loss))
         return out
 

@@ -17,7 +17,7 @@ from cockpit.run.records import NUM, RecordError, get
 
 RankState = Literal["running", "stopped", "exited", "not responding", "unknown"]
 Flag = Literal["stopped", "stalled", "straggler", "culprit", "waiting"]  # what the rank table shows of a rank
-StepSource = Literal["metrics", "syncs"]
+StepSource = Literal["metrics", "syncs", "printed"]  # printed: the TUI's, from the log (never in status.json)
 
 # the JSON keys besides host and state, each as the field that holds it ("in": the collective it is inside)
 _OPTIONAL = {"step": "step", "step_source": "step_source", "rate": "rate", "wait": "wait", "in": "collective",
@@ -33,7 +33,7 @@ class RankProgress:
 
     host: str
     state: RankState
-    step: int | None = None  # its last step (metrics), or its completed collectives (syncs)
+    step: int | None = None  # its last step (metrics, printed), or its completed collectives (syncs)
     step_source: StepSource | None = None  # where ``step`` comes from
     rate: float | None = None  # steps per second over the last window
     wait: float | None = None  # the share of its time spent waiting in collectives

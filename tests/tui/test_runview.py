@@ -122,3 +122,33 @@ def test_a_stopped_runs_title_says_no_exit_code():
     assert runview.title_text(status, SRC, "errors", True, 0).startswith("stopped · local · 2 ranks · ")
     status.state = "failed"
     assert runview.title_text(status, SRC, "errors", True, 0).startswith("failed (exit 1) · local · ")
+
+
+async def test_a_following_log_stays_at_its_end_when_the_terminal_shrinks():
+    """Issue 33's new-user pass: a run view followed at 120x36 and made 80x24 kept its top line, and its new
+    lines scrolled no more (the log was not at its end), while the title said ``follow``."""
+    from textual.app import App, ComposeResult
+
+    from cockpit.tui.widgets.rank_log import RankLog
+
+    class Logs(App):
+        def compose(self) -> ComposeResult:
+            yield RankLog()
+
+    app = Logs()
+    async with app.run_test(size=(120, 36)) as pilot:
+        log = app.query_one(RankLog)
+        log.write_lines([f"step {i} loss=0.1" for i in range(200)])
+        await pilot.pause()
+        assert log.is_vertical_scroll_end
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        assert log.is_vertical_scroll_end, (log.scroll_y, log.max_scroll_y)
+        log.write_lines(["step 200 loss=0.1"])
+        await pilot.pause()
+        assert log.is_vertical_scroll_end  # and it follows on
+        log.scroll_home(animate=False, immediate=True)  # someone reading back: a resize leaves them there
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert log.scroll_y == 0

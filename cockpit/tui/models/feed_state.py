@@ -28,8 +28,10 @@ from cockpit.run.store import RunStatus
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_order import SourceClock, in_time_order
 from cockpit.tui.models.log_store import MERGED, LogStore
+from cockpit.tui.models.printed_progress import PrintedProgress, PrintedSteps
 
 SCAN_SLICE = 0.005  # seconds of parsing per batch at most
+_LOSS = re.compile("loss", re.IGNORECASE)  # what a printed progress line holds (cockpit.plot.printed)
 Clocks = Callable[[list[tuple]], dict[tuple, SourceClock]]  # sources -> when their lines were written
 # what str.splitlines() splits on besides "\n" (which a tailed line never holds): textual's Log splits on them
 _BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -51,6 +53,7 @@ class SourceStats:
     lines: int
     last_time: float | None
     dropped: int
+    printed: PrintedProgress | None = None  # a rank's step and rate as its printed lines say (printed_progress)
 
 
 @dataclass
@@ -96,6 +99,7 @@ class FeedState:
         self.finished = False
         self._finished_sent = False
         self._parsers: dict[tuple, LineParser] = {}
+        self.printed = PrintedSteps()  # every line, outside the parse budget: a search per line at most
         self._count: dict[tuple, int] = {}  # lines fed to each source's parser
         self._offset: dict[tuple, int] = {}  # file line index minus parser line index (drops, skips)
         self._window = (0.0, 0.0)  # (start, seconds spent parsing) of the current 1 s budget window
@@ -114,6 +118,8 @@ class FeedState:
         self.store.expect(by_source)
         for source, lines in by_source.items():
             texts[source] = [line.text for line in lines]
+            if _LOSS.search("\n".join(texts[source])):  # most batches of most sources: one search, no loss
+                self.printed.feed(source, [(line.text, line.t_read) for line in lines])
             prefixed[source] = self.store.add(source, texts[source], lines[-1].t_read, merge=False)
             if view == source:
                 self._queue(texts[source])
@@ -214,7 +220,8 @@ class FeedState:
         self._status_new = False
         events, self._events = self._events, []
         sources = self.store.sources
-        stats = {s: SourceStats(sources[s].lines, sources[s].last_time, sources[s].dropped) for s in self._changed}
+        stats = {s: SourceStats(sources[s].lines, sources[s].last_time, sources[s].dropped, self.printed.progress(s))
+                 for s in self._changed}
         self._changed.clear()
         self._stats_new = False
         self._finished_sent = self.finished

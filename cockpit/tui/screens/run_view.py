@@ -37,7 +37,15 @@ from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
 from cockpit.tui.models.rank_groups import RankInfo
-from cockpit.tui.models.rank_table import rank_rate, rank_state, rank_step, short_age, side_rate
+from cockpit.tui.models.rank_table import (
+    SIDE_WIDTH,
+    rank_rate,
+    rank_state,
+    rank_step,
+    short_age,
+    shown_progress,
+    side_rate,
+)
 from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
 from cockpit.tui.models.run_view import APPLY_EVERY
 from cockpit.tui.screens.base import CockpitScreen
@@ -124,6 +132,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.width < runview.NARROW, "-narrow")
+        self._fit_side()
         trials = self.query_one("#trials", DataTable)
         for key, title, width in runview.TRIAL_COLUMNS:
             trials.add_column(title, key=key, width=width)
@@ -139,6 +148,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
     def on_resize(self, event: events.Resize) -> None:
         """Under NARROW columns the side panel goes under the log (app.tcss); the attempts' rows rewrap."""
         self.set_class(event.size.width < runview.NARROW, "-narrow")
+        self._fit_side()
         if self.status is not None:
             self._show_attempts()
 
@@ -240,8 +250,19 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
     def _rebuild_ranks(self) -> None:
         table = self.query_one(RankTable)
         table.rebuild(self.stats)
+        self._fit_side()
         self._update_ranks()
         table.select(self.view)
+
+    def _fit_side(self) -> None:
+        """The rank table's room as wide as its columns, SOURCE fitted to its labels (``node0:agent`` was cut
+        to ``node0:age``): the side panel beside the log, or under NARROW the table beside the sparklines. At
+        the default width, app.tcss's 38 (no inline width)."""
+        need = self.query_one(RankTable).width_needed + 1  # and the panel's border, or the table's scrollbar
+        wider = need if need > SIDE_WIDTH else None
+        narrow = self.has_class("-narrow")
+        self.query_one("#run-side").styles.width = None if narrow else wider
+        self.query_one("#ranks").styles.width = wider if narrow else None
 
     def _update_ranks(self) -> None:
         table = self.query_one(RankGroupTable)
@@ -252,7 +273,8 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
 
         def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
             host, rank = source
-            rec = progress.get(str(rank)) if rank != "agent" else None
+            # its printed steps where the watchdog has no metrics of it (cockpit.tui.models.printed_progress)
+            rec = shown_progress(progress.get(str(rank)), st.printed, host, now) if rank != "agent" else None
             # the log's own last write, once the watchdog saw it
             last = (rec.last_output if rec else None) or st.last_time
             seconds = None if last is None or not live else now - last
@@ -341,6 +363,9 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         series, rate = self._side.series, None
         if series is not None and series.counts:  # the rank table's figure where it counts the same (item 8)
             rec = ((self.status.progress if self.status else {}) or {}).get(str(series.rank))
+            st = next((st for (host, rank), st in self.stats.items() if rank == series.rank), None)
+            if st is not None:  # the table's record of the rank, its printed steps included
+                rec = shown_progress(rec, st.printed, rec.host if rec else "", self.capp.ctx.clock())
             rate = side_rate(series, self._side.origin, rec, bool(self.status and self.status.final), SPARK_CELLS)
         self.query_one(MetricsPlot).show(series, "a sweep: c charts its trials" if self._sweep else None, rate)
 

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer
 
-from cockpit.insight.diagnosis import duration, health
+from cockpit.insight.diagnosis import health
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import JobsListed, RunsListed
 from cockpit.tui.models import runs_table
@@ -115,12 +115,18 @@ class RunsScreen(CockpitScreen):
         current = self._current()
         now = self.capp.ctx.clock()
         self._listed = message
-        table.clear()
-        rows = [(s.run_id, s.state, health(s, message.frozen.get(run_dir)), duration(max(0.0, now - s.created)),
+        rows = [(s.run_id, s.state, health(s, message.frozen.get(run_dir)), runs_table.age(now - s.created),
                  "?" if s.world_size is None else str(s.world_size), s.launcher, ",".join(s.hosts) or "-")
                 for run_dir, s in self.runs]
         width = table.scrollable_content_region.width or self.app.size.width
-        for (run_dir, _), cells in zip(self.runs, runs_table.fit(rows, width), strict=True):
+        fitted = runs_table.fit(rows, width)
+        if tuple(str(c.label) for c in table.columns.values()) != fitted.columns:  # NODES left out, or back
+            table.clear(columns=True)
+            for label in fitted.columns:
+                table.add_column(label, key=label)
+        else:
+            table.clear()
+        for (run_dir, _), cells in zip(self.runs, fitted.rows, strict=True):
             table.add_row(*cells, key=str(run_dir))
         keys = [str(d) for d, _ in self.runs]
         if current in keys:

@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
-from cockpit.tui.models.log_store import MERGED, label
+from cockpit.tui.models.log_store import MERGED
 from cockpit.tui.models.rank_groups import FLAT_UP_TO, GROUPINGS, Group, RankInfo, group_cells, groups, rows
 from cockpit.tui.models.rank_table import COLUMNS, source_order
 from cockpit.tui.widgets.rank_table import ALL, RankTable
@@ -53,6 +53,7 @@ class RankGroupTable(RankTable):
             super().rebuild(sources)
             return
         self._sources = sorted(sources, key=source_order)
+        self.fit_sources(())  # groups: the group's name in SOURCE's default width (group_cells), its ranks cut to it
         self._by_key = {repr(s): s for s in self._sources}
         self._keys = []  # every row again
         self._moved = True
@@ -184,8 +185,8 @@ class RankGroupTable(RankTable):
                 self.add_row("", *blank, key=key)
                 continue
             self._row[item] = i + 1
-            name = label(item)[1:-1]
-            self.add_row(" " + name if len(name) < 9 else name, *blank, key=key)
+            name = self.source_text(item)
+            self.add_row(" " + name if len(name) < self.source_width else name, *blank, key=key)
             self._waiting[item] = self._latest.get(item, tuple(blank))
         self.move_cursor(row=self._keys.index(here) + 1 if here in self._keys else 0, animate=False)
         self._flush()

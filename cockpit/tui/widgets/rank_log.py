@@ -27,6 +27,18 @@ class RankLog(Log):
 
     def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
         super().__init__(max_lines=max_lines, auto_scroll=True, **kwargs)
+        self._at_end = True  # the last scroll left the view at the log's end (a resize keeps it there)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._at_end = new_value >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        """A following log stays at its end: a terminal made smaller (120x36 to 80x24) kept the top line where
+        it was, the last lines went under the panel, and new lines no longer scrolled (no longer at the end),
+        while the title still said ``follow``."""
+        if self.auto_scroll and self._at_end:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
 
     # replaces Log's threaded worker (same caller, same arguments) with an inline measure
     def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]

@@ -1,15 +1,17 @@
 """The run view's rank table: an "all ranks" row, then a row per source (rank or torchrun agent) in rank
 order; the cells come from cockpit.tui.models.rank_table. Columns have fixed widths: rows arrive one source at a
-time, and the side panel must not jump (nor snapshots vary)."""
+time, and the side panel must not jump (nor snapshots vary). SOURCE's is fitted to the sources' labels at each
+rebuild (fit_sources), and the run view makes its panel that wide."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from cockpit.tui.models.log_store import MERGED, label
-from cockpit.tui.models.rank_table import COLUMNS, source_order
+from cockpit.tui.models.rank_table import COLUMNS, source_label, source_order, source_width, table_width
 
 ALL = "all"  # the key of the "all ranks" row (the merged view)
 # sources above which only the rows on screen get their cells at once, the others when scrolled to: 4,096 rows'
@@ -23,12 +25,31 @@ class RankTable(DataTable):
         self._cells: dict[tuple, tuple] = {}  # the cells shown in each source's row
         self._row: dict[tuple, int] = {}  # each source's row (0: "all ranks")
         self._waiting: dict[tuple, tuple] = {}  # cells of rows off screen, put in when scrolled to (LAZY_FROM)
+        self.source_width = COLUMNS[0][2]  # SOURCE's, fitted to the sources' labels (fit_sources)
         super().__init__(cursor_type="row", show_header=True, **kwargs)
 
     def on_mount(self) -> None:
         for key, title, width in COLUMNS:
             self.add_column(title, key=key, width=width)
         self._add_all_row()
+
+    @property
+    def width_needed(self) -> int:
+        """The cells the table's columns take: the side panel is made that wide (and its border)."""
+        return table_width(self.source_width)
+
+    def fit_sources(self, sources: Iterable[tuple]) -> None:
+        """SOURCE as wide as the longest label of ``sources`` needs (at most SOURCE_MAX); call before adding
+        their rows. The screen widens the panel to ``width_needed``."""
+        self.source_width = source_width(label(s)[1:-1] for s in sources)
+        column = self.columns.get(ColumnKey(COLUMNS[0][0]))
+        if column is not None and column.width != self.source_width:
+            column.width = self.source_width
+            self._require_update_dimensions = True
+
+    def source_text(self, source: tuple) -> str:
+        """The SOURCE cell of ``source``'s row."""
+        return source_label(label(source)[1:-1], self.source_width)
 
     def _add_all_row(self) -> None:
         self.add_row("all ranks", *[""] * (len(COLUMNS) - 1), key=ALL)
@@ -40,9 +61,10 @@ class RankTable(DataTable):
         self._waiting.clear()
         self._add_all_row()
         self._sources = sorted(sources, key=source_order)
+        self.fit_sources(self._sources)
         self._row = {source: i + 1 for i, source in enumerate(self._sources)}
         for source in self._sources:
-            self.add_row(label(source)[1:-1], *[""] * (len(COLUMNS) - 1), key=repr(source))
+            self.add_row(self.source_text(source), *[""] * (len(COLUMNS) - 1), key=repr(source))
 
     def show(self, source: tuple, cells: tuple) -> None:
         """Put ``cells`` in ``source``'s row, if they changed: every update_cell invalidates the whole
