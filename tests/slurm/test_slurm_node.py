@@ -204,22 +204,26 @@ def test_a_requeue_whose_failed_state_holds_with_the_count_already_raised_is_not
     fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
     [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
     assert node.poll() is None
-    _batch_log(run_dir, REQUEUE_LINE)
-    fake.lines["21"] = "21|FAILED|NonZeroExitCode|256|1|n1|"
-    for _ in range(4):  # 4 x 20 s: well past REQUEUE_SETTLE, within REQUEUE_ASKED_SETTLE
+    assert REQUEUE_SETTLE < 80.0 < REQUEUE_ASKED_SETTLE
+    for restart in (1, 2):  # a second requeue of the same job passes the same way
+        _batch_log(run_dir, REQUEUE_LINE)
+        fake.lines["21"] = f"21|COMPLETING|None|0|{restart - 1}|n1|"  # the attempt ending: not back in the queue
+        assert node.poll() is None
+        now[0] += 1.0
+        fake.lines["21"] = f"21|FAILED|NonZeroExitCode|256|{restart}|n1|"
+        for _ in range(4):  # 4 x 20 s: well past REQUEUE_SETTLE, within REQUEUE_ASKED_SETTLE
+            assert node.poll() is None, restart
+            now[0] += 20.0
+        assert node.describe().state != "failed"
+        fake.lines["21"] = f"21|PENDING|BeginTime|0|{restart}||"
+        assert node.poll() is None and read_status(run_dir).state == "starting"
+        now[0] += 20.0
+        _batch_log(run_dir, f"cockpit: start restart={restart} job=21 nodes=n1 time={1795000130 + restart}")
+        fake.lines["21"] = f"21|RUNNING|None|0|{restart}|n1|"
         assert node.poll() is None
         now[0] += 20.0
-    assert REQUEUE_SETTLE < 80.0 < REQUEUE_ASKED_SETTLE
-    assert read_status(run_dir).state != "failed"
-    fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
-    assert node.poll() is None and read_status(run_dir).state == "starting"
-    now[0] += 20.0
-    _batch_log(run_dir, "cockpit: start restart=1 job=21 nodes=n1 time=1795000130")
-    fake.lines["21"] = "21|RUNNING|None|0|1|n1|"
-    assert node.poll() is None
-    now[0] += 20.0
-    fake.lines["21"] = "21|COMPLETED|None|0|1|n1|"  # no #SBATCH --requeue, no requeue since the start: the end
-    assert node.poll() == 0 and read_status(run_dir).nodes[0].slurm.restarts == 1
+    fake.lines["21"] = "21|COMPLETED|None|0|2|n1|"  # no #SBATCH --requeue, no requeue since the start: the end
+    assert node.poll() == 0 and read_status(run_dir).nodes[0].slurm.restarts == 2
 
 
 def test_a_requeued_job_cancelled_while_queued_again_ends_after_the_short_settle(tmp_path):

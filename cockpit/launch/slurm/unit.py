@@ -14,7 +14,9 @@ in ``note``, the job's view in ``nodes``. For a sweep it also keeps each trial's
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -71,8 +73,10 @@ class SlurmJobUnit:
         self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
                                                                                      errors="replace")
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
-        # the job was seen queued or running again since Slurm said it is requeueing it (see _settled)
-        self.back_since_requeue = False
+        # the job was seen queued again after Slurm said it is requeueing it: the restart count of the start the
+        # requeue ended (see _requeue_passing)
+        self.back_after: int | None = None
+        self.traced: tuple[str, str | None, int | None] | None = None  # the last (state, reason, restarts) logged
         # the run's attempt this job's submission started (its requeues are the next ones: the batch script's count)
         self.base_attempt = max(len(book.status.attempts) - 1, 0)
         self.preflight_failed = False  # the job ended in the preflight, before training: note says why
@@ -138,16 +142,28 @@ class SlurmJobUnit:
                 self._lost()
         elif view is not None:
             self.misses = 0
+            self._trace(view)
             if view.final and self._may_requeue(view) and not self._settled(view):
                 return
             if not view.final:
                 self.final_seen = None
-                self.back_since_requeue = self.attempts.requeue_asked
+                if view.state == "starting" and self.attempts.requeue_asked:  # COMPLETING: the old attempt ending
+                    self.back_after = self.attempts.last_restart
             if view != self.view:
                 self.view = view
                 if view.final:
                     self._ended(view)
                 self.book.changed()
+
+    def _trace(self, view: JobView) -> None:
+        """supervisor.log's line for each change of what Slurm says of the job (state, reason, restarts): what the
+        requeue settling decided on, read back when a run ended otherwise than expected."""
+        seen = (view.slurm_state, view.reason, view.restarts)
+        if seen != self.traced:
+            self.traced = seen
+            waiting = " (requeue asked)" if self.attempts.requeue_asked else ""
+            _stderr(f"cockpit: Slurm job {self.job_id}: {view.slurm_state}, reason {view.reason}, "
+                    f"restarts {view.restarts}{waiting}")
 
     def _may_requeue(self, view: JobView) -> bool:
         """Whether an end state may be a requeue passing through: the job asks for requeues (#SBATCH --requeue),
@@ -170,14 +186,16 @@ class SlurmJobUnit:
     def _requeue_passing(self, view: JobView, restarts: int) -> bool:
         """Whether an end state seen after Slurm said it is requeueing the job (and before the job's next start
         line) is that requeue passing through rather than the job's end. It is while the restart count is still
-        the attempt's; and also once the count went up, while the job was not seen back in the queue and the end
-        is no cancel: slurmctld raises the count when the requeue begins, and the killed batch shell's FAILED
-        (NonZeroExitCode) holds until the attempt's processes are cleaned up (seen on the test cluster, under
-        load: FAILED with restarts=1 for over 5 s, then PENDING). A CANCELLED after the job was queued again
-        (an outside scancel of the pending job), or one cockpit asked for, is the end."""
+        the attempt's; and also once the count went up, while the job was not seen back in the queue (PENDING;
+        COMPLETING is the old attempt still ending) and the end is no cancel: slurmctld raises the count when
+        the requeue begins, and the killed batch shell's FAILED (NonZeroExitCode) holds until the attempt's
+        processes are cleaned up (seen on the test cluster, under load: FAILED with restarts=1 for over 5 s,
+        then PENDING). A CANCELLED after the job was queued again (an outside scancel of the pending job), or
+        one cockpit asked for, is the end."""
         if restarts <= self.attempts.last_restart:
             return True
-        return not self.back_since_requeue and view.slurm_state != "CANCELLED" and not self.book.cancel_wanted
+        back = self.back_after == self.attempts.last_restart
+        return not back and view.slurm_state != "CANCELLED" and not self.book.cancel_wanted
 
     def _ended(self, view: JobView) -> None:
         row = lookup(view.slurm_state)
@@ -334,6 +352,12 @@ def make_slurm_nodes(status: RunStatus, run_dir: Path, runner: RunCommand = run_
         raise SystemExit(f"cockpit supervisor: {run_dir} was never submitted (no Slurm job id in status.json)")
     book = SlurmBook(status, run_dir, runner, **tracker_args)
     return [book.add(SlurmJobUnit(entry, book)) for entry in status.nodes]
+
+
+def _stderr(text: str) -> None:
+    """To supervisor.log (the supervisor's stderr)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
 
 
 def _attempt_end(run_dir: Path, attempt: int) -> float | None:
