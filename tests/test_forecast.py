@@ -62,6 +62,11 @@ def test_unknown_is_a_value_and_says_what_is_missing(kwargs, why):
     assert f.gpu_text() == "CPU-only" and f.gpu_hours == 0.0
 
 
+def test_a_run_without_total_steps_says_how_to_get_an_eta_within_80_columns():
+    line = forecast(points=steady(10, 1.0), total_steps=None, now=1010.0, elapsed=10.0, gpus=0).line()
+    assert line.index("set total_steps:") < 60 and line.startswith("forecast: step 10/? (no eta"), line
+
+
 def test_a_limited_run_without_a_start_time_is_unknown_not_a_traceback():
     f = forecast(points=steady(10, 1.0), total_steps=20, now=1010.0, elapsed=None, gpus=0, time_limit=60.0,
                  limited=True)

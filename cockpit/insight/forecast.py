@@ -72,6 +72,8 @@ class Forecast:
                 return f"progress: no step metrics (see Will it finish? for a script's own); {self.gpu_text()}"
             return f"progress: ended at {steps}{rate}; {self.gpu_text()}"
         eta = f", {hms(self.remaining_s)} to go" if self.remaining_s is not None else ""
+        if self.total_steps is None and self.steps_done is not None:  # the hint first: this line is cut at 80
+            return f"forecast: {steps} (no eta: set total_steps: in the job){rate}; {self.gpu_text()}"
         return f"forecast: {steps}{rate}{eta}; fits: {self.fits} ({self.why}); {self.gpu_text()}"
 
     def to_dict(self) -> dict[str, object]:
@@ -146,7 +148,7 @@ def forecast(*, points: Iterable[tuple[float, int]], total_steps: int | None, no
     if done is None:
         return replace(base, why="no step metrics yet")
     if total_steps is None:
-        return replace(base, why="total steps unknown (hint: total_steps: in the job, or cockpit.train)")
+        return replace(base, why="total steps unknown: set total_steps: in the job, or use cockpit.train")
     if sps is None:
         return replace(base, why="one step measured so far")
     remaining = max(0, total_steps - done) * sps
