@@ -188,3 +188,20 @@ def test_the_parser_keyed_by_same_key_gives_the_events_of_one_without(folder: st
     plain = parse_blocks([data]), parse_lines(_physical(data))
     assert keyed == plain
     assert sum(1 for e in plain[0] if e.kind.startswith("nccl_init")) > 10
+
+
+@needs_scanner
+def test_a_block_like_the_last_but_for_its_transport_is_read_as_its_own():
+    """Two blocks of one process whose lines differ only in a channel's transport (same lengths, tids of the same
+    width): the second is not taken for the first (``_comm_last``); the events are the line path's."""
+    lines = []
+    for tid, via in ((113, b"P2P/IPC/read"), (114, b"P2P/CUMEM/rd")):
+        prefix = b"gpu000:31000:%d [1] NCCL INFO " % tid
+        head = _HEAD.format(tid, tid).encode()
+        lines += [prefix + head + b" - Init START", prefix + b"Setting affinity for GPU 1 to ffff,ffffffff",
+                  prefix + b"Channel 00/0 : 1[1] -> 2[2] via " + via, prefix + b"Connected all rings",
+                  prefix + head + b" - Init COMPLETE"]
+    data = b"\n".join(lines) + b"\n"
+    events = parse_blocks([data])
+    assert events == parse_lines(_physical_bytes(data))
+    assert [e.transport for e in events if e.kind == "nccl_channel"] == ["P2P/IPC/read", "P2P/CUMEM/rd"]

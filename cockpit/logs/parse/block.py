@@ -61,6 +61,7 @@ class Records(Protocol):
     def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]: ...
 
     _comms: dict[tuple[bytes, bytes], Template | None]
+    _comm_last: dict[bytes, tuple[bytes, bytes, Template | None]]
 
     def flush(self) -> list[Event]: ...
 

@@ -98,6 +98,7 @@ class LineParser:
         self._rest: list[bytes] | None = None  # lines held back, read before the next block's
         self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
         self._comms: dict[tuple[bytes, bytes], Template | None] = {}  # NCCL init blocks read (``comm``)
+        self._comm_last: dict[bytes, tuple[bytes, bytes, Template | None]] = {}  # the last one per process
         # record text (an NCCL INFO line's ``comm.same_key``) -> classify's hits (not changed by callers)
         self._classified: dict[str | tuple[str, ...], list[Hit]] = {}
         self._placed: dict[tuple[str, ...], tuple[Origin, float | None, int | None]] = {}  # same_key -> _place
