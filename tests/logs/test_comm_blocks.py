@@ -12,8 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.logs.parse import comm
+from cockpit.logs.parse import parser as parser_module
 from cockpit.logs.parse import scan as parse_scan
 from cockpit.logs.parse.parser import LineParser, parse_blocks, parse_lines
+from cockpit.logs.parse.prefix import origin, text_rank, timestamp
+from cockpit.logs.parse.rules import classify
 
 needs_scanner = pytest.mark.skipif(parse_scan.scanner() is None, reason="the walk from mark to mark needs hyperscan")
 
@@ -79,8 +82,8 @@ def test_the_corpus_again_with_other_thread_ids_gives_the_events_of_the_line_pat
 
 @needs_scanner
 def test_a_rank_logs_init_blocks_are_read_as_units(monkeypatch: pytest.MonkeyPatch):
-    """A generated rank log's init blocks after its first are each read as one unit (their lines not fed to
-    the parser one by one), and its events are the line path's."""
+    """A generated rank log's init blocks are each read as one unit, Init COMPLETE line included (their lines not
+    fed to the parser one by one), and its events are the line path's."""
     lines = rank_log(7, 16, 20_000)  # rank 7 of 16: send and receive lines over IB, a new tid per communicator
     starts = sum(1 for line in lines if line.endswith("Init START"))
     units: list[int] = []
@@ -106,7 +109,7 @@ def test_a_rank_logs_init_blocks_are_read_as_units(monkeypatch: pytest.MonkeyPat
     assert events == parse_lines(lines)
     assert starts > 10 and len(units) == starts and all(units)
     assert not any("Connected all" in text for text in fed)  # the lines inside each unit were not fed
-    assert sum(1 for text in fed if "Init COMPLETE" in text) == starts  # the last lines were
+    assert not any("Init COMPLETE" in text for text in fed)  # nor the last lines: read with it (comm._complete)
 
 
 @needs_scanner
@@ -125,3 +128,80 @@ def test_undecodable_bytes_inside_a_block_do_not_move_its_lines():
 
 def _physical_bytes(data: bytes) -> list[str]:
     return _physical(data.decode("utf-8", "replace").encode())
+
+
+FIXTURES = CORPUS.parent
+_HEX = re.compile(r"((?:comm|commId) 0x)[0-9a-f]+")
+
+
+def _nccl_info_lines() -> list[str]:
+    """Every NCCL INFO line of the three corpus folders and of a generated rank log, each once."""
+    lines = [line for folder in ("nccl", "nccl2", "nccl3") for path in sorted((FIXTURES / folder).glob("*.log"))
+             for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    return list(dict.fromkeys(line for line in [*lines, *rank_log(7, 16, 3_000)] if " NCCL INFO " in line))
+
+
+def _placed(text: str) -> tuple[object, ...]:
+    return classify(text), origin(text), timestamp(text), text_rank(text)
+
+
+def test_lines_with_one_same_key_classify_and_place_alike():
+    """``comm.same_key`` leaves out the tid, and an Init line's communicator address and id: every NCCL INFO line
+    of the corpus, with other values there, has the same key and the same hits, origin, timestamp and rank."""
+    lines = _nccl_info_lines()
+    keyed = [line for line in lines if comm.same_key(line) is not None]
+    inits = [line for line in keyed if len(comm.same_key(line)) > 2]  # type: ignore[arg-type]
+    assert len(keyed) > 200 and len(inits) > 20
+    for line in keyed:
+        m = _NCCL.match(line)
+        assert m is not None
+        for tid in ("1", "37", "31224", "4000000"):
+            other = f"{m[1]}{tid}{m[3]}{line[m.end():]}"
+            for value in (("0", "ffffffffffffffff", "a", "55d5deadc8a0") if line in inits else ("",)):
+                if value:
+                    other = _HEX.sub(lambda h, v=value: h[1] + v, other)
+                assert comm.same_key(other) == comm.same_key(line), other
+                assert _placed(other) == _placed(line), other
+
+
+def test_a_prefix_whose_tid_could_end_a_timestamp_has_no_key():
+    """``2024-05-07T12:34:56 [0] NCCL INFO`` reads as host ``2024-05-07T12``, pid 34, tid 56: the tid is the
+    seconds of a timestamp there, so the line is not keyed without it."""
+    line = "2024-05-07T12:34:56 [0] NCCL INFO Using network IB"
+    assert comm._SAME.match(line) is not None and comm.same_key(line) is None
+    assert timestamp(line) != timestamp(line.replace(":56 ", ":57 "))
+    assert comm.same_key("gpu0:31000:56 [0] NCCL INFO Using network IB") is not None
+
+
+@needs_scanner
+@pytest.mark.parametrize("folder", ["nccl", "nccl2", "nccl3"])
+def test_the_parser_keyed_by_same_key_gives_the_events_of_one_without(folder: str, monkeypatch: pytest.MonkeyPatch):
+    """A folder's logs, then again with other tids and communicator addresses (read by what the first copy
+    kept per ``same_key``): the events of a parser that keys nothing, on both paths."""
+    text = "".join(p.read_text(encoding="utf-8", errors="replace").rstrip("\n") + "\n"
+                   for p in sorted((FIXTURES / folder).glob("*.log")))
+    again = _HEX.sub(lambda h: h[1] + "beef", _NCCL.sub(lambda m: f"{m[1]}{int(m[2]) + 7}{m[3]}", text))
+    data = (text + again + "\n".join(rank_log(3, 8, 2_000)) + "\n").encode()
+    keyed = parse_blocks([data]), parse_lines(_physical(data))
+    monkeypatch.setattr(comm, "same_key", lambda _text: None)
+    monkeypatch.setattr(parser_module, "same_key", lambda _text: None)
+    plain = parse_blocks([data]), parse_lines(_physical(data))
+    assert keyed == plain
+    assert sum(1 for e in plain[0] if e.kind.startswith("nccl_init")) > 10
+
+
+@needs_scanner
+def test_a_block_like_the_last_but_for_its_transport_is_read_as_its_own():
+    """Two blocks of one process whose lines differ only in a channel's transport (same lengths, tids of the same
+    width): the second is not taken for the first (``_comm_last``); the events are the line path's."""
+    lines = []
+    for tid, via in ((113, b"P2P/IPC/read"), (114, b"P2P/CUMEM/rd")):
+        prefix = b"gpu000:31000:%d [1] NCCL INFO " % tid
+        head = _HEAD.format(tid, tid).encode()
+        lines += [prefix + head + b" - Init START", prefix + b"Setting affinity for GPU 1 to ffff,ffffffff",
+                  prefix + b"Channel 00/0 : 1[1] -> 2[2] via " + via, prefix + b"Connected all rings",
+                  prefix + head + b" - Init COMPLETE"]
+    data = b"\n".join(lines) + b"\n"
+    events = parse_blocks([data])
+    assert events == parse_lines(_physical_bytes(data))
+    assert [e.transport for e in events if e.kind == "nccl_channel"] == ["P2P/IPC/read", "P2P/CUMEM/rd"]

@@ -28,6 +28,7 @@ KEEP_FIRST = MAX_EVIDENCE
 lines, so the evidence of a folded file is the one of the whole file."""
 
 _DIGITS = str.maketrans("123456789", "000000000")
+_DIGIT_BYTES = bytes.maketrans(b"123456789", b"000000000")
 _OTHER_FIELDS = attrgetter(*(f.name for f in fields(Event) if f.name not in ("line", "text", "ts")))
 
 Key = tuple[object, ...]
@@ -39,13 +40,21 @@ def key_of(event: Event, templates: dict[str, str] | None = None) -> Key:
     its digits as ``0``, a cache the caller keeps (``str.translate`` costs more than the rest)."""
     text = event.text
     if templates is None:
-        return (text.translate(_DIGITS), *_OTHER_FIELDS(event))
+        return (_zeroed(text), *_OTHER_FIELDS(event))
     template = templates.get(text)
     if template is None:
         if len(templates) >= _TEMPLATES_MAX:
             templates.clear()
-        template = templates[text] = text.translate(_DIGITS)
+        template = templates[text] = _zeroed(text)
     return (template, *_OTHER_FIELDS(event))
+
+
+def _zeroed(text: str) -> str:
+    """``text`` with its digits as ``0``: for ASCII text through bytes, whose ``translate`` is a table lookup
+    in C (~10x ``str.translate``'s, which looks each character up in a dict: most of a fold's time)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_DIGIT_BYTES).decode("ascii")
+    return text.translate(_DIGITS)
 
 
 _TEMPLATES_MAX = 4096
@@ -100,7 +109,11 @@ class _Kept:
         return [*self.first, *((at, moved(e, shift)) for at, e, shift in self._lazy())]
 
     def kept_count(self) -> int:
-        return len(self.first) + len(self._lazy())
+        """``len(self.kept())``, without making it."""
+        earliest, last = self.earliest, self.last
+        if last is None:
+            return len(self.first) + (earliest is not None)
+        return len(self.first) + (1 if earliest is None or earliest[0] == last[0] else 2)
 
 
 _NEVER = float("inf")

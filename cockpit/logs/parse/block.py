@@ -61,11 +61,12 @@ class Records(Protocol):
     def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]: ...
 
     _comms: dict[tuple[bytes, bytes], Template | None]
+    _comm_last: dict[bytes, tuple[bytes, bytes, Template | None]]
 
     def flush(self) -> list[Event]: ...
 
     def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
-              channel: tuple[str, str] | None) -> list[Event]: ...
+              channel: tuple[str, str] | None, same: tuple[str, ...] | None = None) -> list[Event]: ...
 
 
 Resume = Callable[[int, list[int], int], "int | None"]
@@ -202,12 +203,12 @@ def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | Non
         pos = end + 1
         if not special and "Init START" in text and (
                 unit := replay(parser, block, pos, text, first + index, host, rank, parser._gate.of_text)) is not None:
-            found, pos, lines = unit  # the lines up to Init COMPLETE, read as one (``comm``)
+            found, pos, lines, complete = unit  # the lines up to Init COMPLETE, read as one (``comm``)
             if found:
                 out += found
             index += lines
             k = bisect_right(marks, (pos - 1) << MARK_SHIFT | 7, k)
-            after = block.find(b"\n", pos)
+            after = -1 if complete else block.find(b"\n", pos)
             continue
         if not special and " via " in text and (run := channel_run(parser, block, pos, text)) is not None:
             pos, lines, last = run  # lines that give nothing: hold the last, as feeding them all would

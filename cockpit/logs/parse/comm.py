@@ -53,11 +53,12 @@ _COMPLETE = b"Init COMPLETE"
 
 class Template:
     """A block's lines without their prefix: the ones with hits, (index, offset in the cut lines, hits,
-    whether `` via `` is in it), how many lines, and whether the last holds a trigger word."""
+    whether `` via `` is in it, its ``same_key``), how many lines, and whether the last holds a trigger word."""
 
     __slots__ = ("hit_lines", "last_trigger", "lines")
 
-    def __init__(self, hit_lines: list[tuple[int, int, list[Hit], bool]], lines: int, last_trigger: bool):
+    def __init__(self, hit_lines: list[tuple[int, int, list[Hit], bool, tuple[str, ...] | None]], lines: int,
+                 last_trigger: bool):
         self.hit_lines = hit_lines
         self.lines = lines
         self.last_trigger = last_trigger
@@ -73,6 +74,10 @@ class Parser(Protocol):
     _seen: set[tuple[object, ...]]
     _fresh: list[Event | None] | None
     _comms: dict[tuple[bytes, bytes], Template | None]
+    _comm_last: dict[bytes, tuple[bytes, bytes, Template | None]]
+    """Per prefix less its tid, the last block read: (newline and prefix, its lines each after that, its
+    template). A block whose lines, that prefix put for its own, are that block's has its template: one
+    replace of equal length (about half the cost of cutting the prefixes off, which ``_comms`` needs)."""
     _lineno: int
 
     def flush(self) -> list[Event]: ...
@@ -80,16 +85,59 @@ class Parser(Protocol):
     def _hold(self, text: str, host: str | None, rank: int | None, trigger: bool) -> None: ...
 
     def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
-              channel: tuple[str, str] | None) -> list[Event]: ...
+              channel: tuple[str, str] | None, same: tuple[str, ...] | None = None) -> list[Event]: ...
+
+
+Unit = tuple[list[Event], int, int, bool]
+"""``replay``'s answer: the events, the offset it read to, the lines it stepped over, whether it read the Init
+COMPLETE line too."""
+
+_SAME = re.compile(r"[\w.\-]+:(\d+):(\d+) \[\d+\] NCCL INFO ")
+_INIT_REST = re.compile(r"(?:\w+ )?comm 0x([0-9a-f]+) rank \d+ nranks \d+ cudaDev \d+(?: nvmlDev \d+)?"
+                        r"(?: busId [0-9a-f]+)?(?: commId 0x([0-9a-f]+))? - Init (?:START|COMPLETE)")
+
+
+def same_key(text: str) -> tuple[str, ...] | None:
+    """``text`` less what no rule, prefix or timestamp reads of an NCCL INFO line, as the pieces around it
+    (None: not such a line): the thread id of its ``host:pid:tid [dev] NCCL INFO`` prefix (two pieces), and on
+    an Init line in NCCL's own words (``[ncclCommInitRank] comm 0xADDR rank R nranks N cudaDev D [nvmlDev D]
+    [busId B] [commId 0xID] - Init START|COMPLETE``, nothing else on it) the communicator's address and id
+    (three or four). Two lines with one key give the same ``rules.classify`` hits, ``prefix.origin``,
+    ``prefix.timestamp`` and ``prefix.text_rank``: the parser keeps those per key (``LineParser._classified``,
+    ``LineParser._placed``), so a job's hundreds of communicators per rank classify and place their Init lines
+    once.
+
+    Why: the tid is the module docstring's case; the address and id are lowercase hex between fixed words on a
+    line with no ``:`` after the prefix (no timestamp can start there), no ``Rank``, and no trigger word made of
+    hex digits (``tests/logs/test_comm_blocks.py`` checks the corpus's Init lines with other values). Not where
+    the prefix itself could hold a timestamp the tid ends (``...T12:34:56``: a pid of two digits after a host
+    ending in a digit)."""
+    m = _SAME.match(text)
+    if m is None:
+        return None
+    pid, tid = m.span(1), m.span(2)
+    if pid[1] - pid[0] < 3 and text[pid[0] - 2].isdigit():
+        return None
+    if text.endswith(("Init START", "Init COMPLETE")):
+        init = _INIT_REST.fullmatch(text, m.end())
+        if init is not None:
+            address, ident = init.span(1), init.span(2)
+            if ident[0] < 0:
+                return text[:tid[0]], text[tid[1]:address[0]], text[address[1]:]
+            return text[:tid[0]], text[tid[1]:address[0]], text[address[1]:ident[0]], text[ident[1]:]
+    return text[:tid[0]], text[tid[1]:]
 
 
 def replay(parser: Parser, block: bytes, pos: int, start_line: str, lineno: int, host: str | None,
-           rank: int | None, has_word: Callable[[str], int]) -> tuple[list[Event], int, int] | None:
+           rank: int | None, has_word: Callable[[str], int]) -> Unit | None:
     """After the ``Init START`` line ``start_line`` (line ``lineno``, just fed; the next line at ``block[pos]``):
     the events of the lines up to the next ``Init COMPLETE`` line, where they are one unit, as feeding them
     would give them (and the parser left as it would be), with the offset of the ``Init COMPLETE`` line and the
     lines stepped over; None where the block is not one (then nothing changed). ``has_word``: the gate's test
-    of a line's template, for the last line (whether it is held with a trigger word)."""
+    of a line's template, for the last line (whether it is held with a trigger word).
+
+    Where the unit's last line holds no trigger word, the Init COMPLETE line is read too, as the block walk
+    would (``_complete``): the offset is then the line after it, and it is one of the lines stepped over."""
     if (parser._table.record is not None or parser._trace.prefix is not None or parser._fresh is not None
             or parser._held_more is not None or (parser._held is not None and parser._held is not start_line)):
         return None
@@ -107,19 +155,32 @@ def replay(parser: Parser, block: bytes, pos: int, start_line: str, lineno: int,
     cut = b"\n" + prefix
     if lines > MAX_LINES or block.count(cut, pos - 1, stop) != lines or not block.startswith(prefix, stop):
         return None
-    body = block[pos - 1:stop - 1].replace(cut, b"\n")  # each line after its own newline, prefix cut off
-    key = ((m.group(1) + m.group(3)).encode(), body)
-    comms = parser._comms
-    if key in comms:
-        template = comms[key]
+    raw = block[pos - 1:stop - 1]
+    head = (m.group(1) + m.group(3)).encode()
+    last = parser._comm_last.get(head)
+    if (last is not None and len(last[1]) == len(raw) and len(last[0]) == len(cut)
+            and raw.replace(cut, last[0]) == last[1]):
+        template = last[2]  # the block before of this process, but for its tid (see ``Parser._comm_last``)
     else:
-        template = _template(body, prefix.decode(), has_word)
-        if len(comms) >= TEMPLATES:
-            comms.clear()
-        comms[key] = template
+        body = raw.replace(cut, b"\n")  # each line after its own newline, prefix cut off
+        key = (head, body)
+        comms = parser._comms
+        if key in comms:
+            template = comms[key]
+        else:
+            template = _template(body, prefix.decode(), has_word)
+            if len(comms) >= TEMPLATES:
+                comms.clear()
+            comms[key] = template
+        if len(parser._comm_last) >= TEMPLATES:
+            parser._comm_last.clear()
+        parser._comm_last[head] = (cut, raw, template)
     if template is None:
         return None
-    return _events(parser, template, block, pos, stop, prefix, lineno, host, rank), stop, lines
+    found = _events(parser, template, block, pos, stop, prefix, lineno, host, rank)
+    if not template.last_trigger and (end := _complete(parser, block, stop, lineno + lines + 1, host, rank)) > 0:
+        return found, end, lines + 1, True
+    return found, stop, lines, False
 
 
 def _template(body: bytes, prefix: str, has_word: Callable[[str], int]) -> Template | None:
@@ -142,7 +203,7 @@ def _template(body: bytes, prefix: str, has_word: Callable[[str], int]) -> Templ
             via = " via " in text
             # a channel line whose key an earlier one of the block has gives nothing: reported by then
             if not via or (key := channel_key(text)) is None or key not in channels:
-                hit_lines.append((i, offset, hits, via))
+                hit_lines.append((i, offset, hits, via, same_key(text)))
                 if via:
                     channels.add(channel_key(text))
         offset += len(raw[i]) + 1  # in bytes: an undecodable byte is one byte, not U+FFFD's three
@@ -155,7 +216,7 @@ def _events(parser: Parser, template: Template, block: bytes, pos: int, stop: in
     """The events of a block's lines by ``template``, the parser left as after its last line."""
     out = parser.flush() if parser._held is not None else []  # the Init START line (no line joins it)
     seen, width = parser._seen, len(prefix)
-    for i, offset, hits, via in template.hit_lines:
+    for i, offset, hits, via, same in template.hit_lines:
         at = pos + offset + i * width
         text = block[at:block.find(b"\n", at)].decode("utf-8", "replace")
         channel = None
@@ -163,7 +224,7 @@ def _events(parser: Parser, template: Template, block: bytes, pos: int, stop: in
             channel = channel_key(text)
             if channel in seen:
                 continue
-        found = parser._emit(lineno + 1 + i, text, host, rank, hits, channel)
+        found = parser._emit(lineno + 1 + i, text, host, rank, hits, channel, same)
         if found:
             out += found
     text = block[block.rfind(b"\n", pos - 1, stop - 1) + 1:stop - 1].decode("utf-8", "replace")
@@ -173,3 +234,25 @@ def _events(parser: Parser, template: Template, block: bytes, pos: int, stop: in
     else:
         parser._held = None
     return out
+
+
+def _complete(parser: Parser, block: bytes, start: int, lineno: int, host: str | None, rank: int | None) -> int:
+    """The Init COMPLETE line at ``block[start]`` (line ``lineno``), after a unit whose last line holds no
+    trigger word, read as the block walk would read it: it joins nothing (the line before starts with the
+    same prefix, ``LineParser._joins``), what was held gives nothing when flushed (no trigger word, nothing
+    open), so the line is held with its trigger word (``Init ``). The offset after it; 0 (nothing changed)
+    where it is not that simple: the block's last line (no newline), a line shorter than ``WRAP_MIN`` (it
+    would give its events at once), \r or ESC in it, or words the walk tests after a marked line (`` via ``,
+    ``Init START``)."""
+    end = block.find(b"\n", start)
+    if end < 0:
+        return 0
+    raw = block[start:end]
+    if b"\r" in raw or b"\x1b" in raw or b" via " in raw or b"Init START" in raw:
+        return 0
+    text = raw.decode("utf-8", "replace")
+    if len(text) < WRAP_MIN:
+        return 0
+    parser._lineno = lineno
+    parser._hold(text, host, rank, True)
+    return end + 1

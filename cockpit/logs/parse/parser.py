@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
-from cockpit.logs.parse.comm import Template
+from cockpit.logs.parse.comm import Template, same_key
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, has_word
 from cockpit.logs.parse.kinds import (
@@ -98,7 +98,10 @@ class LineParser:
         self._rest: list[bytes] | None = None  # lines held back, read before the next block's
         self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
         self._comms: dict[tuple[bytes, bytes], Template | None] = {}  # NCCL init blocks read (``comm``)
-        self._classified: dict[str, list[Hit]] = {}  # record text -> classify's hits (not changed by callers)
+        self._comm_last: dict[bytes, tuple[bytes, bytes, Template | None]] = {}  # the last one per process
+        # record text (an NCCL INFO line's ``comm.same_key``) -> classify's hits (not changed by callers)
+        self._classified: dict[str | tuple[str, ...], list[Hit]] = {}
+        self._placed: dict[tuple[str, ...], tuple[Origin, float | None, int | None]] = {}  # same_key -> _place
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -251,23 +254,25 @@ class LineParser:
             channel_key = channel_key_of(text)
             if channel_key in self._seen:
                 return []
-        hits = self._classified.get(text)
+        same = same_key(text) if " NCCL INFO " in text else None
+        hits = self._classified.get(same or text)
         if hits is None:
             hits = classify(text)
             if len(text) <= CLASSIFIED_LONGEST:
                 if len(self._classified) >= CLASSIFIED_MAX:
                     self._classified.clear()
-                self._classified[text] = hits
+                self._classified[same or text] = hits
         if (self._trace.prefix is not None or "Traceback (" in text) and self._trace.read(lineno, text) and not hits:
             hits = [(PYTHON_EXCEPTION, {})]  # the traceback's last line, whatever its type is called
         if not hits:
             return []
-        return self._emit(lineno, text, host, rank, hits, channel_key)
+        return self._emit(lineno, text, host, rank, hits, channel_key, same)
 
     def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
-              channel_key: tuple[str, str] | None) -> list[Event]:
+              channel_key: tuple[str, str] | None, same: tuple[str, ...] | None = None) -> list[Event]:
         """The events of a record's ``hits`` (``classify``'s, not empty): facts reported before left out.
-        ``channel_key``: a channel line's, reported with it (``_record_events`` tested it first)."""
+        ``channel_key``: a channel line's, reported with it (``_record_events`` tested it first); ``same``: the
+        text's ``comm.same_key`` where the caller made it."""
         if channel_key is not None:
             self._seen.add(channel_key)
         where: Origin | None = None
@@ -282,15 +287,27 @@ class LineParser:
             elif kind == WORKER_FAILED and "Root Cause" in text:
                 self._table.root_next = True
             if where is None:
-                where = origin(text)
-                ts = timestamp(text)
-                said_rank = text_rank(text)
+                where, ts, said_rank = self._place(text, same)
                 if len(text) > MAX_TEXT:
                     text = text[:MAX_TEXT] + "…"
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
         if self._fresh is not None:
             self._note_fresh(events, channel_key is not None)
         return events
+
+    def _place(self, text: str, same: tuple[str, ...] | None) -> tuple[Origin, float | None, int | None]:
+        """``text``'s origin, timestamp and the rank it names: kept per ``comm.same_key`` for NCCL INFO lines
+        (each communicator's Init lines differ only where none of the three reads), bounded like ``_classified``."""
+        if same is None and (" NCCL INFO " not in text or (same := same_key(text)) is None):
+            return origin(text), timestamp(text), text_rank(text)
+        placed = self._placed.get(same)
+        if placed is None:
+            placed = origin(text), timestamp(text), text_rank(text)
+            if len(text) <= CLASSIFIED_LONGEST:
+                if len(self._placed) >= CLASSIFIED_MAX:
+                    self._placed.clear()
+                self._placed[same] = placed
+        return placed
 
     def _note_fresh(self, events: list[Event], channel: bool) -> None:
         """Note the events that a repeat of this record would not give (``memo``): its facts, reported once, or
