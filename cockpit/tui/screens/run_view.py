@@ -30,6 +30,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.plot.series import BEATS
 from cockpit.plot.source import RunSeries
+from cockpit.run.progress import RankProgress
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
 from cockpit.tui.models import attempt_line
@@ -250,19 +251,27 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         progress = (self.status.progress if self.status else {}) or {}
         live = self.status is None or not self.status.final  # an ended run's ages say nothing
 
-        def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
-            host, rank = source
-            rec = progress.get(str(rank)) if rank != "agent" else None
+        def facts(source: tuple, st: SourceStats) -> tuple[RankProgress | None, int | None, float | None]:
+            rank = source[1]
+            if rank == "agent":
+                return None, None, None if st.last_time is None or not live else now - st.last_time
+            rec = progress.get(str(rank))
             # the log's own last write, once the watchdog saw it
             last = (rec.last_output if rec else None) or st.last_time
-            seconds = None if last is None or not live else now - last
+            end = ranks.get(str(rank))
+            return rec, end.status if end is not None else None, None if last is None or not live else now - last
+
+        def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
+            rec, exit_code, seconds = facts(source, st)
             age = "-" if seconds is None else short_age(seconds)
-            end = ranks.get(str(rank)) if rank != "agent" else None
-            exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
             return cells, RankInfo.of(rec, exit_code, seconds)
 
-        table.show_rows(list(self.stats.items()), row)  # past 64 ranks a slice at a time (widgets.rank_groups)
+        def info(source: tuple, st: SourceStats) -> RankInfo:
+            return RankInfo.of(*facts(source, st))
+
+        # past 64 ranks a slice at a time, and the cells only of the rows shown (widgets.rank_groups)
+        table.show_rows(list(self.stats.items()), row, info)
         if self.status is not self._side_status:  # the panel's rate: the table's, from the same status
             self._side_status = self.status
             self._show_side()
