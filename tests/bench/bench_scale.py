@@ -191,6 +191,7 @@ def tui(sim: harness.Sim, keys: int) -> dict:
     return {"history": history, "title_s": round(title_s, 2), "open_s": round(open_s, 2), "keys": len(lat),
             "keys_lost": lost,
             "key_p50_ms": round(pct(lat, 50), 1) if lat else None,
+            "key_p90_ms": round(pct(lat, 90), 1) if lat else None,
             "key_p99_ms": round(pct(lat, 99), 1) if lat else None, "rss_mb": round(rss, 1)}
 
 

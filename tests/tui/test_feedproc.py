@@ -218,3 +218,29 @@ def test_a_batch_carries_the_counts_of_the_sources_that_changed_only():
     stats = state.take().stats
     assert stats.keys() == {(HOST, 1), (HOST, 2)} and stats[(HOST, 1)].lines == 2 and stats[(HOST, 2)].dropped == 5
     assert state.take().stats == {}
+
+
+@pytest.mark.parametrize("ranks", [3, 4096])
+def test_a_frame_brings_the_status_and_counts_back_as_they_were(ranks):
+    """Past a few hundred ranks the records travel packed (cockpit.tui.models.feed_pack): what the UI gets is
+    the same status (every record, of the same types, its JSON byte for byte) and the same counts."""
+    from cockpit.run.progress import RankProgress
+    from cockpit.tui.models.feed_process import decode, encode
+    from cockpit.tui.models.feed_state import Drained, SourceStats
+
+    hosts = [f"n{k:03d}" for k in range(max(1, ranks // 8))]
+    progress = {str(r): RankProgress(hosts[r // 8], "running", step=50 + r % 3, step_source="metrics", rate=1.25,
+                                     last_output=1e9 + r, flag="straggler" if r == 2 else None,
+                                     collective="all_reduce" if r % 2 else None, absent=frozenset({"wait"}))
+                for r in range(ranks)}
+    status = RunStatus(run_id="r", name="r", launcher="local", job_file="/j.yaml", hosts=hosts, world_size=ranks,
+                       state="running", progress=progress)
+    stats = {(hosts[r // 8], r): SourceStats(60 + r, 1e9 + r / 7, r % 2) for r in range(ranks)}
+    lines = [f"[{hosts[r // 8]}:{r}] step {r}" for r in range(ranks)]
+    got = decode(encode(Drained(list(lines), False, status, [], dict(stats), False, view_gen=4))[4:])
+    assert got.lines == lines and got.view_gen == 4 and got.stats == stats
+    assert all(type(s) is SourceStats for s in got.stats.values())
+    assert got.status == status and got.status.to_json() == status.to_json()
+    assert list(got.status.progress) == list(progress)
+    assert all(type(p) is RankProgress and p.absent == {"wait"} for p in got.status.progress.values())
+    assert decode(encode(Drained([], False, None, [], {}, False))[4:]).status is None

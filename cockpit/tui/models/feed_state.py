@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cockpit.logs.parse.parser import Event, LineParser
 from cockpit.run.store import RunStatus
@@ -48,8 +49,9 @@ class LiveEvent:
     count: int = 1
 
 
-@dataclass(frozen=True)
-class SourceStats:
+class SourceStats(NamedTuple):
+    """A source's counts (a tuple: 4,096 of them come in a batch, each one object, built in C; feed_pack)."""
+
     lines: int
     last_time: float | None
     dropped: int

@@ -25,6 +25,7 @@ NARROW = 100
 # under a storm (a batch of more than STORM_LINES lines), at most 10: each repaint redraws every row of the log,
 # and on a busy machine a key press that lands behind one waits for it (bench_tui: key p50 halved)
 APPLY_EVERY_STORM, STORM_LINES = 0.1, 1000
+REBUILD_EVERY = 1.0  # seconds between two rebuilds of a grouped rank table for new sources, at most
 HIDDEN_FROM_REPORT = {"stall", "stopped", "straggler"}  # shown live from status.json above the report
 
 

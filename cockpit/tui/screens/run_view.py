@@ -30,13 +30,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.plot.series import BEATS
 from cockpit.plot.source import RunSeries
+from cockpit.run.progress import RankProgress
 from cockpit.run.store import RunStatus
 from cockpit.tui.messages import FeedReady, ForecastRead, MetricsRead
 from cockpit.tui.models import attempt_line
 from cockpit.tui.models import run_view as runview
 from cockpit.tui.models.log_filter import LineFilter
 from cockpit.tui.models.log_store import MERGED
-from cockpit.tui.models.rank_groups import RankInfo
+from cockpit.tui.models.rank_groups import FLAT_UP_TO, RankInfo
 from cockpit.tui.models.rank_table import (
     SIDE_WIDTH,
     rank_rate,
@@ -47,7 +48,7 @@ from cockpit.tui.models.rank_table import (
     side_rate,
 )
 from cockpit.tui.models.run_feed import Drained, LiveEvent, RunFeed, SourceStats
-from cockpit.tui.models.run_view import APPLY_EVERY
+from cockpit.tui.models.run_view import APPLY_EVERY, REBUILD_EVERY
 from cockpit.tui.screens.base import CockpitScreen
 from cockpit.tui.screens.run_control import RunControls
 from cockpit.tui.screens.run_findings import RunFindings
@@ -113,6 +114,8 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         self._sweep = False  # the forecast said it is a sweep (its trials' table is shown)
         self._side: MetricsRead | None = None  # the side panel's last metrics read
         self._side_status: RunStatus | None = None  # the status its rate was last taken from
+        self._ranks_built = False  # the rank table was built once
+        self._rebuild_due = False  # new sources wait for a rebuild (_new_sources)
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -224,7 +227,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         new_sources = d.stats.keys() - self.stats.keys()
         self.stats.update(d.stats)  # the sources that changed since the last batch
         if new_sources:
-            self._rebuild_ranks()
+            self._new_sources()
         # the feed sends a status only when its JSON changed (feed_state): no second comparison here, where a
         # 4,096-rank status's to_json costs ~50 ms of the UI thread, twice per status (issue 32)
         if d.status is not None:
@@ -247,7 +250,20 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         self._show_title()
 
     # --- the rank table -------------------------------------------------------------------------------------
+    def _new_sources(self) -> None:
+        """The table again with the sources that appeared: at once up to FLAT_UP_TO sources (or the first time),
+        past them at most every REBUILD_EVERY seconds. A 4,096-rank run's history brings new sources in most
+        of its first batches, and each rebuild (sort, groups, rows, then a pass) is 15-25 ms of the UI thread."""
+        if self._rebuild_due:
+            return
+        if len(self.stats) <= FLAT_UP_TO or not self._ranks_built:
+            self._rebuild_ranks()
+            return
+        self._rebuild_due = True
+        self.set_timer(REBUILD_EVERY, self._rebuild_ranks)
+
     def _rebuild_ranks(self) -> None:
+        self._rebuild_due, self._ranks_built = False, True
         table = self.query_one(RankTable)
         table.rebuild(self.stats)
         self._fit_side()
@@ -271,20 +287,28 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         progress = (self.status.progress if self.status else {}) or {}
         live = self.status is None or not self.status.final  # an ended run's ages say nothing
 
-        def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
+        def facts(source: tuple, st: SourceStats) -> tuple[RankProgress | None, int | None, float | None]:
             host, rank = source
+            if rank == "agent":
+                return None, None, None if st.last_time is None or not live else now - st.last_time
             # its printed steps where the watchdog has no metrics of it (cockpit.tui.models.printed_progress)
-            rec = shown_progress(progress.get(str(rank)), st.printed, host, now) if rank != "agent" else None
+            rec = shown_progress(progress.get(str(rank)), st.printed, host, now)
             # the log's own last write, once the watchdog saw it
             last = (rec.last_output if rec else None) or st.last_time
-            seconds = None if last is None or not live else now - last
+            end = ranks.get(str(rank))
+            return rec, end.status if end is not None else None, None if last is None or not live else now - last
+
+        def row(source: tuple, st: SourceStats) -> tuple[tuple, RankInfo]:
+            rec, exit_code, seconds = facts(source, st)
             age = "-" if seconds is None else short_age(seconds)
-            end = ranks.get(str(rank)) if rank != "agent" else None
-            exit_code = end.status if end is not None else None
             cells = (rank_step(rec), rank_rate(rec), age, rank_state(rec, exit_code))
             return cells, RankInfo.of(rec, exit_code, seconds)
 
-        table.show_rows(list(self.stats.items()), row)  # past 64 ranks a slice at a time (widgets.rank_groups)
+        def info(source: tuple, st: SourceStats) -> RankInfo:
+            return RankInfo.of(*facts(source, st))
+
+        # past 64 ranks a slice at a time, and the cells only of the rows shown (widgets.rank_groups)
+        table.show_rows(list(self.stats.items()), row, info)
         if self.status is not self._side_status:  # the panel's rate: the table's, from the same status
             self._side_status = self.status
             self._show_side()

@@ -10,6 +10,7 @@ only when who is in which group changed."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +43,10 @@ class RankGroupTable(RankTable):
         self._last_view: tuple | None = MERGED
         self._todo: list[tuple[tuple, Any]] = []  # show_rows's sources still to show, a slice at a time
         self._row_of: Callable[[tuple, Any], tuple[tuple, RankInfo]] | None = None
+        self._info_of: Callable[[tuple, Any], RankInfo] | None = None
+        self._inputs: dict[tuple, Any] = {}  # show_rows's input for each source without a row: its cells when shown
         self._slicing = False
+        self._pass_moved = False  # a source's info changed in the pass under way: regroup once it is done
         super().__init__(**kwargs)
 
     # --- the run view's calls ----------------------------------------------------------------------------------
@@ -64,41 +68,67 @@ class RankGroupTable(RankTable):
             super().show(source, cells)
             return
         self._latest[source] = cells
+        self._inputs.pop(source, None)
         if info is not None:
-            old = self._infos.get(source)
-            if old != info:
-                self._infos[source] = info
-                # what a group depends on (the cheap test first: 4,096 ranks step every second)
-                if old is None or (old.flag, old.exit_code, old.doing) != (info.flag, info.exit_code, info.doing):
-                    self._moved = True  # else only the group's cells change (steps, ages): no regrouping
-                self._schedule()
+            self._take_info(source, info)
         if source in self._row:
             super().show(source, cells)
 
-    def show_rows(self, items: list[tuple[tuple, Any]], row: Callable[[tuple, Any], tuple[tuple, RankInfo]]) -> None:
+    def _take_info(self, source: tuple, info: RankInfo) -> None:
+        old = self._infos.get(source)
+        if old == info:
+            return
+        self._infos[source] = info
+        # what a group depends on (the cheap test first: 4,096 ranks step every second)
+        if old is None or (old.flag, old.exit_code, old.doing) != (info.flag, info.exit_code, info.doing):
+            self._moved = True  # else only the group's cells change (steps, ages): no regrouping
+        if self._slicing:
+            self._pass_moved = True  # once, when the pass is done: not after each of its slices
+        else:
+            self._schedule()
+
+    def show_rows(self, items: list[tuple[tuple, Any]], row: Callable[[tuple, Any], tuple[tuple, RankInfo]],
+                  info: Callable[[tuple, Any], RankInfo] | None = None) -> None:
         """``show`` each (source, stats) of ``items`` with ``row``'s (cells, info) for it. Up to FLAT_UP_TO at
         once; past it SLICE sources per turn of the event loop, so that a key waits for one slice, not for
-        4,096 rows' cells (~15-35 ms a pass, twice a second). A new call while a pass is under way replaces
-        what is left of it."""
+        4,096 rows' cells (~15-35 ms a pass, twice a second), and the groups are worked out once the pass is
+        done. With ``info`` (the info alone, cheaper), a source without a row (its group closed) gets only
+        that; its cells are made from its input when its row is shown. A new call while a pass is under way
+        replaces what is left of it."""
         if not self.grouped:
             for source, stats in items:
                 self.show(source, *row(source, stats))
             return
-        self._todo, self._row_of = items, row
+        self._todo, self._row_of, self._info_of = items, row, info
         if not self._slicing:
             self._slicing = True
-            self.call_later(self._next_slice)
+            self.run_worker(self._slices(), group="rank-pass")
+
+    async def _slices(self) -> None:
+        """show_rows's pass, SLICE sources at a time, the event loop handed over between two. Not a callback
+        posting the next one: textual's message loop takes a message already queued without handing the loop
+        over, so the 16 slices of 4,096 ranks ran as one 25-45 ms step, and a key pressed meanwhile waited for
+        all of them (issue 32)."""
+        try:
+            while self._todo:
+                self._next_slice()
+                await asyncio.sleep(0)
+        finally:
+            self._slicing = False
+        if self._pass_moved:
+            self._pass_moved = False
+            self._schedule()
 
     def _next_slice(self) -> None:
         chunk, self._todo = self._todo[:SLICE], self._todo[SLICE:]
-        row = self._row_of
+        row, info, shown = self._row_of, self._info_of, self._row
         assert row is not None  # show_rows set it before the first slice
         for source, stats in chunk:
-            self.show(source, *row(source, stats))
-        if self._todo:
-            self.call_later(self._next_slice)
-        else:
-            self._slicing = False
+            if info is None or source in shown:
+                self.show(source, *row(source, stats))
+            else:
+                self._inputs[source] = stats
+                self._take_info(source, info(source, stats))
 
     def select(self, view: tuple | None) -> None:
         self._last_view = view
@@ -187,9 +217,16 @@ class RankGroupTable(RankTable):
             self._row[item] = i + 1
             name = self.source_text(item)
             self.add_row(" " + name if len(name) < self.source_width else name, *blank, key=key)
-            self._waiting[item] = self._latest.get(item, tuple(blank))
+            # a source whose cells were not made since (only its info: show_rows) gets them once on screen
+            self._waiting[item] = () if item in self._inputs else self._latest.get(item, tuple(blank))
         self.move_cursor(row=self._keys.index(here) + 1 if here in self._keys else 0, animate=False)
         self._flush()
+
+    def _cells_of(self, source: tuple) -> tuple | None:
+        """The newest cells of ``source``: made now from show_rows's input where only its info was taken since."""
+        if source in self._inputs and self._row_of is not None:
+            self._latest[source] = self._row_of(source, self._inputs.pop(source))[0]
+        return self._latest.get(source)
 
     def _flush(self) -> None:
         if not self.grouped:
@@ -198,7 +235,8 @@ class RankGroupTable(RankTable):
         top = int(self.scroll_y)
         for item in self._items[max(0, top - 2):top + self.size.height]:
             if isinstance(item, tuple) and item in self._waiting:
-                self._put(item, self._waiting.pop(item))
+                cells = self._waiting.pop(item)
+                self._put(item, cells or self._cells_of(item) or ("",) * (len(COLUMNS) - 1))
 
     def _on_screen(self, source: tuple) -> bool:
         if not self.grouped:
