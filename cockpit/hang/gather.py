@@ -201,12 +201,13 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     exits = rank_exits(run_dir, files["exit"])
     targets = {r: hp for r, hp in targets.items() if r not in exits}
     offsets = {}
-    for rank, (host, _path) in targets.items():
-        stacks = layout.rank_file(run_dir, rank, host, "stacks")
-        with safeio.open_append(stacks) as f:  # in a directory of the caller's, never through a link
-            f.write(marker(request, time.time()).encode())
-            f.flush()
-            offsets[rank] = os.fstat(f.fileno()).st_size
+    dfd = safeio.open_dir(logs)  # a directory of the caller's, checked once; never a file through a link
+    try:
+        for rank, (host, _path) in targets.items():
+            offsets[rank] = safeio.append_at(dfd, layout.rank_file_name(rank, host, "stacks"),
+                                             marker(request, time.time()).encode())
+    finally:
+        os.close(dfd)
     safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
     signal_ranks(set(targets))
     hosts = {r: host for r, (host, _) in targets.items()}
