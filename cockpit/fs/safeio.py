@@ -62,6 +62,13 @@ def kind(mode: int) -> str:
 def open_fd(path: str | os.PathLike[str], *, dir_fd: int | None = None, follow: bool = False) -> int:
     """A read-only descriptor of the regular file at ``path``; SpecialFile for anything else. ``follow``:
     a symlink is followed (a path a person named on the command line), else refused (a run's own file)."""
+    return open_stat(path, dir_fd=dir_fd, follow=follow)[0]
+
+
+def open_stat(path: str | os.PathLike[str], *, dir_fd: int | None = None,
+              follow: bool = False) -> tuple[int, os.stat_result]:
+    """``open_fd``, and the descriptor's stat (its size and mtime: a reader that skips a file unchanged since
+    its last read needs no other call)."""
     try:
         fd = os.open(path, _READ | (0 if follow else os.O_NOFOLLOW), dir_fd=dir_fd)
     except OSError as exc:
@@ -70,14 +77,14 @@ def open_fd(path: str | os.PathLike[str], *, dir_fd: int | None = None, follow: 
                               os.fspath(path)) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
     except OSError:
         os.close(fd)
         raise
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise SpecialFile(errno.EINVAL, f"{kind(mode)}, not a regular file: skipped", os.fspath(path))
-    return fd
+        raise SpecialFile(errno.EINVAL, f"{kind(st.st_mode)}, not a regular file: skipped", os.fspath(path))
+    return fd, st
 
 
 def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> BinaryIO:
@@ -273,6 +280,27 @@ def open_append(path: Path) -> BinaryIO:
         os.close(fd)
         raise SpecialFile(errno.EINVAL, f"{kind(mode)}, not a regular file: not written", os.fspath(path))
     return os.fdopen(fd, "ab")
+
+
+def append_at(dir_fd: int, name: str, data: bytes) -> int:
+    """``open_append``'s append of ``data`` to the file ``name`` of an open directory (checked once by its
+    opener, for many files: a stack request appends a marker to every rank's file); the file's size after it."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SpecialFile(errno.ELOOP, "a symbolic link, not followed", name) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise SpecialFile(errno.EINVAL, f"{kind(mode)}, not a regular file: not written", name)
+        while data:
+            data = data[os.write(fd, data):]
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def make_dir(parent_fd: int, name: str, mode: int = 0o700) -> None:

@@ -36,16 +36,20 @@ Json = dict[str, Any]
 
 
 def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evidence: dict[int, Evidence], now: float,
-                 run_ref: str = "RUN", pg_backend: str | None = None, phase: str = "running") -> Json:
+                 run_ref: str = "RUN", pg_backend: str | None = None, phase: str = "running",
+                 stacks: dict[int, RankStack] | None = None) -> Json:
     """``kind``: "stall" (no progress for ``quiet`` s) or "stopped" (a rank's process is stopped).
-    ``phase``: "start" for a start that used up its budget (no rank has completed a step or collective)."""
+    ``phase``: "start" for a start that used up its budget (no rank has completed a step or collective).
+    ``stacks``: each rank's dump parsed already (cockpit.hang.classes.parse_stacks), else parsed here."""
     seqs = {r: e.flight.enqueued for r, e in evidence.items() if e.flight and e.flight.enqueued is not None}
     top = max(seqs.values(), default=None)
     culprits: list[Json] = []
     victims: list[Json] = []
     silent: list[Json] = []
     for rank in sorted(set(progress) | set(evidence)):
-        entry, role = _entry(rank, progress.get(rank), evidence.get(rank), seqs, top, now)
+        ev = evidence.get(rank)
+        stack = None if ev is None or not ev.text else stacks[rank] if stacks is not None else ev.stack
+        entry, role = _entry(rank, progress.get(rank), ev, stack, seqs, top, now)
         {"culprit": culprits, "victim": victims, "silent": silent}[role].append(entry)
     collective = None
     if top is not None:
@@ -79,12 +83,12 @@ def hang_finding(kind: str, quiet: float, progress: dict[int, RankProgress], evi
     return finding
 
 
-def _entry(rank: int, rec: RankProgress | None, ev: Evidence | None, seqs: dict[int, int], top: int | None,
-           now: float) -> tuple[Json, str]:
-    """One rank's line of the finding, and its role: culprit, victim or silent."""
+def _entry(rank: int, rec: RankProgress | None, ev: Evidence | None, stack: RankStack | None, seqs: dict[int, int],
+           top: int | None, now: float) -> tuple[Json, str]:
+    """One rank's line of the finding, and its role: culprit, victim or silent; ``stack``: its dump parsed (None
+    when it gave none)."""
     host = (ev.host if ev else None) or (rec.host if rec else "?")
     state = rec.state if rec else "unknown"
-    stack = ev.stack if ev and ev.text else None
     beat = (ev.beat if ev else None) or {}
     op = (stack.collective if stack else None) or beat.get("in") or (rec.collective if rec else None)
     frame = stack.user_frame if stack else None
@@ -169,12 +173,14 @@ def straggler_finding(s: Straggler) -> Json:
             "wait_share": s.wait_share, "others_share": s.others_share, "text": text, "hint": hint}
 
 
-def stacks_report(evidence: dict[int, Evidence], every: bool = True, raw: bool = False) -> str:
+def stacks_report(evidence: dict[int, Evidence], every: bool = True, raw: bool = False,
+                  stacks: dict[int, RankStack] | None = None) -> str:
     """What `cockpit stacks` prints and the watchdog keeps: the stacks folded by signature, one class of ranks
     each with its lowest rank's stack (cockpit.hang.classes), the fewest ranks first; with ``every``, then
     every rank's own stack, grouped by host, then rank, each rank's forked workers under it (one rank: only
-    that). The dumps are shown without cockpit's hook in them unless ``raw`` (cockpit.hang.stacks.without_hook)."""
-    stacks = parse_stacks(evidence)
+    that). The dumps are shown without cockpit's hook in them unless ``raw`` (cockpit.hang.stacks.without_hook);
+    ``stacks``: each rank's dump parsed already (parse_stacks)."""
+    stacks = stacks if stacks is not None else parse_stacks(evidence)
     one = every and len(evidence) == 1  # one rank asked (--rank N): its own stack is the whole answer
     lines = _every_rank(evidence, stacks, raw) if one else folded_lines(evidence, stacks, raw)
     if every and len(evidence) > 1:

@@ -35,26 +35,46 @@ from cockpit.run.store import RunStatus, rank_exits, rank_files
 TAIL_BYTES = 4096
 SHORT_TAIL = 1024
 ANSWER_BYTES = 16 << 20  # one rank's stacks and Flight Recorder dump: far less
+Tails = dict[str, tuple[tuple[int, int, int], dict | None]]  # path -> ((inode, size, mtime_ns), its last JSON line)
 
 
-def last_json_line(path: str | os.PathLike[str]) -> dict | None:
+def last_json_line(path: str | os.PathLike[str], kept: Tails | None = None) -> dict | None:
     """The last complete JSON line of a file (metrics, beats), reading only its tail: a short one first (a
     beat or a metrics record is a few hundred bytes, and the watchdog reads two per rank each second), the
-    longer one when no whole line is in it."""
+    longer one when no whole line is in it. ``kept``: what the caller read before, by path (``Tails``): a file
+    whose inode, size and mtime are those of the last read is not read again (a rank's metrics during a stall,
+    or between the steps of a slow one); the caller must not change what it gets."""
     try:
-        data, whole = safeio.tail_bytes(path, SHORT_TAIL)  # a regular file only, never a link
+        fd, st = safeio.open_stat(path)  # a regular file only, never a link
     except OSError:
+        if kept is not None:
+            kept.pop(os.fspath(path), None)
         return None
-    lines = data.splitlines()
-    if not whole:
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    try:
+        if kept is not None and (old := kept.get(os.fspath(path))) is not None and old[0] == stamp:
+            return old[1]
+        found = _last_of(fd, st.st_size)
+    except OSError:
+        found = None
+    finally:
+        os.close(fd)
+    if kept is not None:
+        kept[os.fspath(path)] = (stamp, found)
+    return found
+
+
+def _last_of(fd: int, size: int) -> dict | None:
+    """``last_json_line`` of an open file of ``size`` bytes (its stat's: no seek to the end)."""
+    start = max(0, size - SHORT_TAIL)
+    lines = os.pread(fd, size - start, start).splitlines()
+    if start:
         lines = lines[1:]  # the first is cut: a line's end is never a line
     found = _last_dict(lines)
-    if found is not None or whole:
+    if found is not None or not start:
         return found
-    try:
-        return _last_dict(safeio.tail_bytes(path, TAIL_BYTES)[0].splitlines())
-    except OSError:
-        return None
+    start = max(0, size - TAIL_BYTES)
+    return _last_dict(os.pread(fd, size - start, start).splitlines())
 
 
 def _last_dict(lines: list[bytes]) -> dict | None:
@@ -70,14 +90,24 @@ def _last_dict(lines: list[bytes]) -> dict | None:
 
 def proc_state(pid: int) -> Literal["running", "stopped", "exited"] | None:
     """running | stopped | exited for a local pid (None if it cannot be read)."""
+    return _proc(pid)[0]
+
+
+ProcState = Literal["running", "stopped", "exited"] | None
+
+
+def _proc(pid: int) -> tuple[ProcState, bytes | None]:
+    """``proc_state`` of a local pid, and its start time (clock ticks since boot, as /proc says it: a pid the
+    kernel gave to another process since has another)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
+            fields = f.read().rsplit(b")", 1)[1].split()
+        state, start = fields[0], fields[19]
     except (OSError, IndexError):
-        return "exited"
+        return "exited", None
     if state in (b"T", b"t"):
-        return "stopped"
-    return "exited" if state in (b"Z", b"X") else "running"
+        return "stopped", start
+    return ("exited" if state in (b"Z", b"X") else "running"), start
 
 
 def read_pid(path: str | os.PathLike[str]) -> int | None:
@@ -87,21 +117,23 @@ def read_pid(path: str | os.PathLike[str]) -> int | None:
         return None
 
 
-def _pid(path: str, rankdir: RankDir | None, states: dict) -> int | None:
-    """The pid in a rank's pid file, its process state put into ``states`` (by pid: a process of many ranks).
-    Kept by ``rankdir`` while logs/ is unchanged: a pid file is written anew only by a new process of the rank
-    (a restart), after the one it names ended, so a kept pid whose process ended is read again."""
-    pid = rankdir.pids.get(path) if rankdir is not None else None
-    if pid is not None:
-        if pid not in states:
-            states[pid] = proc_state(pid)
-        if states[pid] != "exited":
-            return pid
+def _pid(path: str, rankdir: RankDir | None, states: dict[int, tuple[ProcState, bytes | None]]) -> int | None:
+    """The pid in a rank's pid file, its process state and start time put into ``states`` (by pid: a process of
+    many ranks). Kept by ``rankdir`` with the start time of its process: a pid file is written anew only by a new
+    process of the rank (a restart), after the one it names ended, so the file is read again only when that
+    process ended, or its pid is another process's now (another start time)."""
+    kept = rankdir.pids.get(path) if rankdir is not None else None
+    if kept is not None:
+        old, start = kept
+        if old not in states:
+            states[old] = _proc(old)
+        if states[old][0] != "exited" and states[old][1] == start:
+            return old
     pid = read_pid(path)
     if pid and pid not in states:
-        states[pid] = proc_state(pid)
+        states[pid] = _proc(pid)
     if pid and rankdir is not None:
-        rankdir.pids[path] = pid
+        rankdir.pids[path] = (pid, states[pid][1])
     return pid
 
 
@@ -118,10 +150,11 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool, rankdir: RankDir 
     logs, pids = files["log"], files["pid"]
     if only is not None:
         logs = {r: logs[r] for r in only if r in logs}
-    states: dict[int, Literal["running", "stopped", "exited"] | None] = {}  # by pid: a process of many ranks
+    states: dict[int, tuple[ProcState, bytes | None]] = {}  # by pid: a process of many ranks
     # a relaunched run (recover:) appends to the same logs and metrics: what came before this attempt is no progress
     since = status.attempts[-1].started if status.attempts else None
     out = []
+    tails = rankdir.tails if rankdir is not None else None
     root = os.fspath(run_dir)  # text paths: a Path per file costs more than its read, 4,096 ranks a second
     for rank, (host, path) in sorted(logs.items()):
         text = path
@@ -132,7 +165,7 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool, rankdir: RankDir 
             size, mtime = None, None
         if since is not None and mtime is not None and mtime < since:
             size, mtime = None, None  # the log as an earlier attempt left it: not this attempt's first output
-        metrics = last_json_line(f"{root}/{layout.metrics_name(rank)}")
+        metrics = last_json_line(f"{root}/{layout.metrics_name(rank)}", tails)
         step = metrics.get("step") if metrics else None
         when = metrics.get("time") if metrics else None
         if since is not None and isinstance(when, (int, float)) and when < since:
@@ -142,8 +175,8 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool, rankdir: RankDir 
             state = "exited"
         elif runs_here and rank in pids:
             pid = _pid(pids[rank][1], rankdir, states)
-            state = states[pid] if pid else None
-        beat = last_json_line(text[:-len(".log")] + ".beat")
+            state = states[pid][0] if pid else None
+        beat = last_json_line(text[:-len(".log")] + ".beat", tails)
         out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state, beat))
     return out
 
@@ -163,16 +196,18 @@ def collect(run_dir: Path, status: RunStatus, ranks: set[int] | None = None, tim
     beat read per round of the ones still pending, not 4,096 full reads per round."""
     request = new_request()
     logs = run_dir / layout.LOGS
-    targets = {r: hp for r, hp in rank_files(run_dir, "log").items() if ranks is None or r in ranks}
-    exits = rank_exits(run_dir)
+    files = layout.rank_file_names(run_dir, ("log", "exit"))  # one listing of logs/ (25,000 files at 4,096 ranks)
+    targets = {r: hp for r, hp in files["log"].items() if ranks is None or r in ranks}
+    exits = rank_exits(run_dir, files["exit"])
     targets = {r: hp for r, hp in targets.items() if r not in exits}
     offsets = {}
-    for rank, (host, _path) in targets.items():
-        stacks = layout.rank_file(run_dir, rank, host, "stacks")
-        with safeio.open_append(stacks) as f:  # in a directory of the caller's, never through a link
-            f.write(marker(request, time.time()).encode())
-            f.flush()
-            offsets[rank] = os.fstat(f.fileno()).st_size
+    dfd = safeio.open_dir(logs)  # a directory of the caller's, checked once; never a file through a link
+    try:
+        for rank, (host, _path) in targets.items():
+            offsets[rank] = safeio.append_at(dfd, layout.rank_file_name(rank, host, "stacks"),
+                                             marker(request, time.time()).encode())
+    finally:
+        os.close(dfd)
     safeio.write_atomic(logs / layout.DUMP_REQUEST, request + "\n", own_dir=True)
     signal_ranks(set(targets))
     hosts = {r: host for r, (host, _) in targets.items()}
@@ -270,9 +305,12 @@ def _answer(logs: Path, rank: int, host: str, offset: int, request: str,
     """What a rank wrote after its marker; ``beat``: its last beat, when the caller has just read it."""
     base = layout.rank_base(logs.parent, rank, host)
     try:
-        with safeio.open_regular(f"{base}.stacks") as f:
-            f.seek(offset)
-            text = last_dump(f.read(ANSWER_BYTES).decode("utf-8", "replace"))
+        fd, st = safeio.open_stat(f"{base}.stacks")
+        try:  # what follows the marker, as long as it is now (no buffer of ANSWER_BYTES for each rank)
+            data = os.pread(fd, min(max(0, st.st_size - offset), ANSWER_BYTES), offset)
+        finally:
+            os.close(fd)
+        text = last_dump(data.decode("utf-8", "replace"))
     except OSError:
         text = ""
     beat = beat if beat is not None else last_json_line(Path(f"{base}.beat"))

@@ -158,7 +158,9 @@ class Monitor:
 
     def _rank(self, now: float, s: RankSample) -> tuple[RankProgress, bool]:
         """This rank's progress record, and whether it made progress since the last look."""
-        r = self.ranks.setdefault(s.rank, _Rank())
+        r = self.ranks.get(s.rank)
+        if r is None:  # (not setdefault: a _Rank made and dropped for every rank at every look)
+            r = self.ranks[s.rank] = _Rank()
         grew, n, moved = _moved(r, s)
         beat = s.beat or {}
         if grew:

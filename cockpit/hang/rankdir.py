@@ -46,7 +46,10 @@ class RankDir:
         self.listed_at = 0.0
         self.cache: dict[frozenset[str], Names] = {}  # by the hosts left out
         self.exit_cache: dict[frozenset[str], dict[int, RankExit]] = {}
-        self.pids: dict[str, int] = {}  # pid file -> the pid it held (cockpit.hang.gather keeps them here)
+        # kept by cockpit.hang.gather, across listings (each checks what it keeps itself):
+        self.pids: dict[str, tuple[int, bytes | None]] = {}  # pid file -> the pid it held, and its start time
+        # metrics and beat file -> ((inode, size, mtime_ns), its last JSON line): gather.last_json_line's Tails
+        self.tails: dict[str, tuple[tuple[int, int, int], dict | None]] = {}
         self.listings = 0  # how many times logs/ was listed (tests, the scale bench)
 
     def names(self, kinds: tuple[str, ...], skip: frozenset[str] = frozenset()) -> Names:
@@ -89,4 +92,4 @@ class RankDir:
         now = self.clock()
         if stamp != self.stamp or not self.trusted or stamp is None or now - self.listed_at >= RELIST_EVERY:
             self.stamp, self.trusted, self.listed_at = stamp, False, now
-            self.cache, self.exit_cache, self.pids = {}, {}, {}
+            self.cache, self.exit_cache = {}, {}

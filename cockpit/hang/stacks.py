@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)(?: \[[^\]]*\])? \(most recent call first\):")
@@ -44,7 +45,7 @@ class Frame:
     line: int
     function: str
 
-    @property
+    @cached_property
     def user(self) -> bool:
         """Code of the job's own, not Python's, torch's or cockpit's hook."""
         return not any(part in self.path for part in _LIBRARY)
@@ -71,26 +72,27 @@ class Thread:
 
 @dataclass(frozen=True)
 class RankStack:
-    """One rank's dump, read: what its main thread is doing."""
+    """One rank's dump, read: what its main thread is doing. Its answers are worked out once each (cached
+    properties: a stall at 4,096 ranks asks each several times, for the finding, the classes and the report)."""
 
     threads: tuple[Thread, ...]
 
-    @property
+    @cached_property
     def main(self) -> Thread | None:
         mains = [t for t in self.threads if t.is_main and not t.is_hook]
         return next((t for t in mains if t.current), mains[0] if mains else None)
 
-    @property
+    @cached_property
     def user_frame(self) -> Frame | None:
         """The innermost frame of the job's own code in the main thread."""
         main = self.main
         return next((f for f in main.frames if f.user), None) if main else None
 
-    @property
+    @cached_property
     def collective(self) -> str | None:
         """The torch.distributed call the main thread is blocked in (None: not in one): a collective, backward
         under DDP, or a wait for the other ranks at start (``init_process_group``, DDP's constructor)."""
-        for f in self._library_frames():
+        for f in self._library_frames:
             if "torch/distributed" in f.path and f.function in COLLECTIVE_NAMES:
                 return f.function
             if f.path.endswith(("torch/autograd/__init__.py", "torch/_tensor.py")) and f.function == "backward":
@@ -101,12 +103,13 @@ class RankStack:
                 return DDP_INIT
         return None
 
-    @property
+    @cached_property
     def waits_on_loader(self) -> bool:
         """The main thread waits for the next batch from a DataLoader (its workers, with num_workers > 0)."""
-        return any(f.path.endswith(DATALOADER) for f in self._library_frames())
+        return any(f.path.endswith(DATALOADER) for f in self._library_frames)
 
-    def _library_frames(self) -> list[Frame]:
+    @cached_property
+    def _library_frames(self) -> tuple[Frame, ...]:
         """The main thread's innermost frames, up to the first of the job's own code."""
         main = self.main
         out = []
@@ -114,9 +117,9 @@ class RankStack:
             if f.user:
                 break
             out.append(f)
-        return out
+        return tuple(out)
 
-    @property
+    @cached_property
     def worker_frame(self) -> Frame | None:
         """In a DataLoader worker's dump: the innermost frame of the job's own code the worker runs (a
         Dataset's __getitem__, a collate_fn); None while it waits for work in torch's worker loop. The frames

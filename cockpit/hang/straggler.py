@@ -20,6 +20,7 @@ window, so the first live report and the last one measure the same thing.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # A sync count standing still this long, and PAUSE_STEPS of the rank's own steps, is a pause: with beats a second
@@ -135,9 +136,21 @@ class Rule:
 
 def intervals(points: deque, start: float) -> list[tuple[float, float, int]]:
     """(seconds, seconds in collectives, sync points) of each beat-to-beat interval at or after ``start``."""
-    inside = [p for p in points if p[0] >= start - 1e-9]
+    inside = since(points, start)
     return [(t1 - t0, max(0.0, s1 - s0), n1 - n0)
             for (t0, s0, n0), (t1, s1, n1) in zip(inside, inside[1:], strict=False) if t1 > t0]
+
+
+def since(points: Sequence[tuple], start: float) -> list:
+    """The points (time first, in ascending time) at or after ``start``, found from the end: a window holds a
+    few of the 64 kept, and every rank's are looked at each second."""
+    out = []
+    for p in reversed(points):
+        if p[0] < start - 1e-9:
+            break
+        out.append(p)
+    out.reverse()
+    return out
 
 
 def _median(values: list[float]) -> float:
@@ -151,7 +164,7 @@ def _median(values: list[float]) -> float:
 def delta(points: deque, start: float) -> tuple[float, float, int] | None:
     """(wall seconds, seconds in collectives, sync points) between the first beat at or after ``start`` and
     the last one."""
-    inside = [p for p in points if p[0] >= start - 1e-9]
+    inside = since(points, start)
     if len(inside) < 2:
         return None
     (t0, s0, n0), (t1, s1, n1) = inside[0], inside[-1]

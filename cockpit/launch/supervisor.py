@@ -227,6 +227,8 @@ class Supervisor:
         if changed or done:
             self.status.nodes = [node.describe() for node in self.nodes]
             self.save()
+        if self.watchdog is not None and self.watchdog.write_report():  # a new finding's stacks, once it is out
+            self.save()  # the report could not be written: the finding no longer names it
         return not done
 
     def _torchrun_restarts(self) -> bool:

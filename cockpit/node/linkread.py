@@ -60,13 +60,23 @@ def link_tables(pid: int, tables: dict) -> tuple[str | None, str | None]:
     return tables[space]
 
 
-def link_rows(text: str | None, inodes: set[str]) -> str | None:
-    """/proc/net/tcp's header and the rows of ``inodes`` only."""
+def link_rows(text: str | None, inodes: set[str], indexed: dict | None = None) -> str | None:
+    """/proc/net/tcp's header and the rows of ``inodes`` only, in the table's order. ``indexed``: the tables
+    split by socket inode already, by text (one namespace's table serves every process in it: split once)."""
     if text is None:
         return None
-    lines = text.splitlines()
-    keep = [ln for ln in lines[1:] if len(ln.split()) > 9 and ln.split()[9] in inodes]
-    return "\n".join(lines[:1] + keep) + "\n"
+    indexed = {} if indexed is None else indexed
+    if text not in indexed:
+        lines = text.splitlines()
+        rows: dict[str, list[tuple[int, str]]] = {}
+        for at, ln in enumerate(lines[1:]):
+            fields = ln.split()
+            if len(fields) > 9:
+                rows.setdefault(fields[9], []).append((at, ln))
+        indexed[text] = (lines[:1], rows)
+    head, rows = indexed[text]
+    keep = sorted(row for inode in inodes for row in rows.get(inode, ()))
+    return "\n".join(head + [ln for _at, ln in keep]) + "\n"
 
 
 def link_ss(inodes: set[str]) -> str | None:
@@ -137,12 +147,13 @@ def link_read(host: str, pids: dict[int, int], ifaces: list[dict] | None) -> dic
     every: set[str] = set()
     read: dict[int, dict] = {}
     tables: dict[str, tuple[str | None, str | None]] = {}
+    indexed: dict = {}
     for rank, pid in sorted(pids.items()):
         if pid not in read:  # a process standing for several ranks is read once
             fd, inodes = link_inodes(pid)
             every |= inodes
             tcp, tcp6 = link_tables(pid, tables)
-            read[pid] = {"fd": fd, "tcp": link_rows(tcp, inodes), "tcp6": link_rows(tcp6, inodes)}
+            read[pid] = {"fd": fd, "tcp": link_rows(tcp, inodes, indexed), "tcp6": link_rows(tcp6, inodes, indexed)}
         ranks.append({"rank": rank, "pid": pid, **read[pid]})
     iface = link_ifaces(ifaces)
     addresses = sorted({a for i in iface.values() for a in i["addresses"]})

@@ -121,7 +121,12 @@ def rank_base(run_dir: Path, rank: int, host: str) -> Path:
 
 
 def rank_file(run_dir: Path, rank: int, host: str, kind: str) -> Path:
-    return run_dir / LOGS / f"rank-{rank}.{host}.{kind}"
+    return run_dir / LOGS / rank_file_name(rank, host, kind)
+
+
+def rank_file_name(rank: int, host: str, kind: str) -> str:
+    """A rank file's name in logs/ (``rank_file``'s last part)."""
+    return f"rank-{rank}.{host}.{kind}"
 
 
 def parse_rank_file(name: str) -> tuple[int, str, str] | None:

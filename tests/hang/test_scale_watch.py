@@ -95,3 +95,42 @@ def test_a_large_run_is_read_whole_less_often_and_probed_at_sentinels_spread_ove
     found = sentinels(Verdict(ranks=ranks))
     assert len(found) == SENTINELS and min(found) == 8  # live ranks only
     assert len({r // 8 for r in found}) == SENTINELS  # each on a node of its own
+
+
+def test_a_beat_unchanged_since_its_last_read_is_not_read_again_and_a_changed_one_is(tmp_path):
+    from cockpit.hang.gather import last_json_line
+
+    beat = tmp_path / "rank-0.n0.beat"
+    beat.write_text('{"t": 1.0, "n": 1}\n')
+    kept: dict = {}
+    first = last_json_line(beat, kept)
+    assert first == {"t": 1.0, "n": 1} and str(beat) in kept
+    kept[str(beat)] = (kept[str(beat)][0], {"kept": True})  # what a read would give is now told apart
+    assert last_json_line(beat, kept) == {"kept": True}  # same inode, size and mtime: not read
+    with open(beat, "a") as f:
+        f.write('{"t": 2.0, "n": 2}\n')
+    assert last_json_line(beat, kept) == {"t": 2.0, "n": 2}  # grown: read again
+    beat.unlink()
+    assert last_json_line(beat, kept) is None and str(beat) not in kept
+
+
+def test_a_kept_pid_is_read_again_when_its_process_ended_or_the_pid_is_another_process_now(tmp_path):
+    import subprocess
+    import sys
+
+    from cockpit.hang.gather import _pid
+
+    d = RankDir(tmp_path)
+    pidfile = tmp_path / "rank-0.n0.pid"
+    pidfile.write_text(f"{os.getpid()}\n")
+    assert _pid(str(pidfile), d, {}) == os.getpid() and d.pids[str(pidfile)][0] == os.getpid()
+    pidfile.write_text("1\n")  # not read again while the process it named lives on
+    assert _pid(str(pidfile), d, {}) == os.getpid()
+    d.pids[str(pidfile)] = (os.getpid(), b"0")  # the pid is another process's now (another start time)
+    assert _pid(str(pidfile), d, {}) == 1
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    pidfile.write_text(f"{child.pid}\n")
+    d.pids[str(pidfile)] = (child.pid, None)
+    states: dict = {}
+    assert _pid(str(pidfile), d, states) == child.pid and states[child.pid][0] == "exited"

@@ -82,7 +82,8 @@ def test_a_hung_rank_is_named_alone_and_the_others_as_ranges(launch):
     assert [c["rank"] for c in found["culprits"]] == [9]
     assert f"rank 9 (n2) is stuck in {HUNG_AT}, outside any collective; ranks 0-8, 10, 11 wait in all_reduce" \
         in found["text"]
-    kept = Path(found["stacks"]).read_text()  # the stall's stacks, kept: the classes, then every rank's own
+    # the stall's stacks, kept (written just after the finding): the classes, then every rank's own
+    kept = wait_for(lambda: Path(found["stacks"]).is_file() and Path(found["stacks"]).read_text(), 30, "the stacks")
     assert kept.index(f"== 1 rank: outside any collective, at {HUNG_AT} ==") < kept.index("== 11 ranks: in all_reduce")
     assert kept.count("\n-- rank ") == 12
 

@@ -89,7 +89,7 @@ def test_a_rank_told_to_hang_is_named_alone_and_the_rest_wait_in_all_reduce(laun
     # every process stopped at the same step: one collective the culprit never enqueued
     [seq] = {v["seq"] for v in found["victims"]}
     assert found["culprits"][0]["seq"] == seq - 1 and found["collective"]["seq"] == seq
-    assert Path(found["stacks"]).is_file()
+    wait_for(lambda: Path(found["stacks"]).is_file(), 30, "the stall's stacks (written just after the finding)")
     sim.resume()  # the episode ends once a rank makes progress again
     wait_for(lambda: not sim.finding("stall"), 60, "the stall finding to clear")
 
