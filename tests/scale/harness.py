@@ -143,6 +143,14 @@ class Sim:
     def wait_up(self, timeout: float = 120) -> dict:
         return until(self.watched, timeout, f"all {self.ranks} ranks of {self.run_id} to be watched")
 
+    def wait_stepping(self, timeout: float = 120) -> dict:
+        """status.json once the watchdog saw every rank past its first step: out of init_process_group, where a
+        loaded machine can hold a stand-in well after the run is watched."""
+        def stepped() -> dict | None:
+            s = self.watched()
+            return s if s and all((p.get("step") or 0) >= 1 for p in s["progress"].values()) else None
+        return until(stepped, timeout, f"all {self.ranks} ranks of {self.run_id} to make a step")
+
     def finding(self, kind: str) -> dict | None:
         return next((f for f in self.status().get("findings", ()) if f["kind"] == kind), None)
 
