@@ -119,15 +119,46 @@ _ANY_TOKEN = any_word(list(dict.fromkeys(token for rule in _RULES for token in r
 INFO line let through by "ail" of "available", a plain line by "rror" of a message no rule names)."""
 
 
+_BY_HEAD: dict[str, tuple[str, ...]] = {}
+for _token in dict.fromkeys(token for rule in _RULES for token in rule.tokens):
+    _BY_HEAD[_token[0]] = (*_BY_HEAD.get(_token[0], ()), _token)
+_STARTS_MAX = 16
+"""Places a token starts at that ``_present`` visits; past them, each token is looked for in the whole text."""
+
+
+def _present(text: str, at: int) -> set[str] | None:
+    """The rules' tokens in ``text``, whose first one starts at ``at``: from each place a token starts (the
+    next one is ``_ANY_TOKEN``'s next match: it matches where any token starts), those that start there. One
+    search from place to place instead of a ``token in text`` per token (111, ~17 us on a 300-character
+    line). None past ``_STARTS_MAX`` places."""
+    present: set[str] = set()
+    search = _ANY_TOKEN.search
+    for _ in range(_STARTS_MAX):
+        for token in _BY_HEAD[text[at]]:
+            if text.startswith(token, at):
+                present.add(token)
+        m = search(text, at + 1)
+        if m is None:
+            return present
+        at = m.start()
+    return None
+
+
 def _failures(text: str, nccl: bool, hits: list[Hit]) -> None:
-    if _ANY_TOKEN.search(text) is None:
+    first = _ANY_TOKEN.search(text)
+    if first is None:
         return
+    present = _present(text, first.start())
     for rule in _RULES:
-        for token in rule.tokens:
-            if token in text:
-                break
+        if present is not None:
+            if present.isdisjoint(rule.tokens):
+                continue
         else:
-            continue
+            for token in rule.tokens:
+                if token in text:
+                    break
+            else:
+                continue
         if rule.nccl_only and not nccl:
             continue
         m = rule.pattern.search(text)
