@@ -130,3 +130,18 @@ def test_tokens_that_overlap_or_start_alike_are_all_found():
     longer = next(o for o in _TOKENS if o != heads[0] and o.startswith(heads[0]))
     text = "x " + longer + " y"
     assert {heads[0], longer} <= rules._present(text, rules._ANY_TOKEN.search(text).start())  # type: ignore[operator]
+
+
+_PLAIN = rules._PLAIN_GATE.pattern.split("|")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PLAIN), st.sampled_from(_PLAIN).map(lambda w: w[1:] + w[:1]),
+                          st.text(max_size=8)), max_size=8), st.integers(0, 3))
+def test_the_plain_gates_trie_answers_as_the_gate(pieces: list[str], cut: int):
+    """``classify`` tests other output with ``_PLAIN_ANY``, the trie of ``_PLAIN_GATE``'s words: each word is
+    literal (it matches itself), and on any text the trie finds one where the gate does."""
+    assert all(rules._PLAIN_GATE.fullmatch(w) and rules._PLAIN_ANY.search(w) for w in _PLAIN)
+    text = "".join(pieces)
+    for t in (text, text[cut:], text[:-cut or None]):
+        assert (rules._PLAIN_ANY.search(t) is None) == (rules._PLAIN_GATE.search(t) is None), t

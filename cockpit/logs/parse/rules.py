@@ -45,6 +45,9 @@ _PLAIN_GATE = re.compile(
     r"stop requested|terminate called|subprocess|return code|died with|non-zero exit|xception|truncated|"
     r"ismatch|timeout after|Timeout|fallen off|GPU is lost|GPU_IS_LOST|device handle|ut of memory: Kill|Killed|"
     r"Segmentation fault|Aborted|oint exception|Illegal instruction")
+_PLAIN_ANY = any_word(_PLAIN_GATE.pattern.split("|"))
+"""``_PLAIN_GATE``'s words (each literal) as a trie: the same answer to whether one is in a text, ~2/3 of the time
+(a plain alternation tries each word at each place)."""
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
 _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out|NET/OFI|"
                         r"Plugin load")
@@ -173,7 +176,7 @@ def classify(text: str) -> list[Hit]:
     failure but a Python exception's last line gives ``python_exception`` (a fact: the first-failure rule
     looks for it in a rank's own log)."""
     if "NCCL" not in text and "nccl" not in text:
-        if _PLAIN_GATE.search(text) is None:
+        if _PLAIN_ANY.search(text) is None:
             return []
         hits: list[Hit] = []
         _failures(text, False, hits)
