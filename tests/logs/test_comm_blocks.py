@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from cockpit.logs.parse import comm
 from cockpit.logs.parse import parser as parser_module
 from cockpit.logs.parse import scan as parse_scan
+from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.parser import LineParser, parse_blocks, parse_lines
 from cockpit.logs.parse.prefix import origin, text_rank, timestamp
 from cockpit.logs.parse.rules import classify
@@ -177,16 +178,25 @@ def test_a_prefix_whose_tid_could_end_a_timestamp_has_no_key():
 @pytest.mark.parametrize("folder", ["nccl", "nccl2", "nccl3"])
 def test_the_parser_keyed_by_same_key_gives_the_events_of_one_without(folder: str, monkeypatch: pytest.MonkeyPatch):
     """A folder's logs, then again with other tids and communicator addresses (read by what the first copy
-    kept per ``same_key``): the events of a parser that keys nothing, on both paths."""
+    kept per ``same_key``, events made once per key too: ``LineParser._made_of``): the events of a parser that
+    keys nothing, on both paths, with and without the caller's host and rank, their fields set in the same
+    order."""
     text = "".join(p.read_text(encoding="utf-8", errors="replace").rstrip("\n") + "\n"
                    for p in sorted((FIXTURES / folder).glob("*.log")))
     again = _HEX.sub(lambda h: h[1] + "beef", _NCCL.sub(lambda m: f"{m[1]}{int(m[2]) + 7}{m[3]}", text))
     data = (text + again + "\n".join(rank_log(3, 8, 2_000)) + "\n").encode()
-    keyed = parse_blocks([data]), parse_lines(_physical(data))
+
+    def parsed() -> list[list[Event]]:
+        return [parse_blocks([data]), parse_lines(_physical(data)), parse_blocks([data], "h0", 3)]
+
+    keyed = parsed()
     monkeypatch.setattr(comm, "same_key", lambda _text: None)
     monkeypatch.setattr(parser_module, "same_key", lambda _text: None)
-    plain = parse_blocks([data]), parse_lines(_physical(data))
+    plain = parsed()
     assert keyed == plain
+    assert [[list(vars(e).items()) for e in found] for found in keyed] == \
+        [[list(vars(e).items()) for e in found] for found in plain]
+    assert {e.host for e in keyed[2]} == {"h0"}
     assert sum(1 for e in plain[0] if e.kind.startswith("nccl_init")) > 10
 
 

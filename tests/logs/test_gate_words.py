@@ -102,3 +102,46 @@ def test_the_rules_token_search_finds_a_token_exactly_where_one_is(pieces: list[
     text = "".join(pieces)
     for t in (text, text[cut:], text[:-cut or None]):
         assert (_ANY_TOKEN.search(t) is not None) == any(token in t for token in _TOKENS), t
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_TOKENS), st.sampled_from(_TOKENS).map(lambda t: t[1:] + t[:2]),
+                          st.text(max_size=8)), max_size=24), st.integers(0, 3))
+def test_the_rules_tokens_found_from_place_to_place_are_those_in_the_text(pieces: list[str], cut: int):
+    """``rules._present`` (which tokens a text holds, from each place one starts to the next): the tokens a
+    ``token in text`` per token finds, overlapping and repeated ones too; None only past ``_STARTS_MAX`` places."""
+    text = "".join(pieces)
+    for t in (text, text[cut:], text[:-cut or None]):
+        first = rules._ANY_TOKEN.search(t)
+        if first is None:
+            continue
+        want = {token for token in _TOKENS if token in t}
+        got = rules._present(t, first.start())
+        if got is None:
+            assert sum(t.startswith(token, i) for i in range(len(t)) for token in _TOKENS) > rules._STARTS_MAX
+        else:
+            assert got == want, t
+
+
+def test_tokens_that_overlap_or_start_alike_are_all_found():
+    """A token inside another, one another starts with, and two that share their head, in one text."""
+    heads = [t for t in _TOKENS if any(o != t and o.startswith(t) for o in _TOKENS)]
+    assert heads  # the case exists in the rules
+    longer = next(o for o in _TOKENS if o != heads[0] and o.startswith(heads[0]))
+    text = "x " + longer + " y"
+    assert {heads[0], longer} <= rules._present(text, rules._ANY_TOKEN.search(text).start())  # type: ignore[operator]
+
+
+_PLAIN = rules._PLAIN_GATE.pattern.split("|")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PLAIN), st.sampled_from(_PLAIN).map(lambda w: w[1:] + w[:1]),
+                          st.text(max_size=8)), max_size=8), st.integers(0, 3))
+def test_the_plain_gates_trie_answers_as_the_gate(pieces: list[str], cut: int):
+    """``classify`` tests other output with ``_PLAIN_ANY``, the trie of ``_PLAIN_GATE``'s words: each word is
+    literal (it matches itself), and on any text the trie finds one where the gate does."""
+    assert all(rules._PLAIN_GATE.fullmatch(w) and rules._PLAIN_ANY.search(w) for w in _PLAIN)
+    text = "".join(pieces)
+    for t in (text, text[cut:], text[:-cut or None]):
+        assert (rules._PLAIN_ANY.search(t) is None) == (rules._PLAIN_GATE.search(t) is None), t

@@ -53,9 +53,11 @@ def _distinct(values: Iterable[T | None]) -> tuple[T, ...]:
     return tuple(dict.fromkeys(v for v in values if v is not None))
 
 
-def resolve_ranks(events: Sequence[Event]) -> list[Event]:
-    """Give events of a known (host, pid) the rank that process has in its largest communicator."""
-    ranks = world_ranks(events)
+def resolve_ranks(events: Sequence[Event], ranks: dict[tuple[str | None, int], int] | None = None) -> list[Event]:
+    """Give events of a known (host, pid) the rank that process has in its largest communicator (``ranks``:
+    ``world_ranks(events)`` where the caller has it)."""
+    if ranks is None:
+        ranks = world_ranks(events)
     if not ranks:
         return list(events)
     out = []
@@ -169,8 +171,11 @@ def _errno_without_nccl(events: list[Event]) -> list[Event]:
 
 def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:
     """The facts of one file, and one summary per process seen in it."""
-    events = in_file_context(resolve_ranks(events))
+    # the same ranks as of the events after both steps: world_ranks reads Init events with a rank, which the
+    # file context neither changes, adds nor drops, and an event resolve_ranks gives a rank gets the one its
+    # process already has here
     ranks = world_ranks(events)
+    events = in_file_context(resolve_ranks(events, ranks))
     units: dict[Unit, list[Event]] = {}
     for e in events:
         if e.host is not None or e.rank is not None or e.pid is not None:

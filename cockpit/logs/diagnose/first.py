@@ -30,6 +30,8 @@ def first_failure(located: Sequence[Located]) -> list[Finding]:
     if roots:
         return [_elastic(located, roots)]
     failures = [(p, e) for p, e in located if is_failure(e) and (e.rank is not None or e.host)]
+    if len(failures) < 2:  # one process at most, without a pass over every event for the ranks
+        return []
     ranks = world_ranks(e for _, e in located)
     if len({(p, *unit_of(e, ranks)) for p, e in failures}) < 2:
         return []

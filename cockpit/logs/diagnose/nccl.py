@@ -129,6 +129,8 @@ def init_incomplete(located: Sequence[Located]) -> list[Finding]:
 
 def ib_fallback(located: Sequence[Located]) -> list[Finding]:
     """Some processes use InfiniBand, others fell back to TCP sockets."""
+    if len({e.network for _, e in located if e.network in ("IB", "Socket")}) < 2:
+        return []  # what each process ended on is the one network named: nothing to find, no pass for the ranks
     chosen: dict[tuple[object, ...], tuple[str, Located]] = {}
     channel: dict[tuple[object, ...], tuple[str, Located]] = {}
     ranks = world_ranks(e for _, e in located)

@@ -63,6 +63,10 @@ once. Bounded: that many texts of at most that many characters, then it starts a
 
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
 
+Made = tuple[str, tuple[object, ...], dict[str, object]]
+"""An event ``LineParser._made_of`` made but for its line number and text: its kind, the values of its fields
+(the fact's key less the line's prefix), all its fields."""
+
 
 class LineParser:
     """Incremental parser: ``feed`` physical lines in order, then ``flush`` at the end (or when idle).
@@ -102,6 +106,8 @@ class LineParser:
         # record text (an NCCL INFO line's ``comm.same_key``) -> classify's hits (not changed by callers)
         self._classified: dict[str | tuple[str, ...], list[Hit]] = {}
         self._placed: dict[tuple[str, ...], tuple[Origin, float | None, int | None]] = {}  # same_key -> _place
+        self._made: dict[tuple[str, ...], tuple[list[Hit], str | None, int | None, list[Made] | None]] = {}
+        """same_key -> (its hits, the caller's host and rank, what ``_made_of`` made of them)"""
 
     def feed(self, line: str, *, host: str | None = None, rank: int | None = None) -> list[Event]:
         """Parse one physical line (a trailing newline is ignored); return the events now complete."""
@@ -275,6 +281,14 @@ class LineParser:
         text's ``comm.same_key`` where the caller made it."""
         if channel_key is not None:
             self._seen.add(channel_key)
+        if same is not None and len(text) <= CLASSIFIED_LONGEST:
+            made = self._made.get(same)
+            if made is None or (made[0] is not hits and made[0] != hits) or made[1] != host or made[2] != rank:
+                if len(self._made) >= CLASSIFIED_MAX:
+                    self._made.clear()
+                made = self._made[same] = (hits, host, rank, self._made_of(text, same, hits, host, rank))
+            if made[3] is not None:
+                return self._emit_made(lineno, text, made[3], channel_key is not None)
         where: Origin | None = None
         events = []
         for kind, fields in hits:
@@ -293,6 +307,41 @@ class LineParser:
             events.append(_located(lineno, kind, text, fields, where, ts, said_rank, host, rank))
         if self._fresh is not None:
             self._note_fresh(events, channel_key is not None)
+        return events
+
+    def _made_of(self, text: str, same: tuple[str, ...], hits: list[Hit], host: str | None,
+                 rank: int | None) -> list[Made] | None:
+        """What ``_emit`` makes of the facts ``hits`` on a line of key ``same`` but its line number and text:
+        per hit, its kind, its fields' values (the fact's key but the prefix) and the event's fields, all
+        the same for every line of that key (``_place`` and ``_located`` read nothing else). None where a hit
+        is a failure (reported every time, some with a side effect) or names a field the line sets."""
+        if any(kind in FAILURE_SET or "line" in fields or "text" in fields for kind, fields in hits):
+            return None
+        where, ts, said_rank = self._place(text, same)
+        return [(kind, tuple(fields.values()),
+                 dict(_located(0, kind, text, fields, where, ts, said_rank, host, rank).__dict__))
+                for kind, fields in hits]
+
+    def _emit_made(self, lineno: int, text: str, made: list[Made], channel: bool) -> list[Event]:
+        """``_emit`` of a line whose events ``_made_of`` made but for their line number and text: each one's
+        fields copied in one call, those two set after (the same Event, fields in the same order)."""
+        cut = text.find("NCCL")
+        head = text[:cut] if cut > 0 else ""
+        seen = self._seen
+        events = []
+        for kind, values, fields in made:
+            key = (kind, head, *values)
+            if key in seen:
+                continue
+            seen.add(key)
+            event = object.__new__(Event)
+            own = event.__dict__
+            own.update(fields)
+            own["line"] = lineno
+            own["text"] = text
+            events.append(event)
+        if self._fresh is not None:
+            self._note_fresh(events, channel)
         return events
 
     def _place(self, text: str, same: tuple[str, ...] | None) -> tuple[Origin, float | None, int | None]:

@@ -45,6 +45,9 @@ _PLAIN_GATE = re.compile(
     r"stop requested|terminate called|subprocess|return code|died with|non-zero exit|xception|truncated|"
     r"ismatch|timeout after|Timeout|fallen off|GPU is lost|GPU_IS_LOST|device handle|ut of memory: Kill|Killed|"
     r"Segmentation fault|Aborted|oint exception|Illegal instruction")
+_PLAIN_ANY = any_word(_PLAIN_GATE.pattern.split("|"))
+"""``_PLAIN_GATE``'s words (each literal) as a trie: the same answer to whether one is in a text, ~2/3 of the time
+(a plain alternation tries each word at each place)."""
 # An NCCL INFO line is an event only if it holds one of these (facts, or "Call to connect ... refused").
 _INFO_GATE = re.compile(r" via | -> |Using|Init |version|NCCL_SOCKET_IFNAME|onnection|rror|ail|imed out|NET/OFI|"
                         r"Plugin load")
@@ -119,15 +122,46 @@ _ANY_TOKEN = any_word(list(dict.fromkeys(token for rule in _RULES for token in r
 INFO line let through by "ail" of "available", a plain line by "rror" of a message no rule names)."""
 
 
+_BY_HEAD: dict[str, tuple[str, ...]] = {}
+for _token in dict.fromkeys(token for rule in _RULES for token in rule.tokens):
+    _BY_HEAD[_token[0]] = (*_BY_HEAD.get(_token[0], ()), _token)
+_STARTS_MAX = 16
+"""Places a token starts at that ``_present`` visits; past them, each token is looked for in the whole text."""
+
+
+def _present(text: str, at: int) -> set[str] | None:
+    """The rules' tokens in ``text``, whose first one starts at ``at``: from each place a token starts (the
+    next one is ``_ANY_TOKEN``'s next match: it matches where any token starts), those that start there. One
+    search from place to place instead of a ``token in text`` per token (111, ~17 us on a 300-character
+    line). None past ``_STARTS_MAX`` places."""
+    present: set[str] = set()
+    search = _ANY_TOKEN.search
+    for _ in range(_STARTS_MAX):
+        for token in _BY_HEAD[text[at]]:
+            if text.startswith(token, at):
+                present.add(token)
+        m = search(text, at + 1)
+        if m is None:
+            return present
+        at = m.start()
+    return None
+
+
 def _failures(text: str, nccl: bool, hits: list[Hit]) -> None:
-    if _ANY_TOKEN.search(text) is None:
+    first = _ANY_TOKEN.search(text)
+    if first is None:
         return
+    present = _present(text, first.start())
     for rule in _RULES:
-        for token in rule.tokens:
-            if token in text:
-                break
+        if present is not None:
+            if present.isdisjoint(rule.tokens):
+                continue
         else:
-            continue
+            for token in rule.tokens:
+                if token in text:
+                    break
+            else:
+                continue
         if rule.nccl_only and not nccl:
             continue
         m = rule.pattern.search(text)
@@ -142,7 +176,7 @@ def classify(text: str) -> list[Hit]:
     failure but a Python exception's last line gives ``python_exception`` (a fact: the first-failure rule
     looks for it in a rank's own log)."""
     if "NCCL" not in text and "nccl" not in text:
-        if _PLAIN_GATE.search(text) is None:
+        if _PLAIN_ANY.search(text) is None:
             return []
         hits: list[Hit] = []
         _failures(text, False, hits)
