@@ -92,6 +92,9 @@ def test_sigkilled_rank_0_is_first_failure_and_the_rest_stop_quickly(tmp_path):
     first = status.first_failure
     assert (first.rank, first.signal) == (0, signal.SIGKILL)
     assert "first failure: rank 0 on" in r.stdout and "killed by SIGKILL" in r.stdout
+    # rank 1's exit record was missing once (1 of ~16 runs, under xdist, not reproduced since): say what was there
+    assert "1" in status.ranks, (r.stdout, r.stderr, sorted(p.name for p in (run_dir / "logs").iterdir()),
+                                 (run_dir / "logs" / "supervisor.log").read_text(errors="replace")[-4000:])
     other = status.ranks["1"]
     assert other.time - first.time <= 30
     assert status.ended - first.time <= 30
