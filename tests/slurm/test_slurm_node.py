@@ -189,6 +189,17 @@ def _batch_log(run_dir, *lines):
         f.writelines(line + "\n" for line in lines)
 
 
+def _running(tmp_path):
+    """A submitted job's unit that saw it RUNNING after its first start line: (run_dir, squeue, clock, unit)."""
+    run_dir, status = submitted(tmp_path)
+    fake, now = ScriptedSlurm(), [0.0]
+    _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
+    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
+    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
+    assert node.poll() is None
+    return run_dir, fake, now, node
+
+
 REQUEUE_LINE = "slurmstepd-n1: error: *** JOB 21 ON n1 CANCELLED AT 2026-11-27T18:02:11 DUE TO JOB REQUEUE ***"
 
 
@@ -198,12 +209,7 @@ def test_a_requeue_whose_failed_state_holds_with_the_count_already_raised_is_not
     then PENDING, then the next start. The run went on to succeed; cockpit had ended it FAILED after 5 s."""
     from cockpit.launch.slurm.unit import REQUEUE_ASKED_SETTLE, REQUEUE_SETTLE
 
-    run_dir, status = submitted(tmp_path)
-    fake, now = ScriptedSlurm(), [0.0]
-    _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
-    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
-    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
-    assert node.poll() is None
+    run_dir, fake, now, node = _running(tmp_path)
     assert REQUEUE_SETTLE < 80.0 < REQUEUE_ASKED_SETTLE
     for restart in (1, 2):  # a second requeue of the same job passes the same way
         _batch_log(run_dir, REQUEUE_LINE)
@@ -233,12 +239,7 @@ def test_a_requeued_job_cancelled_while_queued_again_ends_after_the_short_settle
 
     for seen_pending in (True, False):
         (tmp_path / str(seen_pending)).mkdir()
-        run_dir, status = submitted(tmp_path / str(seen_pending))
-        fake, now = ScriptedSlurm(), [0.0]
-        _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
-        fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
-        [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda now=now: now[0])
-        assert node.poll() is None
+        run_dir, fake, now, node = _running(tmp_path / str(seen_pending))
         _batch_log(run_dir, REQUEUE_LINE)
         if seen_pending:
             fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
@@ -256,12 +257,7 @@ def test_a_job_requeued_then_failing_after_being_queued_again_ends_after_the_sho
     start): the requeue has passed, so this end is believed after REQUEUE_SETTLE."""
     from cockpit.launch.slurm.unit import REQUEUE_SETTLE
 
-    run_dir, status = submitted(tmp_path)
-    fake, now = ScriptedSlurm(), [0.0]
-    _batch_log(run_dir, "cockpit: start restart=0 job=21 nodes=n1 time=1795000000")
-    fake.lines["21"] = "21|RUNNING|None|0|0|n1|"
-    [node] = make_slurm_nodes(status, run_dir, fake, min_interval=0, clock=lambda: now[0])
-    assert node.poll() is None
+    run_dir, fake, now, node = _running(tmp_path)
     _batch_log(run_dir, REQUEUE_LINE)
     fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
     assert node.poll() is None
