@@ -152,11 +152,15 @@ def first_term(pids: list[int]) -> list[int]:
     return [p for p in pids if p not in relayed and parent_pid(p) not in relayed]
 
 
-def kill_run(run_id: str, grace: float, wrapper_grace: float = 2.0) -> int:
+WRAPPER_GRACE_S = 10.0  # a wrapper whose rank is gone ends at once; on a loaded machine, once it gets a core
+
+
+def kill_run(run_id: str, grace: float, wrapper_grace: float = WRAPPER_GRACE_S) -> int:
     """SIGTERM every process of the run (each rank once: ``first_term``), SIGKILL what is left after ``grace``
-    seconds: the ranks first, so
-    that their wrappers (which pass SIGTERM on and outlive it) still record how they ended, then, after at
-    most ``wrapper_grace`` seconds, anything left. Returns how many needed SIGKILL."""
+    seconds: the ranks first, so that their wrappers (which pass SIGTERM on and outlive it) still record how
+    they ended, then, once no wrapper is left or after at most ``wrapper_grace`` seconds, anything left. The
+    wrappers get that time also where every rank ended of the SIGTERM: a wrapper killed before it ran again
+    leaves its rank without an exit record (seen under load with a 2 s bound). Returns how many needed SIGKILL."""
     pids = run_pids(run_id)
     signal_pids(first_term(pids), signal.SIGTERM)
     deadline = time.monotonic() + grace
@@ -167,7 +171,7 @@ def kill_run(run_id: str, grace: float, wrapper_grace: float = 2.0) -> int:
     signal_pids(work, signal.SIGKILL)
     deadline = time.monotonic() + wrapper_grace
     left = run_pids(run_id) if work else pids
-    while left and work and time.monotonic() < deadline:
+    while time.monotonic() < deadline and any(map(is_rank_wrapper, left)):  # not for what keeps coming back
         time.sleep(0.1)
         left = run_pids(run_id)
     signal_pids(left, signal.SIGKILL)

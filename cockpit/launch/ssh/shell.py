@@ -23,6 +23,7 @@ import shlex
 from pathlib import Path
 
 from cockpit import contract
+from cockpit.launch import procs
 from cockpit.render.site import log_safe
 from cockpit.run import layout
 
@@ -83,7 +84,20 @@ def stop_script(run_id: str, grace: float, signal: str = "TERM") -> str:
         f'[ -n "$first" ] && kill -{signal} $first 2>/dev/null',
         "left=$found; t=0",
         f'while [ -n "$left" ] && [ "$t" -lt {ticks} ]; do sleep 0.1; t=$((t+1)); left=$(pids); done',
-        'if [ -n "$left" ]; then killed=$(echo $left | wc -w); kill -KILL $left 2>/dev/null; sleep 0.2; fi',
+        # the ranks first, so that their wrappers (which outlive SIGTERM) still record how they ended, then
+        # what is left once no wrapper is (procs.kill_run)
+        'wrapper() { grep -qaF /rank-wrapper. /proc/"$1"/cmdline 2>/dev/null; }',
+        'if [ -n "$left" ]; then',
+        '  work=""; for p in $left; do wrapper "$p" || work="$work $p"; done',
+        '  killed=$(echo $work | wc -w); [ -n "$work" ] && kill -KILL $work 2>/dev/null',
+        f'  t=0; while [ "$t" -lt {int(procs.WRAPPER_GRACE_S * 10)} ]; do',
+        '    w=""; for p in $(pids); do wrapper "$p" && w=1; done',
+        '    [ -n "$w" ] || break; sleep 0.1; t=$((t+1))',
+        '  done; left=$(pids)',
+        '  if [ -n "$left" ]; then',
+        '    killed=$((killed + $(echo $left | wc -w))); kill -KILL $left 2>/dev/null; sleep 0.2',
+        '  fi',
+        'fi',
         'left=$(pids); names=""',
         'for p in $left; do names="$names $p:$(tr -c \'[:alnum:]._\\n-\' _ < /proc/"$p"/comm 2>/dev/null)"; done',
         'echo "$n $killed $(echo $left | wc -w)$names"',
