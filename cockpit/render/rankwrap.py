@@ -77,7 +77,7 @@ _FORWARD = r"""# torchrun 2.x starts each worker in its own session and signals 
 # rank gets the signal itself, and a copy passed on would be a second. Older torchrun signals the wrapper alone.
 read -r -a stat 2>/dev/null </proc/$$/stat
 if [ "${stat[4]:-}" = "$$" ]; then
-  for sig in TERM HUP USR1 USR2; do trap : "$sig"; done
+  for sig in TERM HUP USR1 USR2; do trap '' "$sig"; done
 else
   forwarding=1
   for sig in TERM HUP USR1 USR2; do
@@ -85,10 +85,13 @@ else
     trap "kill -$sig $child 2>/dev/null" "$sig"
   done
 fi"""
-# A no-op trap, not `trap ''`: the wrapper outlives the signal to record the end, and nothing it starts later
-# inherits an ignored signal (Lightning skips its SIGUSR1 handler when one is already set, SIG_IGN included).
+# Ignored (`trap ''`), not a no-op trap: a trapped signal ends bash's `wait`, and when it lands as the rank dies,
+# bash has reaped the rank and lost its status (the record said 143 for a rank killed by SIGKILL, a third of the
+# time). The rank started before these lines, with default dispositions, so it inherits nothing ignored
+# (Lightning skips its SIGUSR1 handler when one is already set, SIG_IGN included). Where the wrapper forwards
+# (torch 1.x) its traps must run, and that race stays.
 _NO_FORWARD = r"""# slurmstepd signals every process of the step, this rank too: passing one on would deliver it twice.
-for sig in TERM HUP USR1 USR2; do trap : "$sig"; done"""
+for sig in TERM HUP USR1 USR2; do trap '' "$sig"; done"""
 
 
 def wrapper(forward: bool = True) -> str:

@@ -71,6 +71,21 @@ def test_killed_rank_is_recorded_as_128_plus_signal(tmp_path):
     assert status == "137" and before <= int(count) <= oom_kills()
 
 
+def test_a_stop_that_arrives_as_the_rank_dies_records_the_rank_s_own_end(tmp_path):
+    """SIGTERM to the wrapper ends its wait; when the rank died of SIGKILL at that moment, the record must say
+    SIGKILL, not the wrapper's SIGTERM (a third of the tries did before the fix)."""
+    for i in range(30):
+        run = tmp_path / str(i)
+        run.mkdir()
+        proc = start(run, "sleep", "600")  # its own session: the wrapper forwards nothing, traps TERM with ':'
+        pid_file = run / "logs/rank-3.h1.pid"
+        rank = int(wait_for(lambda f=pid_file: f.exists() and f.read_text().strip(), 10, "the rank's pid", 0.01))
+        os.kill(rank, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=10) == 137, f"try {i}: {(run / 'logs/rank-3.h1.exit').read_text()!r}"
+        assert (run / "logs/rank-3.h1.exit").read_text().startswith("137 ")
+
+
 def oom_kills() -> int:
     return int(dict(line.split() for line in Path("/proc/vmstat").read_text().splitlines())["oom_kill"])
 
