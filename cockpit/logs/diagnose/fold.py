@@ -203,7 +203,14 @@ class Fold:
     def events(self) -> list[Event]:
         """The kept occurrences, in the order they were read."""
         self._settle()
-        return [e for _, e in sorted(x for entry in self._kept.values() for x in entry.kept())]
+        kept: list[tuple[int, Event]] = []
+        for entry in self._kept.values():
+            if entry.last is None and entry.earliest is None:  # most entries: seen a few times at most
+                kept += entry.first
+            else:
+                kept += entry.kept()
+        kept.sort()  # by place: each event's own
+        return [e for _, e in kept]
 
     def kept_count(self) -> int:
         """How many occurrences are kept (the memory the fold holds): at most ``KEEP_FIRST + 2`` per key."""
