@@ -94,11 +94,14 @@ def is_consequence(e: Event) -> bool:
     return e.kind in (GLOO_ERROR, RENDEZVOUS_ERROR, PYTHON_EXCEPTION) and lost_peer(e.text)
 
 
+ENDING_KINDS = (FAILURE_SET - NOT_CAUSES) | {PYTHON_EXCEPTION, PROCESS_DIED, LAUNCH_FAILED}
+"""The kinds of ``is_failure``: a set test where a rule looks at every event of a job."""
+
+
 def is_failure(e: Event) -> bool:
     """An event that ends a job: a failure kind other than ``NOT_CAUSES``, or an uncaught exception's last line
     (a KeyboardInterrupt is a stop)."""
-    return (e.kind in FAILURE_SET and e.kind not in NOT_CAUSES) or e.kind in (PYTHON_EXCEPTION, PROCESS_DIED,
-                                                                             LAUNCH_FAILED)
+    return e.kind in ENDING_KINDS
 
 
 def is_root(e: Event) -> bool:
@@ -157,5 +160,5 @@ def _unit(e: Event) -> tuple[object, ...]:
 def first_cause(located: Sequence[Located]) -> Cause | None:
     """The job's earliest root cause (see the module docstring); None where the logs show none, or several
     processes failed with nothing to tell which came first."""
-    found = earliest([(p, e) for p, e in located if is_root(e)])
+    found = earliest([(p, e) for p, e in located if e.kind in ENDING_KINDS and is_root(e)])
     return cause_of(*found) if found is not None else None

@@ -194,5 +194,6 @@ def summarize_file(path: str, events: Sequence[Event]) -> FileSummary:
 def diagnose(files: Sequence[tuple[str, Sequence[Event]]]) -> Report:
     """Summaries of ``(path, events)`` pairs, in the order given, and their findings, most important first."""
     summaries = tuple(summarize_file(path, events) for path, events in files)
-    cause = first_cause([(f.path, e) for f in summaries for e in f.events])
-    return Report(files=summaries, findings=find_all(summaries), cause=cause)
+    located = [(f.path, e) for f in summaries for e in f.events]
+    cause = first_cause(located)
+    return Report(files=summaries, findings=find_all(summaries, located), cause=cause)

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cockpit.logs.diagnose.cause import earliest, exception_words, in_words, is_consequence, is_failure, is_root
+from cockpit.logs.diagnose.cause import (
+    ENDING_KINDS,
+    earliest,
+    exception_words,
+    in_words,
+    is_consequence,
+    is_failure,
+    is_root,
+)
 from cockpit.logs.diagnose.model import Finding, Located, evidence_of, one_process, rank_list, unit_of, world_ranks
 from cockpit.logs.parse.kinds import ELASTIC_ROOT_CAUSE, LAUNCH_FAILED, PROCESS_DIED, PYTHON_EXCEPTION
 from cockpit.logs.parse.parser import Event
@@ -29,7 +37,7 @@ def first_failure(located: Sequence[Located]) -> list[Finding]:
     roots = [(p, e) for p, e in located if e.kind == ELASTIC_ROOT_CAUSE]
     if roots:
         return [_elastic(located, roots)]
-    failures = [(p, e) for p, e in located if is_failure(e) and (e.rank is not None or e.host)]
+    failures = [(p, e) for p, e in located if e.kind in ENDING_KINDS and (e.rank is not None or e.host)]
     if len(failures) < 2:  # one process at most, without a pass over every event for the ranks
         return []
     ranks = world_ranks(e for _, e in located)

@@ -158,7 +158,13 @@ class Fold:
         at = self.read
         self.read += len(events)
         for event in events:
-            key = key_of(event, templates)
+            text = event.text  # key_of(event, templates), inline: one call less per event
+            template = templates.get(text)
+            if template is None:
+                if len(templates) >= _TEMPLATES_MAX:
+                    templates.clear()
+                template = templates[text] = _zeroed(text)
+            key = (template, *_OTHER_FIELDS(event))
             entry = kept.get(key)
             if entry is None:
                 kept[key] = _Kept(at, event)
@@ -203,7 +209,14 @@ class Fold:
     def events(self) -> list[Event]:
         """The kept occurrences, in the order they were read."""
         self._settle()
-        return [e for _, e in sorted(x for entry in self._kept.values() for x in entry.kept())]
+        kept: list[tuple[int, Event]] = []
+        for entry in self._kept.values():
+            if entry.last is None and entry.earliest is None:  # most entries: seen a few times at most
+                kept += entry.first
+            else:
+                kept += entry.kept()
+        kept.sort()  # by place: each event's own
+        return [e for _, e in kept]
 
     def kept_count(self) -> int:
         """How many occurrences are kept (the memory the fold holds): at most ``KEEP_FIRST + 2`` per key."""

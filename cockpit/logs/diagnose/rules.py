@@ -32,6 +32,8 @@ from cockpit.logs.parse.kinds import (
     COLLECTIVE_TIMEOUT,
     GLOO_ERROR,
     IB_ERROR,
+    NCCL_INIT_COMPLETE,
+    NCCL_INIT_START,
     NCCL_REMOTE_ERROR,
     PORT_IN_USE,
     SLURM_CANCELLED,
@@ -164,12 +166,24 @@ _RULES: tuple[Callable[[Sequence[Located]], list[Finding]], ...] = (
 )
 
 
-def find_all(files: Sequence[FileSummary]) -> tuple[Finding, ...]:
+_READ_ALL = frozenset({first_failure, local_interface, ib_fallback, init_incomplete})
+"""The rules that read events of every kind (processes' ranks from their Init lines, hosts, networks); the
+others look only at kinds of their own, which no Init START/COMPLETE line is."""
+_COMM_INIT = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
+
+
+def find_all(files: Sequence[FileSummary], located: Sequence[Located] | None = None) -> tuple[Finding, ...]:
     """Every finding for the job whose files these are, most important first (an uncaught exception's finding
-    only where no first-failure finding names the failure already)."""
-    located = [(f.path, e) for f in files for e in f.events]
-    findings = [finding for rule in _RULES for finding in rule(located)]
-    findings += collective_timeout(located, _nranks(located))
+    only where no first-failure finding names the failure already). ``located``: the files' (path, event)
+    pairs, where the caller has them.
+
+    A long job's Init START/COMPLETE lines are most of its events (a pair per communicator and rank, each
+    kept: its address differs), so the rules that do not read them get the other events only."""
+    if located is None:
+        located = [(f.path, e) for f in files for e in f.events]
+    others = [loc for loc in located if loc[1].kind not in _COMM_INIT]
+    findings = [finding for rule in _RULES for finding in rule(located if rule in _READ_ALL else others)]
+    findings += collective_timeout(others, _nranks(located))
     if any(f.code == "first_failure" for f in findings):
         findings = [f for f in findings if f.code != "uncaught_exception"]
     return tuple(sorted(findings, key=_importance))

@@ -22,6 +22,7 @@ from cockpit.logs.parse.comm import Template, replay
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
 from cockpit.logs.parse.kinds import Hit
+from cockpit.logs.parse.linecount import newlines
 from cockpit.logs.parse.memo import Memo, Segment, Sink
 from cockpit.logs.parse.prefix import strip_ansi
 from cockpit.logs.parse.runs import channel_run
@@ -176,7 +177,7 @@ def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | Non
             pos = cut + 1
         if not flags:
             if pos <= size:
-                gap = block.count(b"\n", pos) + 1
+                gap = newlines(block, pos) + 1
                 _catch_up_bytes(parser, block, pos, size + 1, first + index, gap, host, rank)
                 index += gap
             break
@@ -185,7 +186,7 @@ def feed_marked(parser: Records, block: bytes, marks: list[int], host: str | Non
         if not special:
             text = unresidue(text)
         if pos < start:
-            gap = block.count(b"\n", pos, start)
+            gap = newlines(block, pos, start)
             if special or not (not text or FRESH.match(text)):
                 _catch_up_bytes(parser, block, pos, start, first + index, gap, host, rank)
             else:  # it starts a record whatever is held, and what is held has nothing to report

@@ -36,6 +36,7 @@ from typing import Protocol
 from cockpit.logs.parse.event import FAILURE_SET, Event
 from cockpit.logs.parse.gate import TRIGGER
 from cockpit.logs.parse.kinds import Hit
+from cockpit.logs.parse.linecount import newlines
 from cockpit.logs.parse.rules import classify
 from cockpit.logs.parse.runs import channel_key
 from cockpit.logs.parse.table import FailureTable
@@ -151,7 +152,7 @@ def replay(parser: Parser, block: bytes, pos: int, start_line: str, lineno: int,
     stop = block.rfind(b"\n", pos, hit) + 1  # the Init COMPLETE line's start
     if stop <= pos:
         return None
-    lines = block.count(b"\n", pos, stop)
+    lines = newlines(block, pos, stop)
     cut = b"\n" + prefix
     if lines > MAX_LINES or block.count(cut, pos - 1, stop) != lines or not block.startswith(prefix, stop):
         return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from cockpit.logs.parse.linecount import newlines
 from cockpit.logs.parse.table import FailureTable
 
 TAILS = 8
@@ -84,7 +85,7 @@ def channel_run(parser: Parser, block: bytes, pos: int, line: str) -> tuple[int,
         begin = m.end(group) + 1
     stop = m.end()
     last = block[block.rfind(b"\n", pos, stop - 1) + 1 or pos:stop - 1].decode()
-    return stop, block.count(b"\n", pos, stop), last
+    return stop, newlines(block, pos, stop), last
 
 
 def _plain(data: bytes) -> bool:
