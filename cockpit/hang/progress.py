@@ -75,16 +75,22 @@ class _Rank:
     last_output: float | None = None
     steps: list[tuple[float, int]] = field(default_factory=list)  # (t, step), the last 64
     beats: Beats = field(default_factory=Beats)
+    seen: float | None = None  # the last look (or probe) that read it
 
 
 class Monitor:
     """Feed it a look at every rank now and then; it keeps the little history the verdicts need.
-    ``stall_after``: None adapts (see the module docstring), 0 turns the watch off, else seconds."""
+    ``stall_after``: None adapts (see the module docstring), 0 turns the watch off, else seconds. ``dated``: the
+    samples' times are this machine's clock (a local run's files): a rank's progress is dated by its log's mtime
+    (or its beat's time), within the span since the look that last read it, not by the look that saw it; a large
+    run's whole look sees a rank's last step up to seconds after it happened (between, only sentinels are read)."""
 
     def __init__(self, stall_after: float | None, *, start_after: float | None = START_AFTER,
                  floor: float = ADAPTIVE_FLOOR, multiple: float = ADAPTIVE_MULTIPLE, window: float = 10.0,
-                 confirm: int = 3, beat_timeout: float = 10.0, min_wait_share: float = 0.15, ratio: float = 3.0):
+                 confirm: int = 3, beat_timeout: float = 10.0, min_wait_share: float = 0.15, ratio: float = 3.0,
+                 dated: bool = False):
         self.stall_after, self.start_after = stall_after, start_after
+        self.dated = dated
         self.floor, self.multiple = floor, multiple
         self.window, self.beat_timeout = window, beat_timeout
         self.rule = Rule(window, confirm, min_wait_share, ratio)
@@ -100,16 +106,16 @@ class Monitor:
         if self.last_progress is None:
             self.first_look = self.last_progress = now
         was_started = self.started
-        verdict, progressed, alive = Verdict(), False, False
+        verdict, progressed, alive = Verdict(), None, False
         for s in samples:
             rec, moved = self._rank(now, s)
-            progressed = progressed or moved
+            progressed = moved if progressed is None or (moved is not None and moved > progressed) else progressed
             if rec.state in ("stopped", "not responding"):
                 verdict.stopped += (s.rank,)
             alive = alive or rec.state != "exited"
             verdict.ranks[s.rank] = rec
-        if progressed:
-            self._progressed(now, was_started)
+        if progressed is not None:
+            self._progressed(progressed, was_started)
         verdict.quiet, verdict.since, verdict.longest_gap = now - self.last_progress, self.first_look, self.longest_gap
         verdict.phase = "running" if self.started else "starting"
         verdict.threshold, verdict.rule = self.threshold()
@@ -129,22 +135,36 @@ class Monitor:
         started or for a rank ``look`` has not seen yet: then only a whole look can tell."""
         if not self.started or self.last_progress is None or any(s.rank not in self.ranks for s in samples):
             return False
-        progressed = False
+        progressed: float | None = None
         for s in samples:
             r = self.ranks[s.rank]
             grew, n, moved = _moved(r, s)
+            at = self._dated(r, s, grew, n > r.n, now) if moved else None
             if grew:
                 r.last_output = s.log_mtime or now
-            r.size, r.step, r.n = s.log_size, s.step, max(r.n, n)
-            progressed = progressed or moved
-        if progressed:
-            self._progressed(now, True)
-        return progressed
+            r.size, r.step, r.n, r.seen = s.log_size, s.step, max(r.n, n), now
+            progressed = at if progressed is None or (at is not None and at > progressed) else progressed
+        if progressed is not None:
+            self._progressed(progressed, True)
+        return progressed is not None
 
-    def _progressed(self, now: float, was_started: bool) -> None:
+    def _progressed(self, at: float, was_started: bool) -> None:
+        last = self.last_progress if self.last_progress is not None else at
         if was_started:  # the start's silence has a budget of its own; it says nothing of later pauses
-            self.longest_gap = max(self.longest_gap, now - (self.last_progress or now))
-        self.last_progress = now
+            self.longest_gap = max(self.longest_gap, at - last)
+        self.last_progress = max(at, last)
+
+    def _dated(self, r: _Rank, s: RankSample, grew: bool, counted: bool, now: float) -> float:
+        """When a rank's progress happened (``dated``): the later of its log's mtime, if it grew, and its beat's
+        time, if its count moved (the beat is written after the collectives it counts, so a rank that printed and
+        then completed a collective is not dated by the print); never before the look that last read it, nor after
+        ``now``. Else (not dated, a rank not read before, a step in its metrics alone) ``now``."""
+        if not self.dated or r.seen is None:
+            return now
+        said = s.log_mtime if grew else None
+        if counted and s.beat and "t" in s.beat:
+            said = max(said or 0.0, float(s.beat["t"]))
+        return now if said is None else min(now, max(r.seen, said))
 
     def threshold(self) -> tuple[float | None, ThresholdRule]:
         """(seconds of quiet that make a stall now, where that number comes from)."""
@@ -156,12 +176,14 @@ class Monitor:
             return float(self.stall_after), "stall_after"
         return max(self.floor, self.multiple * self.longest_gap), "adaptive"
 
-    def _rank(self, now: float, s: RankSample) -> tuple[RankProgress, bool]:
-        """This rank's progress record, and whether it made progress since the last look."""
+    def _rank(self, now: float, s: RankSample) -> tuple[RankProgress, float | None]:
+        """This rank's progress record, and when it made progress since the last look (None: it made none)."""
         r = self.ranks.get(s.rank)
         if r is None:  # (not setdefault: a _Rank made and dropped for every rank at every look)
             r = self.ranks[s.rank] = _Rank()
         grew, n, moved = _moved(r, s)
+        at = self._dated(r, s, grew, n > r.n, now) if moved else None
+        r.seen = now
         beat = s.beat or {}
         if grew:
             r.last_output = s.log_mtime or now
@@ -181,7 +203,7 @@ class Monitor:
             s.host, state or "unknown", step=step,
             step_source="metrics" if s.step is not None else ("syncs" if step is not None else None),
             rate=window_rate(r.steps, now, self.window), wait=share(r.beats.points, now, self.window),
-            collective=beat.get("in"), in_since=beat.get("since"), last_output=r.last_output), moved
+            collective=beat.get("in"), in_since=beat.get("since"), last_output=r.last_output), at
 
     @staticmethod
     def _flags(verdict: Verdict) -> None:

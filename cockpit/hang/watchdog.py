@@ -52,7 +52,7 @@ class Watchdog:
         self.run_dir, self.status, self.grace = run_dir, status, grace
         self.runs_here = runs_here
         start_after = status.start_after if status.start_after is not None else START_AFTER
-        self.monitor = Monitor(status.stall_after, start_after=start_after)
+        self.monitor = Monitor(status.stall_after, start_after=start_after, dated=runs_here)
         self.collect = collect
         self.next_look = 0.0
         self.reported: set[str] = set()  # "stall" / "stopped:R": gathered once per episode

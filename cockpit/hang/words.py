@@ -50,10 +50,10 @@ def finding_words(f: dict, run_ref: str, pg_backend: str | None) -> tuple[str, s
     if f["kind"] == "stopped":
         head = "a rank's process is stopped"
     elif f.get("phase") == "start":
-        head = (f"no rank made progress for {f['quiet_s']:.0f} s while starting (none has completed a step or a "
+        head = (f"no rank made progress for {int(f['quiet_s'])} s while starting (none has completed a step or a "
                 "collective yet)")
-    else:
-        head = f"no rank made progress for {f['quiet_s']:.0f} s"
+    else:  # whole seconds down: 5.6 s of quiet is not 6 (a quiet dated by the logs is seldom a whole number)
+        head = f"no rank made progress for {int(f['quiet_s'])} s"
     parts = _uneven_parts(f) if f.get("uneven") else _culprit_parts(f["culprits"]) + _victim_parts(f)
     if f["silent"]:
         parts.append(f"{rank_list(f['silent'])} gave no stacks")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,7 +65,11 @@ def test_a_rank_stuck_in_its_own_code_is_named_with_file_line_and_on_stall_stop_
     # the Flight Recorder: rank 1 never enqueued #4 (its op is named in torch's words, whatever they are)
     assert f["collective"]["seq"] == 4 and isinstance(f["collective"]["op"], str) and f["collective"]["op"]
     assert f"rank 1 ({host}) is stuck in load_batch (plain_hang.py:{STUCK_LINE})" in r.stderr  # live, as it happened
-    assert f"stall: no rank made progress for 5 s: rank 1 ({host}) is stuck in load_batch" in r.stdout  # the summary
+    # the summary: the quiet it names is stall_after at least, and no more than passed from the last progress to
+    # the finding (5 s when the look that finds it comes on time; more when it comes late, on a busy machine)
+    said = re.search(rf"stall: no rank made progress for (\d+) s: rank 1 \({re.escape(host)}\) is stuck in load_batch",
+                     r.stdout)
+    assert said and 5 <= int(said[1]) <= f["found"] - f["began"], (r.stdout, f["began"], f["found"])
     assert "stopped by cockpit: stalled (on_stall: stop)" in status.note
     stacks = Path(f["stacks"]).read_text()
     assert "-- rank 0 (in all_reduce" in stacks and "-- rank 1 (outside any collective, at load_batch" in stacks

@@ -134,3 +134,33 @@ def test_a_kept_pid_is_read_again_when_its_process_ended_or_the_pid_is_another_p
     d.pids[str(pidfile)] = (child.pid, None)
     states: dict = {}
     assert _pid(str(pidfile), d, states) == child.pid and states[child.pid][0] == "exited"
+
+
+def test_a_local_run_s_progress_is_dated_by_its_log_s_mtime_within_the_span_since_it_was_read():
+    def sample(rank: int, size: int, mtime: float) -> RankSample:
+        return RankSample(rank, "n0", log_size=size, log_mtime=mtime, step=size)
+
+    dated, plain = Monitor(30.0, dated=True), Monitor(30.0)
+    for m in (dated, plain):
+        m.look(100.0, [sample(0, 10, 99.0), sample(1, 10, 99.0)])
+        m.look(101.0, [sample(0, 20, 100.5), sample(1, 20, 100.5)])  # started
+    # read again 4 s later (a whole look of a large run): rank 1's last step came at 102, rank 0's at 101.5
+    assert dated.look(105.0, [sample(0, 30, 101.5), sample(1, 30, 102.0)]).quiet == 3.0
+    assert plain.look(105.0, [sample(0, 30, 101.5), sample(1, 30, 102.0)]).quiet == 0.0
+    # a file time before the last read (another clock, a coarse one) counts from that read; one after now, as now
+    assert dated.look(109.0, [sample(0, 40, 50.0), sample(1, 40, 50.0)]).quiet == 4.0
+    assert dated.look(110.0, [sample(0, 50, 500.0), sample(1, 50, 500.0)]).quiet == 0.0
+
+
+def test_a_rank_that_printed_then_completed_a_collective_is_dated_by_its_beat_and_a_probe_dates_alike():
+    def sample(rank: int, size: int, mtime: float, n: int, t: float) -> RankSample:
+        return RankSample(rank, "n0", log_size=size, log_mtime=mtime, beat={"t": t, "n": n})
+
+    m = Monitor(30.0, dated=True)
+    m.look(100.0, [sample(0, 10, 99.0, 1, 99.5), sample(1, 10, 99.0, 1, 99.5)])
+    m.look(101.0, [sample(0, 20, 100.2, 2, 100.4), sample(1, 20, 100.2, 2, 100.4)])  # started
+    # rank 1 printed at 101.5 and its beat of 102.5 counts a collective more: the beat's time, not the print's
+    assert m.look(105.0, [sample(0, 20, 100.2, 2, 104.5), sample(1, 30, 101.5, 3, 102.5)]).quiet == 2.5
+    # a collective counted alone is dated by its beat; a beat that counts nothing new dates nothing
+    assert m.probe(106.0, [sample(0, 20, 100.2, 3, 105.8)]) and m.last_progress == 105.8
+    assert not m.probe(107.0, [sample(0, 20, 100.2, 3, 106.9)]) and m.last_progress == 105.8
