@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from cockpit.hang.straggler import Beats, Rule, Straggler, share
+from cockpit.hang.straggler import Beats, Rule, Straggler, share, since
 from cockpit.run.progress import RankProgress, RankState
 
 ThresholdRule = Literal["start_after", "stall_after", "adaptive", "off"]  # where a stall threshold comes from
@@ -234,7 +234,8 @@ def _waited(beat: Beat) -> float:
 def window_rate(points: list[tuple[float, int]], now: float, window: float) -> float | None:
     """Steps per second over the ``window`` seconds before ``now`` of ``points`` ((time, step), oldest first),
     rounded to 3 places; None with fewer than two points in it (the TUI's rank table rates printed steps alike)."""
-    inside = [p for p in points if p[0] >= now - window - 1e-9]
+    # found from the end: a window holds a few of the 64 points kept, and 4,096 ranks are rated at a look
+    inside: list[tuple[float, int]] = since(points, now - window)
     if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
         return None
     return round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 3)

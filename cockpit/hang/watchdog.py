@@ -34,7 +34,18 @@ LOOK_EVERY = 1.0
 START_ASK_EVERY = 10.0
 HISTORY_KEEP = 20  # the last stalls that cleared (status.json is written every second: it stays small)
 HANG_KINDS = ("stall", "stopped")
-WHOLE_RANKS = 1024  # ranks read each second; a larger run is read whole less often, and probed between
+# Ranks read each second; a larger run is read whole less often, and probed between. Each rank costs three files
+# (its log's stat, its beat's and its metrics' tails: some 35-50 us in all, every changed one read), so 640 ranks
+# a second keep the watch near 3% of a core at any size (issue 32's goal: the supervisor <= 5% at 4,096 ranks;
+# 1,024 a second had it at 5.4-7%). A look at a stall does not wait for it (a probe that sees no progress brings
+# the whole look at once; a live hang finding keeps it every second).
+WHOLE_RANKS = 640
+# At most this long between whole looks, so that the figures of the last 10 s (a rank's rate and wait share:
+# cockpit.hang.progress) always span two of them (from 4,480 ranks on, the watch then costs more per rank).
+WHOLE_MAX_S = 7.0
+# The straggler rule judges a window of at least this many whole looks (it needs three intervals of beats in it):
+# at 4 s between looks its 10 s window held two, and no straggler was named above 3,400 ranks.
+STRAGGLER_LOOKS = 3.5
 SENTINELS = 16  # ranks a probe reads
 Collect = Callable[[Path, RunStatus, set[int]], dict[int, Evidence]]
 
@@ -79,6 +90,7 @@ class Watchdog:
         found = gather.samples(self.run_dir, s, self.runs_here, self.rankdir)
         verdict = self.monitor.look(wall, found)
         self.next_whole, self.sentinels = now + whole_every(len(found)), sentinels(verdict)
+        self.monitor.rule.window = straggler_window(self.monitor.window, len(found))
         watch = self._watch(verdict, wall)
         findings = [f for f in s.findings if f.kind in HANG_KINDS]
         episode = {"stall"} if verdict.stalled else set()
@@ -214,9 +226,16 @@ class Watchdog:
         return False
 
 def whole_every(ranks: int) -> float:
-    """Seconds between two looks at every rank: each second up to WHOLE_RANKS ranks, then in proportion (4 s at
-    4,096), so that the watch costs the same share of a core at any size; probes fill the seconds between."""
-    return LOOK_EVERY * max(1.0, ranks / WHOLE_RANKS)
+    """Seconds between two looks at every rank: each second up to WHOLE_RANKS ranks, then in proportion (6.4 s at
+    4,096), so that the watch costs the same share of a core at any size, up to WHOLE_MAX_S; probes fill the
+    seconds between."""
+    return min(WHOLE_MAX_S, LOOK_EVERY * max(1.0, ranks / WHOLE_RANKS))
+
+
+def straggler_window(window: float, ranks: int) -> float:
+    """The straggler rule's window for a run of ``ranks``: ``window`` (the Monitor's, 10 s) where the run is looked
+    at whole often enough, else STRAGGLER_LOOKS whole looks (22.4 s at 4,096 ranks)."""
+    return max(window, STRAGGLER_LOOKS * whole_every(ranks))
 
 
 def sentinels(verdict: Verdict) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ import time
 
 from cockpit.hang.progress import Monitor, RankSample
 from cockpit.hang.rankdir import RankDir
-from cockpit.hang.watchdog import SENTINELS, WHOLE_RANKS, sentinels, whole_every
+from cockpit.hang.watchdog import SENTINELS, WHOLE_MAX_S, WHOLE_RANKS, sentinels, straggler_window, whole_every
 from cockpit.run.progress import RankProgress
 
 
@@ -95,6 +95,33 @@ def test_a_large_run_is_read_whole_less_often_and_probed_at_sentinels_spread_ove
     found = sentinels(Verdict(ranks=ranks))
     assert len(found) == SENTINELS and min(found) == 8  # live ranks only
     assert len({r // 8 for r in found}) == SENTINELS  # each on a node of its own
+
+
+def test_the_looks_of_a_very_large_run_stay_close_enough_for_its_rates_and_wait_shares():
+    assert whole_every(100_000) == WHOLE_MAX_S < Monitor(None).window  # two whole looks in the 10 s of a rate
+
+
+def _straggler_run(every: float, window: float) -> int | None:
+    """8 ranks stepping once a second, looked at whole every ``every`` s; rank 5 waits 2% of its time, the others
+    60%: the rank named, with the straggler rule judging ``window`` s."""
+    m = Monitor(600)
+    m.rule.window = window
+    for k in range(30):
+        now = 1000.0 + k * every
+        looked = [RankSample(r, "n0", 100 + k, now, int(k * every), "running",
+                             {"t": now, "sync": (0.02 if r == 5 else 0.6) * (now - 1000.0), "n": int(k * every)})
+                  for r in range(8)]
+        if (found := m.look(now, looked).straggler) is not None:
+            return found.rank
+    return None
+
+
+def test_a_straggler_among_4096_ranks_is_named_though_they_are_looked_at_whole_every_few_seconds():
+    every = whole_every(4096)
+    assert every > 10 / 3  # the 10 s window holds fewer than the rule's three intervals
+    assert _straggler_run(every, 10.0) is None  # as it was: never named above 3,400 ranks
+    assert straggler_window(10.0, 4096) > 10.0 and _straggler_run(every, straggler_window(10.0, 4096)) == 5
+    assert straggler_window(10.0, 8) == 10.0  # a run looked at whole each second keeps its 10 s window
 
 
 def test_a_beat_unchanged_since_its_last_read_is_not_read_again_and_a_changed_one_is(tmp_path):

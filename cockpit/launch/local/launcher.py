@@ -202,6 +202,7 @@ class LocalUnit:
                                      stderr=subprocess.STDOUT, start_new_session=True, cwd=run_dir)
         log.close()
         self.host, self.node_rank = host, node_rank
+        self.described: NodeRecord | None = None  # describe()'s last, while its exit code stands
 
     def poll(self) -> int | None:
         rc = self.proc.poll()
@@ -214,9 +215,15 @@ class LocalUnit:
             self.proc.send_signal(signal.SIGTERM)
 
     def describe(self) -> NodeRecord:
-        from cockpit.run.records import PROCESS_KEYS, NodeRecord
+        """Its record; the same (frozen) one while its exit code stands: the supervisor asks 512 nodes each
+        second whether one moved on (issue 32), and making the record was most of that."""
+        code = self.poll()
+        if self.described is None or self.described.exit_code != code:
+            from cockpit.run.records import PROCESS_KEYS, NodeRecord
 
-        return NodeRecord(self.host, self.node_rank, pid=self.proc.pid, exit_code=self.poll(), null_keys=PROCESS_KEYS)
+            self.described = NodeRecord(self.host, self.node_rank, pid=self.proc.pid, exit_code=code,
+                                        null_keys=PROCESS_KEYS)
+        return self.described
 
     def kill(self) -> int:
         """Its processes carry the run's own id: the supervisor's kill of the run reaches them."""
