@@ -1,6 +1,6 @@
-"""procs.kill_run, and the ssh launcher's stop script on a node, leave every rank its exit record, even when the rank wrapper gets a core only seconds after
-its rank ended (a loaded machine): the real wrapper, a real rank process, the wrapper held stopped (SIGSTOP)
-across kill_run's old 2 s bound and let go after it."""
+"""procs.kill_run, and the ssh launcher's stop script on a node, leave every rank its exit record, even when the
+rank wrapper gets a core only seconds after its rank ended (a loaded machine): the real wrapper, a real rank
+process, the wrapper held stopped (SIGSTOP) across the old 2 s bound and let go after it."""
 
 from __future__ import annotations
 
