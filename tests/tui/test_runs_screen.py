@@ -222,3 +222,26 @@ async def test_at_80x24_the_log_has_the_width_and_a_progress_line_shows_its_loss
         await pilot.resize_terminal(120, 36)
         await until(pilot, lambda: not view.has_class("-narrow") and ranks.region.right <= log.region.x,
                     what="the side panel beside the log at 120 columns")
+
+
+async def test_the_runs_list_is_refreshed_while_seen_and_on_return_not_under_a_run_view(ctx, runs):
+    """Under a run's view the runs list is not seen: its periodic refresh (every run's status.json read) waits
+    for the list to show again (issue 32: at 4,096 ranks one read held the interpreter ~40 ms every 2 s)."""
+    from dataclasses import replace
+
+    from tui.tuidata import NOW, make_run
+
+    app = CockpitApp(replace(ctx, runs_every=0.05))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_failed_run(app, pilot)
+        runs_screen = next(s for s in app.screen_stack if isinstance(s, RunsScreen))
+        await until(pilot, lambda: runs_screen._stale, what="a refresh due under the run view")
+        new = make_run(ctx.runs_dir, "later", "succeeded", NOW - 60)
+        runs_screen._stale = False
+        await until(pilot, lambda: runs_screen._stale, what="a refresh due after the new run")
+        assert len(runs_screen.runs) == len(runs)  # not read while covered
+        assert new.name not in [d.name for d, _ in runs_screen.runs]
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is runs_screen)
+        await until(pilot, lambda: any(d.name == new.name for d, _ in runs_screen.runs), what="the new run listed")
+        assert not runs_screen._stale

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
 from textual.dom import DOMNode
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 if TYPE_CHECKING:
@@ -54,3 +54,9 @@ class CockpitScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_worker_error(self, event)
+
+    def _covered(self) -> bool:
+        """Whether another screen, not a dialog over this one (which shows it behind), is on top: this screen is
+        not seen (another mode's, or under a full screen)."""
+        top = self.app.screen
+        return top is not self and not isinstance(top, ModalScreen)

@@ -25,7 +25,6 @@ from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.plot.series import BEATS
@@ -192,11 +191,6 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
                 self.set_timer(wait, self._apply_now)
             return
         self._apply_now()
-
-    def _covered(self) -> bool:
-        """Whether another screen, not a dialog over this one (which shows it behind), is on top."""
-        top = self.app.screen
-        return top is not self and not isinstance(top, ModalScreen)
 
     def on_screen_resume(self) -> None:
         if self._apply_on_resume:

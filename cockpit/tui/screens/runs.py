@@ -44,6 +44,7 @@ class RunsScreen(CockpitScreen):
         self.runs: list[tuple[Path, RunStatus]] = []
         self.jobs: list[tuple[str, str | None, str]] = []  # (job id, owning run's directory, output hint)
         self._listed: RunsListed | None = None  # the last list, shown again to fit a new width
+        self._stale = False  # a refresh came due while another screen covered this one: done when it shows
 
     def compose(self) -> ComposeResult:
         yield NavBar("runs", id="nav")
@@ -60,7 +61,21 @@ class RunsScreen(CockpitScreen):
         for label in JOB_COLUMNS:
             jobs.add_column(label, key=label)
         self.reload()
-        self.set_interval(self.capp.ctx.runs_every, self.reload)
+        self.set_interval(self.capp.ctx.runs_every, self._refresh_shown)
+
+    def _refresh_shown(self) -> None:
+        """The periodic refresh, while this screen is seen. Under a run's view it read every run's status.json
+        every runs_every seconds for a list nobody saw: at 4,096 ranks ~40 ms of a worker thread holding the
+        interpreter (a key press on the run view waited for it) and 4,096 records for the collector (issue 32)."""
+        if self._covered():
+            self._stale = True
+        else:
+            self.reload()
+
+    def on_screen_resume(self) -> None:
+        if self._stale:
+            self._stale = False
+            self.reload()
 
     def action_reload(self) -> None:
         self.reload()
