@@ -174,6 +174,9 @@ def kill_run(run_id: str, grace: float, wrapper_grace: float = WRAPPER_GRACE_S) 
     while time.monotonic() < deadline and any(map(is_rank_wrapper, left)):  # not for what keeps coming back
         time.sleep(0.1)
         left = run_pids(run_id)
+    # listed again: a wrapper that ended after the last listing (its command line gone before its environment
+    # was) is no process that needed SIGKILL
+    left = run_pids(run_id) if left else left
     signal_pids(left, signal.SIGKILL)
     _until_gone(run_id, KILLED_GONE_S)
     return len(work) + len(left)

@@ -252,9 +252,34 @@ def test_a_requeued_job_cancelled_while_queued_again_ends_after_the_short_settle
         assert node.describe().slurm.slurm_state == "CANCELLED"
 
 
-def test_a_job_requeued_then_failing_after_being_queued_again_ends_after_the_short_settle(tmp_path):
-    """Back in the queue after the requeue, then FAILED before any start line (e.g. the batch script could not
-    start): the requeue has passed, so this end is believed after REQUEUE_SETTLE."""
+def test_a_requeue_whose_failed_state_shows_after_pending_is_not_the_end(tmp_path):
+    """The sequence supervisor.log traced in a failed run of the real requeue test (11-28, the suite under
+    load): 'DUE TO JOB REQUEUE', COMPLETING with restarts 1, PENDING (BeginTime), then FAILED (NonZeroExitCode):
+    the old attempt's end showing after the job was queued again. cockpit had ended the run FAILED after 5 s."""
+    from cockpit.launch.slurm.unit import REQUEUE_ASKED_SETTLE, REQUEUE_SETTLE
+
+    run_dir, fake, now, node = _running(tmp_path)
+    _batch_log(run_dir, REQUEUE_LINE)
+    for line in ("21|COMPLETING|None|0|1|n1|", "21|PENDING|BeginTime|0|1||", "21|FAILED|NonZeroExitCode|256|1|n1|"):
+        fake.lines["21"] = line
+        assert node.poll() is None
+        now[0] += 1.0
+    for _ in range(4):  # 4 x 20 s: well past REQUEUE_SETTLE, within REQUEUE_ASKED_SETTLE
+        now[0] += 20.0
+        assert node.poll() is None
+    assert REQUEUE_SETTLE < 80.0 < REQUEUE_ASKED_SETTLE and node.describe().state != "failed"
+    _batch_log(run_dir, "cockpit: start restart=1 job=21 nodes=n1 time=1795000131")
+    fake.lines["21"] = "21|RUNNING|None|0|1|n1|"
+    assert node.poll() is None and node.describe().state == "running"
+    now[0] += 20.0
+    fake.lines["21"] = "21|COMPLETED|None|0|1|n1|"  # no #SBATCH --requeue, no requeue since the start: the end
+    assert node.poll() == 0
+
+
+def test_a_job_requeued_then_failing_once_allocated_again_ends_after_the_short_settle(tmp_path):
+    """Allocated again after the requeue (RUNNING with the raised count), then FAILED before any start line
+    (e.g. the batch script could not start): the requeue has passed, so this end is believed after
+    REQUEUE_SETTLE."""
     from cockpit.launch.slurm.unit import REQUEUE_SETTLE
 
     run_dir, fake, now, node = _running(tmp_path)
@@ -262,6 +287,9 @@ def test_a_job_requeued_then_failing_after_being_queued_again_ends_after_the_sho
     fake.lines["21"] = "21|PENDING|BeginTime|0|1||"
     assert node.poll() is None
     now[0] += 20.0
+    fake.lines["21"] = "21|RUNNING|None|0|1|n1|"
+    assert node.poll() is None
+    now[0] += 1.0
     fake.lines["21"] = "21|FAILED|NonZeroExitCode|256|1|n1|"
     assert node.poll() is None
     now[0] += REQUEUE_SETTLE

@@ -73,8 +73,8 @@ class SlurmJobUnit:
         self.requeue = script.is_file() and "#SBATCH --requeue" in script.read_text(encoding="utf-8",
                                                                                      errors="replace")
         self.final_seen: tuple[float, int] | None = None  # (when, restarts) an end was first seen
-        # the job was seen queued again after Slurm said it is requeueing it: the restart count of the start the
-        # requeue ended (see _requeue_passing)
+        # the job was seen allocated again (RUNNING, CONFIGURING with the raised count) after Slurm said it is
+        # requeueing it: the restart count of the start the requeue ended (see _requeue_passing)
         self.back_after: int | None = None
         self.traced: tuple[str, str | None, int | None] | None = None  # the last (state, reason, restarts) logged
         # the run's attempt this job's submission started (its requeues are the next ones: the batch script's count)
@@ -147,7 +147,8 @@ class SlurmJobUnit:
                 return
             if not view.final:
                 self.final_seen = None
-                if view.state == "starting" and self.attempts.requeue_asked:  # COMPLETING: the old attempt ending
+                if (self.attempts.requeue_asked and view.slurm_state in ("RUNNING", "CONFIGURING")
+                        and (view.restarts or 0) > self.attempts.last_restart):  # not PENDING (see _requeue_passing)
                     self.back_after = self.attempts.last_restart
             if view != self.view:
                 self.view = view
@@ -186,12 +187,14 @@ class SlurmJobUnit:
     def _requeue_passing(self, view: JobView, restarts: int) -> bool:
         """Whether an end state seen after Slurm said it is requeueing the job (and before the job's next start
         line) is that requeue passing through rather than the job's end. It is while the restart count is still
-        the attempt's; and also once the count went up, while the job was not seen back in the queue (PENDING;
-        COMPLETING is the old attempt still ending) and the end is no cancel: slurmctld raises the count when
-        the requeue begins, and the killed batch shell's FAILED (NonZeroExitCode) holds until the attempt's
-        processes are cleaned up (seen on the test cluster, under load: FAILED with restarts=1 for over 5 s,
-        then PENDING). A CANCELLED after the job was queued again (an outside scancel of the pending job), or
-        one cockpit asked for, is the end."""
+        the attempt's; and also once the count went up, while the job was not seen allocated again (RUNNING or
+        CONFIGURING with the raised count; COMPLETING is the old attempt still ending) and the end is no cancel:
+        slurmctld raises the count when the requeue begins, and the killed batch shell's FAILED
+        (NonZeroExitCode) can show until the attempt's processes are cleaned up, before PENDING or after it
+        (both seen on the test cluster, under load: COMPLETING, FAILED for over 5 s, PENDING, RUNNING; and
+        COMPLETING, PENDING, FAILED). A pending job does not fail without being allocated first; where it was
+        and then failed before the batch script's start line, the end is believed after REQUEUE_SETTLE. A
+        CANCELLED (an outside scancel of the requeued job), or a cancel cockpit asked for, is the end."""
         if restarts <= self.attempts.last_restart:
             return True
         back = self.back_after == self.attempts.last_restart
