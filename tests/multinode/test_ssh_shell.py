@@ -17,6 +17,7 @@ import types
 
 from helpers import cockpit_env, require_tool, wait_for
 
+from cockpit import contract
 from cockpit.launch import procs
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, Timing
 from cockpit.launch.ssh.shell import agent_command, list_script, parse_started, start_script, stop_script
@@ -140,19 +141,23 @@ def test_the_probe_command_quotes_the_jobs_python():
 
 
 def test_stop_names_what_survives_sigkill(tmp_path):
-    """A process that comes back (here: respawned by a parent outside the run) is what the stop reports left."""
+    """A process that SIGKILL cannot end (on a node: one stuck in the kernel) is what the stop reports left. Here
+    it is the init of a pid namespace, which ignores every signal it has no handler for when signalled from
+    inside: the stop runs in that namespace. A respawning parent would race the stop's last listing under load."""
     run_id = f"t-{secrets.token_hex(4)}"
-    spawner = subprocess.Popen(["sh", "-c", f"while :; do env COCKPIT_RUN_ID={run_id} sleep 60 & sleep 0.05; done"],
-                               start_new_session=True)
+    init = subprocess.Popen([require_tool("unshare"), "--pid", "--fork", "--mount-proc", "env",
+                             f"{contract.RUN_ID}={run_id}", "sleep", "60"],
+                            start_new_session=True, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: procs.run_pids(run_id))
-        words = sh(stop_script(run_id, 0.3)).stdout.split()
-        assert int(words[2]) >= 1 and words[3:] and all(w.endswith(":sleep") for w in words[3:]), words
+        host_pid = wait_for(lambda: procs.run_pids(run_id), what="the namespace's init")[0]
+        r = subprocess.run([require_tool("nsenter"), "-t", str(host_pid), "-p", "-m", "sh", "-c",
+                            stop_script(run_id, 0.3)], capture_output=True, text=True, timeout=30)
+        # found 1; SIGKILLed after the grace and again after the wrapper wait; left: pid 1, a `sleep`
+        assert r.stdout.split() == ["1", "2", "1", "1:sleep"], (r.stdout, r.stderr)
     finally:
-        os.killpg(spawner.pid, signal.SIGKILL)
-        spawner.wait(5)
-        sh(stop_script(run_id, 0.5))
-    assert procs.run_pids(run_id) == []
+        os.killpg(init.pid, signal.SIGKILL)
+        init.wait(5)
+    wait_for(lambda: procs.run_pids(run_id) == [], what="the run's processes to end")
 
 
 def test_a_node_whose_processes_survive_sigkill_is_given_up_on_after_a_few_sweeps(tmp_path):
