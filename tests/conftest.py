@@ -45,6 +45,11 @@ def pytest_configure(config):
     os.environ["PYTHONPATH"] = str(REPO)
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own pytest_collection_modifyitems (it turns
+# them into the "@group" suffix of each test id that --dist loadgroup schedules by), and a plugin registered after
+# this conftest, as xdist's worker is, runs first. Marks added after it are never seen: every test was its own
+# unit, a file's module-scoped demo run ran once per worker, and two labs or two Slurm clusters ran side by side.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if (_heavy(item.path) or item.get_closest_marker("slow")) and item.get_closest_marker("timeout") is None:
@@ -63,7 +68,8 @@ def _group(item) -> str:
     tests = REPO / "tests"
     top = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else "-"
     shared = next((name for name in SHARED if name in getattr(item, "fixturenames", ())), None)
-    return f"{top}:{shared}" if shared else str(item.path)
+    return f"{top}:{shared}" if shared else (item.path.relative_to(REPO).as_posix()
+                                             if item.path.is_relative_to(REPO) else str(item.path))
 
 
 def _heavy(path) -> bool:
