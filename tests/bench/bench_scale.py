@@ -350,6 +350,10 @@ def report(f: dict, met: dict) -> None:
     print(f"goals met: {'yes' if all(ok for _, ok in met.values()) else 'no'}")
 
 
+def _interrupted(signum: int, _frame) -> None:
+    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, default=512)
@@ -367,6 +371,10 @@ def main() -> int:
     p.add_argument("--only", default=",".join(STAGES), help=f"the stages measured, comma-separated (default: all "
                    f"of {','.join(STAGES)}); goals_met covers those")
     args = p.parse_args()
+    # a bench stopped by SIGTERM or SIGHUP (timeout(1), a closed terminal) stops its run too: the finally blocks
+    # below end the supervisor and the stand-ins, which otherwise outlive it (512 processes at 4,096 ranks)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupted)
     if args.smoke:
         args.ranks, args.nodes, args.stall_after, args.stalls, args.steady, args.keys, args.window = (
             8, 2, 2.0, 1, 2.0, 4, 3.0)
@@ -396,4 +404,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as stop:
+        print(f"bench_scale: {stop or 'interrupted'}; its run was stopped", file=sys.stderr)
+        sys.exit(130)
