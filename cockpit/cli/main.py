@@ -347,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # `cockpit render ... | head`: the reader left; not an error worth a traceback.
+        # `cockpit render ... | head`: the reader left; not an error worth a traceback. What is still buffered
+        # goes nowhere: else the interpreter's last flush fails again and the exit code becomes its 120.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.stderr.close()
         return EXIT_OK
     except OSError as exc:
