@@ -91,6 +91,19 @@ def test_bad_arguments_exit_2():
     assert r.returncode == 2 and "usage:" in r.stderr
 
 
+@pytest.mark.parametrize("grace", ["-1", "nan", "inf", "1e9", "ten"])
+def test_a_grace_that_is_no_time_is_refused_before_anything_starts(grace, runs_dir):
+    """`cockpit run JOB --grace -1` ran the job (and `stop --grace -1` stopped one) with a grace no stop can
+    keep: -1, nan, inf reached the supervisor as given. Refused with the range, exit 2, no run made."""
+    for args in (("run", "jobs/demo.yaml", "--grace", grace), ("stop", "last", "--grace", grace),
+                 ("sweep", "rerun", "last", "--failed", "--grace", grace)):
+        r = cockpit(*args)
+        assert r.returncode == 2 and "argument --grace: " in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert ("out of range 0..86400 seconds" if grace != "ten" else "expected seconds, got 'ten'") in r.stderr
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+    assert cockpit("stop", "nope", "--grace", "0").stderr.startswith("cockpit: no run 'nope'")  # 0: kill at once
+
+
 def test_diagnose_json_is_one_object_with_the_contract_keys():
     fixture = "tests/fixtures/nccl/elastic_03_address_already_in_use_runtimeerror_29500.log"
     r = cockpit("diagnose", fixture, "--json")
