@@ -91,6 +91,19 @@ def test_bad_arguments_exit_2():
     assert r.returncode == 2 and "usage:" in r.stderr
 
 
+@pytest.mark.parametrize("grace", ["-1", "nan", "inf", "1e9", "ten"])
+def test_a_grace_that_is_no_time_is_refused_before_anything_starts(grace, runs_dir):
+    """`cockpit run JOB --grace -1` ran the job (and `stop --grace -1` stopped one) with a grace no stop can
+    keep: -1, nan, inf reached the supervisor as given. Refused with the range, exit 2, no run made."""
+    for args in (("run", "jobs/demo.yaml", "--grace", grace), ("stop", "last", "--grace", grace),
+                 ("sweep", "rerun", "last", "--failed", "--grace", grace)):
+        r = cockpit(*args)
+        assert r.returncode == 2 and "argument --grace: " in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert ("out of range 0..86400 seconds" if grace != "ten" else "expected seconds, got 'ten'") in r.stderr
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+    assert cockpit("stop", "nope", "--grace", "0").stderr.startswith("cockpit: no run 'nope'")  # 0: kill at once
+
+
 def test_diagnose_json_is_one_object_with_the_contract_keys():
     fixture = "tests/fixtures/nccl/elastic_03_address_already_in_use_runtimeerror_29500.log"
     r = cockpit("diagnose", fixture, "--json")
@@ -143,3 +156,28 @@ def test_output_to_a_full_disk_is_one_line_and_exit_1():
             r = subprocess.run([sys.executable, "-m", "cockpit", *args], stdout=full, stderr=subprocess.PIPE,
                                text=True, cwd=REPO, env=env, timeout=60)
         assert r.returncode == 1 and r.stderr == "cockpit: cannot write the output: No space left on device\n", args
+
+
+def test_a_reader_that_left_changes_no_exit_code(runs_dir):
+    """`cockpit logs RUN | head -1`: the reader closes the pipe; what cockpit still had to write goes nowhere,
+    and the exit code is the command's own, never Python's 120 for a failed last flush."""
+    from cockpit.run.store import RunStatus, write_status
+
+    (runs_dir / "good-1" / "logs").mkdir(parents=True)
+    write_status(runs_dir / "good-1", RunStatus(run_id="good-1", name="good", launcher="local", job_file="j.yaml",
+                                                hosts=["vm"], world_size=2, state="succeeded", exit_code=0,
+                                                created=1000.0))
+    for rank in (0, 1):
+        (runs_dir / "good-1" / "logs" / f"rank-{rank}.vm.log").write_text(f"hello from {rank}\n")
+    env = cockpit_env(COCKPIT_RUNS_DIR=str(runs_dir))
+    for args in (("logs", "good-1"), ("logs", "good-1", "-n", "1"), ("ps",), ("ps", "--json"),
+                 ("validate", "jobs/demo.yaml"), ("render", "jobs/demo.yaml"), ("diagnose", "good-1")):
+        read, write = os.pipe()
+        os.close(read)  # the reader has already gone: the first write fails with EPIPE
+        try:
+            r = subprocess.run([sys.executable, "-m", "cockpit", *args], stdout=write, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO, env=env, timeout=60)
+        finally:
+            os.close(write)
+        assert r.returncode == 0, (args, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr and "Broken pipe" not in r.stderr, (args, r.stderr)

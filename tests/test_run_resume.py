@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,8 @@ import pytest
 from helpers import REPO, cockpit_env, wait_for
 
 from cockpit import contract
-from cockpit.launch import resume
+from cockpit.cli.main import COMMANDS
+from cockpit.launch import registry, resume
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, create_run_dir, read_status, write_status
 
@@ -35,13 +37,23 @@ def status(state: str = "stopped", **fields) -> RunStatus:
     (status("starting"), OK, "it is starting"),
     (status("stopped"), resume.Facts(True, True, alive=3), "3 of its processes still run"),
     (status("succeeded"), OK, "nothing to continue"),
-    (status("failed", launcher="slurm"), OK, "cockpit requeue demo-1"),
+    (status("failed", launcher="slurm"), OK, "cockpit run /w/demo.yaml submits it again"),
+    (status("failed", launcher="slurm"), OK, "R in the TUI's run view: cockpit --run demo-1"),
     (status("stopped"), resume.Facts(has_job=False, has_script=True, alive=0), "no job.yaml"),
     (status("stopped"), resume.Facts(has_job=True, has_script=False, alive=0), "no commands/node-0.sh"),
 ])
 def test_a_run_that_cannot_go_on_is_refused_with_a_hint(st, found, words):
     why = resume.refusal(st, found)
     assert why is not None and words in why and "hint:" in why
+
+
+@pytest.mark.parametrize("launcher", [k for k in sorted(registry.LAUNCHERS) if registry.get(k).resume_instead])
+def test_the_hint_for_a_run_resumed_elsewhere_names_commands_that_exist(launcher):
+    """A user types the hint as given: each `cockpit WORD` in it is one of cockpit's commands (a Slurm run's
+    hint once named `cockpit requeue`, which never existed: "invalid choice")."""
+    why = resume.refusal(status("failed", launcher=launcher), OK)
+    assert why is not None and "hint: cockpit " in why
+    assert set(re.findall(r"cockpit (\w+)", why)) <= set(COMMANDS), why
 
 
 @pytest.mark.parametrize("state", ["stopped", "failed", "lost"])

@@ -24,6 +24,20 @@ def whole_number(lo: int, hi: int, unit: str = ""):
     return parse
 
 
+def grace_seconds(text: str) -> float:
+    """--grace: seconds from SIGTERM to SIGKILL. -1, nan or inf were taken as given (a stop that never kills a
+    rank that ignores SIGTERM, or kills at once) and handed to the supervisor."""
+    import argparse  # as whole_number: common is imported by every command, argparse only by those that parse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value <= 86400:  # nan fails both
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range 0..86400 seconds")
+    return value
+
+
 def notice(text: str) -> None:
     """One line of cockpit's own on stderr; a reader that has gone (a closed pipe) changes nothing."""
     with contextlib.suppress(BrokenPipeError, ValueError):

@@ -15,7 +15,16 @@ import sys
 from typing import NoReturn
 
 from cockpit import __version__
-from cockpit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, load_job, read_job, whole_number
+from cockpit.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    grace_seconds,
+    load_job,
+    read_job,
+    whole_number,
+)
 from cockpit.fs.safeio import Untrusted
 
 
@@ -119,7 +128,8 @@ def _add_run(sub) -> None:
     p.add_argument("--resume", metavar="RUN", help="continue a stopped (or failed) local run in its own directory: "
                    "its next attempt, from its last checkpoint (cockpit.train), with the job and arguments it was "
                    "started with")
-    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
+    p.add_argument("--grace", type=grace_seconds, default=10.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL on stop")
     p.add_argument("--no-preflight", action="store_true", help="launch even when a preflight check fails (local: "
                    "skip the checks; ssh: the nodes must still answer; cockpit doctor JOB.yaml shows them)")
     p.add_argument("--trust-new-hosts", action="store_true", help="ssh launcher: record unknown host keys in "
@@ -184,7 +194,7 @@ def _add_stacks(sub) -> None:
 def _add_stop(sub) -> None:
     p = sub.add_parser("stop", help="stop a run: SIGTERM to its ranks, SIGKILL after --grace")
     p.add_argument("run", metavar="RUN")
-    p.add_argument("--grace", type=float, default=10.0)
+    p.add_argument("--grace", type=grace_seconds, default=10.0, metavar="S", help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--runs-dir")
     p.set_defaults(func=_runs("stop"))
 
@@ -347,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # `cockpit render ... | head`: the reader left; not an error worth a traceback.
+        # `cockpit render ... | head`: the reader left; not an error worth a traceback. What is still buffered
+        # goes nowhere: else the interpreter's last flush fails again and the exit code becomes its 120.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.stderr.close()
         return EXIT_OK
     except OSError as exc:

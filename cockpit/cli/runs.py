@@ -239,6 +239,8 @@ def _print_log(path: Path, lines: int | None, prefix: str) -> None:
         sys.stdout.flush()
         for block in printable(path, prefix):
             sys.stdout.buffer.write(block)
+    except BrokenPipeError:  # stdout's reader left (`| head`): that is not this file's fault (cockpit.cli.main)
+        raise
     except OSError as exc:
         notice(f"{path}: skipped: {exc.strerror or exc}")
 

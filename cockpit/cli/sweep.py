@@ -7,7 +7,7 @@ import argparse
 import json
 import time
 
-from cockpit.cli.common import UsageError
+from cockpit.cli.common import UsageError, grace_seconds
 
 
 def add_sweep_commands(sub) -> None:
@@ -24,7 +24,8 @@ def add_sweep_commands(sub) -> None:
     v.add_argument("run", metavar="RUN")
     v.add_argument("--failed", action="store_true", required=True,
                    help="the failed (and lost) trials: the only selection there is for now")
-    v.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
+    v.add_argument("--grace", type=grace_seconds, default=10.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL on stop")
     v.add_argument("--detach", action="store_true", help="start it and return; cockpit attach follows it")
     v.add_argument("--rank", type=int, action="append", help=argparse.SUPPRESS)
     v.add_argument("--host", action="append", help=argparse.SUPPRESS)

@@ -152,3 +152,35 @@ async def test_a_following_log_stays_at_its_end_when_the_terminal_shrinks():
         await pilot.resize_terminal(100, 30)
         await pilot.pause()
         assert log.scroll_y == 0
+
+
+async def test_the_log_keeps_rows_on_a_short_terminal(tmp_path, monkeypatch):
+    """At 60x15 the findings (5 rows) and the panel under the log (6) left the log no row at all: a user saw
+    the rank table and nothing of what the ranks printed. Under SHORT rows both give some up; at 80x24 the
+    layout is the one the snapshots hold."""
+    from tui.tuidata import FAILED_LOGS, make_run, until
+
+    from cockpit.tui.app import CockpitApp
+    from cockpit.tui.models.context import Context
+    from cockpit.tui.models.fleet_feed import FixedFleet
+    from cockpit.tui.screens.run_view import RunViewScreen
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    runs = tmp_path / "runs"
+    run_dir = make_run(runs, "demo", "failed", 1_700_000_000.0, logs=FAILED_LOGS)
+    ctx = Context(runs_dir=runs, fleet=FixedFleet([], local_names=("localhost",)), base_dir=tmp_path,
+                  config_path=tmp_path / "config" / "tui.yaml", partitions=lambda: [], runs_every=3600)
+    app = CockpitApp(ctx)
+    async with app.run_test(size=(60, 15)) as pilot:
+        app.push_screen(RunViewScreen(run_dir))
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen.status is not None,
+                    what="the run view with its status")
+        view = app.screen
+        log = view.query_one("#log")
+        await until(pilot, lambda: log.region.height >= 4, what="rows for the log at 60x15")
+        assert view.has_class("-short") and view.has_class("-narrow")
+        assert view.query_one("#findings").region.height == 3 and view.query_one("#run-side").region.height == 4
+        await pilot.resize_terminal(80, 24)
+        await until(pilot, lambda: not view.has_class("-short"), what="the short layout left at 80x24")
+        await pilot.pause()
+        assert view.query_one("#findings").region.height == 5 and view.query_one("#run-side").region.height == 6

@@ -51,7 +51,10 @@ class SlurmLauncher:
     nodes_are_torchruns = False
     has_sweeps = True  # a sweep is a job array
     replacement_hint = "return it to service"
-    resume_instead: str | None = "cockpit requeue {run}"  # the same job again, from its checkpoint, under Slurm
+    # No `cockpit requeue` command: a job still in Slurm is requeued from the TUI's run view (R: USR1 or
+    # `scontrol requeue`, cockpit.launch.slurm.job.requeue); an ended one is submitted again as a new run.
+    resume_instead: str | None = ("cockpit run {job} submits it again; a job still in Slurm is requeued by R in "
+                                  "the TUI's run view: cockpit --run {run}")
 
     def shell_env(self, spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:
         """sbatch exports this shell to the job."""

@@ -22,6 +22,9 @@ APPLY_EVERY = 0.05  # seconds: at most 20 log repaints a second
 # columns under which the side panel goes under the log: beside it, 80 columns left the log 42, and a progress
 # line's loss= off its right edge (issue 33's new-user pass); 100 leaves it 62, which holds one
 NARROW = 100
+# rows under which the findings and the panel under the log take less room: at 60x15 their 5 + 6 rows left the
+# log none (issue 45's new-user pass); from 24 rows (80x24) the layout is as it was
+SHORT = 24
 # under a storm (a batch of more than STORM_LINES lines), at most 10: each repaint redraws every row of the log,
 # and on a busy machine a key press that lands behind one waits for it (bench_tui: key p50 halved)
 APPLY_EVERY_STORM, STORM_LINES = 0.1, 1000

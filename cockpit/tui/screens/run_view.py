@@ -134,6 +134,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.width < runview.NARROW, "-narrow")
+        self.set_class(self.app.size.height < runview.SHORT, "-short")
         self._fit_side()
         trials = self.query_one("#trials", DataTable)
         for key, title, width in runview.TRIAL_COLUMNS:
@@ -148,8 +149,10 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
         self.call_after_refresh(gc.freeze)  # this screen's widgets: out of the collector's scans (see app.py)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Under NARROW columns the side panel goes under the log (app.tcss); the attempts' rows rewrap."""
+        """Under NARROW columns the side panel goes under the log (app.tcss), under SHORT rows it and the
+        findings take less of the height; the attempts' rows rewrap."""
         self.set_class(event.size.width < runview.NARROW, "-narrow")
+        self.set_class(event.size.height < runview.SHORT, "-short")
         self._fit_side()
         if self.status is not None:
             self._show_attempts()
