@@ -18,7 +18,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Protocol
 
-from cockpit.logs.parse.comm import Template, replay
+from cockpit.logs.parse.comm import Last, Template, replay
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
 from cockpit.logs.parse.kinds import Hit
@@ -62,7 +62,7 @@ class Records(Protocol):
     def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]: ...
 
     _comms: dict[tuple[bytes, bytes], Template | None]
-    _comm_last: dict[bytes, tuple[bytes, bytes, Template | None]]
+    _comm_last: dict[bytes, Last]
 
     def flush(self) -> list[Event]: ...
 
