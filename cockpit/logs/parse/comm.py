@@ -14,8 +14,11 @@ most differ from the one before only in NCCL's thread id (``tid``) inside that p
 before the facts already reported are left out (``rules.classify``'s answer): a block seen before gives its
 events by running only that last step again (``LineParser._emit``) on the lines that have hits, with their own
 text and line numbers: one ``find``, two ``count``s, one ``replace`` and one dict lookup in C for the block.
-The ``Init START`` and ``Init COMPLETE`` lines themselves (their comm and commId differ per block) take the
-parser's usual way.
+The ``Init START`` and ``Init COMPLETE`` lines themselves (their comm and commId differ per block) are keyed
+without those (``same_key``). Where the line after ``Init COMPLETE`` cannot continue it (empty, or starting a
+record), the whole unit, ``Init COMPLETE`` included, gives its events in one step from a ``Plan`` of the
+process's last unit: what each line with hits made, copied with the line's own number and text (``_again``);
+else ``Init COMPLETE`` is held, as the walk would hold it, for the next line to show whether it was wrapped.
 
 What this relies on: a line's hits do not change with the tid (decimal digits between two ``:`` and the
 `` [dev]``): no trigger word holds a digit, origin reads the host, pid and device but not the tid, and no
