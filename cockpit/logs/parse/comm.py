@@ -405,11 +405,11 @@ def _plan(parser: Parser, template: Template, block: bytes, pos: int, width: int
             return None
         made_of.append(made)
     body = []
-    for i, offset, hits, via, same in template.hit_lines:
-        if same is None:
+    for i, offset, hits, via, key in template.hit_lines:
+        if key is None:
             return None
         at = pos + offset + i * width
-        made = parser._made_of(block[at:block.find(b"\n", at)].decode("utf-8", "replace"), same, hits, host, rank)
+        made = parser._made_of(block[at:block.find(b"\n", at)].decode("utf-8", "replace"), key, hits, host, rank)
         if made is None:
             return None
         body.append((i, offset, via, made))
