@@ -215,3 +215,36 @@ def test_a_block_like_the_last_but_for_its_transport_is_read_as_its_own():
     events = parse_blocks([data])
     assert events == parse_lines(_physical_bytes(data))
     assert [e.transport for e in events if e.kind == "nccl_channel"] == ["P2P/IPC/read", "P2P/CUMEM/rd"]
+
+
+_WRAPPED = " the rest of a line that a terminal wrapped at its width, long enough to be held again ......"
+
+
+@needs_scanner
+@pytest.mark.parametrize("every", [2, 5])
+def test_a_process_s_next_unit_comes_in_one_step_unless_a_wrap_continues_its_last_line(
+        every: int, monkeypatch: pytest.MonkeyPatch):
+    """A process's units after its first are made in one step from the plan of its last (``comm._again``): Init
+    START, the channel line, Init COMPLETE. Where the line after Init COMPLETE continues it (a terminal's hard
+    wrap) the unit takes the usual way, and the joined record is the event's text; the events are the line
+    path's either way."""
+    lines = rank_log(1, 8, 12_000)
+    completes = [i for i, line in enumerate(lines) if line.endswith("Init COMPLETE")]
+    for i in reversed(completes[2::every]):
+        lines.insert(i + 1, _WRAPPED)
+    steps: list[bool] = []
+    again = comm._again
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - comm._again's own
+        found = again(*args, **kwargs)
+        steps.append(found is not None)
+        return found
+
+    monkeypatch.setattr(comm, "_again", counted)
+    data = ("\n".join(lines) + "\n").encode()
+    events = parse_blocks([data])
+    monkeypatch.undo()
+    assert events == parse_lines(lines)
+    joined = [e for e in events if e.kind == "nccl_init_complete" and e.text.endswith(_WRAPPED)]
+    assert len(joined) == len(completes[2::every]) > 5
+    assert steps.count(False) == len(joined) and steps.count(True) == len(completes) - len(joined) > 5

@@ -18,7 +18,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Protocol
 
-from cockpit.logs.parse.comm import Template, replay
+from cockpit.logs.parse.comm import Last, Made, Template, replay
 from cockpit.logs.parse.event import Event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, block_templates
 from cockpit.logs.parse.kinds import Hit
@@ -62,12 +62,17 @@ class Records(Protocol):
     def _dense_rest(self, block: bytes, host: str | None, rank: int | None) -> list[Event]: ...
 
     _comms: dict[tuple[bytes, bytes], Template | None]
-    _comm_last: dict[bytes, tuple[bytes, bytes, Template | None]]
+    _comm_last: dict[bytes, Last]
+
+    _classified: dict[str | tuple[str, ...], list[Hit]]
 
     def flush(self) -> list[Event]: ...
 
     def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
               channel: tuple[str, str] | None, same: tuple[str, ...] | None = None) -> list[Event]: ...
+
+    def _made_of(self, text: str, same: tuple[str, ...], hits: list[Hit], host: str | None,
+                 rank: int | None) -> list[Made] | None: ...
 
 
 Resume = Callable[[int, list[int], int], "int | None"]

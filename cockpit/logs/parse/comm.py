@@ -14,8 +14,11 @@ most differ from the one before only in NCCL's thread id (``tid``) inside that p
 before the facts already reported are left out (``rules.classify``'s answer): a block seen before gives its
 events by running only that last step again (``LineParser._emit``) on the lines that have hits, with their own
 text and line numbers: one ``find``, two ``count``s, one ``replace`` and one dict lookup in C for the block.
-The ``Init START`` and ``Init COMPLETE`` lines themselves (their comm and commId differ per block) take the
-parser's usual way.
+The ``Init START`` and ``Init COMPLETE`` lines themselves (their comm and commId differ per block) are keyed
+without those (``same_key``). Where the line after ``Init COMPLETE`` cannot continue it (empty, or starting a
+record), the whole unit, ``Init COMPLETE`` included, gives its events in one step from a ``Plan`` of the
+process's last unit: what each line with hits made, copied with the line's own number and text (``_again``);
+else ``Init COMPLETE`` is held, as the walk would hold it, for the next line to show whether it was wrapped.
 
 What this relies on: a line's hits do not change with the tid (decimal digits between two ``:`` and the
 `` [dev]``): no trigger word holds a digit, origin reads the host, pid and device but not the tid, and no
@@ -41,7 +44,7 @@ from cockpit.logs.parse.rules import classify
 from cockpit.logs.parse.runs import channel_key
 from cockpit.logs.parse.table import FailureTable
 from cockpit.logs.parse.trace import Traceback
-from cockpit.logs.parse.wrap import WRAP_MIN
+from cockpit.logs.parse.wrap import FRESH, WRAP_MIN, unresidue
 
 MAX_LINES = 256
 """Lines between ``Init START`` and ``Init COMPLETE`` read as one unit at most (NCCL prints 40-200)."""
@@ -65,21 +68,67 @@ class Template:
         self.last_trigger = last_trigger
 
 
+Made = tuple[str, tuple[object, ...], dict[str, object]]
+"""An event ``LineParser._made_of`` made but for its line number and text: its kind, the values of its fields
+(the fact's key less the line's prefix), all its fields."""
+
+
+class Plan:
+    """What a unit gives, from its Init START line to its Init COMPLETE line, but for the lines' numbers and
+    texts and the facts already reported: per line with hits, what ``LineParser._made_of`` made of them. Made
+    from one unit by the parser's own steps (``_plan``), it gives the next unit of the same process whose lines
+    have the same keys (``comm.same_key``: the tid, and on the Init lines the address and commId, left out) in
+    one step (``_again``)."""
+
+    __slots__ = ("body", "complete", "derived", "start", "start_key", "complete_key", "template", "where")
+
+    def __init__(self, template: Template, where: tuple[str | None, int | None], start_key: tuple[str, ...],
+                 complete_key: tuple[str, ...], derived: bool, start: list[Made],
+                 body: list[tuple[int, int, bool, list[Made]]], complete: list[Made]):
+        self.template = template
+        self.where = where
+        """The caller's (host, rank): they are in the made events."""
+        self.start_key = start_key
+        self.complete_key = complete_key
+        self.derived = derived
+        """The Init COMPLETE line is the Init START line with ``COMPLETE`` for ``START`` (then its key is too)."""
+        self.start = start
+        self.body = body
+        """Per line of ``template.hit_lines``: its index and offset (as there), whether it is a channel line,
+        what it makes."""
+        self.complete = complete
+
+
+class Last:
+    """The last unit read of a process (``Parser._comm_last``): its newline and prefix, its lines each after
+    that, its template, and the plan made of it (None: none yet)."""
+
+    __slots__ = ("cut", "plan", "raw", "template")
+
+    def __init__(self, cut: bytes, raw: bytes, template: Template | None):
+        self.cut = cut
+        self.raw = raw
+        self.template = template
+        self.plan: Plan | None = None
+
+
 class Parser(Protocol):
     """What ``replay`` reads and writes of ``parser.LineParser``."""
 
     _held: str | None
+    _held_trigger: bool
     _held_more: list[str] | None
     _table: FailureTable
     _trace: Traceback
     _seen: set[tuple[object, ...]]
     _fresh: list[Event | None] | None
     _comms: dict[tuple[bytes, bytes], Template | None]
-    _comm_last: dict[bytes, tuple[bytes, bytes, Template | None]]
-    """Per prefix less its tid, the last block read: (newline and prefix, its lines each after that, its
-    template). A block whose lines, that prefix put for its own, are that block's has its template: one
-    replace of equal length (about half the cost of cutting the prefixes off, which ``_comms`` needs)."""
+    _comm_last: dict[bytes, Last]
+    """Per prefix less its tid, the last block read (``Last``). A block whose lines, that prefix put for its
+    own, are that block's has its template: one replace of equal length (about half the cost of cutting the
+    prefixes off, which ``_comms`` needs)."""
     _lineno: int
+    _classified: dict[str | tuple[str, ...], list[Hit]]
 
     def flush(self) -> list[Event]: ...
 
@@ -87,6 +136,9 @@ class Parser(Protocol):
 
     def _emit(self, lineno: int, text: str, host: str | None, rank: int | None, hits: list[Hit],
               channel: tuple[str, str] | None, same: tuple[str, ...] | None = None) -> list[Event]: ...
+
+    def _made_of(self, text: str, same: tuple[str, ...], hits: list[Hit], host: str | None,
+                 rank: int | None) -> list[Made] | None: ...
 
 
 Unit = tuple[list[Event], int, int, bool]
@@ -159,9 +211,9 @@ def replay(parser: Parser, block: bytes, pos: int, start_line: str, lineno: int,
     raw = block[pos - 1:stop - 1]
     head = (m.group(1) + m.group(3)).encode()
     last = parser._comm_last.get(head)
-    if (last is not None and len(last[1]) == len(raw) and len(last[0]) == len(cut)
-            and raw.replace(cut, last[0]) == last[1]):
-        template = last[2]  # the block before of this process, but for its tid (see ``Parser._comm_last``)
+    if (last is not None and len(last.raw) == len(raw) and len(last.cut) == len(cut)
+            and raw.replace(cut, last.cut) == last.raw):
+        template = last.template  # the block before of this process, but for its tid (see ``Parser._comm_last``)
     else:
         body = raw.replace(cut, b"\n")  # each line after its own newline, prefix cut off
         key = (head, body)
@@ -175,9 +227,13 @@ def replay(parser: Parser, block: bytes, pos: int, start_line: str, lineno: int,
             comms[key] = template
         if len(parser._comm_last) >= TEMPLATES:
             parser._comm_last.clear()
-        parser._comm_last[head] = (cut, raw, template)
+        last = parser._comm_last[head] = Last(cut, raw, template)
     if template is None:
         return None
+    if not template.last_trigger and parser._held is start_line and parser._held_trigger and (
+            unit := _again(parser, last, template, block, pos, stop, len(prefix), start_line, lineno, host,
+                           rank)) is not None:
+        return unit
     found = _events(parser, template, block, pos, stop, prefix, lineno, host, rank)
     if not template.last_trigger and (end := _complete(parser, block, stop, lineno + lines + 1, host, rank)) > 0:
         return found, end, lines + 1, True
@@ -257,3 +313,104 @@ def _complete(parser: Parser, block: bytes, start: int, lineno: int, host: str |
     parser._lineno = lineno
     parser._hold(text, host, rank, True)
     return end + 1
+
+
+def _again(parser: Parser, last: Last, template: Template, block: bytes, pos: int, stop: int, width: int,
+           start_line: str, lineno: int, host: str | None, rank: int | None) -> Unit | None:
+    """The unit and its Init COMPLETE line in one step, by the plan of the process's last unit (made here where
+    there is none that fits): what ``_events``, ``_complete`` and the next line's flush of that line give,
+    where the next line cannot join it (empty, or starting a record: ``wrap.FRESH``) and decides what a walk
+    over the lines after it holds (``block._catch_up``), so nothing is held after it. None where that is not
+    so (then nothing changed)."""
+    end = block.find(b"\n", stop)
+    if end < 0:
+        return None
+    raw = block[stop:end]
+    if b"\r" in raw or b"\x1b" in raw or b" via " in raw or b"Init START" in raw:
+        return None
+    after = block.find(b"\n", end + 1)
+    nxt = block[end + 1:after] if after >= 0 else block[end + 1:]
+    if b"\r" in nxt or b"\x1b" in nxt:
+        return None
+    if nxt and (text := unresidue(nxt.decode("utf-8", "replace"))) and not FRESH.match(text):
+        return None
+    complete = raw.decode("utf-8", "replace")
+    if not (WRAP_MIN <= len(complete) <= _LONGEST and WRAP_MIN <= len(start_line) <= _LONGEST):
+        return None
+    start_key = same_key(start_line)
+    if start_key is None:
+        return None
+    derived = start_line.endswith("START") and complete == start_line[:-5] + "COMPLETE"
+    plan = last.plan
+    if (plan is None or plan.template is not template or plan.where != (host, rank) or plan.start_key != start_key
+            or not (derived and plan.derived or same_key(complete) == plan.complete_key)):
+        plan = last.plan = _plan(parser, template, block, pos, width, start_line, start_key, complete, derived,
+                                 host, rank)
+        if plan is None:
+            return None
+    lines = [(lineno, start_line, plan.start, False)]
+    for i, offset, via, made in plan.body:
+        at = pos + offset + i * width
+        text = block[at:block.find(b"\n", at)].decode("utf-8", "replace")
+        if len(text) > _LONGEST:
+            return None
+        lines.append((lineno + 1 + i, text, made, via))
+    lines.append((lineno + template.lines + 1, complete, plan.complete, False))
+    seen = parser._seen
+    cut = start_line.find("NCCL")
+    head = start_line[:cut] if cut > 0 else ""  # every line of the unit starts with the same prefix
+    out: list[Event] = []
+    parser._held = None
+    for line, text, made, channel in lines:
+        if channel and (key := channel_key(text)) is not None:  # as ``_events``: a channel key reported
+            if key in seen:  # is the line's end; else it is reported now
+                continue
+            seen.add(key)
+        for kind, values, fields in made:  # ``LineParser._emit_made``
+            fact = (kind, head, *values)
+            if fact in seen:
+                continue
+            seen.add(fact)
+            event = object.__new__(Event)
+            own = event.__dict__
+            own.update(fields)
+            own["line"] = line
+            own["text"] = text
+            out.append(event)
+    parser._lineno = lineno + template.lines + 1
+    return out, end + 1, template.lines + 1, True
+
+
+_LONGEST = 512
+"""Lines longer than this take the usual way (``parser.CLASSIFIED_LONGEST``: what the parser keeps made)."""
+
+
+def _plan(parser: Parser, template: Template, block: bytes, pos: int, width: int, start_line: str,
+          start_key: tuple[str, ...], complete: str, derived: bool, host: str | None, rank: int | None) -> Plan | None:
+    """The plan of this unit (see ``Plan``), by the steps the parser takes on its lines (``_record_events`` on
+    the Init lines, ``_emit`` on the lines with hits); None where one of them would take another way."""
+    complete_key = same_key(complete)
+    if complete_key is None:
+        return None
+    made_of: list[list[Made]] = []
+    for text, same in ((start_line, start_key), (complete, complete_key)):
+        if ("exitcode" in text or text.endswith(("]:", "]: ")) or " via " in text or "Traceback (" in text
+                or " NCCL INFO " not in text):
+            return None
+        hits = parser._classified.get(same)
+        if hits is None:
+            hits = classify(text)
+        made = parser._made_of(text, same, hits, host, rank) if hits else []
+        if made is None:
+            return None
+        made_of.append(made)
+    body = []
+    for i, offset, hits, via, key in template.hit_lines:
+        if key is None:
+            return None
+        at = pos + offset + i * width
+        made = parser._made_of(block[at:block.find(b"\n", at)].decode("utf-8", "replace"), key, hits, host, rank)
+        if made is None:
+            return None
+        body.append((i, offset, via, made))
+    return Plan(template, (host, rank), start_key, complete_key, derived, made_of[0], body, made_of[1])

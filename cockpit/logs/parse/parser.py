@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from cockpit.logs.parse.block import feed_gated, feed_marked
-from cockpit.logs.parse.comm import Template, same_key
+from cockpit.logs.parse.comm import Last, Made, Template, same_key
 from cockpit.logs.parse.event import FAILURE_SET, Event, new_event
 from cockpit.logs.parse.gate import RESIDUE, SPECIAL, TRIGGER, Gate, has_word
 from cockpit.logs.parse.kinds import (
@@ -63,11 +63,6 @@ once. Bounded: that many texts of at most that many characters, then it starts a
 
 _COMM_RANK_KINDS = frozenset({NCCL_INIT_START, NCCL_INIT_COMPLETE})
 
-Made = tuple[str, tuple[object, ...], dict[str, object]]
-"""An event ``LineParser._made_of`` made but for its line number and text: its kind, the values of its fields
-(the fact's key less the line's prefix), all its fields."""
-
-
 class LineParser:
     """Incremental parser: ``feed`` physical lines in order, then ``flush`` at the end (or when idle).
 
@@ -102,7 +97,7 @@ class LineParser:
         self._rest: list[bytes] | None = None  # lines held back, read before the next block's
         self._after: Segment | None = None  # the kept segment that ends where the held-back lines start
         self._comms: dict[tuple[bytes, bytes], Template | None] = {}  # NCCL init blocks read (``comm``)
-        self._comm_last: dict[bytes, tuple[bytes, bytes, Template | None]] = {}  # the last one per process
+        self._comm_last: dict[bytes, Last] = {}  # the last one per process (``comm.Last``)
         # record text (an NCCL INFO line's ``comm.same_key``) -> classify's hits (not changed by callers)
         self._classified: dict[str | tuple[str, ...], list[Hit]] = {}
         self._placed: dict[tuple[str, ...], tuple[Origin, float | None, int | None]] = {}  # same_key -> _place
