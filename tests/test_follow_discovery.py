@@ -8,7 +8,7 @@ import os
 import time
 
 from cockpit.run.store import RunStatus, create_run_dir, write_status
-from cockpit.run.watch import DirStamp, follow_run
+from cockpit.run.watch import DirStamp, StatusReader, follow_run
 
 
 def test_dir_stamp_says_changed_first_then_only_when_a_name_comes_or_goes(tmp_path):
@@ -31,6 +31,32 @@ def test_dir_stamp_says_changed_first_then_only_when_a_name_comes_or_goes(tmp_pa
 def test_a_missing_directory_is_always_changed(tmp_path):
     stamp = DirStamp(tmp_path / "nope")
     assert stamp.changed() and stamp.changed()
+
+
+def test_status_json_is_parsed_again_only_when_it_changed(tmp_path):
+    run_dir = create_run_dir(tmp_path, "t-20270101-000000-0001")
+    reader = StatusReader(run_dir)
+    assert reader.read() is None  # none yet
+    write_status(run_dir, status(run_dir, "running"))
+    path = run_dir / "status.json"
+    old = time.time() - 60
+    os.utime(path, (old, old))  # settled: an unchanged identity means an unchanged file
+    first = reader.read()
+    assert first is not None and first.state == "running"
+    assert reader.read() is first  # not read and parsed again
+    write_status(run_dir, status(run_dir, "succeeded"))  # replaced whole, as the supervisor writes it
+    assert reader.read().state == "succeeded"
+    fresh = reader.read()
+    assert fresh.state == "succeeded" and reader.read() is not fresh  # written within SETTLE_S: read again
+    os.utime(path, (old + 1, old + 1))
+    settled = reader.read()
+    assert reader.read() is settled
+    path.write_text("{not json")  # unreadable: None, and looked at again next time
+    os.utime(path, (old + 2, old + 2))
+    assert reader.read() is None
+    write_status(run_dir, status(run_dir, "failed"))
+    os.utime(path, (old + 2, old + 2))
+    assert reader.read().state == "failed"
 
 
 def status(run_dir, state: str) -> RunStatus:

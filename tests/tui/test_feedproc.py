@@ -220,6 +220,25 @@ def test_a_batch_carries_the_counts_of_the_sources_that_changed_only():
     assert state.take().stats == {}
 
 
+def test_a_status_goes_to_the_ui_only_when_its_json_changed():
+    """follow_run hands the same status object again while status.json is unchanged, and an equal one when it
+    was written again with the same content: neither goes to the UI; a changed one does, once."""
+    from dataclasses import replace
+
+    from cockpit.tui.models.feed_state import FeedState
+
+    state = FeedState()
+    first = RunStatus(run_id="r", name="t", launcher="local", job_file="/dev/null", hosts=[HOST], world_size=1,
+                      state="running", started=1.0)
+    state.on_status(first)
+    assert state.take().status is first
+    state.on_status(first)
+    state.on_status(replace(first))
+    assert not state.has_news()
+    state.on_status(replace(first, state="succeeded"))
+    assert state.take().status.state == "succeeded" and not state.has_news()
+
+
 @pytest.mark.parametrize("ranks", [3, 4096])
 def test_a_frame_brings_the_status_and_counts_back_as_they_were(ranks):
     """Past a few hundred ranks the records travel packed (cockpit.tui.models.feed_pack): what the UI gets is

@@ -148,3 +148,18 @@ async def test_the_run_view_folds_100_ranks_and_goes_to_one_by_g(tmp_path):
         await pilot.press("G")
         await until(pilot, lambda: row_keys(table)[1:3] == ["g:node:h5", "g:node:h0"], what="by node")
         assert read_status(run_dir).progress["42"].flag == "straggler"
+
+        # the footer is told again (recomposed) when what it offers changed, not at every status: Stop, until the
+        # run ended
+        told = []
+        view.refresh_bindings = lambda: told.append(view.check_action("stop", ()))  # type: ignore[method-assign]
+        again = read_status(run_dir)
+        again.progress["42"] = RankProgress("h5", "running", step=51, step_source="metrics", rate=1.0)
+        write_status(run_dir, again)
+        await until(pilot, lambda: view.status.progress["42"].step == 51, what="the next status")
+        assert told == []
+        ended = read_status(run_dir)
+        ended.state, ended.ended = "succeeded", time.time()
+        write_status(run_dir, ended)
+        await until(pilot, lambda: told, what="the footer told once the run ended")
+        assert told == [None]  # Stop no longer offered

@@ -18,6 +18,16 @@ class RunControls(CockpitScreen):
 
     run_dir: Path
     status: RunStatus | None
+    _offered: tuple | None = None  # what check_action said of stop and requeue when the footer was last told
+
+    def refresh_controls(self) -> None:
+        """refresh_bindings where what check_action says of stop or requeue changed: each refresh recomposes the
+        footer (its keys unmounted and mounted again, the screen laid out), and a 4,096-rank run's status comes
+        every second or so while these answers change once or twice in a run (issue 32)."""
+        offered = (self.check_action("stop", ()), self.check_action("requeue", ()))
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "requeue":

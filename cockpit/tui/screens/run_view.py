@@ -233,7 +233,7 @@ class RunViewScreen(RunRanks, RunFindings, RunControls, CockpitScreen):
             self._update_ranks()
             self.read_forecast()
             self._show_attempts()
-            self.refresh_bindings()
+            self.refresh_controls()
             if findings_changed:
                 self._show_findings()
         if d.events:
