@@ -199,7 +199,8 @@ def samples(run_dir: Path, status: RunStatus, runs_here: bool, rankdir: RankDir 
             pid = _pid(pids[rank][1], rankdir, states)
             state = states[pid][0] if pid else None
         beat = last_json_line(text[:-len(".log")] + ".beat", tails)
-        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state, beat))
+        out.append(RankSample(rank, host, size, mtime, step if isinstance(step, int) else None, state, beat,
+                              when if isinstance(when, (int, float)) else None))
     return out
 
 

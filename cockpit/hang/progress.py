@@ -49,6 +49,7 @@ class RankSample:
     step: int | None = None  # cockpit.train's metrics, where present
     state: Literal["running", "stopped", "exited"] | None = None  # None: cannot be seen from here
     beat: Beat | None = None  # the rank hook's last beat: {"t", "sync", "n", "in", "since", "ddp", ...}
+    step_time: float | None = None  # when ``step`` was recorded, as its metrics record says (its "time")
 
 
 @dataclass
@@ -155,15 +156,19 @@ class Monitor:
         self.last_progress = max(at, last)
 
     def _dated(self, r: _Rank, s: RankSample, grew: bool, counted: bool, now: float) -> float:
-        """When a rank's progress happened (``dated``): the later of its log's mtime, if it grew, and its beat's
-        time, if its count moved (the beat is written after the collectives it counts, so a rank that printed and
-        then completed a collective is not dated by the print); never before the look that last read it, nor after
-        ``now``. Else (not dated, a rank not read before, a step in its metrics alone) ``now``."""
+        """When a rank's progress happened (``dated``): the latest of its log's mtime, if it grew, its beat's time,
+        if its count moved (the beat is written after the collectives it counts, so a rank that printed and then
+        completed a collective is not dated by the print), and its metrics record's time, if its step moved (a
+        look that read the log just written and the metrics not yet: the next one sees the step alone, and at
+        4,096 loaded ranks dated it 1-1.8 s after the last line); never before the look that last read it, nor
+        after ``now``. Else (not dated, a rank not read before, nothing that says when) ``now``."""
         if not self.dated or r.seen is None:
             return now
         said = s.log_mtime if grew else None
         if counted and s.beat and "t" in s.beat:
             said = max(said or 0.0, float(s.beat["t"]))
+        if s.step_time is not None and s.step is not None and s.step != r.step:
+            said = max(said or 0.0, s.step_time)
         return now if said is None else min(now, max(r.seen, said))
 
     def threshold(self) -> tuple[float | None, ThresholdRule]:

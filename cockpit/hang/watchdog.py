@@ -2,7 +2,8 @@
 (cockpit.hang.progress), keep status.json's ``progress``, ``watch``, ``findings`` and ``history`` current, and
 on a stall or a stopped rank gather every rank's stacks once, write them to ``<run>/logs/stacks.<when>.txt``,
 and name the culprit (cockpit.hang.finding). With ``on_stall: stop`` the run is then stopped, and its note
-says why.
+says why. A quiet stretch has its stacks asked shortly before its threshold (cockpit.hang.early), and is looked
+at when it reaches it, not at the next whole second: the stall's finding then need not wait for 4,096 answers.
 
 A start that goes quiet for longer than a running run may is not a stall: the ranks' stacks are gathered once
 to say where they are ("starting: ..." in ``watch``), and only a start that uses up its own budget
@@ -17,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cockpit.fs import safeio
-from cockpit.hang import finding, gather
+from cockpit.hang import early, finding, gather
 from cockpit.hang.classes import parse_stacks
 from cockpit.hang.evidence import Evidence
 from cockpit.hang.linkwatch import Links, LinkWatch
@@ -76,6 +77,7 @@ class Watchdog:
         self.next_whole = 0.0  # when every rank is read again (whole_every)
         self.sentinels: tuple[int, ...] = ()  # the ranks a probe reads between whole looks
         self.pending_report: tuple[Path, dict, dict[int, RankStack]] | None = None  # written after the finding
+        self.early = early.Early()  # the stacks asked before a quiet stretch reaches its threshold
 
     def tick(self) -> bool:
         """One look when due; True when status changed (the caller writes it). Sets stop_requested when the
@@ -91,6 +93,10 @@ class Watchdog:
         verdict = self.monitor.look(wall, found)
         self.next_whole, self.sentinels = now + whole_every(len(found)), sentinels(verdict)
         self.monitor.rule.window = straggler_window(self.monitor.window, len(found))
+        self._ask_early(verdict)
+        # the look at which the quiet reaches the early ask's point or the threshold is not left to the
+        # once-a-second cadence (up to a second late)
+        self.next_look = min(self.next_look, now + self.early.until_due(verdict, LOOK_EVERY))
         watch = self._watch(verdict, wall)
         findings = [f for f in s.findings if f.kind in HANG_KINDS]
         episode = {"stall"} if verdict.stalled else set()
@@ -125,6 +131,16 @@ class Watchdog:
         found = gather.samples(self.run_dir, self.status, self.runs_here, self.rankdir, self.sentinels)
         return self.monitor.probe(wall, found)
 
+    def _ask_early(self, verdict: Verdict) -> None:
+        """Ask every rank's stacks before the threshold, when due (cockpit.hang.early): a stall found then need
+        not wait for them."""
+        since = self.monitor.last_progress
+        if since is None or not self.early.due(verdict, since, LOOK_EVERY):
+            return
+        seen = early.marks(verdict)
+        evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped), early=True)
+        self.early.keep(since, seen, evidence, parse_stacks(evidence))
+
     def _stragglers(self, verdict: Verdict) -> list[LiveFinding]:
         """The straggler rule's finding, and a slow link's (a straggler whose wait is network), each rank of it
         flagged; one whose node the slow link names is the link's finding (the network explains it)."""
@@ -146,13 +162,18 @@ class Watchdog:
         return out
 
     def _found(self, verdict: Verdict, wall: float) -> LiveFinding:
-        """A new episode: every live rank's stacks, the finding, and with on_stall: stop the stop. The stacks
-        report the finding names is written after status.json has the finding (``write_report``): at 4,096 ranks
-        it took 0.2-0.7 s, which a user waiting for the finding need not wait."""
+        """A new episode: every live rank's stacks (a stall's: those asked before its threshold, where they still
+        hold: cockpit.hang.early), the finding, and with on_stall: stop the stop. The stacks report the finding
+        names is written after status.json has the finding (``write_report``): at 4,096 ranks it took 0.2-0.7 s,
+        which a user waiting for the finding need not wait."""
         s = self.status
         kind = "stall" if verdict.stalled else "stopped"
-        evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))  # a stopped rank cannot answer
-        stacks = parse_stacks(evidence)  # each dump parsed once, for the finding and the report both
+        early_asked = self.early.take(verdict, self.monitor.last_progress)
+        if early_asked is not None and kind == "stall":  # asked before the threshold, and still holding
+            evidence, stacks = early_asked.evidence, early_asked.stacks
+        else:
+            evidence = self._evidence(set(verdict.ranks) - set(verdict.stopped))  # a stopped rank cannot answer
+            stacks = parse_stacks(evidence)  # each dump parsed once, for the finding and the report both
         phase = "start" if verdict.phase == "starting" else "running"
         found = finding.hang_finding(kind, verdict.quiet, verdict.ranks, evidence, time.time(), s.run_id,
                                      self.pg_backend, phase, stacks=stacks)
@@ -193,12 +214,19 @@ class Watchdog:
         silent = any(not e.text for e in (self.start_evidence or {}).values()) or not self.start_evidence
         return silent and wall - self.start_asked >= START_ASK_EVERY
 
-    def _evidence(self, ranks: set[int]) -> dict:
+    def _evidence(self, ranks: set[int], early: bool = False) -> dict:
+        """The ranks' stacks as the launcher gathers them; none when that fails (said in the run's note, unless
+        ``early``: asked before any stall, and asked again if one comes)."""
+        began = time.monotonic()
         try:
             return self.collect(self.run_dir, self.status, ranks) if ranks else {}
         except Exception as exc:  # noqa: BLE001 - no evidence must not mean no finding
-            self.status.note = f"stacks could not be gathered: {type(exc).__name__}: {exc}"
+            if not early:
+                self.status.note = f"stacks could not be gathered: {type(exc).__name__}: {exc}"
             return {}
+        finally:
+            if ranks:  # how long a gathering takes here, for the next early ask's point
+                self.early.took = time.monotonic() - began
 
     def _report_later(self, evidence: dict, stacks: dict[int, RankStack]) -> str | None:
         """The path the stacks report of a new finding will have; ``write_report`` writes it."""

@@ -231,6 +231,12 @@ class Supervisor:
             self.save()  # the report could not be written: the finding no longer names it
         return not done
 
+    def pause(self) -> float:
+        """Seconds until the next step: POLL, or less where the watchdog's next look comes sooner (a quiet
+        stretch reaching its stall threshold is looked at then, not up to POLL later)."""
+        wait = self.watchdog.next_look - time.monotonic() if self.watchdog is not None else POLL
+        return POLL if wait <= 0 else min(POLL, wait)
+
     def _torchrun_restarts(self) -> bool:
         """A rank's failure now is torchrun's to handle: it restarts the workers (the job's max_restarts)."""
         s = self.status
@@ -452,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     sup.start()
     while True:
         while sup.step():
-            time.sleep(POLL)
+            time.sleep(sup.pause())
         if not sup.next_attempt():
             break
     return sup.finish()

@@ -191,3 +191,14 @@ def test_a_rank_that_printed_then_completed_a_collective_is_dated_by_its_beat_an
     # a collective counted alone is dated by its beat; a beat that counts nothing new dates nothing
     assert m.probe(106.0, [sample(0, 20, 100.2, 3, 105.8)]) and m.last_progress == 105.8
     assert not m.probe(107.0, [sample(0, 20, 100.2, 3, 106.9)]) and m.last_progress == 105.8
+
+
+def test_a_step_seen_after_its_line_is_dated_by_its_metrics_record_not_by_the_look_that_saw_it():
+    def sample(size: int, mtime: float, step: int, t: float | None) -> RankSample:
+        return RankSample(0, "n0", log_size=size, log_mtime=mtime, step=step, step_time=t)
+
+    m = Monitor(30.0, dated=True)
+    m.look(100.0, [sample(10, 99.0, 1, 99.0)])
+    m.look(101.0, [sample(20, 101.1, 1, 99.0)])  # its line read, its metrics record not written yet
+    assert m.look(102.5, [sample(20, 101.1, 2, 101.25)]).quiet == 1.25  # the step alone: its record's time
+    assert m.look(104.0, [sample(20, 101.1, 3, None)]).quiet == 0.0  # a record that says no time: the look's
