@@ -20,9 +20,20 @@ _FOLLOWED = re.compile(r"^((logs|metrics)|logs/restart-[0-9]+)/[^/]+$")  # resta
 
 def watch_args(plan: NodePlan, pid: int | None, start: str | None, offsets: dict[str, int]) -> dict:
     """The `watch` arguments for one node: its run directory and exit record, its launch shell (pid and
-    start ticks), whether to copy files back (not for a node that shares the run directory), from where."""
+    start ticks), whether to copy files back (not for a node that shares the run directory), from where; each
+    round's file messages batched ({"batch": [...]}: ``file_messages``), one line per node per round."""
     return {"run_dir": plan.run_dir, "exit_file": agent_exit_file(plan.run_dir, plan.host), "pid": pid,
-            "start": start, "copy": not plan.shared, "offsets": offsets}
+            "start": start, "copy": not plan.shared, "offsets": offsets, "batch": True}
+
+
+def file_messages(msg: dict) -> list[dict]:
+    """The file messages (``write_chunk``'s) in one line of the node agent's `watch`: a round's batch of them
+    ({"batch": [...]}, which watch_args asks for), or one of its own (an agent asked without "batch"); [] for a
+    line about the node (hello, exit, gone, running)."""
+    batch = msg.get("batch")
+    if isinstance(batch, list):
+        return [m for m in batch if isinstance(m, dict) and isinstance(m.get("path"), str)]
+    return [msg] if "path" in msg else []
 
 
 def write_chunk(run_dir: Path, shared: bool, offsets: dict[str, int], msg: dict) -> None:
