@@ -29,6 +29,7 @@ RESULT = {  # what each benchmark prints once it has measured
     "bench_hookcost.py": "x hook off",
     "bench_idle.py": "goal <= 1% of a core",
     "bench_live.py": "every line shown: yes",
+    "bench_node_watch.py": "batched/per_file",
     "bench_parse.py": "goal >= 3 M lines/s",
     "bench_plot.py": "x anchor",
     "bench_ps.py": "goal <= 2x the loop",

@@ -13,27 +13,32 @@ import sys
 from pathlib import Path
 
 from cockpit.launch.ssh.shell import agent_source
-from cockpit.launch.ssh.stream import write_chunk
+from cockpit.launch.ssh.stream import file_messages, write_chunk
 from cockpit.run import layout
 from cockpit.run.restarts import restarts
 
 
-def _watch_once(node: Path, offsets: dict[str, int]) -> list[dict]:
-    """One look of the real node agent at ``node`` (its run directory), from ``offsets``."""
+def _watch_once(node: Path, offsets: dict[str, int], batch: bool = False) -> list[dict]:
+    """One look of the real node agent at ``node`` (its run directory), from ``offsets``; ``batch``: the round's
+    files in as few lines as fit, as the supervisor asks for them (cockpit.launch.ssh.stream.watch_args)."""
     args = {"run_dir": str(node), "exit_file": str(node / "no-such.exit"), "pid": os.getpid(), "start": None,
-            "copy": True, "offsets": offsets, "once": True}
+            "copy": True, "offsets": offsets, "once": True, "batch": batch}
     r = subprocess.run([sys.executable, "-c", agent_source(), "watch", json.dumps(args)], capture_output=True,
                        text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
-def _follow(node: Path, here: Path, offsets: dict[str, int]) -> list[dict]:
-    msgs = _watch_once(node, offsets)
+def _follow(node: Path, here: Path, offsets: dict[str, int], batch: bool = False) -> list[dict]:
+    msgs = _watch_once(node, offsets, batch)
     for msg in msgs:
-        if "path" in msg:  # as cockpit.launch.ssh.unit.SSHUnit.handle
-            write_chunk(here, False, offsets, msg)
+        for one in file_messages(msg):  # as cockpit.launch.ssh.unit.SSHUnit.handle
+            write_chunk(here, False, offsets, one)
     return msgs
+
+
+def _files(run_dir: Path) -> dict[str, bytes]:
+    return {p.relative_to(run_dir).as_posix(): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
 def _write(path: Path, text: str) -> None:
@@ -133,3 +138,42 @@ def test_between_two_wrappers_moves_the_stale_record_is_no_failure_of_this_round
     _set_aside(tmp_path, "rank-0.n2.exit", 0)
     _write(logs / "rank-1.n2.exit", "3 20.0\n")  # round 1's own failure counts
     assert [(r, e.status) for r, e in this_round(tmp_path, rank_exits(tmp_path)).items()] == [(1, 3)]
+
+
+def test_a_rounds_files_come_in_batches_under_the_line_limit_moves_first(tmp_path):
+    """The supervisor asks for a round's files batched (issue 32: a message per node per round, not one per
+    changed file): the same copy as file by file, every line under asyncio's 64 KiB, a record set aside moved
+    before the next round's record of the same name comes."""
+    node, here, one = tmp_path / "node", tmp_path / "here", tmp_path / "one"
+    (here / layout.LOGS).mkdir(parents=True)  # the run directory here, as the launch makes it
+    (one / layout.LOGS).mkdir(parents=True)
+    logs = node / layout.LOGS
+    for r in range(64):
+        _write(logs / f"rank-{r}.n2.log", f"[cockpit] step=1 rank={r}\n" * 100)
+        _write(logs / f"rank-{r}.n2.beat", '{"t":1.5,"sync":0.1,"n":3,"in":null}\n' * 10)
+        _write(node / layout.METRICS / f"rank-{r}.jsonl", '{"step":1}\n')
+    (logs / "rank-0.n2.log").write_bytes(b"hello \xff world\n" * 3000)  # more than one chunk, not UTF-8
+    _write(logs / "rank-1.n2.exit", "3 10.0\n")
+    offsets: dict[str, int] = {}
+    offsets_one: dict[str, int] = {}
+
+    def look() -> list[dict]:
+        lines = _follow(node, here, offsets, batch=True)
+        _follow(node, one, offsets_one)
+        assert all(len(json.dumps(m, separators=(",", ":"))) < 64 * 1024 for m in lines)
+        assert _files(here) == _files(one) == _files(node)
+        files = [m for m in lines if file_messages(m)]
+        assert files and all("batch" in m for m in files)
+        return files
+
+    first = look()
+    assert 1 < len(first) < 64  # 64 ranks' history so far: a few lines of 40 KB, not 193 of their own
+    # torchrun's round 1: rank 1's record set aside, its next one written; a beat from every rank
+    _set_aside(node, "rank-1.n2.exit", 0)
+    _write(logs / "rank-1.n2.exit", "0 20.0\n")
+    for r in range(64):
+        with open(logs / f"rank-{r}.n2.beat", "a") as f:
+            f.write('{"t":2.5,"sync":0.2,"n":4,"in":null}\n')
+    [second] = look()  # the round's 66 files in one line
+    assert second["batch"][0] == {"path": "logs/rank-1.n2.exit", "moved": "logs/restart-0/rank-1.n2.exit"}
+    assert len(second["batch"]) == 1 + 1 + 64

@@ -3,13 +3,17 @@ supervisor, watchdog and commands (not collected by pytest).
 
     python tests/bench/bench_scale.py --ranks 4096 [--nodes 512] [--json]   # a local run of 512 simulated hosts
     flock /tmp/cockpit-heavy.lock python tests/bench/bench_scale.py --ranks 512 --nodes 4 --ssh
+    flock /tmp/cockpit-heavy.lock python tests/bench/bench_scale.py --ranks 512 --nodes 4 --ssh --private \
+        --only steady                                 # every rank's files come back over SSH
     python tests/bench/bench_scale.py --smoke                               # 8 ranks, 2 hosts, seconds
     python tests/bench/bench_scale.py --ranks 4096 --only steady,ps,stall   # the live side alone (no TUI, logs -f)
 
 Each rank writes 1 progress line/s (its log), a beat/s and a metrics record/s, as a real rank does under cockpit.
 ``--nodes`` defaults to ranks/8 (8 GPUs a node). Without ``--ssh`` the run is local, widened to the simulated
 hosts (tests/scale/harness.py says what that does and does not have); ``--ssh`` runs over that many
-network-namespace nodes (tests/scale/sshlab.py; root, and the heavy-test lock). In order, one at a time:
+network-namespace nodes (tests/scale/sshlab.py; root, and the heavy-test lock), which see the run directory here
+unless ``--private`` (then the supervisor copies every rank's files from its node's agent). In order, one at a
+time:
 
 1. steady state, 10 s after every rank is watched: the supervisor's CPU (% of one core) and RSS; the stand-ins'
    own CPU (the harness's cost, on the same two cores) and the load average (also taken before anything starts:
@@ -257,7 +261,8 @@ def measure(args: argparse.Namespace) -> dict:
         reference_stall(args) if args.ranks != 8 and "stall" in args.only else None)
     began = time.perf_counter()
     sim = launch(args, args.ranks, args.nodes)
-    figures: dict = {"ranks": args.ranks, "nodes": args.nodes, "launch": "ssh" if args.ssh else "local",
+    launched = ("ssh, private" if args.private else "ssh") if args.ssh else "local"
+    figures: dict = {"ranks": args.ranks, "nodes": args.nodes, "launch": launched,
                      "cores": os.cpu_count(), "load_avg_start": before}
     try:
         sim.wait_up(600)
@@ -359,6 +364,8 @@ def main() -> int:
     p.add_argument("--ranks", type=int, default=512)
     p.add_argument("--nodes", type=int, help="hosts (default ranks/8); with --ssh, namespaced nodes (default 4)")
     p.add_argument("--ssh", action="store_true", help="over ssh to network-namespace nodes (root; take the lock)")
+    p.add_argument("--private", action="store_true", help="with --ssh: the nodes do not share the run directory, "
+                   "every rank's files come back over SSH")
     p.add_argument("--json", action="store_true")
     p.add_argument("--smoke", action="store_true", help="8 ranks on 2 hosts, short: that it runs")
     p.add_argument("--stall-after", type=float, default=5.0)
@@ -381,13 +388,15 @@ def main() -> int:
     args.only = [w for w in args.only.split(",") if w]
     if not args.only or set(args.only) - set(STAGES):
         p.error(f"--only: give some of {','.join(STAGES)}")
+    if args.private and not args.ssh:
+        p.error("--private: with --ssh only")
     args.nodes = args.nodes or (4 if args.ssh else max(1, args.ranks // 8))
     args.stall_after = int(args.stall_after)  # the job file's stall_after: whole seconds
     args.lab = None
     if args.ssh:
         from scale.sshlab import make_lab
 
-        args.lab = make_lab(args.nodes)
+        args.lab = make_lab(args.nodes, private=args.private)
     try:
         figures = measure(args)
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 from cockpit.launch.ssh.facts import node_python
 from cockpit.launch.ssh.plan import NodePlan, read_plan
 from cockpit.launch.ssh.shell import agent_command, stop_script
-from cockpit.launch.ssh.stream import watch_args, write_chunk
+from cockpit.launch.ssh.stream import file_messages, watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool
 from cockpit.run import layout
 from cockpit.run.store import RunStatus, write_status
@@ -85,8 +85,8 @@ def recover(run_dir: Path, status: RunStatus, timeout: float = 30.0) -> RunStatu
             last = None
             for line in result.stdout.splitlines():
                 last = json.loads(line)
-                if "path" in last:
-                    write_chunk(run_dir, p.shared, copied, last)
+                for one in file_messages(last):
+                    write_chunk(run_dir, p.shared, copied, one)
         except (RemoteError, ValueError, OSError, asyncio.TimeoutError) as exc:
             return p.host, f"could not be asked: {getattr(exc, 'message', None) or exc or 'no answer'}"
         return p.host, "running" if last and last.get("running") else None

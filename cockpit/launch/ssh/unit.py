@@ -38,7 +38,7 @@ from pathlib import Path
 from cockpit.launch.ssh.facts import node_python
 from cockpit.launch.ssh.plan import NodePlan, SSHPlan, read_plan, stop_grace
 from cockpit.launch.ssh.shell import agent_command, parse_started, start_script, stop_script
-from cockpit.launch.ssh.stream import signal_name, watch_args, write_chunk
+from cockpit.launch.ssh.stream import file_messages, signal_name, watch_args, write_chunk
 from cockpit.remote import CommandFailed, RemoteError, RemotePool, Unreachable
 from cockpit.run import layout
 from cockpit.run.records import SSH_KEYS, FirstFailure, NodeRecord, SshProcess
@@ -185,8 +185,9 @@ class SSHUnit:
             await stream.close()
 
     def handle(self, msg: dict) -> None:
-        if "path" in msg:
-            write_chunk(self.run.run_dir, self.plan.shared, self.offsets, msg)
+        if "path" in msg or "batch" in msg:  # a round's files (file_messages)
+            for one in file_messages(msg):
+                write_chunk(self.run.run_dir, self.plan.shared, self.offsets, one)
         elif self.done:
             return  # draining: the end is known already
         elif "exit" in msg:
