@@ -175,3 +175,32 @@ def test_cockpit_stop_gives_each_rank_one_sigterm(tmp_path):
     proc.communicate(timeout=60)
     assert r.returncode == 0, r.stderr
     assert logs().count("term count 1") == 2, logs()
+
+
+EXITS_BY_ITSELF = """import os, sys, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} working", flush=True)
+if rank == 1:
+    print("no data left in shard 1: stopping", flush=True)
+    sys.exit(3)
+time.sleep(60)
+"""
+
+
+def test_a_rank_that_exits_without_a_traceback_is_named_at_its_last_line(tmp_path):
+    """sys.exit(3) leaves no traceback: the finding says so and points at the log's last line (the rank's own
+    last words), not at its first."""
+    (tmp_path / "quits.py").write_text(EXITS_BY_ITSELF)
+    (tmp_path / "job.yaml").write_text("name: quits\nscript: quits.py\nlauncher: local\ngpus: none\n")
+    runs = tmp_path / "runs"
+    r = cockpit(runs, "run", str(tmp_path / "job.yaml"), "-q", "--grace", "5")
+    assert r.returncode != 0, r.stdout + r.stderr
+    run_dir, status = only_run(runs)
+    assert status.first_failure is not None and status.first_failure.rank == 1, r.stdout
+    d = json.loads(cockpit(runs, "diagnose", status.run_id, "--json").stdout)
+    [first] = [f for f in d["findings"] if f["code"] == "first_failure"]
+    assert "exit code 3: no traceback: the script exited by itself" in first["title"], first
+    [(path, line)] = [(e["path"], e["line"]) for e in first["evidence"]]
+    lines = Path(path).read_text().splitlines()
+    assert path.endswith(f"rank-1.{status.hosts[0]}.log") and line == len(lines), (line, lines)
+    assert lines[line - 1].endswith("no data left in shard 1: stopping"), lines

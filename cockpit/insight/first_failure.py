@@ -129,6 +129,9 @@ def _failed_rank(findings: tuple, first, logs: dict, report, places: dict) -> tu
     hint = named[0].hint if named else ("the other ranks' errors follow from this one: read its log from the "
                                         "evidence line and fix it first")
     said = _exception_of(report, log[1]) if log and report is not None else None
+    if said is None and log and not first.signal and first.description.startswith("exit code") \
+            and not _has(log[1], "Traceback"):
+        said = "no traceback: the script exited by itself (sys.exit, os._exit); its last lines say why"
     mine = Finding("error", "first_failure", f"First failure (exit records): rank {rank} on {first.host}: "
                    f"{first.description}" + (f": {said}" if said else ""), hint, evidence)
     return (mine, *(f for f in findings if f.code != "first_failure")), cause
@@ -159,15 +162,26 @@ def _line_count(path: Path) -> int:
         return 1
 
 
-def line_of(path: Path, text: str) -> int:
-    """The line number of the last line holding ``text`` (1 when none)."""
+def _has(path: Path, text: str) -> bool:
+    """Whether a line of the log holds ``text`` (an unreadable log: True, nothing is claimed of it)."""
     from cockpit.logs.diagnose.report import read_lines
 
-    found = 1
+    try:
+        return any(text in line for line in read_lines(path, follow=False))
+    except OSError:
+        return True
+
+
+def line_of(path: Path, text: str) -> int:
+    """The line number of the last line holding ``text``; where none does, the log's last line (a rank that
+    ended without a traceback, by sys.exit or os._exit, stopped there), 1 for an empty or unreadable log."""
+    from cockpit.logs.diagnose.report import read_lines
+
+    found, n = None, 0
     try:
         for n, line in enumerate(read_lines(path, follow=False), 1):  # bounded, regular files only
             if text in line:
                 found = n
     except OSError:
-        return found
-    return found
+        pass
+    return found or max(n, 1)
